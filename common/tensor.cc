@@ -1,0 +1,81 @@
+#include "common/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return 4;
+  }
+  return 0;
+}
+
+std::string Device::ToString() const {
+  return kind == DeviceKind::kCpu ? "cpu" : absl::StrCat("gpu:", ordinal);
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
+
+std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  CHECK(p != nullptr) << "out of memory allocating " << bytes << " bytes";
+  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  return std::shared_ptr<Buffer>(new Buffer(p, bytes, /*owned=*/true, nullptr));
+}
+
+std::shared_ptr<Buffer> Buffer::Borrow(void* data, size_t bytes, std::shared_ptr<void> owner) {
+  return std::shared_ptr<Buffer>(new Buffer(data, bytes, /*owned=*/false, std::move(owner)));
+}
+
+Buffer::~Buffer() {
+  if (owned_) std::free(data_);
+}
+
+Tensor::Tensor(Shape shape, DType dtype)
+    : shape_(std::move(shape)), dtype_(dtype), num_elements_(NumElements(shape_)) {
+  buffer_ = Buffer::Allocate(num_bytes());
+}
+
+Tensor::Tensor(Shape shape, DType dtype, std::shared_ptr<Buffer> buffer)
+    : shape_(std::move(shape)), dtype_(dtype), num_elements_(NumElements(shape_)), buffer_(std::move(buffer)) {
+  CHECK(buffer_ != nullptr);
+  CHECK_GE(buffer_->size(), num_bytes()) << "buffer too small for " << ShapeToString(shape_);
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t(shape_, dtype_);
+  if (num_bytes() > 0) std::memcpy(t.raw(), raw(), num_bytes());
+  return t;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const {
+  CHECK_EQ(NumElements(shape), num_elements_) << ShapeToString(shape_) << " -> " << ShapeToString(shape);
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+void Tensor::SetZero() const {
+  if (num_bytes() > 0) std::memset(raw(), 0, num_bytes());
+}
+
+void Tensor::CopyFrom(const Tensor& other) const {
+  CHECK_EQ(other.num_bytes(), num_bytes());
+  if (num_bytes() > 0) std::memcpy(raw(), other.raw(), num_bytes());
+}
+
+}  // namespace pstrain

@@ -1,0 +1,98 @@
+// Tensor: a shape, a dtype, a device and a buffer that is owned or borrowed.
+//
+// Tensors are cheap handles: copying one shares its buffer (like a
+// shared_ptr). Data is dense row-major. Only float32 exists today; the dtype
+// travels on the wire so others can follow.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace pstrain {
+
+enum class DType { kFloat32 };
+size_t DTypeSize(DType dtype);
+
+enum class DeviceKind { kCpu, kCuda };
+
+// A device a tensor lives on: kind plus ordinal (GPU number).
+struct Device {
+  DeviceKind kind = DeviceKind::kCpu;
+  int ordinal = 0;
+  static Device Cpu() { return {}; }
+  bool operator==(const Device&) const = default;
+  std::string ToString() const;
+};
+
+using Shape = std::vector<int64_t>;
+int64_t NumElements(const Shape& shape);
+std::string ShapeToString(const Shape& shape);
+
+// A block of bytes; aligned to 64 bytes when allocated here.
+class Buffer {
+ public:
+  // Allocates `bytes` (zero-filled) on the CPU.
+  static std::shared_ptr<Buffer> Allocate(size_t bytes);
+  // Wraps memory owned elsewhere; `owner` keeps it alive (may be null when the
+  // caller guarantees the lifetime).
+  static std::shared_ptr<Buffer> Borrow(void* data, size_t bytes, std::shared_ptr<void> owner);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  Buffer(void* data, size_t size, bool owned, std::shared_ptr<void> owner)
+      : data_(data), size_(size), owned_(owned), owner_(std::move(owner)) {}
+  void* data_;
+  size_t size_;
+  bool owned_;
+  std::shared_ptr<void> owner_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates a zero-filled tensor on the CPU.
+  Tensor(Shape shape, DType dtype = DType::kFloat32);
+  // Views `buffer` (which must hold at least the tensor's bytes).
+  Tensor(Shape shape, DType dtype, std::shared_ptr<Buffer> buffer);
+
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_.at(i); }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  int64_t num_elements() const { return num_elements_; }
+  size_t num_bytes() const { return num_elements_ * DTypeSize(dtype_); }
+  bool empty() const { return buffer_ == nullptr; }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+
+  void* raw() const { return buffer_ ? buffer_->data() : nullptr; }
+  float* data() const { return static_cast<float*>(raw()); }
+  absl::Span<float> span() const { return {data(), static_cast<size_t>(num_elements_)}; }
+
+  // A deep copy with its own buffer.
+  Tensor Clone() const;
+  // Same buffer, different shape with the same element count.
+  Tensor Reshaped(Shape shape) const;
+  void SetZero() const;
+  // Copies the elements of `other` (same element count) into this tensor.
+  void CopyFrom(const Tensor& other) const;
+
+ private:
+  Shape shape_;
+  DType dtype_ = DType::kFloat32;
+  Device device_;
+  int64_t num_elements_ = 0;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+}  // namespace pstrain

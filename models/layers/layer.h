@@ -1,0 +1,117 @@
+// Layer: one differentiable operation, device-agnostic.
+//
+// A Layer is created from a LayerSpec by the registry for a device kind; the
+// model zoo only ever speaks LayerSpecs, so a CUDA implementation slots in
+// beside the oneDNN one without touching models. Contracts:
+//   * Setup() is called once with per-example input shapes (no batch dim); it
+//     creates the parameters (zero-filled; the model initialises them) and
+//     returns the per-example output shape.
+//   * Forward()/Backward() take batched tensors [N, ...]; implementations cache
+//     their primitives per input shape, so alternating batch sizes (train vs
+//     eval) costs one creation each.
+//   * Backward() overwrites grad_inputs[i] (the model sums fan-out) and
+//     overwrites every parameter's grad.
+//   * A layer is used by one thread at a time.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/status_macros.h"
+#include "common/tensor.h"
+
+namespace pstrain {
+
+// How a parameter's initial values are drawn (by the model, from a seed).
+enum class Initializer {
+  kZeros,
+  kOnes,
+  kGlorotUniform,  // U(-a, a), a = sqrt(6 / (fan_in + fan_out))
+  kHeNormal,       // N(0, sqrt(2 / fan_in))
+};
+
+// A trainable parameter of a layer. `name` is local ("weights", "bias"); the
+// model prefixes the layer name.
+struct Parameter {
+  std::string name;
+  Tensor value;
+  Tensor grad;
+  Initializer init = Initializer::kZeros;
+  int64_t fan_in = 1;
+  int64_t fan_out = 1;
+};
+
+// Per-device execution state (oneDNN engine and stream on CPU; handles and a
+// stream on CUDA). Owned by whoever runs the model; one per model replica.
+class DeviceContext {
+ public:
+  virtual ~DeviceContext() = default;
+  virtual Device device() const = 0;
+  // Blocks until queued work is finished.
+  virtual void Synchronize() = 0;
+};
+
+// Creates the context for `device`.
+absl::StatusOr<std::unique_ptr<DeviceContext>> CreateDeviceContext(Device device);
+
+// What to build: a registered type name and its attributes.
+struct LayerSpec {
+  std::string type;
+  std::map<std::string, std::vector<int64_t>> ints;
+  std::map<std::string, double> floats;
+
+  LayerSpec& Int(const std::string& key, int64_t v) { ints[key] = {v}; return *this; }
+  LayerSpec& Ints(const std::string& key, std::vector<int64_t> v) { ints[key] = std::move(v); return *this; }
+  LayerSpec& Float(const std::string& key, double v) { floats[key] = v; return *this; }
+  // Attribute readers; `fallback` when absent.
+  int64_t GetInt(const std::string& key, int64_t fallback) const;
+  std::vector<int64_t> GetInts(const std::string& key, std::vector<int64_t> fallback) const;
+  double GetFloat(const std::string& key, double fallback) const;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  virtual absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) = 0;
+  virtual void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) = 0;
+  virtual void Backward(DeviceContext& ctx, absl::Span<const Tensor> inputs, const Tensor& output,
+                        const Tensor& grad_output, absl::Span<Tensor> grad_inputs) = 0;
+
+  std::vector<Parameter>& parameters() { return parameters_; }
+
+ protected:
+  std::vector<Parameter> parameters_;
+};
+
+// The loss at the end of a model: softmax cross-entropy over integer labels.
+class LossLayer {
+ public:
+  virtual ~LossLayer() = default;
+  // Mean loss over the batch; writes d(mean loss)/d(logits) into grad_logits
+  // when it is non-null.
+  virtual float ForwardBackward(DeviceContext& ctx, const Tensor& logits, const int32_t* labels,
+                                Tensor* grad_logits) = 0;
+};
+
+using LayerFactory = std::function<std::unique_ptr<Layer>(const LayerSpec&)>;
+
+// Registers `factory` for (type, device kind). Returns true, for static init.
+bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factory);
+// Creates a layer; an unknown type is NotFound listing the known ones.
+absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, DeviceKind kind);
+std::vector<std::string> RegisteredLayerTypes(DeviceKind kind);
+absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind);
+
+#define PSTRAIN_REGISTER_LAYER(type, kind, cls)                                        \
+  static const bool PSTRAIN_CONCAT(pstrain_layer_registered_, __LINE__) =             \
+      ::pstrain::RegisterLayer(type, kind, [](const ::pstrain::LayerSpec& spec) {      \
+        return std::unique_ptr<::pstrain::Layer>(new cls(spec));                       \
+      })
+
+}  // namespace pstrain

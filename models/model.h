@@ -1,0 +1,81 @@
+// Model: a graph of layers ending in a softmax cross-entropy loss.
+//
+// The zoo builds models from LayerSpecs through ModelBuilder. A model exposes
+// its variables in a fixed order (construction order of layers, then each
+// layer's parameters), named "<layer>/<param>". TrainStep runs forward and
+// backward and calls the gradient-ready hook for each variable as soon as its
+// gradient is final, in backward order, so communication can overlap backward.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/layers/layer.h"
+#include "proto/config.pb.h"
+
+namespace pstrain {
+
+struct Variable {
+  std::string name;
+  Tensor value;  // the model's working copy (what forward reads)
+  Tensor grad;   // written by TrainStep
+};
+
+struct EvalResult {
+  float mean_loss = 0;
+  int64_t correct = 0;
+  int64_t examples = 0;
+};
+
+// Called with the index of a variable whose gradient is final.
+using GradientReadyHook = std::function<void(int variable_index)>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const std::string& name() const = 0;
+  // Per-example input shape [C, H, W] and number of classes.
+  virtual const Shape& input_shape() const = 0;
+  virtual int num_classes() const = 0;
+  virtual std::vector<Variable>& variables() = 0;
+  int64_t num_parameters();
+
+  // Fills every variable from its initializer; same seed, same values.
+  virtual void InitializeVariables(uint64_t seed) = 0;
+  // Forward and backward on images [N, C, H, W]; returns the mean loss.
+  virtual float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) = 0;
+  // Forward only (inference mode).
+  virtual EvalResult Evaluate(const Tensor& images, const int32_t* labels) = 0;
+  // Per-example output shape of every layer, in construction order, with names.
+  virtual std::vector<std::pair<std::string, Shape>> LayerShapes() const = 0;
+};
+
+// Builds a model graph. Node 0 is the input.
+class ModelBuilder {
+ public:
+  ModelBuilder(std::string model_name, Shape input_shape, int num_classes, DeviceContext* ctx);
+  ~ModelBuilder();
+  static constexpr int kInput = 0;
+  // Adds a layer named `name` fed by `inputs`; returns its node id.
+  int Add(const std::string& name, const LayerSpec& spec, std::vector<int> inputs);
+  // Convenience for a chain: feeds from the last added node.
+  int Then(const std::string& name, const LayerSpec& spec);
+  // The node whose output is the logits [N, num_classes].
+  absl::StatusOr<std::unique_ptr<Model>> Finish(int logits_node);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Model zoo: registered by name.
+using ModelFactory = std::function<absl::StatusOr<std::unique_ptr<Model>>(const ModelConfig&, DeviceContext*)>;
+bool RegisterModel(const std::string& name, ModelFactory factory);
+std::vector<std::string> RegisteredModels();
+// Creates `config.name()` (input_shape and num_classes must be filled in).
+absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config, DeviceContext* ctx);
+
+}  // namespace pstrain

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages pstrain needs to build, test and run.
+# Idempotent: packages already present are not touched. Works as root or via sudo.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config ninja-build
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libgoogle-glog-dev libgflags-dev
+  libboost-dev libboost-system-dev
+  libdnnl-dev zlib1g-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev
+  dataset-fashion-mnist
+  python3 procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1
+  fi
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
