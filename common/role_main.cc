@@ -1,0 +1,55 @@
+#include "common/role_main.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "common/config/config_loader.h"
+#include "gflags/gflags.h"
+#include "glog/logging.h"
+
+DEFINE_string(config, "", "experiment config (YAML or protobuf text format)");
+DEFINE_int32(index, -1, "this process's index among its job's hosts");
+DEFINE_string(job_name, "", "TensorFlow-style job name: ps or worker");
+DEFINE_int32(task_index, -1, "TensorFlow-style task index (same as --index)");
+DEFINE_string(ps_hosts, "", "comma-separated host:port of every PS shard (overrides the config)");
+DEFINE_string(worker_hosts, "", "comma-separated host:port of every worker (overrides the config)");
+DEFINE_string(run_dir, "", "directory for result.json and other outputs (created if missing)");
+
+namespace pstrain {
+
+RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vector<std::string>& known_models) {
+  gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR]");
+  gflags::ParseCommandLineFlags(argc, argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging((*argv)[0]);
+
+  auto fail = [](const std::string& message) {
+    std::cerr << "error: " << message << std::endl;
+    std::exit(kExitBadConfig);
+  };
+  if (FLAGS_config.empty()) fail("--config=FILE is required");
+  absl::StatusOr<ExperimentConfig> config = LoadExperimentConfig(FLAGS_config, known_models);
+  if (!config.ok()) fail(std::string(config.status().message()));
+
+  ClusterFlags flags;
+  flags.job_name = FLAGS_job_name;
+  flags.task_index = FLAGS_task_index;
+  flags.index = FLAGS_index;
+  flags.ps_hosts = FLAGS_ps_hosts;
+  flags.worker_hosts = FLAGS_worker_hosts;
+  RoleSetup setup;
+  setup.config = *std::move(config);
+  absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config);
+  if (!role.ok()) fail(std::string(role.status().message()));
+  setup.role = *role;
+  setup.run_dir = FLAGS_run_dir;
+  if (!setup.run_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(setup.run_dir, ec);
+    if (ec) fail("cannot create --run_dir " + setup.run_dir + ": " + ec.message());
+  }
+  return setup;
+}
+
+}  // namespace pstrain

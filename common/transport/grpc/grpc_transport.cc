@@ -1,0 +1,218 @@
+#include "common/transport/grpc/grpc_transport.h"
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+constexpr char kServicePrefix[] = "/pstrain.ParameterServer/";
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+void ReleaseChunkOwner(void* user_data) { delete static_cast<std::shared_ptr<const void>*>(user_data); }
+
+// Header slice plus one zero-copy slice per chunk.
+grpc::ByteBuffer ToByteBuffer(OutgoingFrame frame) {
+  std::vector<grpc::Slice> slices;
+  slices.reserve(frame.chunks.size() + 1);
+  slices.emplace_back(EncodeWireHeader(frame.header));
+  for (ConstChunk& chunk : frame.chunks) {
+    if (chunk.size == 0) continue;
+    auto* owner = new std::shared_ptr<const void>(std::move(chunk.owner));
+    slices.emplace_back(const_cast<void*>(chunk.data), chunk.size, &ReleaseChunkOwner, owner);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+absl::StatusOr<IncomingFrame> FromByteBuffer(const grpc::ByteBuffer& buffer) {
+  auto slices = std::make_shared<std::vector<grpc::Slice>>();
+  grpc::Status dumped = buffer.Dump(slices.get());
+  if (!dumped.ok()) return FromGrpcStatus(dumped);
+  std::vector<IncomingFrame::Piece> pieces;
+  pieces.reserve(slices->size());
+  for (const grpc::Slice& s : *slices) {
+    if (s.size() > 0) pieces.push_back({reinterpret_cast<const char*>(s.begin()), s.size()});
+  }
+  return IncomingFrame::FromWire(std::move(pieces), std::move(slices));
+}
+
+int ClampToInt(int64_t bytes) { return static_cast<int>(std::min<int64_t>(bytes, INT_MAX)); }
+
+// ---- client ----
+
+class GrpcChannel : public Channel {
+ public:
+  GrpcChannel(std::shared_ptr<grpc::Channel> channel) : stub_(std::move(channel)) {}
+
+  void Call(std::string_view method, OutgoingFrame request, const CallOptions& options,
+            ResponseCallback done) override {
+    struct CallState {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request;
+      grpc::ByteBuffer response;
+      ResponseCallback done;
+    };
+    auto* state = new CallState;
+    state->done = std::move(done);
+    state->request = ToByteBuffer(std::move(request));
+    if (options.deadline != absl::InfiniteFuture()) state->context.set_deadline(absl::ToChronoTime(options.deadline));
+    state->context.set_wait_for_ready(options.wait_for_ready);
+    stub_.UnaryCall(&state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(), &state->request,
+                    &state->response, [state](grpc::Status status) {
+                      std::unique_ptr<CallState> owned(state);
+                      if (!status.ok()) {
+                        owned->done(FromGrpcStatus(status), {});
+                        return;
+                      }
+                      absl::StatusOr<IncomingFrame> frame = FromByteBuffer(owned->response);
+                      if (!frame.ok()) {
+                        owned->done(frame.status(), {});
+                        return;
+                      }
+                      owned->done(absl::OkStatus(), *std::move(frame));
+                    });
+  }
+
+ private:
+  grpc::GenericStub stub_;
+};
+
+// ---- server ----
+
+// Serves one unary call: read the request, hand it to the Handler, write the
+// answer whenever the handler responds (possibly later, from another thread).
+class UnaryReactor : public grpc::ServerGenericBidiReactor {
+ public:
+  UnaryReactor(grpc::GenericCallbackServerContext* context, Handler* handler)
+      : context_(context), handler_(handler) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
+      return;
+    }
+    const std::string& full = context_->method();
+    if (full.rfind(kServicePrefix, 0) != 0) {
+      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, absl::StrCat("unknown service method ", full)));
+      return;
+    }
+    absl::StatusOr<IncomingFrame> frame = FromByteBuffer(request_);
+    if (!frame.ok()) {
+      Finish(ToGrpcStatus(frame.status()));
+      return;
+    }
+    handler_->Handle(std::string_view(full).substr(sizeof(kServicePrefix) - 1), *std::move(frame),
+                     [this](absl::Status status, OutgoingFrame response) {
+                       if (!status.ok()) {
+                         Finish(ToGrpcStatus(status));
+                         return;
+                       }
+                       response_ = ToByteBuffer(std::move(response));
+                       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+                     });
+  }
+
+  void OnWriteDone(bool ok) override {}
+  void OnDone() override { delete this; }
+
+ private:
+  grpc::GenericCallbackServerContext* context_;
+  pstrain::Handler* handler_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+};
+
+class FrameService : public grpc::CallbackGenericService {
+ public:
+  explicit FrameService(pstrain::Handler* handler) : handler_(handler) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
+    return new UnaryReactor(context, handler_);
+  }
+
+ private:
+  pstrain::Handler* handler_;
+};
+
+class GrpcServer : public Server {
+ public:
+  GrpcServer(std::unique_ptr<FrameService> service, std::unique_ptr<grpc::Server> server, int port)
+      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  ~GrpcServer() override { Shutdown(absl::Seconds(1)); }
+
+  int port() const override { return port_; }
+  void Shutdown(absl::Duration grace) override {
+    if (shut_down_) return;
+    shut_down_ = true;
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Wait();
+  }
+
+ private:
+  std::unique_ptr<FrameService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_;
+  bool shut_down_ = false;
+};
+
+class GrpcTransport : public Transport {
+ public:
+  explicit GrpcTransport(const TransportOptions& options) : options_(options) {}
+
+  absl::StatusOr<std::unique_ptr<Channel>> Connect(const std::string& address) override {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(ClampToInt(options_.max_message_bytes));
+    args.SetMaxSendMessageSize(ClampToInt(options_.max_message_bytes));
+    // Each channel gets its own TCP connection, so shards do not share one.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    if (channel == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot create channel to ", address));
+    return std::unique_ptr<Channel>(new GrpcChannel(std::move(channel)));
+  }
+
+  absl::StatusOr<std::unique_ptr<Server>> Serve(const std::string& address, Handler* handler) override {
+    auto service = std::make_unique<FrameService>(handler);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    builder.SetMaxReceiveMessageSize(ClampToInt(options_.max_message_bytes));
+    builder.SetMaxSendMessageSize(ClampToInt(options_.max_message_bytes));
+    builder.RegisterCallbackGenericService(service.get());
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (server == nullptr || port == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " (address in use or invalid?)"));
+    }
+    return std::unique_ptr<Server>(new GrpcServer(std::move(service), std::move(server), port));
+  }
+
+ private:
+  TransportOptions options_;
+};
+
+const bool kRegistered = RegisterTransport("grpc", [](const TransportOptions& options) {
+  return CreateGrpcTransport(options);
+});
+
+}  // namespace
+
+std::unique_ptr<Transport> CreateGrpcTransport(const TransportOptions& options) {
+  return std::make_unique<GrpcTransport>(options);
+}
+
+}  // namespace pstrain

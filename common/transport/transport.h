@@ -1,0 +1,81 @@
+// Transport: the narrow seam under the PS client and service.
+//
+// A transport moves request/response frames between a Channel (client side,
+// one per server address) and a Server (which hands every request to a
+// Handler). Implementations: "grpc" (common/transport/grpc) and "inproc" (one
+// address space, for tests; all roles must share one InprocTransport object).
+// An RDMA transport (UCX) plugs in here without touching PS code.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/transport/frame.h"
+
+namespace pstrain {
+
+// Completes one call. Invoked exactly once, from any thread; must not block.
+using ResponseCallback = std::function<void(absl::Status status, IncomingFrame response)>;
+// The server's way to answer one request. Call it exactly once, from any thread.
+using Responder = std::function<void(absl::Status status, OutgoingFrame response)>;
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  // Must not block for long: a request that has to wait (e.g. a pull for a
+  // version not applied yet) keeps `respond` and answers later.
+  virtual void Handle(std::string_view method, IncomingFrame request, Responder respond) = 0;
+};
+
+struct CallOptions {
+  absl::Time deadline = absl::InfiniteFuture();
+  // Wait for the server to come up (until the deadline) instead of failing
+  // at once with UNAVAILABLE. Used while a cluster starts.
+  bool wait_for_ready = false;
+};
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // Sends `request` to `method`. `done` runs when the answer arrives, the
+  // deadline passes (DEADLINE_EXCEEDED) or the peer is unreachable (UNAVAILABLE).
+  virtual void Call(std::string_view method, OutgoingFrame request, const CallOptions& options,
+                    ResponseCallback done) = 0;
+  // Blocking convenience wrapper around Call.
+  absl::Status CallSync(std::string_view method, OutgoingFrame request, const CallOptions& options,
+                        IncomingFrame* response);
+};
+
+class Server {
+ public:
+  virtual ~Server() = default;
+  // The port actually bound (useful with port 0).
+  virtual int port() const = 0;
+  // Stops accepting calls and waits (up to `grace`) for calls in flight.
+  virtual void Shutdown(absl::Duration grace) = 0;
+};
+
+struct TransportOptions {
+  int64_t max_message_bytes = 2147483647;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual absl::StatusOr<std::unique_ptr<Channel>> Connect(const std::string& address) = 0;
+  // Serves `handler` (not owned; must outlive the server) at "host:port".
+  virtual absl::StatusOr<std::unique_ptr<Server>> Serve(const std::string& address, Handler* handler) = 0;
+};
+
+using TransportFactory = std::function<std::unique_ptr<Transport>(const TransportOptions&)>;
+bool RegisterTransport(const std::string& name, TransportFactory factory);
+// Unknown names are NotFound listing the known ones.
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options);
+std::vector<std::string> RegisteredTransports();
+
+}  // namespace pstrain

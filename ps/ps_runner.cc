@@ -1,0 +1,80 @@
+#include "ps/ps_runner.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "ps/ps_service.h"
+#include "ps/shard.h"
+
+namespace pstrain {
+namespace {
+
+std::string DefaultListenAddress(const std::string& host_port) {
+  size_t colon = host_port.rfind(':');
+  return absl::StrCat("0.0.0.0:", host_port.substr(colon + 1));
+}
+
+void LogLoad(const ShardLoad& load) {
+  LOG(INFO) << "shard " << load.shard() << " load: variables=" << load.variables()
+            << " variable_bytes=" << load.variable_bytes() << " bytes_in=" << load.bytes_in()
+            << " bytes_out=" << load.bytes_out() << " applied_updates=" << load.applied_updates()
+            << " dropped_gradients=" << load.dropped_gradients() << " apply_seconds=" << load.apply_seconds();
+}
+
+}  // namespace
+
+absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index, Transport* transport,
+                                const PsRunOptions& options) {
+  if (shard_index < 0 || shard_index >= config.cluster().ps_hosts_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("PS index ", shard_index, " out of range of ",
+                                                   config.cluster().ps_hosts_size(), " ps_hosts"));
+  }
+  PsShardOptions shard_options;
+  shard_options.shard_index = shard_index;
+  shard_options.num_workers = config.cluster().worker_hosts_size();
+  shard_options.consistency = config.consistency();
+  shard_options.replicas_to_aggregate = config.replicas_to_aggregate();
+  shard_options.optimizer = config.optimizer();
+  shard_options.timeouts = config.timeouts();
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsShard> shard, PsShard::Create(shard_options));
+  PsService service(shard.get());
+
+  const std::string address = options.listen_address.empty()
+                                  ? DefaultListenAddress(config.cluster().ps_hosts(shard_index))
+                                  : options.listen_address;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, transport->Serve(address, &service));
+  LOG(INFO) << "PS shard " << shard_index << " serving on " << address << " for "
+            << shard_options.num_workers << " workers (" << config.consistency() << ")";
+
+  absl::Status result;
+  while (true) {
+    if (options.cancel != nullptr && options.cancel->load()) {
+      result = absl::CancelledError("PS cancelled");
+      break;
+    }
+    if (absl::Status s = shard->Check(absl::Now()); !s.ok()) {
+      result = s;
+      LOG(ERROR) << "PS shard " << shard_index << ": " << s.message();
+      break;
+    }
+    if (shard->Finished()) {
+      std::vector<int> lost = shard->LostWorkers();
+      if (!lost.empty()) {
+        result = absl::UnavailableError(
+            absl::StrCat("workers [", absl::StrJoin(lost, ","), "] were lost during async training"));
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  StatsResponse stats = shard->Stats();
+  LogLoad(stats.load());
+  if (options.final_stats != nullptr) *options.final_stats = stats;
+  server->Shutdown(absl::Seconds(2));
+  return result;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,50 @@
+#include "ps/ps_service.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+namespace {
+
+template <typename Request>
+bool ParseOrReject(const IncomingFrame& frame, std::string_view method, Request* request, const Responder& respond) {
+  if (frame.ParseHeader(request)) return true;
+  respond(absl::InvalidArgumentError(absl::StrCat(std::string(method), ": malformed request header")), {});
+  return false;
+}
+
+void Reply(const Responder& respond, const absl::Status& status, const google::protobuf::MessageLite& response) {
+  if (!status.ok()) {
+    respond(status, {});
+    return;
+  }
+  respond(absl::OkStatus(), OutgoingFrame::FromHeader(response));
+}
+
+}  // namespace
+
+void PsService::Handle(std::string_view method, IncomingFrame frame, Responder respond) {
+  if (method == "Pull") {
+    PullRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) shard_->Pull(request, std::move(respond));
+  } else if (method == "Push") {
+    PushRequest request;
+    PushResponse response;
+    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Push(request, frame, &response), response);
+  } else if (method == "Init") {
+    InitRequest request;
+    InitResponse response;
+    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Init(request, frame, &response), response);
+  } else if (method == "Heartbeat") {
+    HeartbeatRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Heartbeat(request), HeartbeatResponse());
+  } else if (method == "Done") {
+    DoneRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Done(request), DoneResponse());
+  } else if (method == "Stats") {
+    Reply(respond, absl::OkStatus(), shard_->Stats());
+  } else {
+    respond(absl::UnimplementedError(absl::StrCat("unknown PS method '", std::string(method), "'")), {});
+  }
+}
+
+}  // namespace pstrain

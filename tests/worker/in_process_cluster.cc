@@ -1,0 +1,54 @@
+#include "tests/worker/in_process_cluster.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/transport/inproc/inproc_transport.h"
+#include "ps/ps_runner.h"
+#include "worker/trainer.h"
+
+namespace pstrain {
+
+void SetInProcessHosts(ExperimentConfig* config, int num_ps, int num_workers) {
+  ClusterConfig* cluster = config->mutable_cluster();
+  cluster->clear_ps_hosts();
+  cluster->clear_worker_hosts();
+  for (int i = 0; i < num_ps; ++i) cluster->add_ps_hosts(absl::StrCat("ps", i, ":1"));
+  for (int i = 0; i < num_workers; ++i) cluster->add_worker_hosts(absl::StrCat("worker", i, ":1"));
+}
+
+absl::StatusOr<ClusterRun> RunInProcessCluster(const ExperimentConfig& config) {
+  InprocTransport transport;
+  const int num_ps = config.cluster().ps_hosts_size();
+  const int num_workers = config.cluster().worker_hosts_size();
+  ClusterRun run;
+  run.ps_status.resize(num_ps);
+  run.worker_status.resize(num_workers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < num_ps; ++i) {
+    threads.emplace_back([&, i] {
+      PsRunOptions options;
+      options.listen_address = config.cluster().ps_hosts(i);
+      run.ps_status[i] = RunParameterServer(config, i, &transport, options);
+    });
+  }
+  for (int i = 0; i < num_workers; ++i) {
+    threads.emplace_back([&, i] {
+      WorkerRunOptions options;
+      if (i == 0) options.final_parameters = &run.final_params;
+      absl::StatusOr<RunResult> result = RunWorker(config, i, &transport, options);
+      run.worker_status[i] = result.status();
+      if (i == 0 && result.ok()) run.chief = *result;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : run.worker_status) {
+    if (!s.ok()) return s;
+  }
+  for (const absl::Status& s : run.ps_status) {
+    if (!s.ok()) return s;
+  }
+  return run;
+}
+
+}  // namespace pstrain

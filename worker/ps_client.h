@@ -1,0 +1,64 @@
+// PsClient: a worker's view of all PS shards.
+//
+// The placement plan (common/placement.h) decides which shard holds each
+// variable; every call fans out to the shards involved in parallel and waits
+// for all of them. Pushes send gradients straight from the model's gradient
+// buffers (zero-copy); pulls copy each value once, from the transport's
+// buffers into the model's variable.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/transport/transport.h"
+#include "models/model.h"
+#include "proto/config.pb.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+class PsClient {
+ public:
+  // `variables` is the model's list (fixed order); `plan[i]` is the shard of
+  // variables[i]. The client keeps references to the variables' tensors.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ExperimentConfig& config, int worker_index,
+                                                          Transport* transport, std::vector<Variable>* variables,
+                                                          std::vector<int> plan);
+
+  // Chief only: installs the variables' current values on every shard.
+  absl::Status Init(int64_t total_steps);
+  // Fills every variable's value once each has at least `min_version`
+  // updates; returns the smallest version received. `timeout` bounds the wait
+  // (the PS answers with what it is waiting for when it expires).
+  absl::StatusOr<int64_t> Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready = false);
+  // Sends every variable's gradient for `step`. Returns gradients dropped as stale.
+  absl::StatusOr<int> Push(int64_t step);
+  absl::Status Heartbeat(int64_t step);
+  absl::Status Done(const WorkerReport& report);
+  // Stats of every shard, in shard order.
+  absl::StatusOr<std::vector<StatsResponse>> Stats();
+
+  int num_shards() const { return static_cast<int>(channels_.size()); }
+
+ private:
+  PsClient(const ExperimentConfig& config, int worker_index, std::vector<Variable>* variables, std::vector<int> plan)
+      : config_(config), worker_(worker_index), variables_(variables), plan_(std::move(plan)) {}
+
+  // Sends requests[s] to every shard s with a non-empty request (all when
+  // `all_shards`), in parallel; responses[s] receives each answer.
+  absl::Status FanOut(std::string_view method, std::vector<OutgoingFrame> requests, const CallOptions& options,
+                      std::vector<IncomingFrame>* responses, bool all_shards);
+  CallOptions RpcOptions() const;
+
+  ExperimentConfig config_;
+  int worker_;
+  std::vector<Variable>* variables_;
+  std::vector<int> plan_;
+  std::vector<std::vector<int>> shard_variables_;  // variable indices per shard
+  std::vector<std::unique_ptr<Channel>> channels_;
+  std::vector<std::string> addresses_;
+};
+
+}  // namespace pstrain

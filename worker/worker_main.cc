@@ -1,0 +1,30 @@
+// pstrain-worker: one training worker; worker 0 is the chief.
+//   pstrain-worker --config=exp.yaml --index=0 [--ps_hosts=... --worker_hosts=... --run_dir=DIR]
+// Exits 0 when training finished (the chief has written result.json), 1 on a
+// runtime failure, 2 on a bad config.
+#include <iostream>
+
+#include "common/role_main.h"
+#include "common/transport/transport.h"
+#include "models/model.h"
+#include "worker/trainer.h"
+
+int main(int argc, char** argv) {
+  using namespace pstrain;
+  RoleSetup setup = InitRole(&argc, &argv, RoleKind::kWorker, RegisteredModels());
+  TransportOptions transport_options;
+  transport_options.max_message_bytes = setup.config.max_message_bytes();
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTransport(setup.config.transport(), transport_options);
+  if (!transport.ok()) {
+    std::cerr << "error: " << transport.status().message() << std::endl;
+    return kExitBadConfig;
+  }
+  WorkerRunOptions options;
+  options.run_dir = setup.run_dir;
+  absl::StatusOr<RunResult> result = RunWorker(setup.config, setup.role.index, transport->get(), options);
+  if (!result.ok()) {
+    std::cerr << "pstrain-worker " << setup.role.index << ": " << result.status().message() << std::endl;
+    return kExitFailure;
+  }
+  return 0;
+}
