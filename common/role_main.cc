@@ -29,7 +29,8 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vec
     std::exit(kExitBadConfig);
   };
   if (FLAGS_config.empty()) fail("--config=FILE is required");
-  absl::StatusOr<ExperimentConfig> config = LoadExperimentConfig(FLAGS_config, known_models);
+  // Parse, then apply flags and TF_CONFIG, then validate the final picture.
+  absl::StatusOr<ExperimentConfig> config = ReadExperimentConfig(FLAGS_config);
   if (!config.ok()) fail(std::string(config.status().message()));
 
   ClusterFlags flags;
@@ -43,6 +44,12 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vec
   absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config);
   if (!role.ok()) fail(std::string(role.status().message()));
   setup.role = *role;
+  // A PS never reads training data, so it does not insist on the data files.
+  ExperimentConfig checked = setup.config;
+  if (binary_role == RoleKind::kPs) checked.mutable_data()->set_source("synthetic");
+  if (absl::Status s = ValidateExperimentConfig(checked, FLAGS_config, known_models); !s.ok()) {
+    fail(std::string(s.message()));
+  }
   setup.run_dir = FLAGS_run_dir;
   if (!setup.run_dir.empty()) {
     std::error_code ec;

@@ -1,0 +1,49 @@
+// The accepted values of every enumerated string field of ExperimentConfig,
+// kept in one place.
+//
+// A new strategy, optimizer, transport or data source adds its name here (and
+// to docs/CONFIG.md); ValidateExperimentConfig then accepts it. Model names
+// are not listed here: they come from the model zoo's registry and are passed
+// to ValidateExperimentConfig by the caller.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace pstrain::config_values {
+
+// optimizer.name
+inline constexpr std::array<std::string_view, 2> kOptimizers = {"sgd", "momentum"};
+// optimizer.lr_schedule
+inline constexpr std::array<std::string_view, 3> kLrSchedules = {"constant", "step", "cosine"};
+// data.source
+inline constexpr std::array<std::string_view, 2> kDataSources = {"fashion_mnist", "synthetic"};
+// variable_update
+inline constexpr std::array<std::string_view, 1> kVariableUpdates = {"parameter_server"};
+// consistency
+inline constexpr std::array<std::string_view, 2> kConsistencies = {"sync", "async"};
+// transport
+inline constexpr std::array<std::string_view, 1> kTransports = {"grpc"};
+// placement
+inline constexpr std::array<std::string_view, 2> kPlacements = {"round_robin", "greedy"};
+// device
+inline constexpr std::array<std::string_view, 1> kDevices = {"cpu"};
+// local_parameter_device
+inline constexpr std::array<std::string_view, 1> kLocalParameterDevices = {"cpu"};
+// all_reduce_spec: applies to variable_update replicated only, which is not
+// built yet, so only the empty value is accepted.
+inline constexpr std::array<std::string_view, 1> kAllReduceSpecs = {""};
+
+// Files data.source fashion_mnist needs in data.path.
+inline constexpr std::array<std::string_view, 4> kFashionMnistFiles = {
+    "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz"};
+
+// Bounds of max_message_bytes: at least 1 MiB, at most gRPC's limit.
+inline constexpr long long kMinMessageBytes = 1LL << 20;
+inline constexpr long long kMaxMessageBytes = 2147483647LL;
+
+// Devices per worker process supported so far.
+inline constexpr int kMaxDevicesPerWorker = 1;
+
+}  // namespace pstrain::config_values

@@ -1,0 +1,30 @@
+// Dataset: a labelled image set held in host memory.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/tensor.h"
+
+namespace pstrain {
+
+struct Dataset {
+  int64_t num_examples = 0;
+  Shape example_shape;  // [C, H, W] of one example.
+  int num_classes = 0;
+  // num_examples * C * H * W floats, example-major then row-major ([N, C, H, W]).
+  std::vector<float> images;
+  // num_examples labels, each in [0, num_classes).
+  std::vector<int32_t> labels;
+};
+
+// Floats per example: the product of example_shape.
+int64_t ExampleSize(const Dataset& data);
+
+// OK when the sizes of images and labels agree with num_examples and
+// example_shape, and every label lies in [0, num_classes); otherwise
+// INVALID_ARGUMENT saying what disagrees.
+absl::Status ValidateDataset(const Dataset& data);
+
+}  // namespace pstrain

@@ -1,0 +1,226 @@
+#include "common/metrics/result_json.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+RunResult Sample() {
+  RunResult r;
+  r.experiment = "fashion_mnist_mlp_sync";
+  r.model = "mlp";
+  r.variable_update = "parameter_server";
+  r.local_parameter_device = "cpu";
+  r.all_reduce_spec = "";
+  r.consistency = "ssp";
+  r.staleness = 3;
+  r.transport = "grpc";
+  r.num_ps = 2;
+  r.num_workers = 4;
+  r.devices_per_worker = 1;
+  r.device = "cpu";
+  r.batch_size_per_device = 32;
+  r.global_batch_size = 128;
+  r.steps = 5000000000LL;  // Beyond 32 bits.
+  r.images_per_sec = 12345.678901234567;
+  r.images_per_sec_stddev = 0.1;
+  r.final_loss = 0.3141592653589793;
+  r.test_accuracy = 0.8731;
+  r.wall_seconds = 61.25;
+  r.ps_load = {{0, 3, 1024, 4096, 8192, 10, 0, 0.5}, {1, 2, 2048, 1LL << 40, 7, 11, 2, 1e-6}};
+  return r;
+}
+
+void ExpectSame(const RunResult& a, const RunResult& b) {
+  EXPECT_EQ(a.experiment, b.experiment);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.variable_update, b.variable_update);
+  EXPECT_EQ(a.local_parameter_device, b.local_parameter_device);
+  EXPECT_EQ(a.all_reduce_spec, b.all_reduce_spec);
+  EXPECT_EQ(a.consistency, b.consistency);
+  EXPECT_EQ(a.staleness, b.staleness);
+  EXPECT_EQ(a.transport, b.transport);
+  EXPECT_EQ(a.num_ps, b.num_ps);
+  EXPECT_EQ(a.num_workers, b.num_workers);
+  EXPECT_EQ(a.devices_per_worker, b.devices_per_worker);
+  EXPECT_EQ(a.device, b.device);
+  EXPECT_EQ(a.batch_size_per_device, b.batch_size_per_device);
+  EXPECT_EQ(a.global_batch_size, b.global_batch_size);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.images_per_sec, b.images_per_sec);  // Exact: doubles are written round-trip.
+  EXPECT_EQ(a.images_per_sec_stddev, b.images_per_sec_stddev);
+  EXPECT_EQ(a.final_loss, b.final_loss);
+  EXPECT_EQ(a.test_accuracy, b.test_accuracy);
+  EXPECT_EQ(a.wall_seconds, b.wall_seconds);
+  EXPECT_EQ(a.ps_load, b.ps_load);
+}
+
+std::string TempPath(absl::string_view name) { return absl::StrCat(::testing::TempDir(), "/result_json_", name); }
+
+TEST(ResultJsonTest, RoundTripThroughAFile) {
+  const std::string path = TempPath("roundtrip.json");
+  RunResult r = Sample();
+  ASSERT_TRUE(WriteResultJson(r, path).ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  absl::StatusOr<RunResult> back = ReadResultJson(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSame(*back, r);
+  std::filesystem::remove(path);
+}
+
+TEST(ResultJsonTest, ContractFieldsOnePerLineInOrderThenPsLoad) {
+  const std::string json = ToJson(Sample());
+  std::vector<std::string> lines = absl::StrSplit(json, '\n');
+  const std::vector<std::string> keys = {"experiment",
+                                         "model",
+                                         "variable_update",
+                                         "local_parameter_device",
+                                         "all_reduce_spec",
+                                         "consistency",
+                                         "staleness",
+                                         "transport",
+                                         "num_ps",
+                                         "num_workers",
+                                         "devices_per_worker",
+                                         "device",
+                                         "batch_size_per_device",
+                                         "global_batch_size",
+                                         "steps",
+                                         "images_per_sec",
+                                         "images_per_sec_stddev",
+                                         "final_loss",
+                                         "test_accuracy",
+                                         "wall_seconds",
+                                         "ps_load"};
+  ASSERT_GT(lines.size(), keys.size() + 1);
+  EXPECT_EQ(lines[0], "{");
+  for (size_t i = 0; i < keys.size(); ++i) {
+    EXPECT_THAT(lines[i + 1], ::testing::StartsWith(absl::StrCat("  \"", keys[i], "\": "))) << i;
+  }
+  EXPECT_THAT(json, HasSubstr("  \"steps\": 5000000000,\n"));
+  EXPECT_THAT(json, HasSubstr("  \"wall_seconds\": 61.25,\n"));
+  EXPECT_THAT(json, HasSubstr("  \"images_per_sec_stddev\": 0.1,\n"));
+  EXPECT_THAT(json,
+              HasSubstr("{\"shard\": 1, \"variables\": 2, \"variable_bytes\": 2048, \"bytes_in\": 1099511627776"));
+}
+
+TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
+  RunResult r;
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr("  \"ps_load\": []\n}"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectSame(*back, r);
+}
+
+TEST(ResultJsonTest, AbsentAccuracyIsNull) {
+  RunResult r = Sample();
+  r.test_accuracy.reset();
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr("  \"test_accuracy\": null,\n"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->test_accuracy.has_value());
+}
+
+TEST(ResultJsonTest, QuotesAndControlCharactersAreEscaped) {
+  RunResult r = Sample();
+  r.experiment = "say \"hi\"\\ back\nslash\ttab \x01 caf\xc3\xa9";
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr(R"("experiment": "say \"hi\"\\ back\nslash\ttab \u0001 café",)"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->experiment, r.experiment);
+}
+
+TEST(ResultJsonTest, NonFiniteNumbersAreWrittenAsNullAndReadAsNaN) {
+  RunResult r = Sample();
+  r.final_loss = std::numeric_limits<double>::quiet_NaN();
+  r.images_per_sec_stddev = std::numeric_limits<double>::infinity();
+  r.test_accuracy = std::numeric_limits<double>::quiet_NaN();
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, AllOf(HasSubstr("  \"final_loss\": null,\n"), HasSubstr("  \"images_per_sec_stddev\": null,\n"),
+                          HasSubstr("  \"test_accuracy\": null,\n")));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("nan")));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("inf")));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(std::isnan(back->final_loss));
+  EXPECT_TRUE(std::isnan(back->images_per_sec_stddev));
+  EXPECT_FALSE(back->test_accuracy.has_value());
+}
+
+TEST(ResultJsonTest, UnknownFieldsAreIgnoredAndPsLoadIsOptional) {
+  std::string json = ToJson(Sample());
+  json = absl::StrReplaceAll(json, {{"  \"experiment\"", "  \"added_later\": {\"x\": [1, 2]},\n  \"experiment\""}});
+  json = json.substr(0, json.find(",\n  \"ps_load\"")) + "\n}\n";
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << json;
+  EXPECT_EQ(back->experiment, "fashion_mnist_mlp_sync");
+  EXPECT_TRUE(back->ps_load.empty());
+}
+
+TEST(ResultJsonTest, ErrorsNameTheFileAndField) {
+  const std::string json = ToJson(Sample());
+  auto parse = [](const std::string& text) { return ParseResultJson(text, "runs/x/result.json").status(); };
+
+  absl::Status missing = parse(absl::StrReplaceAll(json, {{"\"num_ps\"", "\"num_pss\""}}));
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.message(), AllOf(HasSubstr("runs/x/result.json"), HasSubstr("\"num_ps\""), HasSubstr("missing")));
+
+  absl::Status wrong_type = parse(absl::StrReplaceAll(json, {{"\"model\": \"mlp\"", "\"model\": 3"}}));
+  EXPECT_THAT(wrong_type.message(), AllOf(HasSubstr("\"model\""), HasSubstr("expected a string")));
+
+  absl::Status fractional = parse(absl::StrReplaceAll(json, {{"\"num_workers\": 4", "\"num_workers\": 4.5"}}));
+  EXPECT_THAT(fractional.message(), AllOf(HasSubstr("\"num_workers\""), HasSubstr("integer")));
+
+  absl::Status too_big = parse(absl::StrReplaceAll(json, {{"\"num_workers\": 4", "\"num_workers\": 1e12"}}));
+  EXPECT_THAT(too_big.message(), AllOf(HasSubstr("\"num_workers\""), HasSubstr("integer")));
+
+  absl::Status shard = parse(absl::StrReplaceAll(json, {{"\"shard\": 1,", "\"shard\": \"1\","}}));
+  EXPECT_THAT(shard.message(), AllOf(HasSubstr("ps_load[1]"), HasSubstr("\"shard\"")));
+
+  absl::Status cut = parse(json.substr(0, json.size() / 2));
+  EXPECT_EQ(cut.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cut.message(), HasSubstr("runs/x/result.json"));
+
+  EXPECT_EQ(parse("[1, 2]").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ResultJsonTest, MissingFileIsNotFound) {
+  absl::StatusOr<RunResult> r = ReadResultJson(TempPath("does_not_exist.json"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("does_not_exist.json"));
+}
+
+TEST(ResultJsonTest, WriteReplacesAnExistingFileAndReportsBadDirectories) {
+  const std::string path = TempPath("replace.json");
+  RunResult r = Sample();
+  ASSERT_TRUE(WriteResultJson(r, path).ok());
+  r.experiment = "second";
+  ASSERT_TRUE(WriteResultJson(r, path).ok());
+  absl::StatusOr<RunResult> back = ReadResultJson(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->experiment, "second");
+  std::filesystem::remove(path);
+
+  absl::Status s = WriteResultJson(r, TempPath("no_such_dir/result.json"));
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("no_such_dir/result.json.tmp"));
+}
+
+}  // namespace
+}  // namespace pstrain

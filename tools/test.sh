@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite from a bare Debian machine: install dependencies,
+# build, run every test (ctest). Exits non-zero if anything fails.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+"$ROOT/tools/setup.sh"
+"$ROOT/tools/build.sh" -DPSTRAIN_BUILD_TESTS=ON
+BUILD_DIR="${PSTRAIN_BUILD_DIR:-$ROOT/build}"
+cd "$BUILD_DIR"
+# Two at a time: the machine has two cores, and multi-process tests bring
+# their own cluster.
+ctest --output-on-failure -j "${PSTRAIN_TEST_JOBS:-2}" --timeout 900 "$@"
