@@ -9,8 +9,13 @@
 //   * Forward()/Backward() take batched tensors [N, ...]; implementations cache
 //     their primitives per input shape, so alternating batch sizes (train vs
 //     eval) costs one creation each.
+//   * The caller allocates `output` ([N] + Setup's shape) and every
+//     grad_inputs[i] (inputs[i]'s shape); layers write into them and never
+//     re-point them. An empty() grad_inputs[i] is not wanted (e.g. the images)
+//     and is left alone, which saves the work.
 //   * Backward() overwrites grad_inputs[i] (the model sums fan-out) and
-//     overwrites every parameter's grad.
+//     overwrites every parameter's grad. It follows a Forward() on the same
+//     inputs (a layer may keep state from it).
 //   * A layer is used by one thread at a time.
 #pragma once
 
@@ -18,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,6 +67,11 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> CreateDeviceContext(Device device
 
 // What to build: a registered type name and its attributes.
 struct LayerSpec {
+  LayerSpec() = default;
+  // LayerSpec{"dense"}.Int("units", 10) reads well and, unlike aggregate
+  // initialisation, does not trip -Wmissing-field-initializers.
+  explicit LayerSpec(std::string layer_type) : type(std::move(layer_type)) {}
+
   std::string type;
   std::map<std::string, std::vector<int64_t>> ints;
   std::map<std::string, double> floats;

@@ -1,0 +1,72 @@
+// Softmax cross-entropy over integer labels: oneDNN softmax forward, then
+// loss = mean_n(-log(max(p[n, label_n], kMinProb))) and
+// d(loss)/d(logits) = (p - onehot(label)) / N.
+#include "models/layers/cpu/softmax_cross_entropy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "models/layers/cpu/dnnl_util.h"
+
+namespace pstrain::cpu {
+namespace {
+
+// Keeps -log(p) finite when the softmax underflows.
+constexpr float kMinProb = 1e-30f;
+
+class SoftmaxCrossEntropy final : public LossLayer {
+ public:
+  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels,
+                        Tensor* grad_logits) override {
+    CHECK_EQ(logits.rank(), 2) << "logits must be [N, classes], got " << ShapeToString(logits.shape());
+    CpuContext& ctx = AsCpu(dctx);
+    const int64_t n = logits.dim(0), classes = logits.dim(1);
+    Prims& p = PrimsFor(ctx, logits.shape());
+    ExecuteAndWait(ctx, p.softmax,
+                   {{DNNL_ARG_SRC, View(p.data, ctx, logits)}, {DNNL_ARG_DST, View(p.data, ctx, p.probs)}});
+
+    const float* probs = p.probs.data();
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(labels[i] >= 0 && labels[i] < classes)
+          << "label " << labels[i] << " of example " << i << " is outside [0, " << classes << ")";
+      total -= std::log(std::max(probs[i * classes + labels[i]], kMinProb));
+    }
+    if (grad_logits != nullptr) {
+      CHECK(grad_logits->shape() == logits.shape());
+      float* g = grad_logits->data();
+      const float scale = 1.0f / static_cast<float>(n);
+      for (int64_t i = 0; i < n * classes; ++i) g[i] = probs[i] * scale;
+      for (int64_t i = 0; i < n; ++i) g[i * classes + labels[i]] -= scale;
+    }
+    return static_cast<float>(total / static_cast<double>(n));
+  }
+
+ private:
+  struct Prims {
+    dnnl::memory::desc data;
+    dnnl::softmax_forward softmax;
+    Tensor probs;
+  };
+
+  Prims& PrimsFor(CpuContext& ctx, const Shape& shape) {
+    auto it = cache_.find(shape);
+    if (it != cache_.end()) return it->second;
+    Prims p;
+    p.data = PlainDesc(shape);
+    dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, p.data, /*softmax_axis=*/1);
+    p.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(desc, ctx.engine()));
+    p.probs = Tensor(shape);
+    return cache_.emplace(shape, std::move(p)).first->second;
+  }
+
+  std::map<Shape, Prims> cache_;  // by logits shape
+};
+
+}  // namespace
+
+std::unique_ptr<LossLayer> NewSoftmaxCrossEntropy() { return std::make_unique<SoftmaxCrossEntropy>(); }
+
+}  // namespace pstrain::cpu

@@ -1,0 +1,151 @@
+// Layer and model registries, device contexts and setup-time errors. Linking
+// pstrain_models_all is what makes the registrations visible here.
+#include <algorithm>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/layers/layer.h"
+#include "models/model.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsSupersetOf;
+
+TEST(LayerRegistryTest, CpuLayersAreRegistered) {
+  EXPECT_THAT(RegisteredLayerTypes(DeviceKind::kCpu), IsSupersetOf({"add", "dense", "flatten", "relu"}));
+}
+
+TEST(LayerRegistryTest, UnknownTypeIsNotFoundAndListsKnownTypes) {
+  auto layer = CreateLayer(LayerSpec{"convolution_9d"}, DeviceKind::kCpu);
+  ASSERT_EQ(layer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(layer.status().message(), HasSubstr("\"convolution_9d\""));
+  for (const char* known : {"add", "dense", "flatten", "relu"}) {
+    EXPECT_THAT(layer.status().message(), HasSubstr(known));
+  }
+}
+
+TEST(LayerRegistryTest, CreatesEachRegisteredType) {
+  for (const std::string& type : RegisteredLayerTypes(DeviceKind::kCpu)) {
+    auto layer = CreateLayer(LayerSpec{type}, DeviceKind::kCpu);
+    EXPECT_TRUE(layer.ok() && *layer != nullptr) << type << ": " << layer.status();
+  }
+}
+
+TEST(LayerSpecTest, GettersFallBackWhenAbsent) {
+  LayerSpec spec = LayerSpec{"x"}.Int("units", 7).Ints("kernel", {3, 5}).Float("epsilon", 0.5);
+  EXPECT_EQ(spec.GetInt("units", -1), 7);
+  EXPECT_EQ(spec.GetInt("missing", -1), -1);
+  EXPECT_EQ(spec.GetInts("kernel", {}), (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(spec.GetInts("missing", {1}), (std::vector<int64_t>{1}));
+  EXPECT_EQ(spec.GetFloat("epsilon", 0), 0.5);
+  EXPECT_EQ(spec.GetFloat("missing", 2.5), 2.5);
+}
+
+TEST(LayerSetupTest, DenseRejectsMissingUnitsAndExtraInputs) {
+  auto dense = CreateLayer(LayerSpec{"dense"}, DeviceKind::kCpu);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_THAT((*dense)->Setup({{4}}).status().message(), HasSubstr("units"));
+
+  auto dense2 = CreateLayer(LayerSpec{"dense"}.Int("units", 3), DeviceKind::kCpu);
+  ASSERT_TRUE(dense2.ok());
+  EXPECT_EQ((*dense2)->Setup({{4}, {4}}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LayerSetupTest, DenseParametersHaveShapesAndFans) {
+  auto dense = CreateLayer(LayerSpec{"dense"}.Int("units", 3), DeviceKind::kCpu);
+  ASSERT_TRUE(dense.ok());
+  auto out = (*dense)->Setup({{2, 4, 5}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, (Shape{3}));
+  auto& params = (*dense)->parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].name, "weights");
+  EXPECT_EQ(params[0].value.shape(), (Shape{40, 3}));
+  EXPECT_EQ(params[0].grad.shape(), (Shape{40, 3}));
+  EXPECT_EQ(params[0].init, Initializer::kGlorotUniform);
+  EXPECT_EQ(params[0].fan_in, 40);
+  EXPECT_EQ(params[0].fan_out, 3);
+  EXPECT_EQ(params[1].name, "bias");
+  EXPECT_EQ(params[1].value.shape(), (Shape{3}));
+  EXPECT_EQ(params[1].init, Initializer::kZeros);
+}
+
+TEST(LayerSetupTest, AddRejectsMismatchedShapes) {
+  auto add = CreateLayer(LayerSpec{"add"}, DeviceKind::kCpu);
+  ASSERT_TRUE(add.ok());
+  EXPECT_EQ((*add)->Setup({{3}, {4}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*add)->Setup({{3}}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DeviceContextTest, CpuContextWorks) {
+  auto ctx = CreateDeviceContext(Device::Cpu());
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  EXPECT_EQ((*ctx)->device(), Device::Cpu());
+  (*ctx)->Synchronize();
+}
+
+TEST(DeviceContextTest, CudaIsUnavailableOrWorks) {
+  auto ctx = CreateDeviceContext(Device{DeviceKind::kCuda, 0});
+  if (ctx.ok()) {
+    EXPECT_EQ((*ctx)->device().kind, DeviceKind::kCuda);
+  } else {
+    EXPECT_THAT(ctx.status().message(), HasSubstr("CUDA"));
+  }
+}
+
+TEST(ModelRegistryTest, ZooModelsAreRegistered) { EXPECT_THAT(RegisteredModels(), IsSupersetOf({"mlp", "trivial"})); }
+
+class ModelConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ctx = CreateDeviceContext(Device::Cpu());
+    ASSERT_TRUE(ctx.ok());
+    ctx_ = std::move(*ctx);
+  }
+  std::unique_ptr<DeviceContext> ctx_;
+};
+
+TEST_F(ModelConfigTest, UnknownModelIsNotFoundAndListsKnownModels) {
+  ModelConfig config;
+  config.set_name("resnet9000");
+  config.add_input_shape(1);
+  config.set_num_classes(10);
+  auto model = CreateModel(config, ctx_.get());
+  ASSERT_EQ(model.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(model.status().message(), HasSubstr("\"resnet9000\""));
+  EXPECT_THAT(model.status().message(), HasSubstr("mlp"));
+  EXPECT_THAT(model.status().message(), HasSubstr("trivial"));
+}
+
+TEST_F(ModelConfigTest, InputShapeAndNumClassesAreRequired) {
+  ModelConfig config;  // name defaults to "mlp"
+  config.set_num_classes(10);
+  auto no_shape = CreateModel(config, ctx_.get());
+  EXPECT_EQ(no_shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_shape.status().message(), HasSubstr("input_shape"));
+
+  config.clear_num_classes();
+  for (int d : {1, 28, 28}) config.add_input_shape(d);
+  auto no_classes = CreateModel(config, ctx_.get());
+  EXPECT_EQ(no_classes.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_classes.status().message(), HasSubstr("num_classes"));
+
+  config.set_num_classes(10);
+  EXPECT_TRUE(CreateModel(config, ctx_.get()).ok());
+}
+
+TEST_F(ModelConfigTest, MlpRejectsNonPositiveHiddenUnits) {
+  ModelConfig config;
+  config.add_input_shape(4);
+  config.set_num_classes(2);
+  config.add_hidden_units(8);
+  config.add_hidden_units(0);
+  auto model = CreateModel(config, ctx_.get());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(model.status().message(), HasSubstr("hidden_units[1]"));
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,228 @@
+// pstrain-launch: runs a whole experiment cluster on this machine.
+//
+//   pstrain-launch CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N]
+//                  [--grace_s N] [-- extra args passed to every role]
+//
+// Counts cluster.ps_hosts / cluster.worker_hosts in CONFIG, gives every role a
+// free loopback port, starts <bin_dir>/pstrain-ps and <bin_dir>/pstrain-worker
+// once per host, prefixes their output with the role name and supervises them
+// (see process_group.h for the policy). Exit codes: 0 success, 1 a role failed
+// or the run timed out, 2 bad config (here or in a role), 128+N on signal N.
+#include <fcntl.h>
+#include <gflags/gflags.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tools/launch/free_ports.h"
+#include "tools/launch/host_count.h"
+#include "tools/launch/process_group.h"
+
+DEFINE_string(run_dir, "",
+              "Run directory for logs and result.json; default runs/<config "
+              "stem>-<YYYYmmdd-HHMMSS>");
+DEFINE_string(bin_dir, "",
+              "Directory holding pstrain-ps and pstrain-worker; default: this "
+              "executable's directory");
+DEFINE_int32(timeout_s, 0, "Overall deadline in seconds; 0: none");
+DEFINE_int32(
+    grace_s, 5,
+    "Seconds between SIGTERM and SIGKILL, and that PS may outlive the workers");
+
+namespace {
+
+namespace fs = std::filesystem;
+using pstrain::launch::ClusterOptions;
+using pstrain::launch::ClusterProcesses;
+using pstrain::launch::RoleSpec;
+
+// The one piece of global state: the write end of the self-pipe the signal
+// handler wakes the supervision loop through.
+int g_signal_pipe_write = -1;
+
+void OnSignal(int signo) {
+  const int saved_errno = errno;
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  (void)!write(g_signal_pipe_write, &byte, 1);
+  errno = saved_errno;
+}
+
+// Returns the read end of the self-pipe, or -1.
+int InstallSignalPipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  g_signal_pipe_write = fds[1];
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  // An inherited SIGCHLD=SIG_IGN would make the kernel reap the roles for us
+  // and hide their exit codes.
+  signal(SIGCHLD, SIG_DFL);
+  return fds[0];
+}
+
+void Print(const std::string& line) { std::cout << line << std::endl; }
+
+int Fail(int code, const std::string& message) {
+  std::cout.flush();
+  std::cerr << "launch: " << message << std::endl;
+  return code;
+}
+
+std::string DefaultRunDir(const std::string& config) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+  return absl::StrCat("runs/", fs::path(config).stem().string(), "-", stamp);
+}
+
+std::string HostList(const std::vector<int>& ports, size_t begin,
+                     size_t count) {
+  std::vector<std::string> hosts;
+  for (size_t i = begin; i < begin + count; ++i)
+    hosts.push_back(absl::StrCat("127.0.0.1:", ports[i]));
+  return absl::StrJoin(hosts, ",");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Everything after a literal "--" belongs to the roles, not to gflags.
+  std::vector<char*> own_args;
+  std::vector<std::string> extra_args;
+  bool passthrough = false;
+  for (int i = 0; i < argc; ++i) {
+    if (passthrough) {
+      extra_args.push_back(argv[i]);
+    } else if (i > 0 && std::strcmp(argv[i], "--") == 0) {
+      passthrough = true;
+    } else {
+      own_args.push_back(argv[i]);
+    }
+  }
+  int own_argc = static_cast<int>(own_args.size());
+  own_args.push_back(nullptr);
+  char** own_argv = own_args.data();
+  gflags::SetUsageMessage(
+      "CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N] [--grace_s N] "
+      "[-- extra role args]\n"
+      "Starts every PS and worker of CONFIG's cluster on this machine.");
+  gflags::ParseCommandLineFlags(&own_argc, &own_argv, /*remove_flags=*/true);
+  if (own_argc != 2) {
+    return Fail(2, absl::StrCat("expected exactly one CONFIG argument\nusage: ",
+                                argv[0], " ", gflags::ProgramUsage()));
+  }
+  const std::string config = own_argv[1];
+  if (FLAGS_timeout_s < 0 || FLAGS_grace_s < 0)
+    return Fail(2, "--timeout_s and --grace_s must be >= 0");
+
+  absl::StatusOr<pstrain::launch::HostCounts> counts =
+      pstrain::launch::CountHosts(config);
+  if (!counts.ok()) return Fail(2, std::string(counts.status().message()));
+
+  std::string bin_dir = FLAGS_bin_dir;
+  if (bin_dir.empty()) {
+    std::error_code ec;
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (ec)
+      return Fail(
+          1, absl::StrCat("cannot find my own executable (/proc/self/exe): ",
+                          ec.message()));
+    bin_dir = self.parent_path().string();
+  }
+  const std::string run_dir =
+      FLAGS_run_dir.empty() ? DefaultRunDir(config) : FLAGS_run_dir;
+  {
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (ec || !fs::is_directory(run_dir)) {
+      return Fail(1, absl::StrCat("cannot create run directory ", run_dir, ": ",
+                                  ec ? ec.message() : "not a directory"));
+    }
+  }
+
+  const int num_ps = counts->num_ps;
+  const int num_workers = counts->num_workers;
+  absl::StatusOr<std::vector<int>> ports =
+      pstrain::launch::PickFreeLoopbackPorts(num_ps + num_workers);
+  if (!ports.ok()) return Fail(1, std::string(ports.status().message()));
+  const std::string ps_hosts = HostList(*ports, 0, num_ps);
+  const std::string worker_hosts = HostList(*ports, num_ps, num_workers);
+
+  std::vector<RoleSpec> roles;
+  auto add_role = [&](const char* kind, const char* binary, int index,
+                      bool is_ps) {
+    RoleSpec role;
+    role.name = absl::StrCat(kind, index);
+    role.is_ps = is_ps;
+    role.binary = (fs::path(bin_dir) / binary).string();
+    role.args = {absl::StrCat("--config=", config),
+                 absl::StrCat("--index=", index),
+                 absl::StrCat("--ps_hosts=", ps_hosts),
+                 absl::StrCat("--worker_hosts=", worker_hosts),
+                 absl::StrCat("--run_dir=", run_dir)};
+    role.args.insert(role.args.end(), extra_args.begin(), extra_args.end());
+    roles.push_back(std::move(role));
+  };
+  // The workers share this machine's cores: unless the user chose, give each
+  // worker's oneDNN/OpenMP runtime an equal share instead of every core.
+  if (std::getenv("OMP_NUM_THREADS") == nullptr) {
+    const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    const long share = std::max(1L, cores / std::max(1, num_workers));
+    setenv("OMP_NUM_THREADS", std::to_string(share).c_str(), 1);
+  }
+  for (int i = 0; i < num_ps; ++i) add_role("ps", "pstrain-ps", i, true);
+  for (int i = 0; i < num_workers; ++i)
+    add_role("worker", "pstrain-worker", i, false);
+
+  ClusterOptions options;
+  options.log_dir = run_dir;
+  options.grace = absl::Seconds(FLAGS_grace_s);
+  options.timeout = absl::Seconds(FLAGS_timeout_s);
+  options.interrupt_fd = InstallSignalPipe();
+  if (options.interrupt_fd < 0)
+    return Fail(
+        1, absl::StrCat("cannot create signal pipe: ", std::strerror(errno)));
+
+  Print(absl::StrCat("launch: ", num_ps, " PS and ", num_workers,
+                     " workers from ", config, "; run dir ", run_dir));
+  Print(absl::StrCat("launch: --ps_hosts=", ps_hosts,
+                     " --worker_hosts=", worker_hosts));
+  ClusterProcesses cluster(options);
+  if (absl::Status status = cluster.Start(roles); !status.ok()) {
+    return Fail(1, std::string(status.message()));
+  }
+  const pstrain::launch::ClusterOutcome outcome = cluster.Wait();
+  if (outcome.exit_code != 0) {
+    Print(absl::StrCat("launch: failed: ", outcome.reason, "; logs in ",
+                       run_dir));
+    return outcome.exit_code;
+  }
+  const std::string result = (fs::path(run_dir) / "result.json").string();
+  Print(absl::StrCat("launch: all ", roles.size(),
+                     " roles finished; result: ", result));
+  if (std::ifstream in(result); in) {
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::string content = text.str();
+    if (!content.empty() && content.back() != '\n') content += '\n';
+    std::cout << content << std::flush;
+  }
+  return 0;
+}
