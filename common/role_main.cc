@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "common/allocator_tuning.h"
 #include "common/config/config_loader.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -19,6 +20,7 @@ DEFINE_string(run_dir, "", "directory for result.json and other outputs (created
 namespace pstrain {
 
 RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vector<std::string>& known_models) {
+  TuneAllocatorForBulkTraffic();
   gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR]");
   gflags::ParseCommandLineFlags(argc, argv, true);
   FLAGS_logtostderr = true;
@@ -42,7 +44,11 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vec
   RoleSetup setup;
   setup.config = *std::move(config);
   absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config);
-  if (!role.ok()) fail(std::string(role.status().message()));
+  if (!role.ok()) {
+    std::string message(role.status().message());
+    if (message.find(FLAGS_config) == std::string::npos) message = FLAGS_config + ": " + message;
+    fail(message);
+  }
   setup.role = *role;
   // A PS never reads training data, so it does not insist on the data files.
   ExperimentConfig checked = setup.config;

@@ -70,6 +70,9 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  shard->CancelPendingPulls(result.ok() ? absl::CancelledError(absl::StrCat("PS shard ", shard_index, " finished"))
+                                        : absl::UnavailableError(absl::StrCat("PS shard ", shard_index,
+                                                                              " stopped: ", result.message())));
   StatsResponse stats = shard->Stats();
   LogLoad(stats.load());
   if (options.final_stats != nullptr) *options.final_stats = stats;

@@ -83,13 +83,15 @@ PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<Optimizer> optim
   lost_.assign(options.num_workers, false);
 }
 
-PsShard::~PsShard() {
+PsShard::~PsShard() { CancelPendingPulls(absl::CancelledError("PS shard shutting down")); }
+
+void PsShard::CancelPendingPulls(const absl::Status& status) {
   std::vector<PendingPull> pending;
   {
     absl::MutexLock lock(&mu_);
     pending.swap(pending_);
   }
-  for (PendingPull& p : pending) p.respond(absl::CancelledError("PS shard shutting down"), {});
+  for (PendingPull& p : pending) p.respond(status, {});
 }
 
 absl::Status PsShard::ValidateWorker(int worker, const char* what) const {

@@ -64,6 +64,9 @@ class PsShard {
   // than sync_step_seconds or, in sync mode, a worker is lost. In async mode a
   // lost worker is logged and stops being waited for.
   absl::Status Check(absl::Time now);
+  // Answers every parked pull with `status` (before the shard stops serving,
+  // so no caller is left waiting).
+  void CancelPendingPulls(const absl::Status& status);
   // True when every worker has said Done or is lost.
   bool Finished() const;
   std::vector<int> LostWorkers() const;

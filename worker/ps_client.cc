@@ -33,6 +33,19 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
     if (shard < 0 || shard >= num_shards) return absl::InvalidArgumentError("placement names a missing shard");
     client->shard_variables_[shard].push_back(static_cast<int>(i));
   }
+  for (int s = 0; s < num_shards; ++s) {
+    int64_t batch_bytes = 0;
+    for (int i : client->shard_variables_[s]) {
+      const int64_t bytes = static_cast<int64_t>((*variables)[i].value.num_bytes());
+      if (client->batches_.empty() || client->batches_.back().shard != s ||
+          batch_bytes + bytes > kRpcBatchBytes) {
+        client->batches_.push_back({s, {}});
+        batch_bytes = 0;
+      }
+      client->batches_.back().variables.push_back(i);
+      batch_bytes += bytes;
+    }
+  }
   for (const std::string& address : config.cluster().ps_hosts()) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, transport->Connect(address));
     client->channels_.push_back(std::move(channel));
@@ -47,87 +60,89 @@ CallOptions PsClient::RpcOptions() const {
   return options;
 }
 
-absl::Status PsClient::FanOut(std::string_view method, std::vector<OutgoingFrame> requests,
-                              const CallOptions& options, std::vector<IncomingFrame>* responses, bool all_shards) {
-  const int n = num_shards();
-  std::vector<absl::Status> statuses(n);
-  std::vector<IncomingFrame> answers(n);
-  std::vector<int> targets;
-  for (int s = 0; s < n; ++s) {
-    if (all_shards || !shard_variables_[s].empty()) targets.push_back(s);
-  }
-  absl::BlockingCounter pending(static_cast<int>(targets.size()));
-  for (int s : targets) {
-    channels_[s]->Call(method, std::move(requests[s]), options,
-                       [s, &statuses, &answers, &pending](absl::Status status, IncomingFrame frame) {
-                         statuses[s] = std::move(status);
-                         answers[s] = std::move(frame);
-                         pending.DecrementCount();
-                       });
+absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options) {
+  absl::BlockingCounter pending(static_cast<int>(calls.size()));
+  for (ShardCall& call : calls) {
+    channels_[call.shard]->Call(method, std::move(call.request), options,
+                                [&call, &pending](absl::Status status, IncomingFrame frame) {
+                                  call.status = std::move(status);
+                                  call.response = std::move(frame);
+                                  pending.DecrementCount();
+                                });
   }
   pending.Wait();
-  for (int s : targets) {
-    if (!statuses[s].ok()) {
-      return absl::Status(statuses[s].code(), absl::StrCat(std::string(method), " to PS shard ", s, " (",
-                                                           addresses_[s], "): ", statuses[s].message()));
+  for (const ShardCall& call : calls) {
+    if (!call.status.ok()) {
+      return absl::Status(call.status.code(), absl::StrCat(std::string(method), " to PS shard ", call.shard, " (",
+                                                           addresses_[call.shard], "): ", call.status.message()));
     }
   }
-  if (responses != nullptr) *responses = std::move(answers);
   return absl::OkStatus();
 }
 
-absl::Status PsClient::Init(int64_t total_steps) {
-  std::vector<OutgoingFrame> requests(num_shards());
+std::vector<PsClient::ShardCall> PsClient::CallsToEveryShard(const google::protobuf::MessageLite& header) const {
+  std::vector<ShardCall> calls(num_shards());
   for (int s = 0; s < num_shards(); ++s) {
+    calls[s].shard = s;
+    header.SerializeToString(&calls[s].request.header);
+  }
+  return calls;
+}
+
+absl::Status PsClient::Init(int64_t total_steps) {
+  // One call per shard: a shard installs all its variables at once.
+  std::vector<ShardCall> calls(num_shards());
+  for (int s = 0; s < num_shards(); ++s) {
+    calls[s].shard = s;
     InitRequest header;
     header.set_worker(worker_);
     header.set_total_steps(total_steps);
     for (int i : shard_variables_[s]) {
       const Variable& var = (*variables_)[i];
       DescribeTensor(var, var.value, header.add_tensors());
-      requests[s].chunks.push_back(ChunkOf(var.value));
+      calls[s].request.chunks.push_back(ChunkOf(var.value));
     }
-    header.SerializeToString(&requests[s].header);
+    header.SerializeToString(&calls[s].request.header);
   }
   CallOptions options;
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().startup_seconds());
   options.wait_for_ready = true;
-  return FanOut("Init", std::move(requests), options, nullptr, /*all_shards=*/true);
+  return FanOut("Init", calls, options);
 }
 
 absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready) {
-  std::vector<OutgoingFrame> requests(num_shards());
-  for (int s = 0; s < num_shards(); ++s) {
+  std::vector<ShardCall> calls(batches_.size());
+  for (size_t b = 0; b < batches_.size(); ++b) {
+    calls[b].shard = batches_[b].shard;
     PullRequest header;
     header.set_worker(worker_);
     header.set_min_version(min_version);
     header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-    for (int i : shard_variables_[s]) header.add_names((*variables_)[i].name);
-    header.SerializeToString(&requests[s].header);
+    for (int i : batches_[b].variables) header.add_names((*variables_)[i].name);
+    header.SerializeToString(&calls[b].request.header);
   }
   CallOptions options;
   // The PS answers at `timeout` with what it waited for; the RPC deadline
   // leaves room for that answer to arrive.
   options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
   options.wait_for_ready = wait_for_ready;
-  std::vector<IncomingFrame> responses;
-  PSTRAIN_RETURN_IF_ERROR(FanOut("Pull", std::move(requests), options, &responses, /*all_shards=*/false));
+  PSTRAIN_RETURN_IF_ERROR(FanOut("Pull", calls, options));
   int64_t min_seen = INT64_MAX;
-  for (int s = 0; s < num_shards(); ++s) {
-    if (shard_variables_[s].empty()) continue;
+  for (size_t b = 0; b < batches_.size(); ++b) {
+    const int s = batches_[b].shard;
     PullResponse header;
-    if (!responses[s].ParseHeader(&header)) return absl::InternalError("pull: malformed response header");
-    if (header.tensors_size() != static_cast<int>(shard_variables_[s].size())) {
+    if (!calls[b].response.ParseHeader(&header)) return absl::InternalError("pull: malformed response header");
+    if (header.tensors_size() != static_cast<int>(batches_[b].variables.size())) {
       return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header.tensors_size(), " tensors"));
     }
     for (int k = 0; k < header.tensors_size(); ++k) {
-      Variable& var = (*variables_)[shard_variables_[s][k]];
+      Variable& var = (*variables_)[batches_[b].variables[k]];
       const TensorHeader& h = header.tensors(k);
       if (h.name() != var.name || h.num_bytes() != var.value.num_bytes()) {
         return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", h.name(), " (", h.num_bytes(),
                                                 " bytes) where ", var.name, " was expected"));
       }
-      PSTRAIN_RETURN_IF_ERROR(responses[s].Read(var.value.raw(), var.value.num_bytes()));
+      PSTRAIN_RETURN_IF_ERROR(calls[b].response.Read(var.value.raw(), var.value.num_bytes()));
       min_seen = std::min(min_seen, header.versions(k));
     }
   }
@@ -135,56 +150,51 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
 }
 
 absl::StatusOr<int> PsClient::Push(int64_t step) {
-  std::vector<OutgoingFrame> requests(num_shards());
-  for (int s = 0; s < num_shards(); ++s) {
+  std::vector<ShardCall> calls(batches_.size());
+  for (size_t b = 0; b < batches_.size(); ++b) {
+    calls[b].shard = batches_[b].shard;
     PushRequest header;
     header.set_worker(worker_);
     header.set_step(step);
-    for (int i : shard_variables_[s]) {
+    for (int i : batches_[b].variables) {
       const Variable& var = (*variables_)[i];
       DescribeTensor(var, var.grad, header.add_tensors());
-      requests[s].chunks.push_back(ChunkOf(var.grad));
+      calls[b].request.chunks.push_back(ChunkOf(var.grad));
     }
-    header.SerializeToString(&requests[s].header);
+    header.SerializeToString(&calls[b].request.header);
   }
-  std::vector<IncomingFrame> responses;
-  PSTRAIN_RETURN_IF_ERROR(FanOut("Push", std::move(requests), RpcOptions(), &responses, /*all_shards=*/false));
+  PSTRAIN_RETURN_IF_ERROR(FanOut("Push", calls, RpcOptions()));
   int dropped = 0;
-  for (int s = 0; s < num_shards(); ++s) {
-    if (shard_variables_[s].empty()) continue;
+  for (ShardCall& call : calls) {
     PushResponse header;
-    if (responses[s].ParseHeader(&header)) dropped += header.dropped_stale();
+    if (call.response.ParseHeader(&header)) dropped += header.dropped_stale();
   }
   return dropped;
 }
 
 absl::Status PsClient::Heartbeat(int64_t step) {
-  std::vector<OutgoingFrame> requests(num_shards());
   HeartbeatRequest header;
   header.set_worker(worker_);
   header.set_step(step);
-  for (auto& r : requests) header.SerializeToString(&r.header);
+  std::vector<ShardCall> calls = CallsToEveryShard(header);
   CallOptions options;
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().heartbeat_seconds() * 2 + 1);
-  return FanOut("Heartbeat", std::move(requests), options, nullptr, /*all_shards=*/true);
+  return FanOut("Heartbeat", calls, options);
 }
 
 absl::Status PsClient::Done(const WorkerReport& report) {
-  std::vector<OutgoingFrame> requests(num_shards());
   DoneRequest header;
   *header.mutable_report() = report;
-  for (auto& r : requests) header.SerializeToString(&r.header);
-  return FanOut("Done", std::move(requests), RpcOptions(), nullptr, /*all_shards=*/true);
+  std::vector<ShardCall> calls = CallsToEveryShard(header);
+  return FanOut("Done", calls, RpcOptions());
 }
 
 absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() {
-  std::vector<OutgoingFrame> requests(num_shards());
-  for (auto& r : requests) StatsRequest().SerializeToString(&r.header);
-  std::vector<IncomingFrame> responses;
-  PSTRAIN_RETURN_IF_ERROR(FanOut("Stats", std::move(requests), RpcOptions(), &responses, /*all_shards=*/true));
+  std::vector<ShardCall> calls = CallsToEveryShard(StatsRequest());
+  PSTRAIN_RETURN_IF_ERROR(FanOut("Stats", calls, RpcOptions()));
   std::vector<StatsResponse> stats(num_shards());
   for (int s = 0; s < num_shards(); ++s) {
-    if (!responses[s].ParseHeader(&stats[s])) return absl::InternalError("stats: malformed response");
+    if (!calls[s].response.ParseHeader(&stats[s])) return absl::InternalError("stats: malformed response");
   }
   return stats;
 }

@@ -46,17 +46,35 @@ class PsClient {
   PsClient(const ExperimentConfig& config, int worker_index, std::vector<Variable>* variables, std::vector<int> plan)
       : config_(config), worker_(worker_index), variables_(variables), plan_(std::move(plan)) {}
 
-  // Sends requests[s] to every shard s with a non-empty request (all when
-  // `all_shards`), in parallel; responses[s] receives each answer.
-  absl::Status FanOut(std::string_view method, std::vector<OutgoingFrame> requests, const CallOptions& options,
-                      std::vector<IncomingFrame>* responses, bool all_shards);
+  // One RPC of a fan-out: its shard, request and (after FanOut) answer.
+  struct ShardCall {
+    int shard = 0;
+    OutgoingFrame request;
+    IncomingFrame response;
+    absl::Status status;
+  };
+  // Issues every call in parallel and waits for all; the first failure (in
+  // call order) is returned, naming the shard.
+  absl::Status FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options);
+  // One call per shard, each carrying `header`.
+  std::vector<ShardCall> CallsToEveryShard(const google::protobuf::MessageLite& header) const;
   CallOptions RpcOptions() const;
+
+  // Pushes and pulls of one shard travel in several concurrent RPCs of about
+  // kRpcBatchBytes each (whole variables), so the shard applies one batch
+  // while the next is still arriving.
+  static constexpr int64_t kRpcBatchBytes = 2 << 20;
+  struct RpcBatch {
+    int shard;
+    std::vector<int> variables;  // indices into *variables_
+  };
 
   ExperimentConfig config_;
   int worker_;
   std::vector<Variable>* variables_;
   std::vector<int> plan_;
   std::vector<std::vector<int>> shard_variables_;  // variable indices per shard
+  std::vector<RpcBatch> batches_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<std::string> addresses_;
 };

@@ -87,10 +87,9 @@ absl::Status IncomingFrame::ConsumeFloats(size_t n,
       carry_n += take;
       p += take;
       s -= take;
-      if (carry_n == sizeof(float)) {
-        fn(next++, carry_storage, 1);
-        carry_n = 0;
-      }
+      if (carry_n < sizeof(float)) return;  // this piece ended inside the float
+      fn(next++, carry_storage, 1);
+      carry_n = 0;
     }
     size_t whole = s / sizeof(float);
     if (whole > 0) {

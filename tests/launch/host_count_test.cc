@@ -1,13 +1,13 @@
 #include "tools/launch/host_count.h"
 
 #include "gtest/gtest.h"
-#include "tests/launch/test_util.h"
+#include "tests/util/process_test_util.h"
 
 namespace pstrain::launch {
 namespace {
 
-using ::pstrain::launch::testing::TempDir;
-using ::pstrain::launch::testing::WriteFile;
+using ::pstrain::test::TempDir;
+using ::pstrain::test::WriteFile;
 
 TEST(HostCountYamlTest, CountsBlockAndFlowLists) {
   auto counts = CountHostsInYaml(R"(

@@ -14,25 +14,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "tests/launch/test_util.h"
+#include "tests/util/process_test_util.h"
 
 namespace pstrain::launch {
 namespace {
 
 namespace fs = std::filesystem;
-using ::pstrain::launch::testing::BinDir;
-using ::pstrain::launch::testing::Exists;
-using ::pstrain::launch::testing::LiveGroupMembers;
-using ::pstrain::launch::testing::ProcessAlive;
-using ::pstrain::launch::testing::ReadFile;
-using ::pstrain::launch::testing::ReadPid;
-using ::pstrain::launch::testing::Spawn;
-using ::pstrain::launch::testing::Subprocess;
-using ::pstrain::launch::testing::TempDir;
-using ::pstrain::launch::testing::WaitForExit;
-using ::pstrain::launch::testing::WaitUntil;
-using ::pstrain::launch::testing::WriteExecutable;
-using ::pstrain::launch::testing::WriteFile;
+using ::pstrain::test::BinDir;
+using ::pstrain::test::Exists;
+using ::pstrain::test::LiveGroupMembers;
+using ::pstrain::test::ProcessAlive;
+using ::pstrain::test::ReadFile;
+using ::pstrain::test::ReadPid;
+using ::pstrain::test::Spawn;
+using ::pstrain::test::Subprocess;
+using ::pstrain::test::TempDir;
+using ::pstrain::test::WaitForExit;
+using ::pstrain::test::WaitUntil;
+using ::pstrain::test::WriteExecutable;
+using ::pstrain::test::WriteFile;
 
 // Role behaviours (shell snippets run after the common prelude).
 // A PS that serves until every worker has left RUN_DIR/<worker>.done, then

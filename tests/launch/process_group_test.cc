@@ -8,14 +8,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "tests/launch/test_util.h"
+#include "tests/util/process_test_util.h"
 
 namespace pstrain::launch {
 namespace {
 
-using ::pstrain::launch::testing::ProcessAlive;
-using ::pstrain::launch::testing::ReadFile;
-using ::pstrain::launch::testing::TempDir;
+using ::pstrain::test::ProcessAlive;
+using ::pstrain::test::ReadFile;
+using ::pstrain::test::TempDir;
 
 RoleSpec Shell(const std::string& name, const std::string& script,
                bool is_ps = false) {

@@ -53,6 +53,18 @@ absl::StatusOr<IncomingFrame> FromByteBuffer(const grpc::ByteBuffer& buffer) {
 
 int ClampToInt(int64_t bytes) { return static_cast<int>(std::min<int64_t>(bytes, INT_MAX)); }
 
+// Channel arguments for bulk tensor traffic, applied on both ends: large
+// HTTP/2 frames and flow-control look-ahead, and large TCP reads, so a
+// multi-megabyte tensor crosses in few frames and few syscalls.
+template <typename SetInt>
+void SetBulkTransferArgs(const TransportOptions& options, SetInt set_int) {
+  set_int(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 * 1024 * 1024 - 1);  // the HTTP/2 maximum
+  set_int(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 * 1024 * 1024);
+  set_int(GRPC_ARG_TCP_READ_CHUNK_SIZE, 4 * 1024 * 1024);
+  set_int(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 256 * 1024);
+  set_int(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 16 * 1024 * 1024);
+}
+
 // ---- client ----
 
 class GrpcChannel : public Channel {
@@ -181,6 +193,7 @@ class GrpcTransport : public Transport {
     args.SetMaxSendMessageSize(ClampToInt(options_.max_message_bytes));
     // Each channel gets its own TCP connection, so shards do not share one.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    SetBulkTransferArgs(options_, [&args](const char* key, int value) { args.SetInt(key, value); });
     auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     if (channel == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot create channel to ", address));
     return std::unique_ptr<Channel>(new GrpcChannel(std::move(channel)));
@@ -194,6 +207,7 @@ class GrpcTransport : public Transport {
     builder.SetMaxReceiveMessageSize(ClampToInt(options_.max_message_bytes));
     builder.SetMaxSendMessageSize(ClampToInt(options_.max_message_bytes));
     builder.RegisterCallbackGenericService(service.get());
+    SetBulkTransferArgs(options_, [&builder](const char* key, int value) { builder.AddChannelArgument(key, value); });
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (server == nullptr || port == 0) {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " (address in use or invalid?)"));

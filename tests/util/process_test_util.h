@@ -1,6 +1,7 @@
-// Helpers for the launcher tests: temp dirs, files, subprocesses, liveness.
-#ifndef PSTRAIN_TESTS_LAUNCH_TEST_UTIL_H_
-#define PSTRAIN_TESTS_LAUNCH_TEST_UTIL_H_
+// Helpers for tests that start real processes: temp dirs, files,
+// subprocesses, liveness.
+#ifndef PSTRAIN_TESTS_UTIL_PROCESS_TEST_UTIL_H_
+#define PSTRAIN_TESTS_UTIL_PROCESS_TEST_UTIL_H_
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,14 +23,14 @@
 
 #include "gtest/gtest.h"
 
-namespace pstrain::launch::testing {
+namespace pstrain::test {
 
 // A fresh directory, removed with its contents on destruction.
 class TempDir {
  public:
   TempDir() {
     std::string tmpl =
-        (std::filesystem::temp_directory_path() / "pstrain_launch_XXXXXX")
+        (std::filesystem::temp_directory_path() / "pstrain_test_XXXXXX")
             .string();
     if (mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
     path_ = tmpl;
@@ -187,6 +188,6 @@ inline std::string BinDir() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
 }
 
-}  // namespace pstrain::launch::testing
+}  // namespace pstrain::test
 
-#endif  // PSTRAIN_TESTS_LAUNCH_TEST_UTIL_H_
+#endif  // PSTRAIN_TESTS_UTIL_PROCESS_TEST_UTIL_H_

@@ -1,0 +1,169 @@
+#include "tools/bench/ps_bench.h"
+
+#include <cmath>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/bench/memcpy_bandwidth.h"
+
+namespace pstrain::bench {
+namespace {
+
+using ::testing::HasSubstr;
+
+PsBenchOptions TinyOptions() {
+  PsBenchOptions options;
+  options.workers = 2;
+  options.servers = 2;
+  options.keys = 4;
+  options.key_bytes = 4096;
+  options.transport = "grpc";
+  options.rounds = 5;
+  options.warmup_rounds = 1;
+  options.memcpy_seconds = 0.05;
+  return options;
+}
+
+void ExpectPositiveFinite(double v, const char* what) {
+  EXPECT_TRUE(std::isfinite(v)) << what << " = " << v;
+  EXPECT_GT(v, 0) << what;
+}
+
+TEST(PsBenchTest, TinyGrpcClusterGivesSaneFiguresAndExactByteAccounting) {
+  const PsBenchOptions options = TinyOptions();
+  absl::StatusOr<PsBenchResult> result = RunPsBench(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+
+  ExpectPositiveFinite(result->push.gbps, "push_gbps");
+  ExpectPositiveFinite(result->pull.gbps, "pull_gbps");
+  ExpectPositiveFinite(result->pushpull.gbps, "pushpull_gbps");
+  ExpectPositiveFinite(result->memcpy_gbps, "memcpy_gbps");
+  ExpectPositiveFinite(result->ratio, "ratio");
+  EXPECT_DOUBLE_EQ(result->ratio, result->pushpull.gbps / result->memcpy_gbps);
+  EXPECT_EQ(result->memcpy_buffer_bytes, int64_t{64} << 20);
+
+  // Timed rounds: exactly `rounds` per worker per phase.
+  const int64_t timed = options.rounds * options.workers;
+  EXPECT_EQ(result->push.rounds, timed);
+  EXPECT_EQ(result->pull.rounds, timed);
+  EXPECT_EQ(result->pushpull.rounds, timed);
+
+  // Calls, warm-up included: push phase and push+pull phase push; pull and
+  // push+pull phases pull, plus each worker's first (wait-for-Init) pull.
+  const int64_t per_phase = (options.warmup_rounds + options.rounds) * options.workers;
+  EXPECT_EQ(result->push_calls, 2 * per_phase);
+  EXPECT_EQ(result->pull_calls, 2 * per_phase + options.workers);
+
+  // What the shards saw: Init once, then every key of every push in; every
+  // key of every pull out.
+  const int64_t round_bytes = options.keys * options.key_bytes;
+  ASSERT_EQ(result->shard_loads.size(), static_cast<size_t>(options.servers));
+  EXPECT_EQ(result->init_bytes, round_bytes);
+  EXPECT_EQ(result->shard_bytes_in, result->init_bytes + result->push_calls * round_bytes);
+  EXPECT_EQ(result->shard_bytes_out, result->pull_calls * round_bytes);
+  int64_t applied = 0;
+  for (const ShardLoad& load : result->shard_loads) {
+    // round_robin: keys/servers keys of key_bytes each per shard.
+    EXPECT_EQ(load.variables(), options.keys / options.servers);
+    EXPECT_EQ(load.variable_bytes(), round_bytes / options.servers);
+    EXPECT_EQ(load.bytes_in(), (1 + result->push_calls) * round_bytes / options.servers);
+    EXPECT_EQ(load.dropped_gradients(), 0);
+    applied += load.applied_updates();
+  }
+  // Async: every pushed key is applied on arrival.
+  EXPECT_EQ(applied, result->push_calls * options.keys);
+
+  // Per-phase shard snapshots are taken while every worker is quiescent, so
+  // they see exactly the timed rounds' updates.
+  EXPECT_EQ(result->push.cost.shard_applied_updates, result->push.rounds * options.keys);
+  EXPECT_EQ(result->pull.cost.shard_applied_updates, 0);
+  EXPECT_EQ(result->pushpull.cost.shard_applied_updates, result->pushpull.rounds * options.keys);
+  EXPECT_GT(result->push.push_call_seconds, 0);
+  EXPECT_EQ(result->push.pull_call_seconds, 0);
+  EXPECT_GT(result->pull.pull_call_seconds, 0);
+  EXPECT_EQ(result->pull.push_call_seconds, 0);
+  const std::string profile = FormatPsBenchProfile(options, *result);
+  EXPECT_THAT(profile, HasSubstr("push+pull"));
+  EXPECT_THAT(profile, HasSubstr("shard 1:"));
+}
+
+TEST(PsBenchTest, SingleWorkerSingleShardTimedBySeconds) {
+  PsBenchOptions options = TinyOptions();
+  options.workers = 1;
+  options.servers = 1;
+  options.rounds = 0;
+  options.seconds = 0.1;
+  absl::StatusOr<PsBenchResult> result = RunPsBench(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GE(result->push.rounds, 1);
+  EXPECT_GE(result->push.max_seconds, 0.1);
+  ExpectPositiveFinite(result->pushpull.gbps, "pushpull_gbps");
+  EXPECT_EQ(result->shard_bytes_in, (1 + result->push_calls) * options.keys * options.key_bytes);
+  EXPECT_EQ(result->shard_bytes_out, result->pull_calls * options.keys * options.key_bytes);
+}
+
+TEST(PsBenchTest, RejectsBadOptions) {
+  auto expect_invalid = [](PsBenchOptions options, const std::string& flag) {
+    absl::Status s = RunPsBench(options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << flag << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(flag));
+  };
+  PsBenchOptions o = TinyOptions();
+  o.workers = 0;
+  expect_invalid(o, "--workers");
+  o = TinyOptions();
+  o.servers = 0;
+  expect_invalid(o, "--servers");
+  o = TinyOptions();
+  o.key_bytes = 6;
+  expect_invalid(o, "--key_bytes");
+  o.key_bytes = 0;
+  expect_invalid(o, "--key_bytes");
+  o = TinyOptions();
+  o.keys = 0;
+  expect_invalid(o, "--keys");
+  o = TinyOptions();
+  o.transport = "carrier-pigeon";
+  expect_invalid(o, "--transport");
+  o = TinyOptions();
+  o.rounds = 0;
+  o.seconds = 0;
+  expect_invalid(o, "--seconds");
+}
+
+TEST(PsBenchTest, JsonIsOneObjectWithTheAgreedFields) {
+  PsBenchOptions options = TinyOptions();
+  PsBenchResult result;
+  result.push.gbps = 1.5;
+  result.pull.gbps = 2.5;
+  result.pushpull.gbps = 1.25;
+  result.memcpy_gbps = 50;
+  result.ratio = 0.025;
+  const std::string json = FormatPsBenchJson(options, result);
+  EXPECT_EQ(json,
+            "{\"push_gbps\":1.5,\"pull_gbps\":2.5,\"pushpull_gbps\":1.25,\"memcpy_gbps\":50,\"ratio\":0.025,"
+            "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"transport\":\"grpc\"}");
+  result.ratio = std::nan("");
+  EXPECT_THAT(FormatPsBenchJson(options, result), HasSubstr("\"ratio\":null"));
+
+  const std::string table = FormatPsBenchTable(options, result);
+  EXPECT_THAT(table, HasSubstr("ps bench: workers=2 servers=2 keys=4 key_bytes=4096 transport=grpc\n"));
+  EXPECT_THAT(table, HasSubstr("push+pull"));
+  EXPECT_THAT(table, HasSubstr("memcpy (1 thread)"));
+  EXPECT_THAT(table, HasSubstr("ratio push+pull/memcpy"));
+}
+
+TEST(MemcpyBandwidthTest, CopiesForAboutTheGivenTime) {
+  MemcpyBandwidth bw = MeasureMemcpyBandwidth(1 << 20, 0.02);
+  EXPECT_GE(bw.seconds, 0.02);
+  EXPECT_GT(bw.bytes, 0);
+  EXPECT_EQ(bw.bytes % (1 << 20), 0);
+  EXPECT_GE(bw.bytes, 10 << 20);  // at least one copy per slice
+  ExpectPositiveFinite(bw.gbps, "gbps");
+  ExpectPositiveFinite(bw.mean_gbps, "mean_gbps");
+  EXPECT_GE(bw.gbps, bw.mean_gbps * 0.999);  // the best slice is no worse than the mean
+}
+
+}  // namespace
+}  // namespace pstrain::bench

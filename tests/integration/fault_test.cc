@@ -1,0 +1,282 @@
+// Failures with real processes: a lost worker, bad configs, malformed pushes.
+// Nothing may hang: every wait here has a deadline well above the product's
+// own (worker_lost_seconds: 5).
+#include <signal.h>
+
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/transport/transport.h"
+#include "gtest/gtest.h"
+#include "proto/ps.pb.h"
+#include "tests/integration/cluster_test_util.h"
+#include "tests/util/process_test_util.h"
+
+namespace pstrain::test {
+namespace {
+
+using std::chrono::seconds;
+
+// Sync, 1 PS + 2 workers, synthetic data, effectively endless: it only ends
+// by the failure under test.
+constexpr char kEndlessSync[] = R"(
+cluster: {ps_hosts: ["localhost:1"], worker_hosts: ["localhost:2", "localhost:3"]}
+model: {name: mlp, hidden_units: [16], input_shape: [1, 8, 8], num_classes: 4}
+data: {source: synthetic, synthetic_examples: 512}
+optimizer: {name: sgd, learning_rate: 0.01}
+train: {batch_size_per_device: 8, steps: 100000000, display_every: 20, evaluate: false}
+consistency: sync
+timeouts: {heartbeat_seconds: 0.5, worker_lost_seconds: 5, sync_step_seconds: 60}
+)";
+
+bool Exited(const std::optional<int>& status, int code) {
+  return status && WIFEXITED(*status) && WEXITSTATUS(*status) == code;
+}
+bool ExitedNonZero(const std::optional<int>& status) {
+  return status && ((WIFEXITED(*status) && WEXITSTATUS(*status) != 0) || WIFSIGNALED(*status));
+}
+
+class ClusterProcessTest : public ::testing::Test {
+ protected:
+  Subprocess StartRole(const std::string& binary, int index, const std::string& config, const std::string& ps_hosts,
+                       const std::string& worker_hosts) {
+    const std::string capture = dir_ / absl::StrCat(binary, index);
+    std::filesystem::create_directories(capture);
+    return Spawn({BinDir() + "/" + binary, "--config=" + config, absl::StrCat("--index=", index),
+                  "--ps_hosts=" + ps_hosts, "--worker_hosts=" + worker_hosts},
+                 capture);
+  }
+  TempDir dir_;
+};
+
+TEST_F(ClusterProcessTest, KilledWorkerMakesSyncPsExitNamingIt) {
+  const std::string config = dir_ / "endless.yaml";
+  WriteFile(config, kEndlessSync);
+  const std::string ps_hosts = FreeLoopbackHosts(1), worker_hosts = FreeLoopbackHosts(2);
+  Subprocess ps = StartRole("pstrain-ps", 0, config, ps_hosts, worker_hosts);
+  Subprocess chief = StartRole("pstrain-worker", 0, config, ps_hosts, worker_hosts);
+  Subprocess victim = StartRole("pstrain-worker", 1, config, ps_hosts, worker_hosts);
+
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(victim.out(), "images/sec"); }, seconds(60)))
+      << "worker 1 never made progress:\n" << victim.err() << "\nPS:\n" << ps.err();
+  kill(victim.pid, SIGKILL);
+  WaitForExit(victim.pid, seconds(5));
+
+  // worker_lost_seconds is 5: the PS must notice and exit well within 30 s.
+  std::optional<int> ps_status = WaitForExit(ps.pid, seconds(30));
+  ASSERT_TRUE(ps_status.has_value()) << "PS did not exit after worker 1 died:\n" << ps.err();
+  EXPECT_TRUE(ExitedNonZero(ps_status));
+  EXPECT_TRUE(absl::StrContains(ps.err(), "worker 1")) << ps.err();
+
+  // The chief cannot go on without its PS: it fails too, within its deadline.
+  std::optional<int> chief_status = WaitForExit(chief.pid, seconds(90));
+  ASSERT_TRUE(chief_status.has_value()) << "chief hung after its PS exited:\n" << chief.err();
+  EXPECT_TRUE(ExitedNonZero(chief_status));
+}
+
+TEST_F(ClusterProcessTest, LauncherStopsEveryRoleWhenAWorkerDies) {
+  const std::string config = dir_ / "endless.yaml";
+  WriteFile(config, kEndlessSync);
+  const std::string run_dir = dir_ / "run";
+  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", config, "--run_dir", run_dir}, dir_.path());
+
+  std::vector<pid_t> victims;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        victims = FindProcesses({"pstrain-worker", "--index=1", run_dir});
+        return !victims.empty() && absl::StrContains(launch.out(), "images/sec");
+      },
+      seconds(60)))
+      << launch.out();
+  kill(victims[0], SIGKILL);
+
+  std::optional<int> status = WaitForExit(launch.pid, seconds(60));
+  ASSERT_TRUE(status.has_value()) << "launcher did not stop:\n" << launch.out();
+  EXPECT_TRUE(Exited(status, 1)) << launch.out();
+  EXPECT_TRUE(absl::StrContains(launch.out(), "worker1")) << launch.out();
+  EXPECT_TRUE(FindProcesses({"pstrain-", run_dir}).empty()) << "orphan role processes remain";
+}
+
+struct BadConfigCase {
+  const char* name;
+  const char* yaml;
+  const char* field;  // must appear in the message
+};
+
+const BadConfigCase kBadConfigs[] = {
+    {"BatchZero", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ntrain: {batch_size_per_device: 0}\n",
+     "train.batch_size_per_device"},
+    {"UnknownField", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ntrain: {batch: 3}\n",
+     "train.batch"},
+    {"NoWorkers", "cluster: {ps_hosts: ['localhost:1']}\n", "worker_hosts"},
+    {"MalformedHost", "cluster: {ps_hosts: ['localhost'], worker_hosts: ['localhost:2']}\n", "cluster.ps_hosts"},
+    {"WrongType", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\noptimizer: {learning_rate: fast}\n",
+     "optimizer.learning_rate"},
+    {"UnreadableData", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ndata: {path: /nonexistent}\n",
+     "data.path"},
+};
+
+void PrintTo(const BadConfigCase& c, std::ostream* os) { *os << c.name; }
+
+class BadConfigTest : public ::testing::TestWithParam<BadConfigCase> {};
+
+TEST_P(BadConfigTest, RolesExitTwoNamingTheField) {
+  TempDir dir;
+  const std::string config = dir / "bad.yaml";
+  WriteFile(config, GetParam().yaml);
+  for (const char* binary : {"pstrain-worker", "pstrain-ps"}) {
+    // The PS never reads data, so it does not check the data path.
+    if (std::strcmp(binary, "pstrain-ps") == 0 && std::strcmp(GetParam().name, "UnreadableData") == 0) continue;
+    std::filesystem::create_directories(dir / binary);
+    Subprocess role = Spawn({BinDir() + "/" + binary, "--config=" + config, "--index=0"}, dir / binary);
+    std::optional<int> status = WaitForExit(role.pid, seconds(30));
+    EXPECT_TRUE(Exited(status, 2)) << binary << ": " << role.err();
+    EXPECT_TRUE(absl::StrContains(role.err(), GetParam().field)) << binary << ": " << role.err();
+    EXPECT_TRUE(absl::StrContains(role.err(), "bad.yaml")) << binary << ": " << role.err();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, BadConfigTest, ::testing::ValuesIn(kBadConfigs),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(BadConfigLaunchTest, LauncherExitsTwoAndStartsNothingThatSurvives) {
+  TempDir dir;
+  const std::string config = dir / "bad.yaml";
+  WriteFile(config, kBadConfigs[0].yaml);
+  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", config, "--run_dir", dir / "run"}, dir.path());
+  std::optional<int> status = WaitForExit(launch.pid, seconds(60));
+  EXPECT_TRUE(Exited(status, 2)) << launch.out() << launch.err();
+  EXPECT_TRUE(absl::StrContains(launch.out() + launch.err(), "train.batch_size_per_device"));
+  EXPECT_TRUE(FindProcesses({"pstrain-", dir / "run"}).empty());
+}
+
+TEST(BadFlagsTest, MalformedHostFlagExitsTwo) {
+  TempDir dir;
+  Subprocess role = Spawn({BinDir() + "/pstrain-worker", "--config=" + SourcePath("configs/fashion_mnist_mlp_sync.yaml"),
+                           "--index=0", "--ps_hosts=localhost:99999"},
+                          dir.path());
+  std::optional<int> status = WaitForExit(role.pid, seconds(30));
+  EXPECT_TRUE(Exited(status, 2)) << role.err();
+  EXPECT_TRUE(absl::StrContains(role.err(), "99999")) << role.err();
+}
+
+// ---- A real PS process, driven by hand-made requests over gRPC. ----
+
+class MalformedPushTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string config = dir_ / "one.yaml";
+    WriteFile(config, R"(
+cluster: {ps_hosts: ["localhost:1"], worker_hosts: ["localhost:2"]}
+data: {source: synthetic}
+optimizer: {name: sgd, learning_rate: 0.5}
+consistency: sync
+)");
+    hosts_ = FreeLoopbackHosts(1);
+    ps_ = Spawn({BinDir() + "/pstrain-ps", "--config=" + config, "--index=0", "--ps_hosts=" + hosts_,
+                 "--worker_hosts=localhost:2"},
+                dir_.path());
+    transport_ = *CreateTransport("grpc", {});
+    channel_ = *transport_->Connect(hosts_);
+    InitRequest init;
+    AddTensor(&init.add_tensors()[0], "w", {2, 2}, 16);
+    OutgoingFrame frame = OutgoingFrame::FromHeader(init);
+    frame.chunks.push_back(Floats({1, 2, 3, 4}));
+    CallOptions options{absl::Now() + absl::Seconds(30), /*wait_for_ready=*/true};
+    ASSERT_TRUE(channel_->CallSync("Init", std::move(frame), options, nullptr).ok()) << ps_.err();
+  }
+
+  void TearDown() override {
+    DoneRequest done;
+    done.mutable_report()->set_worker(0);
+    channel_->CallSync("Done", OutgoingFrame::FromHeader(done), Options(), nullptr).IgnoreError();
+    std::optional<int> status = WaitForExit(ps_.pid, seconds(30));
+    EXPECT_TRUE(Exited(status, 0)) << "PS should exit 0 once its only worker is done:\n" << ps_.err();
+  }
+
+  static void AddTensor(TensorHeader* h, const std::string& name, std::vector<int64_t> shape, uint64_t bytes) {
+    h->set_name(name);
+    for (int64_t d : shape) h->add_shape(d);
+    h->set_num_bytes(bytes);
+  }
+  static ConstChunk Floats(std::vector<float> values) {
+    auto owned = std::make_shared<std::vector<float>>(std::move(values));
+    return {owned->data(), owned->size() * sizeof(float), owned};
+  }
+  static CallOptions Options() { return {absl::Now() + absl::Seconds(30), false}; }
+
+  absl::Status Push(const std::string& name, std::vector<int64_t> shape, uint64_t declared_bytes,
+                    std::vector<float> payload, int64_t step = 0) {
+    PushRequest push;
+    push.set_worker(0);
+    push.set_step(step);
+    AddTensor(push.add_tensors(), name, std::move(shape), declared_bytes);
+    OutgoingFrame frame = OutgoingFrame::FromHeader(push);
+    frame.chunks.push_back(Floats(std::move(payload)));
+    return channel_->CallSync("Push", std::move(frame), Options(), nullptr);
+  }
+
+  std::vector<float> PullW(int64_t* version) {
+    PullRequest pull;
+    pull.set_worker(0);
+    pull.add_names("w");
+    IncomingFrame response;
+    absl::Status s = channel_->CallSync("Pull", OutgoingFrame::FromHeader(pull), Options(), &response);
+    EXPECT_TRUE(s.ok()) << s;
+    PullResponse header;
+    EXPECT_TRUE(response.ParseHeader(&header));
+    std::vector<float> values(4);
+    EXPECT_TRUE(response.Read(values.data(), 16).ok());
+    *version = header.versions_size() > 0 ? header.versions(0) : -1;
+    return values;
+  }
+
+  TempDir dir_;
+  std::string hosts_;
+  Subprocess ps_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Channel> channel_;
+};
+
+TEST_F(MalformedPushTest, RejectedWithInvalidArgumentAndVariableUnchanged) {
+  const std::vector<float> initial = {1, 2, 3, 4};
+  struct Bad {
+    const char* what;
+    absl::Status status;
+  };
+  std::vector<Bad> bad = {
+      {"byte count below the shape", Push("w", {2, 2}, 12, {1, 1, 1})},
+      {"payload shorter than declared", Push("w", {2, 2}, 16, {1, 1})},
+      {"payload longer than declared", Push("w", {2, 2}, 16, {1, 1, 1, 1, 1})},
+      {"unknown variable", Push("nope", {2, 2}, 16, {1, 1, 1, 1})},
+      {"wrong shape", Push("w", {4}, 16, {1, 1, 1, 1})},
+      {"future step", Push("w", {2, 2}, 16, {1, 1, 1, 1}, /*step=*/5)},
+  };
+  for (const Bad& b : bad) {
+    EXPECT_EQ(b.status.code(), absl::StatusCode::kInvalidArgument) << b.what << ": " << b.status;
+  }
+  int64_t version = -1;
+  EXPECT_EQ(PullW(&version), initial);
+  EXPECT_EQ(version, 0);
+
+  // A well-formed push still works afterwards: w - 0.5 * g.
+  ASSERT_TRUE(Push("w", {2, 2}, 16, {2, 2, 2, 2}).ok());
+  EXPECT_EQ(PullW(&version), std::vector<float>({0, 1, 2, 3}));
+  EXPECT_EQ(version, 1);
+}
+
+TEST_F(MalformedPushTest, UnknownMethodAndGarbageHeaderAreRejected) {
+  IncomingFrame response;
+  absl::Status s = channel_->CallSync("Explode", OutgoingFrame::FromHeader(PullRequest()), Options(), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
+  OutgoingFrame garbage;
+  garbage.header = std::string("\xff\xff\xff\xff", 4);
+  s = channel_->CallSync("Push", std::move(garbage), Options(), &response);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  int64_t version = -1;
+  EXPECT_EQ(PullW(&version), std::vector<float>({1, 2, 3, 4}));
+}
+
+}  // namespace
+}  // namespace pstrain::test

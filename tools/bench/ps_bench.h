@@ -1,0 +1,110 @@
+// The PS micro-benchmark behind `pstrain-bench ps`.
+//
+// Runs a real local cluster inside this process: `servers` PS shards
+// (RunParameterServer, one thread and one transport each, listening on
+// 127.0.0.1:<free port>) and `workers` worker threads, each with its own
+// PsClient over its own transport (so with "grpc" every byte crosses real gRPC
+// on loopback). The experiment is async (pushes apply on arrival; nobody waits
+// for anybody), optimizer sgd, `keys` float32 variables "key_0".. of
+// `key_bytes` bytes each, placed round_robin. Worker 0 Inits.
+//
+// Three phases, every worker in step (a barrier between phases), each after
+// `warmup_rounds` untimed rounds:
+//   push       rounds of PsClient::Push (all keys)
+//   pull       rounds of PsClient::Pull(min_version 0) (all keys)
+//   push+pull  rounds of Push then Pull
+// Each phase runs `rounds` rounds per worker, or for about `seconds` when
+// rounds is 0. Goodput of a phase = sum over workers of
+// keys*key_bytes*rounds*8 / that worker's seconds / 1e9 -- in push+pull each
+// key's bytes count once per round although they cross the wire twice.
+//
+// Beside it, single-thread memcpy bandwidth over max(keys*key_bytes, 64 MiB)
+// (measured before the cluster starts for memcpy_seconds; the best of its
+// time slices, so a preempted slice on a shared machine does not flatter the
+// ratio) and ratio = pushpull / memcpy.
+// At the end every worker says Done, the shards return, everything joins.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain::bench {
+
+struct PsBenchOptions {
+  int workers = 1;                  // >= 1
+  int servers = 1;                  // >= 1
+  int64_t key_bytes = 1 << 20;      // > 0, a multiple of 4
+  int keys = 8;                     // >= 1
+  std::string transport = "grpc";   // a registered transport ("grpc", "inproc")
+  double seconds = 2.0;             // per phase when rounds == 0; > 0
+  int64_t rounds = 0;               // per worker per phase; 0: run for `seconds`
+  int64_t warmup_rounds = 2;        // per worker before each phase; >= 0
+  double memcpy_seconds = 0.5;      // > 0
+  std::string placement = "round_robin";
+};
+
+// What the whole process (every shard and worker thread, gRPC's own threads
+// included) spent during a phase's timed part (getrusage deltas).
+struct PhaseCost {
+  double user_seconds = 0;
+  double sys_seconds = 0;
+  int64_t minor_faults = 0;
+  int64_t voluntary_switches = 0;
+  int64_t involuntary_switches = 0;
+  // The shards' optimizer time and updates applied (Stats deltas, all shards).
+  double shard_apply_seconds = 0;
+  int64_t shard_applied_updates = 0;
+};
+
+struct PhaseResult {
+  int64_t rounds = 0;         // timed rounds, all workers together
+  double max_seconds = 0;     // the slowest worker's timed seconds
+  double gbps = 0;            // summed per-worker goodput
+  double push_call_seconds = 0;  // time inside PsClient::Push, all workers
+  double pull_call_seconds = 0;  // time inside PsClient::Pull, all workers
+  PhaseCost cost;
+};
+
+struct PsBenchResult {
+  PhaseResult push;
+  PhaseResult pull;
+  PhaseResult pushpull;
+  double memcpy_gbps = 0;       // best slice (see memcpy_bandwidth.h)
+  double memcpy_mean_gbps = 0;  // whole loop
+  int64_t memcpy_buffer_bytes = 0;
+  double ratio = 0;  // pushpull.gbps / memcpy_gbps
+
+  // Accounting, all workers and phases together, warm-up included.
+  int64_t push_calls = 0;     // PsClient::Push calls (each sends every key once)
+  int64_t pull_calls = 0;     // PsClient::Pull calls (each fetches every key once)
+  int64_t init_bytes = 0;     // bytes the chief's Init installed (keys * key_bytes)
+  // What the shards reported when they returned (final_stats), in shard order.
+  std::vector<ShardLoad> shard_loads;
+  int64_t shard_bytes_in = 0;   // summed over shards: init + pushes
+  int64_t shard_bytes_out = 0;  // summed over shards: pulls
+};
+
+// InvalidArgument naming the bad option.
+absl::Status ValidatePsBenchOptions(const PsBenchOptions& options);
+
+// Runs the benchmark. InvalidArgument for bad options (nothing started);
+// otherwise the first error a role hit.
+absl::StatusOr<PsBenchResult> RunPsBench(const PsBenchOptions& options);
+
+// The human table (several lines, newline-terminated).
+std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResult& result);
+// Diagnostics: each phase's process CPU (user/sys), minor page faults per MiB
+// moved and context switches per round; per round, the time inside Push and
+// Pull and the shards' optimizer time; every shard's load.
+std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchResult& result);
+// One JSON object on one line (no newline): push_gbps, pull_gbps,
+// pushpull_gbps, memcpy_gbps, ratio, workers, servers, keys, key_bytes,
+// transport. A non-finite figure is written as null.
+std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult& result);
+
+}  // namespace pstrain::bench
