@@ -21,7 +21,8 @@ void LogLoad(const ShardLoad& load) {
   LOG(INFO) << "shard " << load.shard() << " load: variables=" << load.variables()
             << " variable_bytes=" << load.variable_bytes() << " bytes_in=" << load.bytes_in()
             << " bytes_out=" << load.bytes_out() << " applied_updates=" << load.applied_updates()
-            << " dropped_gradients=" << load.dropped_gradients() << " apply_seconds=" << load.apply_seconds();
+            << " dropped_gradients=" << load.dropped_gradients() << " apply_seconds=" << load.apply_seconds()
+            << " ssp_blocked_pulls=" << load.ssp_blocked_pulls() << " ssp_wait_seconds=" << load.ssp_wait_seconds();
 }
 
 }  // namespace
@@ -37,6 +38,7 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   shard_options.num_workers = config.cluster().worker_hosts_size();
   shard_options.consistency = config.consistency();
   shard_options.replicas_to_aggregate = config.replicas_to_aggregate();
+  shard_options.staleness = config.staleness();
   shard_options.optimizer = config.optimizer();
   shard_options.timeouts = config.timeouts();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsShard> shard, PsShard::Create(shard_options));

@@ -63,7 +63,7 @@ absl::Status CheckPayloadSize(const IncomingFrame& payload, uint64_t declared, c
 
 absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& options) {
   if (options.num_workers <= 0) return absl::InvalidArgumentError("PS shard needs at least one worker");
-  if (options.consistency != "sync" && options.consistency != "async") {
+  if (options.consistency != "sync" && options.consistency != "async" && options.consistency != "ssp") {
     return absl::InvalidArgumentError(absl::StrCat("unknown consistency '", options.consistency, "'"));
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options.optimizer));
@@ -78,6 +78,7 @@ PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<Optimizer> optim
   absl::MutexLock lock(&mu_);
   last_seen_.assign(options.num_workers, start_time_);
   last_step_.assign(options.num_workers, -1);
+  completed_steps_.assign(options.num_workers, 0);
   seen_.assign(options.num_workers, false);
   done_.assign(options.num_workers, false);
   lost_.assign(options.num_workers, false);
@@ -169,6 +170,7 @@ absl::StatusOr<bool> PsShard::TryServePull(const PullRequest& request, OutgoingF
   for (Variable* var : vars) {
     if (var->version.load() < request.min_version()) return false;
   }
+  if (options_.consistency == "ssp" && !SspLaggards(request).empty()) return false;
   PullResponse header;
   for (Variable* var : vars) {
     absl::MutexLock lock(&var->mu);
@@ -199,7 +201,8 @@ void PsShard::Pull(const PullRequest& request, Responder respond) {
     if (ready.ok() && !*ready) {
       absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
                                                          : absl::Seconds(options_.timeouts.rpc_seconds());
-      pending_.push_back({request, std::move(respond), absl::Now() + timeout});
+      const absl::Time now = absl::Now();
+      pending_.push_back({request, std::move(respond), now + timeout, now});
       return;
     }
   }
@@ -222,6 +225,10 @@ void PsShard::WakePulls() {
         continue;
       }
       if (ready.ok()) {
+        if (options_.consistency == "ssp" && initialized_.load()) {
+          ++ssp_blocked_pulls_;
+          ssp_wait_ += absl::Now() - it->parked_at;
+        }
         answers.emplace_back(std::move(it->respond), std::move(response));
       } else {
         answers.emplace_back(std::move(it->respond), ready.status());
@@ -301,7 +308,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
     Variable& var = *var_ptr;
     absl::MutexLock lock(&var.mu);
     absl::Time t0 = absl::Now();
-    if (!sync) {
+    if (!sync) {  // async and ssp
       // Elementwise optimizer over the payload's runs, straight from the wire.
       std::shared_ptr<Buffer> out = (var.spare != nullptr && var.spare.use_count() == 1)
                                         ? std::move(var.spare)
@@ -358,6 +365,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
     last_seen_[worker] = absl::Now();
     seen_[worker] = true;
     last_step_[worker] = std::max(last_step_[worker], step);
+    completed_steps_[worker] = std::max(completed_steps_[worker], request.local_step() + 1);
   }
   if (applied_any) WakePulls();
   return absl::OkStatus();
@@ -375,26 +383,40 @@ absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
 absl::Status PsShard::Done(const DoneRequest& request) {
   const int worker = request.report().worker();
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(worker, "done"));
-  absl::MutexLock lock(&mu_);
-  if (!done_[worker]) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (done_[worker]) return absl::OkStatus();
     done_[worker] = true;
     reports_.push_back(request.report());
     LOG(INFO) << "shard " << options_.shard_index << ": worker " << worker << " done after "
               << request.report().steps() << " steps";
   }
+  WakePulls();  // ssp pulls no longer wait for this worker
   return absl::OkStatus();
+}
+
+std::vector<int> PsShard::SspLaggards(const PullRequest& request) const {
+  std::vector<int> laggards;
+  const int64_t needed = request.local_step() - options_.staleness;
+  for (int w = 0; w < options_.num_workers; ++w) {
+    if (w == request.worker() || done_[w] || lost_[w]) continue;
+    if (completed_steps_[w] < needed) laggards.push_back(w);
+  }
+  return laggards;
 }
 
 StatsResponse PsShard::Stats() const {
   StatsResponse stats;
+  ShardLoad* load = stats.mutable_load();
   {
     absl::MutexLock lock(&mu_);
+    load->set_ssp_blocked_pulls(ssp_blocked_pulls_);
+    load->set_ssp_wait_seconds(absl::ToDoubleSeconds(ssp_wait_));
     for (const WorkerReport& r : reports_) *stats.add_done() = r;
     for (int w = 0; w < options_.num_workers; ++w) {
       if (lost_[w]) stats.add_lost(w);
     }
   }
-  ShardLoad* load = stats.mutable_load();
   load->set_shard(options_.shard_index);
   if (initialized_.load()) {
     int64_t bytes = 0;
@@ -420,6 +442,12 @@ std::vector<int> PsShard::MissingContributors(const Variable& var) const {
 
 std::string PsShard::DescribeWait(const PullRequest& request) const {
   if (!initialized_.load()) return "variables not initialised yet (waiting for Init from the chief, worker 0)";
+  if (options_.consistency == "ssp") {
+    return absl::StrCat("ssp: worker ", request.worker(), " at step ", request.local_step(),
+                        " waits for workers [", absl::StrJoin(SspLaggards(request), ","),
+                        "] to complete step ", request.local_step() - options_.staleness, " (staleness ",
+                        options_.staleness, ")");
+  }
   for (const auto& [name, var] : variables_) {
     if (!request.names().empty() &&
         std::find(request.names().begin(), request.names().end(), name) == request.names().end()) {
@@ -488,7 +516,8 @@ absl::Status PsShard::Check(absl::Time now) {
                                 absl::FormatDuration(limit), ")");
     if (sync) return absl::UnavailableError(what);
     lost_[w] = true;
-    LOG(WARNING) << "shard " << options_.shard_index << ": " << what << "; async training continues without it";
+    LOG(WARNING) << "shard " << options_.shard_index << ": " << what << "; " << options_.consistency
+                 << " training continues without it";
   }
   return absl::OkStatus();
 }

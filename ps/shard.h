@@ -11,6 +11,9 @@
 //          workers have pushed step t, the average is applied once (version
 //          t+1). Pushes for an already-applied step are dropped and reported.
 //   async: every push is applied on arrival.
+//   ssp:   pushes are applied on arrival (as async), but a pull by a worker
+//          about to run local step t waits until every live worker has
+//          completed at least t - staleness steps (stale synchronous parallel).
 // A malformed request (unknown variable, wrong dtype, shape or byte count,
 // future step, worker out of range, duplicate gradient) is INVALID_ARGUMENT and
 // changes nothing.
@@ -41,6 +44,7 @@ struct PsShardOptions {
   int num_workers = 1;
   std::string consistency = "sync";
   int replicas_to_aggregate = 0;  // 0: every worker
+  int staleness = 0;              // ssp only
   OptimizerConfig optimizer;
   TimeoutConfig timeouts;
 };
@@ -77,17 +81,22 @@ class PsShard {
     PullRequest request;
     Responder respond;
     absl::Time deadline;
+    absl::Time parked_at;
   };
 
   explicit PsShard(const PsShardOptions& options, std::unique_ptr<Optimizer> optimizer);
   absl::Status ValidateWorker(int worker, const char* what) const;
   // Null when not ready yet; an error status when the request is bad.
-  absl::StatusOr<bool> TryServePull(const PullRequest& request, OutgoingFrame* response);
+  absl::StatusOr<bool> TryServePull(const PullRequest& request, OutgoingFrame* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Averages `grad` in place by `scale` and applies it (var.mu held).
   void ApplyUpdate(Variable& var, float* grad, float scale) const;
   absl::Status InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response);
   void WakePulls();
   std::string DescribeWait(const PullRequest& request) const;
+  // ssp: workers (not done, not lost) that have completed fewer than
+  // request.local_step - staleness steps. Empty when the pull may proceed.
+  std::vector<int> SspLaggards(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<int> MissingContributors(const Variable& var) const;
 
   const PsShardOptions options_;
@@ -104,6 +113,7 @@ class PsShard {
   std::vector<PendingPull> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> last_seen_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> completed_steps_ ABSL_GUARDED_BY(mu_);  // ssp clocks
   std::vector<bool> seen_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> done_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);
@@ -115,6 +125,8 @@ class PsShard {
   std::atomic<int64_t> applied_updates_{0};
   std::atomic<int64_t> dropped_gradients_{0};
   std::atomic<int64_t> apply_nanos_{0};
+  int64_t ssp_blocked_pulls_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration ssp_wait_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

@@ -110,7 +110,8 @@ absl::Status PsClient::Init(int64_t total_steps) {
   return FanOut("Init", calls, options);
 }
 
-absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready) {
+absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,
+                                       int64_t local_step) {
   std::vector<ShardCall> calls(batches_.size());
   for (size_t b = 0; b < batches_.size(); ++b) {
     calls[b].shard = batches_[b].shard;
@@ -118,6 +119,7 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
     header.set_worker(worker_);
     header.set_min_version(min_version);
     header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+    header.set_local_step(local_step);
     for (int i : batches_[b].variables) header.add_names((*variables_)[i].name);
     header.SerializeToString(&calls[b].request.header);
   }
@@ -149,13 +151,14 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
   return min_seen == INT64_MAX ? 0 : min_seen;
 }
 
-absl::StatusOr<int> PsClient::Push(int64_t step) {
+absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
   std::vector<ShardCall> calls(batches_.size());
   for (size_t b = 0; b < batches_.size(); ++b) {
     calls[b].shard = batches_[b].shard;
     PushRequest header;
     header.set_worker(worker_);
     header.set_step(step);
+    header.set_local_step(local_step);
     for (int i : batches_[b].variables) {
       const Variable& var = (*variables_)[i];
       DescribeTensor(var, var.grad, header.add_tensors());

@@ -32,9 +32,12 @@ class PsClient {
   // Fills every variable's value once each has at least `min_version`
   // updates; returns the smallest version received. `timeout` bounds the wait
   // (the PS answers with what it is waiting for when it expires).
-  absl::StatusOr<int64_t> Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready = false);
-  // Sends every variable's gradient for `step`. Returns gradients dropped as stale.
-  absl::StatusOr<int> Push(int64_t step);
+  // `local_step` (ssp) is the step the worker is about to run.
+  absl::StatusOr<int64_t> Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready = false,
+                               int64_t local_step = 0);
+  // Sends every variable's gradient for `step` (the version pulled);
+  // `local_step` is the worker's own counter. Returns gradients dropped as stale.
+  absl::StatusOr<int> Push(int64_t step, int64_t local_step = 0);
   absl::Status Heartbeat(int64_t step);
   absl::Status Done(const WorkerReport& report);
   // Stats of every shard, in shard order.

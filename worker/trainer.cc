@@ -171,6 +171,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
       absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds());
   int64_t pulled_version = -1;
   int64_t dropped = 0;
+  absl::Duration pull_wait;  // time spent in pulls after the first (sync/ssp waits show here)
 
   for (int64_t step = 0; step < total_steps; ++step) {
     current_step = step;
@@ -178,16 +179,18 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     // First pull waits for the chief's Init (and for the PS to come up).
     const bool first = pulled_version < 0;
     const int64_t want = (sync && !first) ? pulled_version + 1 : 0;
+    const absl::Time pull_start = absl::Now();
     PSTRAIN_ASSIGN_OR_RETURN(
         pulled_version,
-        client->Pull(want, first ? absl::Seconds(config.timeouts().startup_seconds()) : pull_timeout, first));
+        client->Pull(want, first ? absl::Seconds(config.timeouts().startup_seconds()) : pull_timeout, first, step));
+    if (!first) pull_wait += absl::Now() - pull_start;
     batcher.Fill(step, &images, &labels);
     const float loss = model->TrainStep(images, labels.data(), nullptr);
     if (!std::isfinite(loss)) {
       return absl::InternalError(absl::StrCat("worker ", worker_index, ": loss is ", loss, " at step ", step,
                                               " (diverged; lower optimizer.learning_rate?)"));
     }
-    PSTRAIN_ASSIGN_OR_RETURN(int dropped_now, client->Push(pulled_version));
+    PSTRAIN_ASSIGN_OR_RETURN(int dropped_now, client->Push(pulled_version, step));
     dropped += dropped_now;
     throughput.RecordStep(step, absl::ToDoubleSeconds(absl::Now() - t0));
     recent_losses.push_back(loss);
@@ -210,6 +213,11 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   std::cout << "----------------------------------------------------------------\n"
             << absl::StrFormat("worker %d total images/sec: %.2f", worker_index, throughput.mean_images_per_sec())
             << (dropped > 0 ? absl::StrCat(" (", dropped, " stale gradients dropped)") : "") << "\n"
+            << absl::StrFormat("worker %d time in pulls: %.2f s (%.1f%% of the run)", worker_index,
+                               absl::ToDoubleSeconds(pull_wait),
+                               100.0 * absl::ToDoubleSeconds(pull_wait) /
+                                   std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start)))
+            << "\n"
             << "----------------------------------------------------------------" << std::endl;
 
   RunResult result;

@@ -21,7 +21,7 @@ inline constexpr std::array<std::string_view, 2> kDataSources = {"fashion_mnist"
 // variable_update
 inline constexpr std::array<std::string_view, 1> kVariableUpdates = {"parameter_server"};
 // consistency
-inline constexpr std::array<std::string_view, 2> kConsistencies = {"sync", "async"};
+inline constexpr std::array<std::string_view, 3> kConsistencies = {"sync", "async", "ssp"};
 // transport
 inline constexpr std::array<std::string_view, 1> kTransports = {"grpc"};
 // placement
