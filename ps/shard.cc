@@ -245,6 +245,14 @@ void PsShard::WakePulls() {
   }
 }
 
+float PsShard::CurrentLearningRate(const Variable& var) const {
+  // Schedules run over global steps. A sync update is one global step; an
+  // async/ssp update is one worker's step, so num_workers of them make one.
+  int64_t global_step = var.version.load();
+  if (options_.consistency != "sync") global_step /= options_.num_workers;
+  return LearningRateAt(options_.optimizer, global_step, total_steps_);
+}
+
 void PsShard::ApplyUpdate(Variable& var, float* grad, float scale) const {
   // Called with var.mu held. Writes a fresh buffer; pulls in flight keep
   // sending the old one, which becomes the spare once they release it.
@@ -256,7 +264,7 @@ void PsShard::ApplyUpdate(Variable& var, float* grad, float scale) const {
   std::vector<float*> slots;
   for (auto& slot : var.slots) slots.push_back(slot.data());
   optimizer_->Apply(static_cast<const float*>(var.value->data()), grad, var.n,
-                    LearningRateAt(options_.optimizer, var.version.load(), total_steps_), slots.data(),
+                    CurrentLearningRate(var), slots.data(),
                     static_cast<float*>(out->data()));
   var.spare = std::move(var.value);
   var.value = std::move(out);
@@ -313,7 +321,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
       std::shared_ptr<Buffer> out = (var.spare != nullptr && var.spare.use_count() == 1)
                                         ? std::move(var.spare)
                                         : Buffer::Allocate(var.bytes());
-      const float lr = LearningRateAt(options_.optimizer, var.version.load(), total_steps_);
+      const float lr = CurrentLearningRate(var);
       const float* old_value = static_cast<const float*>(var.value->data());
       float* new_value = static_cast<float*>(out->data());
       std::vector<float*> slots(var.slots.size());

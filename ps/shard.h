@@ -89,6 +89,8 @@ class PsShard {
   // Null when not ready yet; an error status when the request is bad.
   absl::StatusOr<bool> TryServePull(const PullRequest& request, OutgoingFrame* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The optimizer's learning rate for the variable's next update.
+  float CurrentLearningRate(const Variable& var) const;
   // Averages `grad` in place by `scale` and applies it (var.mu held).
   void ApplyUpdate(Variable& var, float* grad, float scale) const;
   absl::Status InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response);

@@ -40,5 +40,21 @@ TEST(TrainingTest, AsyncMlpReachesTargetAccuracyWithinThreeEpochs) {
   EXPECT_GE(*result.test_accuracy, 0.84);
 }
 
+TEST(TrainingTest, AsyncWithFourWorkersReachesTargetAccuracy) {
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_async4.yaml");
+  EXPECT_EQ(result.num_workers, 4);
+  ASSERT_TRUE(result.test_accuracy.has_value());
+  EXPECT_GE(*result.test_accuracy, 0.84);
+}
+
+TEST(TrainingTest, SspWithFourWorkersReachesTargetAccuracy) {
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_ssp4.yaml");
+  EXPECT_EQ(result.consistency, "ssp");
+  EXPECT_EQ(result.staleness, 2);
+  EXPECT_EQ(result.num_workers, 4);
+  ASSERT_TRUE(result.test_accuracy.has_value());
+  EXPECT_GE(*result.test_accuracy, 0.84);
+}
+
 }  // namespace
 }  // namespace pstrain::test
