@@ -1,10 +1,13 @@
-// Placement: which PS shard holds each variable.
+// Placement: which PS shard holds each variable (or each part of one).
 //
 // Deterministic from (variables in model order, shard count, policy), so every
 // role computes the same plan without talking.
 //   round_robin: variable i -> shard i % num_shards.
 //   greedy:      largest variable first onto the shard with the fewest bytes so
 //                far (ties: lowest shard, then model order).
+//   partitioned: variables above partition_bytes are split into num_shards
+//                contiguous parts, part i on shard i; the rest are placed
+//                greedily on top of that load (BytePS/ps-lite style).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/tensor.h"
 
 namespace pstrain {
 
@@ -23,6 +27,29 @@ struct VariableSize {
 // Returns the shard of each variable, indexed like `variables`.
 absl::StatusOr<std::vector<int>> PlaceVariables(const std::vector<VariableSize>& variables, int num_shards,
                                                 const std::string& policy);
+
+// One PS key: a whole variable, or a contiguous slice of a partitioned one.
+struct VariablePart {
+  int variable = 0;    // index into the model's variables
+  int shard = 0;
+  int64_t offset = 0;  // first element of the variable in this part
+  int64_t count = 0;   // elements
+  std::string name;    // the PS key: the variable's name, or "<name>/part_<i>"
+  Shape shape;         // the variable's shape, or [count] for a part
+};
+
+struct VariableShape {
+  std::string name;
+  Shape shape;  // float32 elements
+};
+
+// The parts of every variable, in model order (a partitioned variable's parts
+// in offset order). policy: round_robin | greedy | partitioned.
+absl::StatusOr<std::vector<VariablePart>> PlanPlacement(const std::vector<VariableShape>& variables, int num_shards,
+                                                        const std::string& policy, int64_t partition_bytes);
+
+// Bytes per shard under a part plan.
+std::vector<int64_t> ShardBytes(const std::vector<VariablePart>& parts, int num_shards);
 
 // Bytes per shard under `plan`.
 std::vector<int64_t> ShardBytes(const std::vector<VariableSize>& variables, const std::vector<int>& plan,

@@ -10,39 +10,40 @@
 namespace pstrain {
 namespace {
 
-void DescribeTensor(const Variable& var, const Tensor& data, TensorHeader* h) {
-  h->set_name(var.name);
-  for (int64_t d : data.shape()) h->add_shape(d);
+void DescribePart(const VariablePart& part, TensorHeader* h) {
+  h->set_name(part.name);
+  for (int64_t d : part.shape) h->add_shape(d);
   h->set_dtype(DT_FLOAT32);
-  h->set_num_bytes(data.num_bytes());
+  h->set_num_bytes(part.count * sizeof(float));
 }
-
-ConstChunk ChunkOf(const Tensor& t) { return {t.raw(), t.num_bytes(), t.buffer()}; }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfig& config, int worker_index,
                                                            Transport* transport, std::vector<Variable>* variables,
-                                                           std::vector<int> plan) {
+                                                           std::vector<VariablePart> parts) {
   const int num_shards = config.cluster().ps_hosts_size();
-  if (plan.size() != variables->size()) return absl::InvalidArgumentError("placement plan does not match variables");
-  std::unique_ptr<PsClient> client(new PsClient(config, worker_index, variables, std::move(plan)));
-  client->shard_variables_.resize(num_shards);
-  for (size_t i = 0; i < client->plan_.size(); ++i) {
-    int shard = client->plan_[i];
-    if (shard < 0 || shard >= num_shards) return absl::InvalidArgumentError("placement names a missing shard");
-    client->shard_variables_[shard].push_back(static_cast<int>(i));
+  std::unique_ptr<PsClient> client(new PsClient(config, worker_index, variables, std::move(parts)));
+  client->shard_parts_.resize(num_shards);
+  for (size_t i = 0; i < client->parts_.size(); ++i) {
+    const VariablePart& part = client->parts_[i];
+    if (part.shard < 0 || part.shard >= num_shards) return absl::InvalidArgumentError("placement names a missing shard");
+    if (part.variable < 0 || part.variable >= static_cast<int>(variables->size()) ||
+        part.offset + part.count > (*variables)[part.variable].value.num_elements()) {
+      return absl::InvalidArgumentError(absl::StrCat("placement part ", part.name, " lies outside its variable"));
+    }
+    client->shard_parts_[part.shard].push_back(static_cast<int>(i));
   }
   for (int s = 0; s < num_shards; ++s) {
     int64_t batch_bytes = 0;
-    for (int i : client->shard_variables_[s]) {
-      const int64_t bytes = static_cast<int64_t>((*variables)[i].value.num_bytes());
+    for (int i : client->shard_parts_[s]) {
+      const int64_t bytes = client->parts_[i].count * static_cast<int64_t>(sizeof(float));
       if (client->batches_.empty() || client->batches_.back().shard != s ||
           batch_bytes + bytes > kRpcBatchBytes) {
         client->batches_.push_back({s, {}});
         batch_bytes = 0;
       }
-      client->batches_.back().variables.push_back(i);
+      client->batches_.back().parts.push_back(i);
       batch_bytes += bytes;
     }
   }
@@ -52,6 +53,10 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
     client->addresses_.push_back(address);
   }
   return client;
+}
+
+ConstChunk PsClient::PartChunk(const VariablePart& p, const Tensor& tensor) const {
+  return {tensor.data() + p.offset, p.count * sizeof(float), tensor.buffer()};
 }
 
 CallOptions PsClient::RpcOptions() const {
@@ -97,10 +102,10 @@ absl::Status PsClient::Init(int64_t total_steps) {
     InitRequest header;
     header.set_worker(worker_);
     header.set_total_steps(total_steps);
-    for (int i : shard_variables_[s]) {
-      const Variable& var = (*variables_)[i];
-      DescribeTensor(var, var.value, header.add_tensors());
-      calls[s].request.chunks.push_back(ChunkOf(var.value));
+    for (int i : shard_parts_[s]) {
+      const VariablePart& part = parts_[i];
+      DescribePart(part, header.add_tensors());
+      calls[s].request.chunks.push_back(PartChunk(part, (*variables_)[part.variable].value));
     }
     header.SerializeToString(&calls[s].request.header);
   }
@@ -120,7 +125,7 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
     header.set_min_version(min_version);
     header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     header.set_local_step(local_step);
-    for (int i : batches_[b].variables) header.add_names((*variables_)[i].name);
+    for (int i : batches_[b].parts) header.add_names(parts_[i].name);
     header.SerializeToString(&calls[b].request.header);
   }
   CallOptions options;
@@ -134,17 +139,19 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
     const int s = batches_[b].shard;
     PullResponse header;
     if (!calls[b].response.ParseHeader(&header)) return absl::InternalError("pull: malformed response header");
-    if (header.tensors_size() != static_cast<int>(batches_[b].variables.size())) {
+    if (header.tensors_size() != static_cast<int>(batches_[b].parts.size())) {
       return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header.tensors_size(), " tensors"));
     }
     for (int k = 0; k < header.tensors_size(); ++k) {
-      Variable& var = (*variables_)[batches_[b].variables[k]];
+      const VariablePart& part = parts_[batches_[b].parts[k]];
       const TensorHeader& h = header.tensors(k);
-      if (h.name() != var.name || h.num_bytes() != var.value.num_bytes()) {
+      const uint64_t bytes = part.count * sizeof(float);
+      if (h.name() != part.name || h.num_bytes() != bytes) {
         return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", h.name(), " (", h.num_bytes(),
-                                                " bytes) where ", var.name, " was expected"));
+                                                " bytes) where ", part.name, " was expected"));
       }
-      PSTRAIN_RETURN_IF_ERROR(calls[b].response.Read(var.value.raw(), var.value.num_bytes()));
+      float* dst = (*variables_)[part.variable].value.data() + part.offset;
+      PSTRAIN_RETURN_IF_ERROR(calls[b].response.Read(dst, bytes));
       min_seen = std::min(min_seen, header.versions(k));
     }
   }
@@ -159,10 +166,10 @@ absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
     header.set_worker(worker_);
     header.set_step(step);
     header.set_local_step(local_step);
-    for (int i : batches_[b].variables) {
-      const Variable& var = (*variables_)[i];
-      DescribeTensor(var, var.grad, header.add_tensors());
-      calls[b].request.chunks.push_back(ChunkOf(var.grad));
+    for (int i : batches_[b].parts) {
+      const VariablePart& part = parts_[i];
+      DescribePart(part, header.add_tensors());
+      calls[b].request.chunks.push_back(PartChunk(part, (*variables_)[part.variable].grad));
     }
     header.SerializeToString(&calls[b].request.header);
   }

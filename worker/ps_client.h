@@ -1,7 +1,7 @@
 // PsClient: a worker's view of all PS shards.
 //
 // The placement plan (common/placement.h) decides which shard holds each
-// variable; every call fans out to the shards involved in parallel and waits
+// variable or part of one; every call fans out to the shards involved in parallel and waits
 // for all of them. Pushes send gradients straight from the model's gradient
 // buffers (zero-copy); pulls copy each value once, from the transport's
 // buffers into the model's variable.
@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/transport/transport.h"
+#include "common/placement.h"
 #include "models/model.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
@@ -21,11 +22,12 @@ namespace pstrain {
 
 class PsClient {
  public:
-  // `variables` is the model's list (fixed order); `plan[i]` is the shard of
-  // variables[i]. The client keeps references to the variables' tensors.
+  // `variables` is the model's list (fixed order); `parts` says where each
+  // variable (or each slice of a partitioned one) lives. The client keeps
+  // references to the variables' tensors.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ExperimentConfig& config, int worker_index,
                                                           Transport* transport, std::vector<Variable>* variables,
-                                                          std::vector<int> plan);
+                                                          std::vector<VariablePart> parts);
 
   // Chief only: installs the variables' current values on every shard.
   absl::Status Init(int64_t total_steps);
@@ -46,8 +48,11 @@ class PsClient {
   int num_shards() const { return static_cast<int>(channels_.size()); }
 
  private:
-  PsClient(const ExperimentConfig& config, int worker_index, std::vector<Variable>* variables, std::vector<int> plan)
-      : config_(config), worker_(worker_index), variables_(variables), plan_(std::move(plan)) {}
+  PsClient(const ExperimentConfig& config, int worker_index, std::vector<Variable>* variables,
+           std::vector<VariablePart> parts)
+      : config_(config), worker_(worker_index), variables_(variables), parts_(std::move(parts)) {}
+  // The bytes of part `p` inside `tensor` (a variable's value or gradient).
+  ConstChunk PartChunk(const VariablePart& p, const Tensor& tensor) const;
 
   // One RPC of a fan-out: its shard, request and (after FanOut) answer.
   struct ShardCall {
@@ -64,19 +69,19 @@ class PsClient {
   CallOptions RpcOptions() const;
 
   // Pushes and pulls of one shard travel in several concurrent RPCs of about
-  // kRpcBatchBytes each (whole variables), so the shard applies one batch
+  // kRpcBatchBytes each (whole parts), so the shard applies one batch
   // while the next is still arriving.
   static constexpr int64_t kRpcBatchBytes = 2 << 20;
   struct RpcBatch {
     int shard;
-    std::vector<int> variables;  // indices into *variables_
+    std::vector<int> parts;  // indices into parts_
   };
 
   ExperimentConfig config_;
   int worker_;
   std::vector<Variable>* variables_;
-  std::vector<int> plan_;
-  std::vector<std::vector<int>> shard_variables_;  // variable indices per shard
+  std::vector<VariablePart> parts_;
+  std::vector<std::vector<int>> shard_parts_;  // part indices per shard
   std::vector<RpcBatch> batches_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<std::string> addresses_;

@@ -142,12 +142,13 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
                            CreateModel(ResolveModelConfig(config, data.train), device.get()));
   std::vector<Variable>& variables = model->variables();
 
-  std::vector<VariableSize> sizes;
-  for (const Variable& v : variables) sizes.push_back({v.name, static_cast<int64_t>(v.value.num_bytes())});
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<int> plan,
-                           PlaceVariables(sizes, config.cluster().ps_hosts_size(), config.placement()));
+  std::vector<VariableShape> shapes;
+  for (const Variable& v : variables) shapes.push_back({v.name, v.value.shape()});
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<VariablePart> parts,
+                           PlanPlacement(shapes, config.cluster().ps_hosts_size(), config.placement(),
+                                         config.partition_bytes()));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           PsClient::Create(config, worker_index, transport, &variables, plan));
+                           PsClient::Create(config, worker_index, transport, &variables, std::move(parts)));
 
   const int64_t total_steps = TotalSteps(config, data.train.num_examples);
   if (chief) {

@@ -25,7 +25,7 @@ inline constexpr std::array<std::string_view, 3> kConsistencies = {"sync", "asyn
 // transport
 inline constexpr std::array<std::string_view, 1> kTransports = {"grpc"};
 // placement
-inline constexpr std::array<std::string_view, 2> kPlacements = {"round_robin", "greedy"};
+inline constexpr std::array<std::string_view, 3> kPlacements = {"round_robin", "greedy", "partitioned"};
 // device
 inline constexpr std::array<std::string_view, 1> kDevices = {"cpu"};
 // local_parameter_device

@@ -70,6 +70,30 @@ TEST(SyncEquivalenceTest, WorkersTimesBatchEqualsOneWorkerWithWholeBatch) {
   EXPECT_GT(MaxRelativeChange(other->final_params, single->final_params), 1e-3);
 }
 
+TEST(SyncEquivalenceTest, PartitionedVariablesGiveTheSameParameters) {
+  // hidden1/weights (784x32 floats, ~100 KB) is split over 3 shards.
+  ExperimentConfig partitioned = BaseConfig();
+  SetInProcessHosts(&partitioned, /*num_ps=*/3, 2);
+  partitioned.set_placement("partitioned");
+  partitioned.set_partition_bytes(16 * 1024);
+  partitioned.mutable_train()->set_batch_size_per_device(8);
+  absl::StatusOr<ClusterRun> split = RunInProcessCluster(partitioned);
+  ASSERT_TRUE(split.ok()) << split.status();
+  int64_t variables_on_shards = 0;
+  for (const auto& load : split->chief.ps_load) {
+    EXPECT_GT(load.variables, 0);
+    variables_on_shards += load.variables;
+  }
+  EXPECT_GT(variables_on_shards, 6);  // more keys than variables: something was split
+
+  ExperimentConfig whole = BaseConfig();
+  SetInProcessHosts(&whole, /*num_ps=*/1, 1);
+  whole.mutable_train()->set_batch_size_per_device(16);
+  absl::StatusOr<ClusterRun> single = RunInProcessCluster(whole);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_LT(MaxRelativeDifference(split->final_params, single->final_params), 2e-5);
+}
+
 TEST(SyncEquivalenceTest, ResultDescribesTheRun) {
   ExperimentConfig config = BaseConfig();
   SetInProcessHosts(&config, 2, 2);

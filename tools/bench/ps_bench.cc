@@ -196,7 +196,7 @@ absl::Status RunRound(PsClient& client, Phase phase, WorkerState& state, PhaseTi
 struct Shared {
   const PsBenchOptions& options;
   const ExperimentConfig& config;
-  const std::vector<int>& plan;
+  const std::vector<VariablePart>& plan;
   PhaseBarrier& barrier;
   std::atomic<bool>& failed;
   // Shard loads summed over shards at the start and end of each phase's
@@ -368,9 +368,10 @@ absl::StatusOr<PsBenchResult> RunPsBench(const PsBenchOptions& options) {
     reservations.push_back(*std::move(r));
   }
   const ExperimentConfig config = MakeConfig(options, ports);
-  std::vector<VariableSize> sizes;
-  for (int k = 0; k < options.keys; ++k) sizes.push_back({absl::StrCat("key_", k), options.key_bytes});
-  absl::StatusOr<std::vector<int>> plan = PlaceVariables(sizes, options.servers, options.placement);
+  std::vector<VariableShape> shapes;
+  for (int k = 0; k < options.keys; ++k) shapes.push_back({absl::StrCat("key_", k), Shape{options.key_bytes / 4}});
+  absl::StatusOr<std::vector<VariablePart>> plan =
+      PlanPlacement(shapes, options.servers, options.placement, config.partition_bytes());
   if (!plan.ok()) return plan.status();
 
   TransportOptions transport_options;

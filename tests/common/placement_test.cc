@@ -1,0 +1,72 @@
+#include "common/placement.h"
+
+#include <numeric>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+std::vector<VariableShape> Shapes(const std::vector<int64_t>& elements) {
+  std::vector<VariableShape> v;
+  for (size_t i = 0; i < elements.size(); ++i) v.push_back({"v" + std::to_string(i), Shape{elements[i]}});
+  return v;
+}
+
+TEST(PlanPlacementTest, PartitionedSplitsLargeVariablesEvenlyAndCoversEveryElement) {
+  // One 1000-float variable (4000 bytes) above the 1 KB threshold, three small ones.
+  auto parts = PlanPlacement(Shapes({10, 1000, 20, 30}), 3, "partitioned", 1024);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  std::vector<int64_t> covered(4, 0);
+  int split_parts = 0;
+  for (const VariablePart& p : *parts) {
+    covered[p.variable] += p.count;
+    if (p.variable == 1) {
+      ++split_parts;
+      EXPECT_EQ(p.name, "v1/part_" + std::to_string(p.shard));
+      EXPECT_EQ(p.shape, Shape{p.count});
+      EXPECT_NEAR(p.count, 1000.0 / 3, 1.0);
+    } else {
+      EXPECT_EQ(p.name, "v" + std::to_string(p.variable));
+      EXPECT_EQ(p.offset, 0);
+    }
+  }
+  EXPECT_EQ(split_parts, 3);
+  EXPECT_EQ(covered, std::vector<int64_t>({10, 1000, 20, 30}));
+  // Offsets of the split variable tile it exactly, in order.
+  int64_t next = 0;
+  for (const VariablePart& p : *parts) {
+    if (p.variable != 1) continue;
+    EXPECT_EQ(p.offset, next);
+    next += p.count;
+  }
+}
+
+TEST(PlanPlacementTest, PartitionedBalancesBetterThanGreedyWithOneHugeVariable) {
+  // A VGG-like mix: one dominant variable.
+  std::vector<int64_t> sizes = {100000000, 16000000, 4000000, 2000000, 500000, 100};
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) * 4;
+  auto largest_share = [&](const std::string& policy) {
+    auto parts = PlanPlacement(Shapes(sizes), 4, policy, 8 << 20);
+    EXPECT_TRUE(parts.ok());
+    std::vector<int64_t> bytes = ShardBytes(*parts, 4);
+    return static_cast<double>(*std::max_element(bytes.begin(), bytes.end())) / total;
+  };
+  EXPECT_GT(largest_share("greedy"), 0.8);
+  EXPECT_GT(largest_share("round_robin"), 0.8);
+  EXPECT_LT(largest_share("partitioned"), 0.30);
+}
+
+TEST(PlanPlacementTest, WholeVariablePoliciesMatchPlaceVariables) {
+  auto parts = PlanPlacement(Shapes({5, 50, 500}), 2, "greedy", 1);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 3u);
+  EXPECT_EQ((*parts)[2].shard, 0);  // largest first onto shard 0
+  EXPECT_EQ((*parts)[1].shard, 1);
+  EXPECT_EQ((*parts)[0].shard, 1);
+  EXPECT_FALSE(PlanPlacement(Shapes({5}), 2, "partitioned", 0).ok());
+  EXPECT_FALSE(PlanPlacement(Shapes({5}), 2, "random", 1).ok());
+}
+
+}  // namespace
+}  // namespace pstrain
