@@ -2,8 +2,9 @@
 //
 // Optimizers are registered by name ("sgd", "momentum"); each lives in its own
 // file under ps/optimizers/. Apply() is called with the variable's lock held;
-// it reads `old_value` and writes `new_value` (distinct buffers: the PS keeps
-// the previous value for readers still sending it), updating the optimizer's
+// it reads `old_value` and writes `new_value` (the PS passes distinct buffers
+// because readers may still be sending the old one; in-place updates with
+// old_value == new_value must also work), updating the optimizer's
 // per-variable slot arrays in place. Every optimizer is elementwise, so a
 // variable may be updated in several calls over consecutive ranges; `slots`
 // then points at each slot array offset to the range.

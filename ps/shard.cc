@@ -61,6 +61,23 @@ absl::Status CheckPayloadSize(const IncomingFrame& payload, uint64_t declared, c
 
 }  // namespace
 
+// Holds the locks of several variables, taken in name order.
+class PsShard::VariableLocks {
+ public:
+  explicit VariableLocks(std::vector<Variable*> vars) : vars_(std::move(vars)) {
+    std::sort(vars_.begin(), vars_.end(), [](const Variable* a, const Variable* b) { return a->name < b->name; });
+    for (Variable* v : vars_) v->mu.Lock();
+  }
+  ~VariableLocks() { Release(); }
+  void Release() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (auto it = vars_.rbegin(); it != vars_.rend(); ++it) (*it)->mu.Unlock();
+    vars_.clear();
+  }
+
+ private:
+  std::vector<Variable*> vars_;
+};
+
 absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& options) {
   if (options.num_workers <= 0) return absl::InvalidArgumentError("PS shard needs at least one worker");
   if (options.consistency != "sync" && options.consistency != "async" && options.consistency != "ssp") {
@@ -278,7 +295,8 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   const int64_t step = request.step();
   const bool sync = options_.consistency == "sync";
 
-  // Validation pass: nothing changes unless the whole request is well formed.
+  // Validation: nothing changes unless the whole request is well formed.
+  // First what needs no lock...
   uint64_t declared = 0;
   std::vector<Variable*> vars;
   std::set<std::string> names;
@@ -293,28 +311,30 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
     if (!names.insert(h.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat("push: variable ", h.name(), " given twice"));
     }
-    if (step < 0 || step > var.version.load()) {
-      return absl::InvalidArgumentError(absl::StrCat("push: step ", step, " of ", h.name(),
-                                                     " is ahead of the variable (version ", var.version.load(), ")"));
-    }
-    if (sync) {
-      absl::MutexLock lock(&var.mu);
-      if (step == var.version.load() && var.contributed[worker]) {
-        return absl::InvalidArgumentError(absl::StrCat("push: worker ", worker, " already pushed ", h.name(),
-                                                       " for step ", step));
-      }
-    }
     declared += h.num_bytes();
     vars.push_back(&var);
   }
   PSTRAIN_RETURN_IF_ERROR(CheckPayloadSize(payload, declared, "push"));
+  // ...then the variables' state, with every lock of this push held until
+  // the update is done, so two pushes cannot both pass the checks and then
+  // both apply. Locks are taken in name order, so pushes cannot deadlock.
+  VariableLocks locks(vars);
+  for (Variable* var : vars) {
+    if (step < 0 || step > var->version.load()) {
+      return absl::InvalidArgumentError(absl::StrCat("push: step ", step, " of ", var->name,
+                                                     " is ahead of the variable (version ", var->version.load(), ")"));
+    }
+    if (sync && step == var->version.load() && var->contributed[worker]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push: worker ", worker, " already pushed ", var->name, " for step ", step));
+    }
+  }
   bytes_in_ += declared;
 
   bool applied_any = false;
   int accepted = 0, dropped = 0;
   for (Variable* var_ptr : vars) {
-    Variable& var = *var_ptr;
-    absl::MutexLock lock(&var.mu);
+    Variable& var = *var_ptr;  // locked by `locks`
     absl::Time t0 = absl::Now();
     if (!sync) {  // async and ssp
       // Elementwise optimizer over the payload's runs, straight from the wire.
@@ -368,6 +388,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   }
   response->set_accepted(accepted);
   response->set_dropped_stale(dropped);
+  locks.Release();
   {
     absl::MutexLock lock(&mu_);
     last_seen_[worker] = absl::Now();

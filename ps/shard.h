@@ -77,6 +77,7 @@ class PsShard {
 
  private:
   struct Variable;
+  class VariableLocks;
   struct PendingPull {
     PullRequest request;
     Responder respond;

@@ -13,11 +13,11 @@
 #include "common/data/idx_reader.h"
 #include "common/data/synthetic.h"
 #include "common/metrics/throughput.h"
-#include "common/placement.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/model.h"
-#include "worker/ps_client.h"
+#include "worker/replica_set.h"
+#include "worker/strategy.h"
 
 namespace pstrain {
 namespace {
@@ -78,37 +78,18 @@ EvalResult EvaluateOn(Model& model, const Dataset& data, int batch_size) {
   return total;
 }
 
-// Sends heartbeats to every shard until stopped.
-class HeartbeatThread {
- public:
-  HeartbeatThread(PsClient* client, absl::Duration period, const std::atomic<int64_t>* step)
-      : thread_([this, client, period, step] {
-          while (!stop_.WaitForNotificationWithTimeout(period)) {
-            absl::Status s = client->Heartbeat(step->load());
-            if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
-          }
-        }) {}
-  ~HeartbeatThread() {
-    stop_.Notify();
-    thread_.join();
-  }
-
- private:
-  absl::Notification stop_;
-  std::thread thread_;
-};
-
-void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t total_steps, int worker_index) {
+void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t total_steps, int worker_index,
+                 const std::string& strategy) {
   const int workers = config.cluster().worker_hosts_size();
   const int batch = config.train().batch_size_per_device();
+  const int devices = config.devices_per_worker();
   std::cout << absl::StrFormat(
                    "Worker:      %d of %d%s\nModel:       %s\nDataset:     %s\nMode:        training\n"
-                   "Batch size:  %d global (%d per device)\nNum batches: %d\nDevices:     ['%s']\n"
-                   "Variables:   %s (%s, %d PS, %s, placement %s)\nOptimizer:   %s lr=%g\n==========\n"
+                   "Batch size:  %d global (%d per device)\nNum batches: %d\nDevices:     %d x %s\n"
+                   "Variables:   %s\nOptimizer:   %s lr=%g\n==========\n"
                    "Step\tImg/sec\ttotal_loss\n",
                    worker_index, workers, worker_index == 0 ? " (chief)" : "", model.name(), config.data().source(),
-                   batch * workers, batch, total_steps, config.device(), config.variable_update(),
-                   config.consistency(), config.cluster().ps_hosts_size(), config.transport(), config.placement(),
+                   batch * workers * devices, batch, total_steps, devices, config.device(), strategy,
                    config.optimizer().name(), config.optimizer().learning_rate())
             << std::flush;
 }
@@ -127,72 +108,61 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
                                     const WorkerRunOptions& options) {
   const absl::Time start = absl::Now();
   const bool chief = worker_index == 0;
-  const bool sync = config.consistency() == "sync";
   const int num_workers = config.cluster().worker_hosts_size();
+  const int devices = config.devices_per_worker();
   const int batch = config.train().batch_size_per_device();
   const bool evaluate = chief && config.train().evaluate();
 
   PSTRAIN_ASSIGN_OR_RETURN(Datasets data, LoadData(config, evaluate));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      ShardedBatcher batcher,
-      ShardedBatcher::Create(&data.train, worker_index, num_workers, batch, config.data().shuffle_seed(),
-                             config.data().shuffle()));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> device, CreateDeviceContext(Device::Cpu()));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                           CreateModel(ResolveModelConfig(config, data.train), device.get()));
-  std::vector<Variable>& variables = model->variables();
-
-  std::vector<VariableShape> shapes;
-  for (const Variable& v : variables) shapes.push_back({v.name, v.value.shape()});
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<VariablePart> parts,
-                           PlanPlacement(shapes, config.cluster().ps_hosts_size(), config.placement(),
-                                         config.partition_bytes()));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
-                           PsClient::Create(config, worker_index, transport, &variables, std::move(parts)));
-
-  const int64_t total_steps = TotalSteps(config, data.train.num_examples);
-  if (chief) {
-    model->InitializeVariables(config.train().init_seed());
-    PSTRAIN_RETURN_IF_ERROR(client->Init(total_steps));
-    LOG(INFO) << "chief: initialised " << variables.size() << " variables (" << model->num_parameters()
-              << " parameters) on " << client->num_shards() << " PS shards";
+  // Replica r of worker w is "device" w * devices + r of the whole job.
+  std::vector<ShardedBatcher> batchers;
+  for (int r = 0; r < devices; ++r) {
+    PSTRAIN_ASSIGN_OR_RETURN(ShardedBatcher batcher,
+                             ShardedBatcher::Create(&data.train, worker_index * devices + r, num_workers * devices,
+                                                    batch, config.data().shuffle_seed(), config.data().shuffle()));
+    batchers.push_back(std::move(batcher));
   }
-  PrintBanner(config, *model, total_steps, worker_index);
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaSet> replicas,
+                           ReplicaSet::Create(ResolveModelConfig(config, data.train), devices));
+  Model& model = replicas->model(0);
+  const int64_t total_steps = TotalSteps(config, data.train.num_examples);
 
-  std::atomic<int64_t> current_step{0};
-  HeartbeatThread heartbeat(client.get(), absl::Seconds(config.timeouts().heartbeat_seconds()), &current_step);
+  StrategyContext context;
+  context.config = &config;
+  context.worker_index = worker_index;
+  context.num_workers = num_workers;
+  context.total_steps = total_steps;
+  context.transport = transport;
+  context.replicas = replicas.get();
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, CreateStrategy(config.variable_update(), context));
 
-  ThroughputTracker throughput(batch, config.train().warmup_steps());
+  if (chief) model.InitializeVariables(config.train().init_seed());
+  PSTRAIN_RETURN_IF_ERROR(strategy->Start());
+  PrintBanner(config, model, total_steps, worker_index, strategy->Describe());
+
+  ThroughputTracker throughput(static_cast<int64_t>(batch) * devices, config.train().warmup_steps());
   Shape image_shape = {batch};
   image_shape.insert(image_shape.end(), data.train.example_shape.begin(), data.train.example_shape.end());
-  Tensor images(image_shape);
-  std::vector<int32_t> labels;
+  std::vector<Tensor> images;
+  for (int r = 0; r < devices; ++r) images.emplace_back(image_shape);
+  std::vector<std::vector<int32_t>> labels(devices);
+  std::vector<float> losses(devices);
   std::deque<float> recent_losses;
-  const absl::Duration pull_timeout =
-      absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds());
-  int64_t pulled_version = -1;
-  int64_t dropped = 0;
-  absl::Duration pull_wait;  // time spent in pulls after the first (sync/ssp waits show here)
 
   for (int64_t step = 0; step < total_steps; ++step) {
-    current_step = step;
     const absl::Time t0 = absl::Now();
-    // First pull waits for the chief's Init (and for the PS to come up).
-    const bool first = pulled_version < 0;
-    const int64_t want = (sync && !first) ? pulled_version + 1 : 0;
-    const absl::Time pull_start = absl::Now();
-    PSTRAIN_ASSIGN_OR_RETURN(
-        pulled_version,
-        client->Pull(want, first ? absl::Seconds(config.timeouts().startup_seconds()) : pull_timeout, first, step));
-    if (!first) pull_wait += absl::Now() - pull_start;
-    batcher.Fill(step, &images, &labels);
-    const float loss = model->TrainStep(images, labels.data(), nullptr);
+    PSTRAIN_RETURN_IF_ERROR(strategy->BeforeStep(step));
+    replicas->ForEach([&](int r) {
+      batchers[r].Fill(step, &images[r], &labels[r]);
+      losses[r] = replicas->model(r).TrainStep(images[r], labels[r].data(), nullptr);
+    });
+    float loss = 0;
+    for (float l : losses) loss += l / devices;
     if (!std::isfinite(loss)) {
       return absl::InternalError(absl::StrCat("worker ", worker_index, ": loss is ", loss, " at step ", step,
                                               " (diverged; lower optimizer.learning_rate?)"));
     }
-    PSTRAIN_ASSIGN_OR_RETURN(int dropped_now, client->Push(pulled_version, step));
-    dropped += dropped_now;
+    PSTRAIN_RETURN_IF_ERROR(strategy->AfterStep(step));
     throughput.RecordStep(step, absl::ToDoubleSeconds(absl::Now() - t0));
     recent_losses.push_back(loss);
     if (recent_losses.size() > 10) recent_losses.pop_front();
@@ -211,19 +181,22 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   report.set_images_per_sec_stddev(throughput.stddev());
   report.set_final_loss(final_loss);
   report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  const double wait = absl::ToDoubleSeconds(strategy->wait_time());
   std::cout << "----------------------------------------------------------------\n"
             << absl::StrFormat("worker %d total images/sec: %.2f", worker_index, throughput.mean_images_per_sec())
-            << (dropped > 0 ? absl::StrCat(" (", dropped, " stale gradients dropped)") : "") << "\n"
-            << absl::StrFormat("worker %d time in pulls: %.2f s (%.1f%% of the run)", worker_index,
-                               absl::ToDoubleSeconds(pull_wait),
-                               100.0 * absl::ToDoubleSeconds(pull_wait) /
-                                   std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start)))
+            << (strategy->dropped_gradients() > 0
+                    ? absl::StrCat(" (", strategy->dropped_gradients(), " stale gradients dropped)")
+                    : "")
             << "\n"
-            << "----------------------------------------------------------------" << std::endl;
+            << absl::StrFormat("worker %d time waiting for others: %.2f s (%.1f%% of the run)", worker_index, wait,
+                               100.0 * wait / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start)))
+            << "\n----------------------------------------------------------------" << std::endl;
+
+  PSTRAIN_ASSIGN_OR_RETURN(ClusterReport cluster, strategy->Finish(report));
 
   RunResult result;
   result.experiment = config.name();
-  result.model = model->name();
+  result.model = model.name();
   result.variable_update = config.variable_update();
   result.local_parameter_device = config.local_parameter_device();
   result.all_reduce_spec = config.all_reduce_spec();
@@ -232,55 +205,31 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   result.transport = config.transport();
   result.num_ps = config.cluster().ps_hosts_size();
   result.num_workers = num_workers;
-  result.devices_per_worker = config.devices_per_worker();
+  result.devices_per_worker = devices;
   result.device = config.device();
   result.batch_size_per_device = batch;
-  result.global_batch_size = static_cast<int64_t>(batch) * num_workers * config.devices_per_worker();
+  result.global_batch_size = static_cast<int64_t>(batch) * num_workers * devices;
   result.steps = total_steps;
-  result.images_per_sec = throughput.mean_images_per_sec();
-  result.images_per_sec_stddev = throughput.stddev();
-  result.final_loss = final_loss;
-
-  if (!chief) {
-    PSTRAIN_RETURN_IF_ERROR(client->Done(report));
-    result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    return result;
-  }
-
-  // Chief: wait for every other worker's report (a lost worker is reported
-  // by the PS: sync PS exits, async PS lists it as lost).
-  std::vector<WorkerReport> reports = {report};
-  std::vector<int> lost;
-  while (true) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client->Stats());
-    const StatsResponse& s0 = stats[0];
-    lost.assign(s0.lost().begin(), s0.lost().end());
-    if (s0.done_size() + static_cast<int>(lost.size()) >= num_workers - 1) {
-      reports.assign(1, report);
-      for (const WorkerReport& r : s0.done()) reports.push_back(r);
-      for (const StatsResponse& s : stats) {
-        const ShardLoad& l = s.load();
-        result.ps_load.push_back({l.shard(), l.variables(), l.variable_bytes(), l.bytes_in(), l.bytes_out(),
-                                  l.applied_updates(), l.dropped_gradients(), l.apply_seconds()});
-      }
-      break;
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  if (!lost.empty()) LOG(WARNING) << "chief: workers [" << absl::StrJoin(lost, ",") << "] were lost";
-
-  // Global throughput: the workers run concurrently, so their rates add up.
+  result.ps_load = cluster.ps_load;
+  // Workers run concurrently, so their rates add up.
   double rate = 0, variance = 0, loss_sum = 0;
-  for (const WorkerReport& r : reports) {
+  for (const WorkerReport& r : cluster.workers) {
     rate += r.images_per_sec();
     variance += r.images_per_sec_stddev() * r.images_per_sec_stddev();
     loss_sum += r.final_loss();
   }
   result.images_per_sec = rate;
   result.images_per_sec_stddev = std::sqrt(variance);
-  result.final_loss = loss_sum / reports.size();
+  result.final_loss = loss_sum / cluster.workers.size();
+  if (!chief) {
+    result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    return result;
+  }
+  if (!cluster.lost_workers.empty()) {
+    LOG(WARNING) << "chief: workers [" << absl::StrJoin(cluster.lost_workers, ",") << "] were lost";
+  }
 
-  PSTRAIN_RETURN_IF_ERROR(client->Pull(0, pull_timeout).status());
+  std::vector<Variable>& variables = replicas->variables(0);
   if (options.final_parameters != nullptr) {
     options.final_parameters->clear();
     for (const Variable& v : variables) {
@@ -288,17 +237,16 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     }
   }
   if (evaluate) {
-    EvalResult eval = EvaluateOn(*model, data.test, config.train().eval_batch_size());
+    EvalResult eval = EvaluateOn(model, data.test, config.train().eval_batch_size());
     result.test_accuracy = eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0;
     std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f",
                                  *result.test_accuracy, eval.correct, eval.examples, eval.mean_loss)
               << std::endl;
   }
-  std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers)", result.images_per_sec,
-                               result.images_per_sec_stddev, num_workers)
+  std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec,
+                               result.images_per_sec_stddev, num_workers, devices)
             << std::endl;
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  PSTRAIN_RETURN_IF_ERROR(client->Done(report));
   if (!options.run_dir.empty()) {
     const std::string path = options.run_dir + "/result.json";
     PSTRAIN_RETURN_IF_ERROR(WriteResultJson(result, path));

@@ -280,10 +280,12 @@ absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source
 absl::Status ValidateCluster(const ExperimentConfig& config, std::string_view source_in) {
   const absl::string_view source(source_in.data(), source_in.size());
   PSTRAIN_RETURN_IF_ERROR(ValidateHosts(config.cluster(), source_in));
-  if (config.variable_update() == "parameter_server" && config.cluster().ps_hosts().empty()) {
+  const bool uses_ps =
+      config.variable_update() == "parameter_server" || config.variable_update() == "distributed_replicated";
+  if (uses_ps && config.cluster().ps_hosts().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": field 'cluster.ps_hosts': expected at least one host:port when "
-                             "variable_update is parameter_server, got none"));
+                             "variable_update is ", config.variable_update(), ", got none"));
   }
   return absl::OkStatus();
 }

@@ -211,18 +211,35 @@ absl::Status CheckStrategy(const Checker& ck, const ExperimentConfig& c) {
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("partition_bytes", c.partition_bytes()));
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("device", c.device(), values::kDevices));
   if (c.devices_per_worker() < 1 || c.devices_per_worker() > values::kMaxDevicesPerWorker) {
-    return ck.Fail("devices_per_worker",
-                   absl::StrCat(values::kMaxDevicesPerWorker, " (only ",
-                                values::kMaxDevicesPerWorker, " is supported so far)"),
+    return ck.Fail("devices_per_worker", absl::StrCat("a number in [1, ", values::kMaxDevicesPerWorker, "]"),
                    Num(c.devices_per_worker()));
   }
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("local_parameter_device", c.local_parameter_device(),
                                    values::kLocalParameterDevices));
-  if (std::find(values::kAllReduceSpecs.begin(), values::kAllReduceSpecs.end(),
-                c.all_reduce_spec()) == values::kAllReduceSpecs.end()) {
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("all_reduce_spec", c.all_reduce_spec(), values::kAllReduceSpecs));
+  // GPU-only choices on a CPU device: refuse with the reason.
+  if (c.device() == "cpu" && c.all_reduce_spec() == "nccl") {
     return ck.Fail("all_reduce_spec",
-                   "an empty value (all_reduce_spec applies to variable_update replicated only, which "
-                   "is not built yet)",
+                   "pscpu or none with device cpu (nccl all-reduces GPU buffers; this experiment runs on CPUs)",
+                   "'nccl'");
+  }
+  if (c.device() == "cpu" && c.local_parameter_device() == "gpu") {
+    return ck.Fail("local_parameter_device",
+                   "cpu with device cpu (gpu places variables on GPUs; this experiment runs on CPUs)", "'gpu'");
+  }
+  const bool single_worker_only = c.variable_update() == "replicated" || c.variable_update() == "independent";
+  if (single_worker_only && c.cluster().worker_hosts_size() > 1) {
+    return ck.Fail("cluster.worker_hosts",
+                   absl::StrCat("one worker for variable_update ", c.variable_update(),
+                                " (it synchronises the devices of one worker; across workers use "
+                                "distributed_replicated or allreduce)"),
+                   absl::StrCat(c.cluster().worker_hosts_size(), " workers"));
+  }
+  if (!c.all_reduce_spec().empty() && c.variable_update() != "replicated" &&
+      c.variable_update() != "distributed_replicated") {
+    return ck.Fail("all_reduce_spec",
+                   absl::StrCat("empty for variable_update ", c.variable_update(),
+                                " (it applies to replicated and distributed_replicated)"),
                    absl::StrCat("'", c.all_reduce_spec(), "'"));
   }
   return ck.InRange<long long>("max_message_bytes", c.max_message_bytes(),

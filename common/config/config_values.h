@@ -19,7 +19,8 @@ inline constexpr std::array<std::string_view, 3> kLrSchedules = {"constant", "st
 // data.source
 inline constexpr std::array<std::string_view, 2> kDataSources = {"fashion_mnist", "synthetic"};
 // variable_update
-inline constexpr std::array<std::string_view, 1> kVariableUpdates = {"parameter_server"};
+inline constexpr std::array<std::string_view, 4> kVariableUpdates = {"parameter_server", "replicated",
+                                                                    "independent", "distributed_replicated"};
 // consistency
 inline constexpr std::array<std::string_view, 3> kConsistencies = {"sync", "async", "ssp"};
 // transport
@@ -29,10 +30,11 @@ inline constexpr std::array<std::string_view, 3> kPlacements = {"round_robin", "
 // device
 inline constexpr std::array<std::string_view, 1> kDevices = {"cpu"};
 // local_parameter_device
-inline constexpr std::array<std::string_view, 1> kLocalParameterDevices = {"cpu"};
-// all_reduce_spec: applies to variable_update replicated only, which is not
-// built yet, so only the empty value is accepted.
-inline constexpr std::array<std::string_view, 1> kAllReduceSpecs = {""};
+// gpu is refused at validation when device is cpu.
+inline constexpr std::array<std::string_view, 2> kLocalParameterDevices = {"cpu", "gpu"};
+// all_reduce_spec (replicated, distributed_replicated): "" means pscpu.
+// nccl is the GPU all-reduce: refused on CPU devices.
+inline constexpr std::array<std::string_view, 4> kAllReduceSpecs = {"", "pscpu", "none", "nccl"};
 
 // Files data.source fashion_mnist needs in data.path.
 inline constexpr std::array<std::string_view, 4> kFashionMnistFiles = {
@@ -44,6 +46,6 @@ inline constexpr long long kMinMessageBytes = 1LL << 20;
 inline constexpr long long kMaxMessageBytes = 2147483647LL;
 
 // Devices per worker process supported so far.
-inline constexpr int kMaxDevicesPerWorker = 1;
+inline constexpr int kMaxDevicesPerWorker = 16;
 
 }  // namespace pstrain::config_values

@@ -94,6 +94,67 @@ TEST(SyncEquivalenceTest, PartitionedVariablesGiveTheSameParameters) {
   EXPECT_LT(MaxRelativeDifference(split->final_params, single->final_params), 2e-5);
 }
 
+// Every synchronous strategy over W workers x N devices x batch b must match
+// one device with batch W*N*b after k steps.
+struct StrategyCase {
+  const char* name;
+  const char* variable_update;
+  const char* all_reduce_spec;
+  int workers;
+  int devices;
+  int num_ps;
+};
+
+void PrintTo(const StrategyCase& c, std::ostream* os) { *os << c.name; }
+
+class StrategyEquivalenceTest : public ::testing::TestWithParam<StrategyCase> {};
+
+TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
+  const StrategyCase& c = GetParam();
+  const int kBatch = 8;
+  ExperimentConfig config = BaseConfig();
+  config.set_variable_update(c.variable_update);
+  config.set_all_reduce_spec(c.all_reduce_spec);
+  config.set_devices_per_worker(c.devices);
+  SetInProcessHosts(&config, c.num_ps, c.workers);
+  config.mutable_train()->set_batch_size_per_device(kBatch);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->chief.global_batch_size, kBatch * c.workers * c.devices);
+
+  ExperimentConfig one = BaseConfig();
+  SetInProcessHosts(&one, 1, 1);
+  one.mutable_train()->set_batch_size_per_device(kBatch * c.workers * c.devices);
+  absl::StatusOr<ClusterRun> single = RunInProcessCluster(one);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_LT(MaxRelativeDifference(run->final_params, single->final_params), 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, StrategyEquivalenceTest,
+    ::testing::Values(StrategyCase{"ps_2workers_2devices", "parameter_server", "", 2, 2, 2},
+                      StrategyCase{"replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0},
+                      StrategyCase{"replicated_none_3devices", "replicated", "none", 1, 3, 0},
+                      StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(IndependentTest, ReplicasDivergeWithoutSynchronisation) {
+  ExperimentConfig config = BaseConfig();
+  config.set_variable_update("independent");
+  config.set_devices_per_worker(2);
+  SetInProcessHosts(&config, 0, 1);
+  config.mutable_train()->set_batch_size_per_device(8);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  // Replica 0 trained alone on its own slices: it must differ from the
+  // synchronised result of the same two slices.
+  ExperimentConfig replicated = config;
+  replicated.set_variable_update("replicated");
+  absl::StatusOr<ClusterRun> synced = RunInProcessCluster(replicated);
+  ASSERT_TRUE(synced.ok()) << synced.status();
+  EXPECT_GT(MaxRelativeDifference(run->final_params, synced->final_params), 1e-4);
+}
+
 TEST(SyncEquivalenceTest, ResultDescribesTheRun) {
   ExperimentConfig config = BaseConfig();
   SetInProcessHosts(&config, 2, 2);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -108,30 +109,34 @@ class GrpcChannel : public Channel {
 
 // Serves one unary call: read the request, hand it to the Handler, write the
 // answer whenever the handler responds (possibly later, from another thread).
+// If gRPC cancels the call first (client deadline, server shutdown grace), the
+// call is finished with CANCELLED at once and a later answer is dropped.
 class UnaryReactor : public grpc::ServerGenericBidiReactor {
  public:
-  UnaryReactor(grpc::GenericCallbackServerContext* context, Handler* handler)
-      : context_(context), handler_(handler) {
+  UnaryReactor(grpc::GenericCallbackServerContext* context, pstrain::Handler* handler)
+      : context_(context), handler_(handler), guard_(std::make_shared<Guard>()) {
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
+      FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no request message"));
       return;
     }
     const std::string& full = context_->method();
     if (full.rfind(kServicePrefix, 0) != 0) {
-      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, absl::StrCat("unknown service method ", full)));
+      FinishOnce(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, absl::StrCat("unknown service method ", full)));
       return;
     }
     absl::StatusOr<IncomingFrame> frame = FromByteBuffer(request_);
     if (!frame.ok()) {
-      Finish(ToGrpcStatus(frame.status()));
+      FinishOnce(ToGrpcStatus(frame.status()));
       return;
     }
+    std::shared_ptr<Guard> guard = guard_;
     handler_->Handle(std::string_view(full).substr(sizeof(kServicePrefix) - 1), *std::move(frame),
-                     [this](absl::Status status, OutgoingFrame response) {
+                     [this, guard](absl::Status status, OutgoingFrame response) {
+                       if (!guard->Claim()) return;  // cancelled or already answered
                        if (!status.ok()) {
                          Finish(ToGrpcStatus(status));
                          return;
@@ -141,12 +146,32 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
                      });
   }
 
+  void OnCancel() override {
+    FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled before the server answered"));
+  }
   void OnWriteDone(bool ok) override {}
   void OnDone() override { delete this; }
 
  private:
+  // Whoever claims the guard first finishes the call; the reactor lives until
+  // OnDone, which gRPC calls only after Finish.
+  struct Guard {
+    std::mutex mu;
+    bool claimed = false;
+    bool Claim() {
+      std::lock_guard<std::mutex> lock(mu);
+      if (claimed) return false;
+      claimed = true;
+      return true;
+    }
+  };
+  void FinishOnce(const grpc::Status& status) {
+    if (guard_->Claim()) Finish(status);
+  }
+
   grpc::GenericCallbackServerContext* context_;
   pstrain::Handler* handler_;
+  std::shared_ptr<Guard> guard_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
 };

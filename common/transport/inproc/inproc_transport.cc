@@ -32,6 +32,13 @@ struct InprocTransport::State {
   std::map<std::string, Handler*> servers;
   std::multimap<absl::Time, std::weak_ptr<InprocCall>> deadlines;
   std::map<std::string, int> in_flight;  // per address
+  // Calls made with wait_for_ready before their server existed, per address.
+  struct Waiting {
+    std::string method;
+    OutgoingFrame request;
+    std::shared_ptr<InprocCall> call;
+  };
+  std::map<std::string, std::vector<Waiting>> waiting;
   bool stopping = false;
   std::thread timer;
 
@@ -82,11 +89,25 @@ class InprocChannel : public Channel {
       }
     }
     if (handler == nullptr) {
+      if (options.wait_for_ready) {
+        // Park until Serve() for this address, or until the deadline.
+        std::lock_guard<std::mutex> lock(state_->mu);
+        if (options.deadline != absl::InfiniteFuture()) {
+          state_->deadlines.emplace(options.deadline, call);
+          state_->cv.notify_all();
+        }
+        state_->waiting[address_].push_back({std::string(method), std::move(request), call});
+        return;
+      }
       call->Complete(absl::UnavailableError(absl::StrCat("inproc: no server at ", address_)), {});
       return;
     }
-    auto state = state_;
-    std::string address = address_;
+    Dispatch(state_, address_, handler, method, std::move(request), call);
+  }
+
+  // Hands `request` to `handler` (whose in_flight count the caller raised).
+  static void Dispatch(std::shared_ptr<InprocTransport::State> state, const std::string& address, Handler* handler,
+                       std::string_view method, OutgoingFrame request, std::shared_ptr<InprocCall> call) {
     handler->Handle(method, IncomingFrame::FromOutgoing(std::move(request)),
                     [call, state, address](absl::Status status, OutgoingFrame response) {
                       call->Complete(std::move(status), IncomingFrame::FromOutgoing(std::move(response)));
@@ -146,12 +167,23 @@ absl::StatusOr<std::unique_ptr<Channel>> InprocTransport::Connect(const std::str
 }
 
 absl::StatusOr<std::unique_ptr<Server>> InprocTransport::Serve(const std::string& address, Handler* handler) {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->servers.count(address) > 0) {
-    return absl::AlreadyExistsError(absl::StrCat("inproc: address ", address, " already served"));
+  std::vector<State::Waiting> waiting;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->servers.count(address) > 0) {
+      return absl::AlreadyExistsError(absl::StrCat("inproc: address ", address, " already served"));
+    }
+    state_->servers[address] = handler;
+    waiting.swap(state_->waiting[address]);
+    state_->in_flight[address] += static_cast<int>(waiting.size());
   }
-  state_->servers[address] = handler;
-  return std::unique_ptr<Server>(new InprocServer(state_, address));
+  auto server = std::unique_ptr<Server>(new InprocServer(state_, address));
+  // Calls that waited for this server (an expired one still runs, but its
+  // answer is dropped: the caller already got DEADLINE_EXCEEDED).
+  for (State::Waiting& w : waiting) {
+    InprocChannel::Dispatch(state_, address, handler, w.method, std::move(w.request), w.call);
+  }
+  return server;
 }
 
 }  // namespace pstrain

@@ -1,0 +1,75 @@
+// Collective: cross-worker collectives for the `allreduce` strategy
+// (Horovod-style: every worker holds the full model and the workers all-reduce
+// their gradients, no parameter server).
+//
+// One Collective per worker process (or per communicator); ranks are workers.
+// Implementations: Gloo over TCP on CPUs (CreateGlooCollective, below); NCCL
+// on GPUs plugs in behind the same interface. No library types appear here.
+//
+// Contract for every implementation:
+//  - Every rank calls the same operations in the same order with the same
+//    counts (and root), as with MPI. Calls on one object are serialised.
+//  - Every operation has a deadline (the options' timeout): a peer that died
+//    or stopped participating yields an error naming this rank and the
+//    timeout, never a hang.
+//  - After a failed operation the communicator is broken: later calls fail
+//    at once (FAILED_PRECONDITION quoting the first error). Make a new one
+//    (with a fresh rendezvous prefix) to continue.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pstrain {
+
+class KeyValueStore;  // worker/collective/kv_store.h
+
+class Collective {  // one per worker process; ranks = workers
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In-place sum over all ranks of `count` floats at `data` (caller divides
+  // for the mean). count == 0 is a no-op.
+  virtual absl::Status AllReduceSum(float* data, size_t count) = 0;
+  // Copies `count` floats at `data` on rank `root` into `data` on every rank.
+  virtual absl::Status Broadcast(float* data, size_t count, int root) = 0;
+  // Returns once every rank has entered the barrier.
+  virtual absl::Status Barrier() = 0;
+};
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  // The address (e.g. "10.0.0.5", "127.0.0.1") or interface name (e.g.
+  // "eth0") this rank listens on for its peers; they must be able to reach
+  // it. Required: a worker passes its own host from cluster.worker_hosts.
+  std::string host;
+  // Rendezvous store (not owned; used only during CreateGlooCollective): the
+  // chief's KvStoreService, through a TransportKeyValueStore or, in the
+  // chief, its local_store().
+  KeyValueStore* store = nullptr;
+  // Keys are "<prefix>/<rank>", so several communicators (and runs) can share
+  // one store. Every rank of one communicator uses the same prefix.
+  std::string prefix = "gloo";
+  // Deadline of every operation (all-reduce, broadcast, barrier).
+  absl::Duration timeout = absl::Seconds(60);
+  // Deadline for all ranks to join and connect (they may start at different
+  // times, e.g. timeouts.startup_seconds). Zero: `timeout`.
+  absl::Duration connect_timeout = absl::ZeroDuration();
+};
+
+// Joins the communicator: publishes this rank's addresses in the store,
+// waits for every other rank's, and connects a full TCP mesh (Gloo's
+// rendezvous::Context::connectFullMesh). All-reduce is Gloo's ring algorithm.
+// Errors: INVALID_ARGUMENT for bad options; DEADLINE_EXCEEDED naming the
+// ranks that did not join within connect_timeout; UNAVAILABLE when the host
+// cannot be bound or a peer cannot be reached.
+absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(const GlooOptions& options);
+
+}  // namespace pstrain

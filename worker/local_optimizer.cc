@@ -1,0 +1,33 @@
+#include "worker/local_optimizer.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+absl::StatusOr<std::unique_ptr<LocalOptimizer>> LocalOptimizer::Create(const OptimizerConfig& config,
+                                                                       const std::vector<Variable>& variables,
+                                                                       int64_t total_steps) {
+  std::unique_ptr<LocalOptimizer> local(new LocalOptimizer);
+  PSTRAIN_ASSIGN_OR_RETURN(local->optimizer_, CreateOptimizer(config));
+  local->config_ = config;
+  local->total_steps_ = total_steps;
+  for (const Variable& v : variables) {
+    local->slots_.emplace_back(local->optimizer_->num_slots(), std::vector<float>(v.value.num_elements(), 0.0f));
+  }
+  return local;
+}
+
+void LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step) {
+  const float lr = LearningRateAt(config_, step, total_steps_);
+  for (size_t v = 0; v < variables.size(); ++v) {
+    Variable& var = variables[v];
+    const int64_t n = var.value.num_elements();
+    std::vector<float*> slots;
+    for (auto& slot : slots_[v]) slots.push_back(slot.data());
+    optimizer_->Apply(var.value.data(), var.grad.data(), n, lr, slots.data(), var.value.data());  // in place
+  }
+}
+
+}  // namespace pstrain

@@ -1,0 +1,32 @@
+// LocalOptimizer: applies the experiment's optimizer to one replica's
+// variables in place (strategies without parameter servers). Same optimizer
+// code and learning-rate schedule as the PS, so a replicated run and a PS run
+// compute identical updates.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/model.h"
+#include "ps/optimizer.h"
+
+namespace pstrain {
+
+class LocalOptimizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalOptimizer>> Create(const OptimizerConfig& config,
+                                                               const std::vector<Variable>& variables,
+                                                               int64_t total_steps);
+  // w <- update(w, grad) for every variable, as global step `step`.
+  void Apply(std::vector<Variable>& variables, int64_t step);
+
+ private:
+  LocalOptimizer() = default;
+  OptimizerConfig config_;
+  int64_t total_steps_ = 0;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<std::vector<std::vector<float>>> slots_;  // [variable][slot][element]
+};
+
+}  // namespace pstrain

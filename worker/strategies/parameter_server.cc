@@ -1,0 +1,130 @@
+#include "worker/strategies/parameter_server.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/placement.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/local_reduce.h"
+
+namespace pstrain {
+
+absl::StatusOr<std::unique_ptr<Strategy>> ParameterServerStrategy::Create(const StrategyContext& context,
+                                                                          std::string name,
+                                                                          std::string local_reduce_spec) {
+  const ExperimentConfig& config = *context.config;
+  if (config.cluster().ps_hosts_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("variable_update ", name, " needs cluster.ps_hosts"));
+  }
+  std::unique_ptr<ParameterServerStrategy> strategy(
+      new ParameterServerStrategy(context, std::move(name), std::move(local_reduce_spec)));
+  std::vector<Variable>& variables = context.replicas->variables(0);
+  std::vector<VariableShape> shapes;
+  for (const Variable& v : variables) shapes.push_back({v.name, v.value.shape()});
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<VariablePart> parts,
+                           PlanPlacement(shapes, config.cluster().ps_hosts_size(), config.placement(),
+                                         config.partition_bytes()));
+  PSTRAIN_ASSIGN_OR_RETURN(strategy->client_, PsClient::Create(config, context.worker_index, context.transport,
+                                                               &variables, std::move(parts)));
+  return std::unique_ptr<Strategy>(std::move(strategy));
+}
+
+ParameterServerStrategy::~ParameterServerStrategy() { StopHeartbeats(); }
+
+void ParameterServerStrategy::StopHeartbeats() {
+  if (!heartbeats_.joinable()) return;
+  stop_heartbeats_.Notify();
+  heartbeats_.join();
+}
+
+std::string ParameterServerStrategy::Describe() const {
+  const ExperimentConfig& c = *context_.config;
+  std::string consistency = c.consistency();
+  if (consistency == "ssp") absl::StrAppend(&consistency, " staleness ", c.staleness());
+  return absl::StrCat(name_, " (", consistency, ", ", c.cluster().ps_hosts_size(), " PS, ", c.transport(),
+                      ", placement ", c.placement(), ", local reduce ", local_reduce_spec_, ")");
+}
+
+absl::Status ParameterServerStrategy::Start() {
+  const ExperimentConfig& config = *context_.config;
+  if (context_.worker_index == 0) {
+    PSTRAIN_RETURN_IF_ERROR(client_->Init(context_.total_steps));
+    LOG(INFO) << "chief: initialised " << context_.replicas->variables(0).size() << " variables on "
+              << client_->num_shards() << " PS shards";
+  }
+  const absl::Duration period = absl::Seconds(config.timeouts().heartbeat_seconds());
+  heartbeats_ = std::thread([this, period] {
+    while (!stop_heartbeats_.WaitForNotificationWithTimeout(period)) {
+      absl::Status s = client_->Heartbeat(current_step_.load());
+      if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
+  const ExperimentConfig& config = *context_.config;
+  current_step_ = step;
+  const bool first = pulled_version_ < 0;
+  const bool sync = config.consistency() == "sync";
+  const int64_t want = (sync && !first) ? pulled_version_ + 1 : 0;
+  // The first pull also waits for the PS to come up and the chief's Init.
+  const absl::Duration timeout =
+      first ? absl::Seconds(config.timeouts().startup_seconds())
+            : absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds());
+  const absl::Time start = absl::Now();
+  PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, client_->Pull(want, timeout, /*wait_for_ready=*/first, step));
+  if (!first) pull_wait_ += absl::Now() - start;
+  context_.replicas->BroadcastValues(0);
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
+  PSTRAIN_RETURN_IF_ERROR(ReduceGradients(local_reduce_spec_, *context_.replicas));
+  PSTRAIN_ASSIGN_OR_RETURN(int dropped, client_->Push(pulled_version_, step));
+  dropped_ += dropped;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport& mine) {
+  StopHeartbeats();
+  ClusterReport report;
+  report.workers.push_back(mine);
+  if (context_.worker_index != 0) {
+    PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));
+    return report;
+  }
+  // Chief: wait for every other worker's report (a lost worker is reported by
+  // the PS: a sync PS exits, an async/ssp PS lists it as lost).
+  while (true) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
+    const StatsResponse& s0 = stats[0];
+    if (s0.done_size() + s0.lost_size() >= context_.num_workers - 1) {
+      for (const WorkerReport& r : s0.done()) report.workers.push_back(r);
+      report.lost_workers.assign(s0.lost().begin(), s0.lost().end());
+      for (const StatsResponse& s : stats) {
+        const ShardLoad& l = s.load();
+        report.ps_load.push_back({l.shard(), l.variables(), l.variable_bytes(), l.bytes_in(), l.bytes_out(),
+                                  l.applied_updates(), l.dropped_gradients(), l.apply_seconds()});
+      }
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const ExperimentConfig& config = *context_.config;
+  PSTRAIN_RETURN_IF_ERROR(
+      client_->Pull(0, absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds()))
+          .status());
+  PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));
+  return report;
+}
+
+namespace {
+
+const bool kRegistered = RegisterStrategy("parameter_server", [](const StrategyContext& context) {
+  // local_parameter_device cpu: the replicas' gradients are summed in host memory.
+  return ParameterServerStrategy::Create(context, "parameter_server", "pscpu");
+});
+
+}  // namespace
+}  // namespace pstrain
