@@ -90,8 +90,10 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
 PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<Optimizer> optimizer)
     : options_(options),
       replicas_(options.replicas_to_aggregate > 0 ? options.replicas_to_aggregate : options.num_workers),
+      departed_(new std::atomic<bool>[options.num_workers]),
       optimizer_(std::move(optimizer)),
       start_time_(absl::Now()) {
+  for (int w = 0; w < options.num_workers; ++w) departed_[w] = false;
   absl::MutexLock lock(&mu_);
   last_seen_.assign(options.num_workers, start_time_);
   last_step_.assign(options.num_workers, -1);
@@ -376,8 +378,8 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
       var.contributed[worker] = true;
       ++var.contributors;
       ++accepted;
-      if (var.contributors == replicas_) {
-        ApplyUpdate(var, var.accum.data(), 1.0f / static_cast<float>(replicas_));
+      if (var.contributors >= ReplicasNeeded(var)) {
+        ApplyUpdate(var, var.accum.data(), 1.0f / static_cast<float>(var.contributors));
         var.contributed.assign(options_.num_workers, false);
         var.contributors = 0;
         applied_updates_++;
@@ -416,12 +418,35 @@ absl::Status PsShard::Done(const DoneRequest& request) {
     absl::MutexLock lock(&mu_);
     if (done_[worker]) return absl::OkStatus();
     done_[worker] = true;
+    departed_[worker] = true;
     reports_.push_back(request.report());
     LOG(INFO) << "shard " << options_.shard_index << ": worker " << worker << " done after "
               << request.report().steps() << " steps";
   }
+  ApplyCompleteSyncSteps();
   WakePulls();  // ssp pulls no longer wait for this worker
   return absl::OkStatus();
+}
+
+int PsShard::ReplicasNeeded(const Variable& var) const {
+  int possible = 0;
+  for (int w = 0; w < options_.num_workers; ++w) {
+    if (!departed_[w].load() || var.contributed[w]) ++possible;
+  }
+  return std::max(1, std::min(replicas_, possible));
+}
+
+void PsShard::ApplyCompleteSyncSteps() {
+  if (options_.consistency != "sync" || !initialized_.load()) return;
+  for (auto& [name, var] : variables_) {
+    absl::MutexLock lock(&var->mu);
+    if (var->contributors > 0 && var->contributors >= ReplicasNeeded(*var)) {
+      ApplyUpdate(*var, var->accum.data(), 1.0f / static_cast<float>(var->contributors));
+      var->contributed.assign(options_.num_workers, false);
+      var->contributors = 0;
+      applied_updates_++;
+    }
+  }
 }
 
 std::vector<int> PsShard::SspLaggards(const PullRequest& request) const {
@@ -545,6 +570,7 @@ absl::Status PsShard::Check(absl::Time now) {
                                 absl::FormatDuration(limit), ")");
     if (sync) return absl::UnavailableError(what);
     lost_[w] = true;
+    departed_[w] = true;
     LOG(WARNING) << "shard " << options_.shard_index << ": " << what << "; " << options_.consistency
                  << " training continues without it";
   }

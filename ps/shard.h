@@ -10,6 +10,8 @@
 //   sync:  a push for step t == version accumulates; when replicas_to_aggregate
 //          workers have pushed step t, the average is applied once (version
 //          t+1). Pushes for an already-applied step are dropped and reported.
+//          Once workers finish, a step needs no more gradients than there are
+//          workers left (so backup-worker runs end cleanly).
 //   async: every push is applied on arrival.
 //   ssp:   pushes are applied on arrival (as async), but a pull by a worker
 //          about to run local step t waits until every live worker has
@@ -103,7 +105,14 @@ class PsShard {
   std::vector<int> MissingContributors(const Variable& var) const;
 
   const PsShardOptions options_;
-  const int replicas_;  // gradients aggregated per sync step
+  const int replicas_;  // gradients aggregated per sync step (while enough workers remain)
+  // Workers that are done or lost (readable under a variable's lock). A sync
+  // step never waits for more gradients than the workers that have sent one
+  // for it or may still send one.
+  std::unique_ptr<std::atomic<bool>[]> departed_;
+  int ReplicasNeeded(const Variable& var) const;
+  // After a worker leaves: applies sync steps that now have enough gradients.
+  void ApplyCompleteSyncSteps();
   const std::unique_ptr<Optimizer> optimizer_;
   const absl::Time start_time_;
 

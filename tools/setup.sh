@@ -8,7 +8,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev
   libboost-dev libboost-system-dev
-  libdnnl-dev zlib1g-dev libyaml-cpp-dev
+  libdnnl-dev zlib1g-dev libyaml-cpp-dev libgloo-dev
+  gnuplot-nox
   libgtest-dev libgmock-dev
   dataset-fashion-mnist
   python3 procps

@@ -33,6 +33,9 @@ struct StrategyContext {
   int64_t total_steps = 0;
   Transport* transport = nullptr;
   ReplicaSet* replicas = nullptr;
+  // Where this worker serves (the chief's rendezvous store); empty: 0.0.0.0
+  // and the port of its cluster.worker_hosts entry.
+  std::string listen_address;
 };
 
 // What the chief learns at the end: every worker's report (its own first) and
@@ -53,6 +56,10 @@ class Strategy {
   virtual absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) = 0;
   // A line for the progress banner, e.g. "parameter_server (sync, 2 PS, grpc)".
   virtual std::string Describe() const = 0;
+  // Called by replica `replica`'s backward as each variable's gradient
+  // becomes final, so communication can overlap the rest of backward. Null:
+  // the strategy does all its work in AfterStep.
+  virtual GradientReadyHook HookFor(int replica) { return nullptr; }
   // Gradients dropped by the PS as stale so far (sync with backup workers).
   virtual int64_t dropped_gradients() const { return 0; }
   // Time spent waiting for others so far (pulls, all-reduces).

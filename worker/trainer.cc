@@ -134,6 +134,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   context.total_steps = total_steps;
   context.transport = transport;
   context.replicas = replicas.get();
+  context.listen_address = options.listen_address;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, CreateStrategy(config.variable_update(), context));
 
   if (chief) model.InitializeVariables(config.train().init_seed());
@@ -148,13 +149,15 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   std::vector<std::vector<int32_t>> labels(devices);
   std::vector<float> losses(devices);
   std::deque<float> recent_losses;
+  std::vector<GradientReadyHook> hooks;
+  for (int r = 0; r < devices; ++r) hooks.push_back(strategy->HookFor(r));
 
   for (int64_t step = 0; step < total_steps; ++step) {
     const absl::Time t0 = absl::Now();
     PSTRAIN_RETURN_IF_ERROR(strategy->BeforeStep(step));
     replicas->ForEach([&](int r) {
       batchers[r].Fill(step, &images[r], &labels[r]);
-      losses[r] = replicas->model(r).TrainStep(images[r], labels[r].data(), nullptr);
+      losses[r] = replicas->model(r).TrainStep(images[r], labels[r].data(), hooks[r]);
     });
     float loss = 0;
     for (float l : losses) loss += l / devices;

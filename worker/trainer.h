@@ -27,6 +27,9 @@ namespace pstrain {
 struct WorkerRunOptions {
   // Chief writes result.json here; empty: nowhere.
   std::string run_dir;
+  // Address this worker serves on (allreduce: the chief's rendezvous store);
+  // empty: 0.0.0.0 and the port of its cluster.worker_hosts entry.
+  std::string listen_address;
   // Chief: receives the final parameters (model order) when non-null.
   std::vector<std::vector<float>>* final_parameters = nullptr;
 };

@@ -209,6 +209,7 @@ absl::Status CheckStrategy(const Checker& ck, const ExperimentConfig& c) {
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("transport", c.transport(), values::kTransports));
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("placement", c.placement(), values::kPlacements));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("partition_bytes", c.partition_bytes()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("fusion_threshold_bytes", c.fusion_threshold_bytes()));
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("device", c.device(), values::kDevices));
   if (c.devices_per_worker() < 1 || c.devices_per_worker() > values::kMaxDevicesPerWorker) {
     return ck.Fail("devices_per_worker", absl::StrCat("a number in [1, ", values::kMaxDevicesPerWorker, "]"),

@@ -19,8 +19,8 @@ inline constexpr std::array<std::string_view, 3> kLrSchedules = {"constant", "st
 // data.source
 inline constexpr std::array<std::string_view, 2> kDataSources = {"fashion_mnist", "synthetic"};
 // variable_update
-inline constexpr std::array<std::string_view, 4> kVariableUpdates = {"parameter_server", "replicated",
-                                                                    "independent", "distributed_replicated"};
+inline constexpr std::array<std::string_view, 5> kVariableUpdates = {
+    "parameter_server", "replicated", "independent", "distributed_replicated", "allreduce"};
 // consistency
 inline constexpr std::array<std::string_view, 3> kConsistencies = {"sync", "async", "ssp"};
 // transport

@@ -20,7 +20,8 @@
 #include "common/transport/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/collective/grpc_keepalive.h"
+// Pins gRPC's callback completion queue for the whole binary (see there).
+#include "tests/transport/grpc_keepalive.h"
 #include "worker/collective/kv_store.h"
 
 namespace pstrain {
@@ -35,7 +36,6 @@ enum class StoreKind { kInproc, kGrpc };
 class Chief {
  public:
   explicit Chief(StoreKind kind) {
-    KeepGrpcCallbackQueueAlive();
     if (kind == StoreKind::kInproc) {
       transport_ = std::make_unique<InprocTransport>();
       address_ = "worker0:2222";

@@ -15,7 +15,8 @@
 #include "common/transport/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/collective/grpc_keepalive.h"
+// Pins gRPC's callback completion queue for the whole binary (see there).
+#include "tests/transport/grpc_keepalive.h"
 #include "worker/collective/kv_store.pb.h"
 
 namespace pstrain {
@@ -46,7 +47,6 @@ class KvStoreTest : public ::testing::TestWithParam<Kind> {
  protected:
   void SetUp() override {
     service_ = std::make_unique<KvStoreService>();
-    KeepGrpcCallbackQueueAlive();
     switch (GetParam()) {
       case Kind::kMemory:
         return;
@@ -189,15 +189,10 @@ TEST_P(KvStoreTest, WaitDeadlineNamesTheMissingKeys) {
   }
 }
 
-TEST_P(KvStoreTest, DeadlineInThePastProbesOnce) {
-  if (GetParam() != Kind::kMemory) GTEST_SKIP() << "a remote call with a past deadline fails before it is sent";
-  EXPECT_TRUE(absl::IsDeadlineExceeded(store()->Get("nope", absl::InfinitePast()).status()));
-  ASSERT_TRUE(store()->Set("yes", "1", absl::InfinitePast()).ok());
-  EXPECT_EQ(store()->Get("yes", absl::InfinitePast()).value_or("?"), "1");
-}
+// Tests about the chief's server itself (not for the in-memory store).
+class KvRemoteStoreTest : public KvStoreTest {};
 
-TEST_P(KvStoreTest, ClientStartedBeforeTheChiefWaitsForIt) {
-  if (GetParam() == Kind::kMemory) GTEST_SKIP() << "no server";
+TEST_P(KvRemoteStoreTest, ClientStartedBeforeTheChiefWaitsForIt) {
   StopServer();
   std::unique_ptr<KeyValueStore> early = NewClient();
   std::thread chief([&] {
@@ -214,8 +209,7 @@ TEST_P(KvStoreTest, ClientStartedBeforeTheChiefWaitsForIt) {
   EXPECT_TRUE(early->Set("addr/1", "one", In(absl::Seconds(5))).ok());
 }
 
-TEST_P(KvStoreTest, ChiefThatNeverComesUpIsADeadlineNamingAddressAndKey) {
-  if (GetParam() == Kind::kMemory) GTEST_SKIP() << "no server";
+TEST_P(KvRemoteStoreTest, ChiefThatNeverComesUpIsADeadlineNamingAddressAndKey) {
   StopServer();
   std::unique_ptr<KeyValueStore> orphan = NewClient();
   const absl::Time start = absl::Now();
@@ -227,8 +221,7 @@ TEST_P(KvStoreTest, ChiefThatNeverComesUpIsADeadlineNamingAddressAndKey) {
   EXPECT_LT(waited, absl::Seconds(3));
 }
 
-TEST_P(KvStoreTest, ParkedRequestsAreAnsweredWhenTheChiefStops) {
-  if (GetParam() == Kind::kMemory) GTEST_SKIP() << "no server";
+TEST_P(KvRemoteStoreTest, ParkedRequestsAreAnsweredWhenTheChiefStops) {
   std::unique_ptr<KeyValueStore> client = NewClient();
   absl::Notification started;
   absl::Status status;
@@ -248,6 +241,18 @@ TEST_P(KvStoreTest, ParkedRequestsAreAnsweredWhenTheChiefStops) {
 
 INSTANTIATE_TEST_SUITE_P(AllStores, KvStoreTest, ::testing::Values(Kind::kMemory, Kind::kInproc, Kind::kGrpc),
                          KindName);
+INSTANTIATE_TEST_SUITE_P(RemoteStores, KvRemoteStoreTest, ::testing::Values(Kind::kInproc, Kind::kGrpc), KindName);
+
+TEST(InMemoryKeyValueStoreTest, DeadlineInThePastProbesOnce) {
+  InMemoryKeyValueStore store;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(store.Get("nope", absl::InfinitePast()).status()));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(store.Wait({"nope"}, absl::InfinitePast())));
+  ASSERT_TRUE(store.Set("yes", "1", absl::InfinitePast()).ok());
+  EXPECT_EQ(store.Get("yes", absl::InfinitePast()).value_or("?"), "1");
+  EXPECT_TRUE(store.Wait({"yes"}, absl::InfinitePast()).ok());
+  EXPECT_EQ(store.size(), 1u);
+}
+
 
 // Malformed and unknown requests are rejected without touching the table.
 TEST(KvStoreServiceTest, RejectsBadRequests) {

@@ -483,7 +483,7 @@ TEST(ValidateExperimentConfig, EveryRule) {
        "field 'data.synthetic_examples': expected a number > 0, got 0"},
       {"variable_update", [](auto* c) { c->set_variable_update("mirrored"); },
        "field 'variable_update': expected one of parameter_server, replicated, independent, "
-       "distributed_replicated, got 'mirrored'"},
+       "distributed_replicated, allreduce, got 'mirrored'"},
       {"replicated on 2 workers", [](auto* c) { c->set_variable_update("replicated"); },
        "field 'cluster.worker_hosts': expected one worker for variable_update replicated (it "
        "synchronises the devices of one worker; across workers use distributed_replicated or "

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "common/transport/inproc/inproc_transport.h"
 #include "ps/ps_runner.h"
 #include "worker/trainer.h"
@@ -35,18 +36,24 @@ absl::StatusOr<ClusterRun> RunInProcessCluster(const ExperimentConfig& config) {
   for (int i = 0; i < num_workers; ++i) {
     threads.emplace_back([&, i] {
       WorkerRunOptions options;
+      options.listen_address = config.cluster().worker_hosts(i);
       if (i == 0) options.final_parameters = &run.final_params;
       absl::StatusOr<RunResult> result = RunWorker(config, i, &transport, options);
       run.worker_status[i] = result.status();
+      if (!result.ok()) LOG(ERROR) << "worker " << i << " failed: " << result.status();
       if (i == 0 && result.ok()) run.chief = *result;
     });
   }
   for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : run.worker_status) {
-    if (!s.ok()) return s;
+  for (size_t w = 0; w < run.worker_status.size(); ++w) {
+    const absl::Status& s = run.worker_status[w];
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("worker ", w, ": ", s.message()));
+    }
   }
-  for (const absl::Status& s : run.ps_status) {
-    if (!s.ok()) return s;
+  for (size_t i = 0; i < run.ps_status.size(); ++i) {
+    const absl::Status& s = run.ps_status[i];
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("PS ", i, ": ", s.message()));
   }
   return run;
 }

@@ -138,6 +138,47 @@ INSTANTIATE_TEST_SUITE_P(
                       StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// allreduce runs real Gloo TCP rings, so its workers get loopback addresses
+// (the chief's rendezvous store is served over the in-process transport).
+struct AllReduceCase {
+  const char* name;
+  int workers;
+  int devices;
+  int64_t fusion_threshold_bytes;
+};
+void PrintTo(const AllReduceCase& c, std::ostream* os) { *os << c.name; }
+
+class AllReduceEquivalenceTest : public ::testing::TestWithParam<AllReduceCase> {};
+
+TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
+  const AllReduceCase& c = GetParam();
+  const int kBatch = 8;
+  ExperimentConfig config = BaseConfig();
+  config.set_variable_update("allreduce");
+  config.set_devices_per_worker(c.devices);
+  config.set_fusion_threshold_bytes(c.fusion_threshold_bytes);
+  config.mutable_timeouts()->set_startup_seconds(20);
+  config.mutable_cluster()->clear_ps_hosts();
+  for (int w = 0; w < c.workers; ++w) config.mutable_cluster()->add_worker_hosts("127.0.0.1:" + std::to_string(41000 + w));
+  config.mutable_train()->set_batch_size_per_device(kBatch);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->chief.num_workers, c.workers);
+
+  ExperimentConfig one = BaseConfig();
+  SetInProcessHosts(&one, 1, 1);
+  one.mutable_train()->set_batch_size_per_device(kBatch * c.workers * c.devices);
+  absl::StatusOr<ClusterRun> single = RunInProcessCluster(one);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_LT(MaxRelativeDifference(run->final_params, single->final_params), 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fusion, AllReduceEquivalenceTest,
+                         ::testing::Values(AllReduceCase{"two_workers_fused", 2, 1, 64 << 20},
+                                           AllReduceCase{"three_workers_per_variable", 3, 1, 0},
+                                           AllReduceCase{"two_workers_two_devices_small_buffers", 2, 2, 4096}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 TEST(IndependentTest, ReplicasDivergeWithoutSynchronisation) {
   ExperimentConfig config = BaseConfig();
   config.set_variable_update("independent");
@@ -173,6 +214,22 @@ TEST(SyncEquivalenceTest, ResultDescribesTheRun) {
   int64_t applied = 0;
   for (const auto& load : run->chief.ps_load) applied += load.applied_updates;
   EXPECT_EQ(applied, 20 * 6);  // 6 variables of the MLP, one update per step each
+}
+
+TEST(SyncBackupWorkersTest, FewerReplicasToAggregateThanWorkersRunsToCompletion) {
+  // 3 of 4 gradients per step; the fourth is dropped. Once workers finish,
+  // the last steps must not wait for gradients nobody will send.
+  ExperimentConfig config = BaseConfig();
+  SetInProcessHosts(&config, 2, 4);
+  config.set_replicas_to_aggregate(3);
+  config.mutable_train()->set_batch_size_per_device(8);
+  config.mutable_train()->set_steps(12);
+  config.mutable_timeouts()->set_sync_step_seconds(20);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  int64_t dropped = 0;
+  for (const auto& load : run->chief.ps_load) dropped += load.dropped_gradients;
+  EXPECT_GT(dropped, 0);
 }
 
 TEST(AsyncTrainingTest, EveryGradientIsAppliedOnArrival) {

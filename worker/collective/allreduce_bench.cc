@@ -61,7 +61,8 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(int ranks, int64_t bytes,
   result.ranks = ranks;
   result.bytes = bytes;
   result.iterations = iterations;
-  result.memcpy_gbps = MemcpyGbps(static_cast<size_t>(bytes), 0.3);
+  result.memcpy_buffer_bytes = std::max<int64_t>(bytes, int64_t{64} << 20);
+  result.memcpy_gbps = MemcpyGbps(static_cast<size_t>(result.memcpy_buffer_bytes), 0.3);
 
   const size_t count = static_cast<size_t>(bytes / 4);
   InMemoryKeyValueStore store;

@@ -10,9 +10,10 @@
 //   busbw = algbw * 2 (ranks - 1) / ranks  (the bytes each rank's link moves
 //           in a ring all-reduce, per unit time; comparable across rank counts)
 // all in GB/s (1e9 bytes/s), time per call from the slowest rank. Beside it,
-// single-thread memcpy bandwidth over a `bytes` buffer (best of ~10 time
-// slices over ~0.3 s, measured before the ranks start) in GB/s, the yardstick
-// for busbw_to_memcpy.
+// single-thread memcpy bandwidth over a max(bytes, 64 MiB) buffer (as
+// `pstrain-bench ps` does, so a small buffer's cache does not flatter it; the
+// best of ~10 time slices over ~0.3 s, measured before the ranks start) in
+// GB/s, the yardstick for busbw_to_memcpy. (pstrain-bench ps reports Gbit/s.)
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ struct AllReduceBenchResult {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   double memcpy_gbps = 0;
+  int64_t memcpy_buffer_bytes = 0;
   double busbw_to_memcpy = 0;  // busbw_gbps / memcpy_gbps
 };
 

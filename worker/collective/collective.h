@@ -60,7 +60,9 @@ struct GlooOptions {
   // Deadline of every operation (all-reduce, broadcast, barrier).
   absl::Duration timeout = absl::Seconds(60);
   // Deadline for all ranks to join and connect (they may start at different
-  // times, e.g. timeouts.startup_seconds). Zero: `timeout`.
+  // times, e.g. timeouts.startup_seconds). Zero: `timeout`. (A peer that dies
+  // after publishing its address but before connecting is noticed by Gloo's
+  // own connect wait, which is 5 x this.)
   absl::Duration connect_timeout = absl::ZeroDuration();
 };
 

@@ -234,9 +234,12 @@ void KvStoreService::Handle(std::string_view method, IncomingFrame request, Resp
     respond(status, status.ok() ? OutgoingFrame::FromHeader(collective::KvResponse()) : OutgoingFrame());
     return;
   }
-  const absl::Time deadline = req.wait_ms() <= 0                                ? absl::Now()
-                              : req.wait_ms() == std::numeric_limits<int64_t>::max() ? absl::InfiniteFuture()
-                                                                                     : absl::Now() + absl::Milliseconds(req.wait_ms());
+  absl::Time deadline = absl::Now();  // wait_ms <= 0: answer at once
+  if (req.wait_ms() == std::numeric_limits<int64_t>::max()) {
+    deadline = absl::InfiniteFuture();
+  } else if (req.wait_ms() > 0) {
+    deadline += absl::Milliseconds(req.wait_ms());
+  }
   const bool want_value = method == kGet;
   store_.WaitAsync(std::move(keys), deadline,
                    [respond, want_value](absl::StatusOr<std::vector<std::string>> values) {

@@ -87,17 +87,22 @@ class GrpcChannel : public Channel {
     state->context.set_wait_for_ready(options.wait_for_ready);
     stub_.UnaryCall(&state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(), &state->request,
                     &state->response, [state](grpc::Status status) {
+                      // Take what the callback needs, then destroy the call
+                      // (context, buffers) before running it: user code must
+                      // not outlive gRPC's view of the call.
                       std::unique_ptr<CallState> owned(state);
-                      if (!status.ok()) {
-                        owned->done(FromGrpcStatus(status), {});
-                        return;
+                      ResponseCallback done = std::move(owned->done);
+                      absl::Status result = FromGrpcStatus(status);
+                      absl::StatusOr<IncomingFrame> frame = IncomingFrame();
+                      if (result.ok()) frame = FromByteBuffer(owned->response);  // holds slice refs
+                      owned.reset();
+                      if (!result.ok()) {
+                        done(result, {});
+                      } else if (!frame.ok()) {
+                        done(frame.status(), {});
+                      } else {
+                        done(absl::OkStatus(), *std::move(frame));
                       }
-                      absl::StatusOr<IncomingFrame> frame = FromByteBuffer(owned->response);
-                      if (!frame.ok()) {
-                        owned->done(frame.status(), {});
-                        return;
-                      }
-                      owned->done(absl::OkStatus(), *std::move(frame));
                     });
   }
 

@@ -1,0 +1,276 @@
+// allreduce: Horovod-style data parallelism without parameter servers.
+//
+// Every worker holds the whole model. The chief serves the rendezvous store on
+// its worker port; all workers join one Gloo communicator (ring all-reduce
+// over TCP). Gradients are packed, in backward order, into fusion buffers of
+// up to fusion_threshold_bytes; a communication thread all-reduces each
+// buffer as soon as every replica's backward has produced all of its
+// gradients (gradient-ready hooks), overlapping the rest of backward. The
+// worker's replicas are first averaged into the buffer (local reduction),
+// then the buffer is summed across workers and divided by their number, and
+// every replica applies the same optimizer update.
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/collective/collective.h"
+#include "worker/collective/kv_store.h"
+#include "worker/local_optimizer.h"
+#include "worker/strategy.h"
+
+namespace pstrain {
+namespace {
+
+std::string HostOf(const std::string& host_port) {
+  const size_t colon = host_port.rfind(':');
+  std::string host = host_port.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+class AllReduceStrategy : public Strategy {
+ public:
+  static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
+    std::unique_ptr<AllReduceStrategy> s(new AllReduceStrategy(context));
+    PSTRAIN_RETURN_IF_ERROR(s->Connect());
+    for (int r = 0; r < context.replicas->size(); ++r) {
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> opt,
+                               LocalOptimizer::Create(context.config->optimizer(), context.replicas->variables(r),
+                                                      context.total_steps));
+      s->optimizers_.push_back(std::move(opt));
+    }
+    s->PlanBuckets();
+    return std::unique_ptr<Strategy>(std::move(s));
+  }
+
+  ~AllReduceStrategy() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (comm_thread_.joinable()) comm_thread_.join();
+    StopStore();
+  }
+
+  absl::Status Start() override {
+    // Everyone starts from the chief's replica 0.
+    for (Variable& v : context_.replicas->variables(0)) {
+      PSTRAIN_RETURN_IF_ERROR(collective_->Broadcast(v.value.data(), v.value.num_elements(), 0));
+    }
+    context_.replicas->BroadcastValues(0);
+    comm_thread_ = std::thread([this] { CommunicationLoop(); });
+    return absl::OkStatus();
+  }
+
+  absl::Status BeforeStep(int64_t step) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fill(ready_count_.begin(), ready_count_.end(), 0);
+    next_bucket_ = 0;
+    step_error_ = absl::OkStatus();
+    step_active_ = true;
+    return absl::OkStatus();
+  }
+
+  GradientReadyHook HookFor(int replica) override {
+    return [this](int variable) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (++ready_count_[variable] == context_.replicas->size()) cv_.notify_all();
+    };
+  }
+
+  absl::Status AfterStep(int64_t step) override {
+    {
+      // Wait for the communication thread to finish every bucket.
+      std::unique_lock<std::mutex> lock(mu_);
+      const absl::Time start = absl::Now();
+      cv_.wait(lock, [&] { return next_bucket_ == buckets_.size() || !step_error_.ok(); });
+      wait_ += absl::Now() - start;
+      step_active_ = false;
+      PSTRAIN_RETURN_IF_ERROR(step_error_);
+    }
+    context_.replicas->ForEach([&](int r) { optimizers_[r]->Apply(context_.replicas->variables(r), step); });
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override {
+    // Every worker's report, gathered by summing rows that each rank fills.
+    const int w = context_.num_workers;
+    std::vector<float> table(static_cast<size_t>(w) * 4, 0.0f);
+    float* row = table.data() + context_.worker_index * 4;
+    row[0] = static_cast<float>(mine.images_per_sec());
+    row[1] = static_cast<float>(mine.images_per_sec_stddev());
+    row[2] = static_cast<float>(mine.final_loss());
+    row[3] = static_cast<float>(mine.wall_seconds());
+    PSTRAIN_RETURN_IF_ERROR(collective_->AllReduceSum(table.data(), table.size()));
+    ClusterReport report;
+    report.workers.push_back(mine);
+    for (int i = 0; i < w; ++i) {
+      if (i == context_.worker_index) continue;
+      WorkerReport r;
+      r.set_worker(i);
+      r.set_steps(mine.steps());
+      r.set_images_per_sec(table[i * 4]);
+      r.set_images_per_sec_stddev(table[i * 4 + 1]);
+      r.set_final_loss(table[i * 4 + 2]);
+      r.set_wall_seconds(table[i * 4 + 3]);
+      report.workers.push_back(r);
+    }
+    // Nobody leaves before everyone has the table (the chief's store and
+    // sockets must outlive the others' last operation).
+    PSTRAIN_RETURN_IF_ERROR(collective_->Barrier());
+    return report;
+  }
+
+  std::string Describe() const override {
+    return absl::StrCat("allreduce (Gloo ring over TCP, ", context_.num_workers, " workers, ", buckets_.size(),
+                        " fusion buffers of <= ", context_.config->fusion_threshold_bytes(), " bytes)");
+  }
+  absl::Duration wait_time() const override { return wait_; }
+
+ private:
+  explicit AllReduceStrategy(const StrategyContext& context) : context_(context) {}
+
+  absl::Status Connect() {
+    const ExperimentConfig& config = *context_.config;
+    const std::string& chief = config.cluster().worker_hosts(0);
+    KeyValueStore* store = nullptr;
+    if (context_.worker_index == 0) {
+      const std::string listen = context_.listen_address.empty()
+                                     ? absl::StrCat("0.0.0.0:", chief.substr(chief.rfind(':') + 1))
+                                     : context_.listen_address;
+      PSTRAIN_ASSIGN_OR_RETURN(store_server_, context_.transport->Serve(listen, &store_service_));
+      store = store_service_.local_store();
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(remote_store_, TransportKeyValueStore::Connect(context_.transport, chief));
+      store = remote_store_.get();
+    }
+    GlooOptions options;
+    options.rank = context_.worker_index;
+    options.size = context_.num_workers;
+    options.host = HostOf(config.cluster().worker_hosts(context_.worker_index));
+    if (options.host == "localhost") options.host = "127.0.0.1";
+    options.store = store;
+    options.prefix = absl::StrCat("allreduce/", config.name());
+    options.timeout = absl::Seconds(config.timeouts().sync_step_seconds());
+    options.connect_timeout = absl::Seconds(config.timeouts().startup_seconds());
+    PSTRAIN_ASSIGN_OR_RETURN(collective_, CreateGlooCollective(options));
+    LOG(INFO) << "worker " << context_.worker_index << ": joined the all-reduce ring of " << options.size;
+    return absl::OkStatus();
+  }
+
+  void StopStore() {
+    if (store_server_ == nullptr) return;
+    store_service_.CancelPending(absl::CancelledError("chief finished"));
+    store_server_->Shutdown(absl::Seconds(1));
+  }
+
+  // Buckets of variables in backward order (last variable first), each at
+  // most fusion_threshold_bytes (a larger variable gets its own bucket).
+  void PlanBuckets() {
+    const std::vector<Variable>& vars = context_.replicas->variables(0);
+    const int64_t limit = context_.config->fusion_threshold_bytes();
+    int64_t bytes = 0;
+    for (int v = static_cast<int>(vars.size()) - 1; v >= 0; --v) {
+      const int64_t size = static_cast<int64_t>(vars[v].grad.num_bytes());
+      if (buckets_.empty() || limit == 0 || bytes + size > limit) {
+        buckets_.emplace_back();
+        bytes = 0;
+      }
+      buckets_.back().push_back(v);
+      bytes += size;
+    }
+    ready_count_.assign(vars.size(), 0);
+    size_t largest = 0;
+    for (const auto& b : buckets_) {
+      size_t n = 0;
+      for (int v : b) n += vars[v].grad.num_elements();
+      largest = std::max(largest, n);
+    }
+    fusion_.resize(largest);
+  }
+
+  bool BucketReady(size_t b) const {
+    for (int v : buckets_[b]) {
+      if (ready_count_[v] < context_.replicas->size()) return false;
+    }
+    return true;
+  }
+
+  void CommunicationLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] {
+        return stopping_ || (step_active_ && next_bucket_ < buckets_.size() && step_error_.ok() &&
+                             BucketReady(next_bucket_));
+      });
+      if (stopping_) return;
+      const size_t b = next_bucket_;
+      lock.unlock();
+      absl::Status s = ReduceBucket(buckets_[b]);
+      lock.lock();
+      if (!s.ok()) step_error_ = s;
+      ++next_bucket_;
+      cv_.notify_all();
+    }
+  }
+
+  // Local mean over replicas into the fusion buffer, sum across workers,
+  // divide, copy back to every replica.
+  absl::Status ReduceBucket(const std::vector<int>& bucket) {
+    ReplicaSet& replicas = *context_.replicas;
+    const int n = replicas.size();
+    size_t offset = 0;
+    for (int v : bucket) {
+      const size_t count = replicas.variables(0)[v].grad.num_elements();
+      float* dst = fusion_.data() + offset;
+      std::copy_n(replicas.variables(0)[v].grad.data(), count, dst);
+      for (int r = 1; r < n; ++r) {
+        const float* g = replicas.variables(r)[v].grad.data();
+        for (size_t i = 0; i < count; ++i) dst[i] += g[i];
+      }
+      offset += count;
+    }
+    PSTRAIN_RETURN_IF_ERROR(collective_->AllReduceSum(fusion_.data(), offset));
+    const float scale = 1.0f / static_cast<float>(n * context_.num_workers);
+    offset = 0;
+    for (int v : bucket) {
+      const size_t count = replicas.variables(0)[v].grad.num_elements();
+      const float* src = fusion_.data() + offset;
+      for (int r = 0; r < n; ++r) {
+        float* g = replicas.variables(r)[v].grad.data();
+        for (size_t i = 0; i < count; ++i) g[i] = src[i] * scale;
+      }
+      offset += count;
+    }
+    return absl::OkStatus();
+  }
+
+  StrategyContext context_;
+  KvStoreService store_service_;
+  std::unique_ptr<Server> store_server_;
+  std::unique_ptr<TransportKeyValueStore> remote_store_;
+  std::unique_ptr<Collective> collective_;
+  std::vector<std::unique_ptr<LocalOptimizer>> optimizers_;
+  std::vector<std::vector<int>> buckets_;
+  std::vector<float> fusion_;
+  absl::Duration wait_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> ready_count_;  // replicas whose gradient of variable v is final
+  size_t next_bucket_ = 0;        // buckets all-reduced this step
+  bool step_active_ = false;
+  bool stopping_ = false;
+  absl::Status step_error_;
+  std::thread comm_thread_;
+};
+
+const bool kRegistered = RegisterStrategy("allreduce", AllReduceStrategy::Create);
+
+}  // namespace
+}  // namespace pstrain
