@@ -1,0 +1,252 @@
+// pstrain-compare as a real subprocess: a tiny matrix end to end through the
+// real pstrain-launch (synthetic data, 20 steps), plus the failure paths with
+// a fake launcher: a bad variant (exit 2, nothing runs), a failing variant
+// (recorded, the rest still run, exit 1) and --dry_run.
+#include <sys/wait.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/metrics/result_json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/util/process_test_util.h"
+
+namespace pstrain::compare {
+namespace {
+
+namespace fs = std::filesystem;
+using ::pstrain::test::BinDir;
+using ::pstrain::test::Exists;
+using ::pstrain::test::ReadFile;
+using ::pstrain::test::Spawn;
+using ::pstrain::test::Subprocess;
+using ::pstrain::test::TempDir;
+using ::pstrain::test::WaitForExit;
+using ::pstrain::test::WriteExecutable;
+using ::pstrain::test::WriteFile;
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kBase[] = R"yaml(name: tiny
+cluster:
+  ps_hosts: ["localhost:2222"]
+  worker_hosts: ["localhost:2223"]
+model: {name: mlp, hidden_units: [16]}
+data: {source: synthetic, synthetic_examples: 512}
+optimizer: {name: sgd, learning_rate: 0.05}
+train: {batch_size_per_device: 16, steps: 20, warmup_steps: 5, display_every: 10,
+        evaluate: true, eval_batch_size: 256}
+timeouts: {startup_seconds: 60, sync_step_seconds: 60}
+)yaml";
+
+constexpr char kMatrix[] = R"yaml(name: tiny_matrix
+description: Two variants on synthetic data.
+base: base.yaml
+overrides: {train: {steps: 20}}
+variants:
+  - {label: "sync, 1 worker", workers: 1}
+  - {label: "async, 2 workers", set: {consistency: async}, workers: 2, ps: 2}
+)yaml";
+
+struct CompareRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CompareRun RunCompare(const std::vector<std::string>& args, const TempDir& capture,
+                      std::chrono::seconds limit = std::chrono::seconds(300)) {
+  std::vector<std::string> argv = {BinDir() + "/pstrain-compare"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess proc = Spawn(argv, capture.path());
+  CompareRun run;
+  const std::optional<int> status = WaitForExit(proc.pid, limit);
+  if (status.has_value() && WIFEXITED(*status)) run.exit_code = WEXITSTATUS(*status);
+  run.out = proc.out();
+  run.err = proc.err();
+  return run;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+TEST(CompareE2eTest, TinyMatrixThroughTheRealLauncher) {
+  TempDir dir;
+  WriteFile(dir / "base.yaml", kBase);
+  WriteFile(dir / "matrix.yaml", kMatrix);
+  const std::string out = dir / "out";
+  const CompareRun run = RunCompare({dir / "matrix.yaml", "--out", out, "--timeout_s", "240"}, dir);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+
+  // One status line per variant, then the table on stdout.
+  EXPECT_THAT(run.out, ContainsRegex(R"(\[1/2\] sync, 1 worker +\.\.\. ok)"));
+  EXPECT_THAT(run.out, ContainsRegex(R"(\[2/2\] async, 2 workers +\.\.\. ok)"));
+  EXPECT_THAT(run.out, HasSubstr("| variant"));
+  EXPECT_THAT(run.out, HasSubstr("sync, 1 worker (baseline)"));
+  EXPECT_THAT(run.out, HasSubstr("parameter_server · async"));
+  EXPECT_THAT(run.out, HasSubstr("2 × 1 cpu"));
+
+  // Each run directory has the merged config and the run's result.json.
+  for (const char* name : {"01-sync-1-worker", "02-async-2-workers"}) {
+    const std::string run_dir = out + "/" + name;
+    EXPECT_TRUE(Exists(run_dir + "/config.yaml")) << name;
+    EXPECT_TRUE(Exists(run_dir + "/launch.log")) << name;
+    absl::StatusOr<RunResult> result = ReadResultJson(run_dir + "/result.json");
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->steps, 20);
+    EXPECT_GT(result->images_per_sec, 0);
+    EXPECT_TRUE(result->test_accuracy.has_value());
+  }
+  absl::StatusOr<RunResult> async = ReadResultJson(out + "/02-async-2-workers/result.json");
+  ASSERT_TRUE(async.ok());
+  EXPECT_EQ(async->consistency, "async");
+  EXPECT_EQ(async->num_workers, 2);
+  EXPECT_EQ(async->num_ps, 2);
+  EXPECT_EQ(async->experiment, "tiny_matrix-async-2-workers");
+
+  const std::vector<std::string> csv = Lines(ReadFile(out + "/results.csv"));
+  ASSERT_EQ(csv.size(), 3u);
+  EXPECT_THAT(csv[0], HasSubstr("label,experiment,model"));
+  EXPECT_THAT(csv[0], HasSubstr(",speedup,scaling_efficiency,status"));
+  EXPECT_THAT(csv[1], HasSubstr("\"sync, 1 worker\",tiny_matrix-sync-1-worker,mlp,"));
+  EXPECT_THAT(csv[1], HasSubstr(",1,1,ok,0,"));  // the baseline: speed-up 1, efficiency 1
+  EXPECT_THAT(csv[2], HasSubstr(",ok,0,"));
+
+  const std::string md = ReadFile(out + "/results.md");
+  EXPECT_THAT(md, HasSubstr("# Comparison: tiny_matrix"));
+  EXPECT_THAT(md, HasSubstr("Two variants on synthetic data."));
+  EXPECT_THAT(md, HasSubstr("| async, 2 workers"));
+  EXPECT_TRUE(Exists(out + "/matrix.yaml"));
+  EXPECT_TRUE(Exists(out + "/chart.gp"));
+  if (Exists("/usr/bin/gnuplot") || Exists("/usr/local/bin/gnuplot")) {
+    EXPECT_TRUE(Exists(out + "/chart.svg")) << run.err;
+    EXPECT_TRUE(Exists(out + "/chart.png")) << run.err;
+    EXPECT_THAT(md, HasSubstr("(chart.png)"));
+  }
+}
+
+// A fake pstrain-launch: fails configs whose consistency is async, and for
+// the others writes a result.json as the chief would.
+constexpr char kFakeLaunch[] = R"sh(#!/bin/sh
+CONFIG="$1"; RUN_DIR=""
+while [ $# -gt 0 ]; do
+  case "$1" in --run_dir) RUN_DIR="$2"; shift ;; esac
+  shift
+done
+echo "launch: 2 PS and 2 workers from $CONFIG; run dir $RUN_DIR"
+echo "$CONFIG" >> "$(dirname "$RUN_DIR")/launched"
+if grep -q '^consistency: async' "$CONFIG"; then
+  echo "[worker1] F boom"
+  echo "launch: failed: worker1 exited with code 1; logs in $RUN_DIR"
+  exit 1
+fi
+cat > "$RUN_DIR/result.json" <<EOF
+{"experiment": "fake", "model": "mlp", "variable_update": "parameter_server",
+ "local_parameter_device": "cpu", "all_reduce_spec": "", "consistency": "sync",
+ "staleness": 0, "transport": "grpc", "num_ps": 1, "num_workers": 1, "devices_per_worker": 1,
+ "device": "cpu", "batch_size_per_device": 16, "global_batch_size": 16, "steps": 20,
+ "images_per_sec": 1000, "images_per_sec_stddev": 10, "final_loss": 0.5,
+ "test_accuracy": null, "wall_seconds": 1}
+EOF
+exit 0
+)sh";
+
+class FakeLaunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(bin_ / "");
+    WriteExecutable(bin_ / "pstrain-launch", kFakeLaunch);
+    WriteFile(dir_ / "base.yaml", kBase);
+  }
+  TempDir dir_;
+  TempDir bin_;
+};
+
+TEST_F(FakeLaunchTest, AFailedVariantIsRecordedAndTheOthersStillRun) {
+  WriteFile(dir_ / "m.yaml", R"yaml(base: base.yaml
+variants:
+  - {label: first}
+  - {label: broken, set: {consistency: async}, workers: 2}
+  - {label: third}
+)yaml");
+  const std::string out = dir_ / "out";
+  const CompareRun run =
+      RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path()}, dir_);
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_THAT(run.out, ContainsRegex(R"(\[1/3\] first +\.\.\. ok)"));
+  EXPECT_THAT(run.out, HasSubstr("broken ... FAILED (exit 1): failed: worker1 exited with code 1; "
+                                 "logs in "));
+  EXPECT_THAT(run.out, ContainsRegex(R"(\[3/3\] third +\.\.\. ok)"));
+  EXPECT_THAT(run.out, HasSubstr("failed (exit 1)"));
+  EXPECT_THAT(run.err, HasSubstr("1 variant failed"));
+  const std::vector<std::string> csv = Lines(ReadFile(out + "/results.csv"));
+  ASSERT_EQ(csv.size(), 4u);
+  EXPECT_THAT(csv[2], HasSubstr("broken,,,"));
+  EXPECT_THAT(csv[2], HasSubstr(",failed,1,"));
+  EXPECT_THAT(csv[3], HasSubstr(",ok,0,"));
+  EXPECT_THAT(ReadFile(out + "/results.md"), HasSubstr("## Failed variants"));
+}
+
+TEST_F(FakeLaunchTest, BadVariantExitsTwoAndRunsNothing) {
+  WriteFile(dir_ / "m.yaml", R"yaml(base: base.yaml
+variants:
+  - {label: fine}
+  - {label: "bad momentum", set: {optimizer: {name: momentum, momentum: 1.5}}}
+)yaml");
+  const std::string out = dir_ / "out";
+  const CompareRun run =
+      RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path()}, dir_);
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr(dir_ / "m.yaml"));
+  EXPECT_THAT(run.err, HasSubstr("variant 'bad momentum'"));
+  EXPECT_THAT(run.err, HasSubstr("'optimizer.momentum'"));
+  EXPECT_THAT(run.err, HasSubstr("nothing was run"));
+  EXPECT_FALSE(Exists(out + "/launched"));
+  EXPECT_FALSE(Exists(out + "/results.csv"));
+  EXPECT_TRUE(Exists(out + "/02-bad-momentum/config.yaml"));
+}
+
+TEST_F(FakeLaunchTest, MalformedMatrixExitsTwo) {
+  WriteFile(dir_ / "m.yaml", "base: base.yaml\nvariants: [{label: a, wrokers: 2}]\n");
+  const CompareRun run =
+      RunCompare({dir_ / "m.yaml", "--out", dir_ / "out", "--bin_dir", bin_.path()}, dir_);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("variant 'a': unknown key 'wrokers'"));
+}
+
+TEST_F(FakeLaunchTest, DryRunValidatesAndRunsNothing) {
+  WriteFile(dir_ / "m.yaml", "base: base.yaml\nvariants: [{label: a}, {label: b, workers: 4}]\n");
+  const std::string out = dir_ / "out";
+  const CompareRun run =
+      RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--dry_run"}, dir_);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("[2/2] b: parameter_server, sync, 1 PS, 4 workers"));
+  EXPECT_THAT(run.out, HasSubstr("nothing was run"));
+  EXPECT_TRUE(Exists(out + "/02-b/config.yaml"));
+  EXPECT_FALSE(Exists(out + "/launched"));
+}
+
+TEST_F(FakeLaunchTest, MissingGnuplotIsAWarningUnlessRequired) {
+  WriteFile(dir_ / "m.yaml", "base: base.yaml\nvariants: [{label: a}]\n");
+  const std::string out = dir_ / "out";
+  CompareRun run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--gnuplot",
+                               "/nonexistent/gnuplot"},
+                              dir_);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("warning: no chart: gnuplot not found"));
+  EXPECT_TRUE(Exists(out + "/results.csv"));
+  EXPECT_TRUE(Exists(out + "/results.md"));
+  EXPECT_THAT(ReadFile(out + "/results.md"), Not(HasSubstr("chart.png")));
+  run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--gnuplot",
+                    "/nonexistent/gnuplot", "--require_chart"},
+                   dir_);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("error: no chart"));
+}
+
+}  // namespace
+}  // namespace pstrain::compare

@@ -1,0 +1,212 @@
+// Report math (speed-up, scaling efficiency) from synthetic RunResults, and
+// the content of results.csv and the markdown table.
+#include "tools/compare/report.h"
+
+#include <cmath>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pstrain::compare {
+namespace {
+
+using ::testing::HasSubstr;
+
+RunResult Result(int workers, double ips, const std::string& consistency = "sync",
+                 int devices_per_worker = 1) {
+  RunResult r;
+  r.experiment = "exp";
+  r.model = "mlp";
+  r.variable_update = "parameter_server";
+  r.local_parameter_device = "cpu";
+  r.consistency = consistency;
+  r.transport = "grpc";
+  r.num_ps = 2;
+  r.num_workers = workers;
+  r.devices_per_worker = devices_per_worker;
+  r.device = "cpu";
+  r.batch_size_per_device = 64;
+  r.global_batch_size = 64 * workers * devices_per_worker;
+  r.steps = 300;
+  r.images_per_sec = ips;
+  r.images_per_sec_stddev = ips / 10;
+  r.final_loss = 0.5;
+  r.test_accuracy = 0.8125;
+  r.wall_seconds = 4.5;
+  return r;
+}
+
+VariantOutcome Ok(const std::string& label, RunResult r) {
+  VariantOutcome o;
+  o.label = label;
+  o.run_dir = "out/" + label;
+  o.ok = true;
+  o.result = std::move(r);
+  return o;
+}
+
+VariantOutcome Failed(const std::string& label, int code) {
+  VariantOutcome o;
+  o.label = label;
+  o.run_dir = "out/" + label;
+  o.exit_code = code;
+  o.error = "failed: worker1 exited with code 1, \"boom\"";
+  return o;
+}
+
+TEST(ReportTest, SpeedupAndEfficiencyAgainstTheFirstVariant) {
+  const std::vector<ReportRow> rows = ComputeReport(
+      {Ok("w1", Result(1, 1000)), Ok("w2", Result(2, 1800)), Ok("w4", Result(4, 2000))}, 0);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(rows[0].is_baseline);
+  EXPECT_FALSE(rows[1].is_baseline);
+  EXPECT_DOUBLE_EQ(rows[0].speedup, 1.0);
+  EXPECT_DOUBLE_EQ(rows[0].scaling_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(rows[1].speedup, 1.8);
+  EXPECT_DOUBLE_EQ(rows[1].scaling_efficiency, 0.9);
+  EXPECT_DOUBLE_EQ(rows[2].speedup, 2.0);
+  EXPECT_DOUBLE_EQ(rows[2].scaling_efficiency, 0.5);
+}
+
+TEST(ReportTest, DevicesCountWorkersTimesDevicesPerWorker) {
+  EXPECT_EQ(DevicesTotal(Result(3, 1, "sync", 4)), 12);
+  // Baseline: 2 workers × 1 device; other: 2 workers × 4 devices = 4x the devices.
+  const std::vector<ReportRow> rows =
+      ComputeReport({Ok("base", Result(2, 1000)), Ok("multi", Result(2, 3000, "sync", 4))}, 0);
+  EXPECT_DOUBLE_EQ(rows[1].speedup, 3.0);
+  EXPECT_DOUBLE_EQ(rows[1].scaling_efficiency, 0.75);
+}
+
+TEST(ReportTest, BaselineNeedNotBeFirst) {
+  const std::vector<ReportRow> rows =
+      ComputeReport({Ok("w4", Result(4, 3000)), Ok("w2", Result(2, 2000))}, 1);
+  EXPECT_FALSE(rows[0].is_baseline);
+  EXPECT_TRUE(rows[1].is_baseline);
+  EXPECT_DOUBLE_EQ(rows[0].speedup, 1.5);
+  EXPECT_DOUBLE_EQ(rows[0].scaling_efficiency, 0.75);
+}
+
+TEST(ReportTest, FailedVariantsAndAFailedBaselineGiveNaN) {
+  std::vector<ReportRow> rows = ComputeReport({Ok("w1", Result(1, 1000)), Failed("w2", 1)}, 0);
+  EXPECT_TRUE(std::isnan(rows[1].speedup));
+  EXPECT_TRUE(std::isnan(rows[1].scaling_efficiency));
+  rows = ComputeReport({Failed("w1", 1), Ok("w2", Result(2, 1000))}, 0);
+  EXPECT_TRUE(std::isnan(rows[1].speedup));
+  rows = ComputeReport({Ok("zero", Result(1, 0)), Ok("w2", Result(2, 1000))}, 0);
+  EXPECT_TRUE(std::isnan(rows[1].speedup));
+}
+
+TEST(ReportTest, StrategySummaryNamesWhatTellsVariantsApart) {
+  RunResult r = Result(2, 1);
+  EXPECT_EQ(StrategySummary(r), "parameter_server · sync");
+  r.consistency = "ssp";
+  r.staleness = 3;
+  EXPECT_EQ(StrategySummary(r), "parameter_server · ssp (staleness 3)");
+  r.local_parameter_device = "gpu";
+  EXPECT_EQ(StrategySummary(r), "parameter_server · ssp (staleness 3) · params on gpu");
+  RunResult rep = Result(1, 1);
+  rep.variable_update = "replicated";
+  rep.all_reduce_spec = "nccl";
+  EXPECT_EQ(StrategySummary(rep), "replicated · nccl");
+}
+
+TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
+  RunResult no_eval = Result(2, 1800.5, "async");
+  no_eval.test_accuracy.reset();
+  const std::string csv = FormatCsv(
+      ComputeReport({Ok("one, sync", Result(1, 1000)), Ok("two", no_eval), Failed("three", 2)}, 0));
+  const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0],
+            "label,experiment,model,variable_update,local_parameter_device,all_reduce_spec,"
+            "consistency,staleness,transport,num_ps,num_workers,devices_per_worker,device,"
+            "batch_size_per_device,global_batch_size,steps,images_per_sec,images_per_sec_stddev,"
+            "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,status,exit_code,"
+            "error,run_dir");
+  EXPECT_EQ(lines[1],
+            "\"one, sync\",exp,mlp,parameter_server,cpu,,sync,0,grpc,2,1,1,cpu,64,64,300,1000,100,"
+            "0.5,0.8125,4.5,1,1,ok,0,,\"out/one, sync\"");
+  // Absent test accuracy is an empty field; speed-up 1.8005, efficiency 0.90025.
+  EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,ok,0,,out/two"));
+  EXPECT_EQ(lines[3],
+            "three,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
+            "\"\"boom\"\"\",out/three");
+}
+
+TEST(ReportTest, MarkdownTableShowsStrategyDevicesRatesAndRatios) {
+  const std::string table = FormatMarkdownTable(ComputeReport(
+      {Ok("sync 1", Result(1, 1000)), Ok("sync 2", Result(2, 1800)), Failed("sync 4", 1)}, 0));
+  const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 5u) << table;
+  EXPECT_THAT(lines[0], HasSubstr("| variant"));
+  EXPECT_THAT(lines[0], HasSubstr("| strategy"));
+  EXPECT_THAT(lines[0], HasSubstr("workers × devices"));
+  EXPECT_THAT(lines[0], HasSubstr("speed-up"));
+  EXPECT_THAT(lines[0], HasSubstr("scaling eff."));
+  EXPECT_THAT(lines[0], HasSubstr("test accuracy"));
+  EXPECT_THAT(lines[1], HasSubstr("---:"));
+  EXPECT_THAT(lines[2], HasSubstr("sync 1 (baseline)"));
+  EXPECT_THAT(lines[2], HasSubstr("parameter_server · sync"));
+  EXPECT_THAT(lines[2], HasSubstr("1 × 1 cpu"));
+  EXPECT_THAT(lines[2], HasSubstr("1,000 ± 100"));
+  EXPECT_THAT(lines[2], HasSubstr("1.00×"));
+  EXPECT_THAT(lines[2], HasSubstr("100%"));
+  EXPECT_THAT(lines[2], HasSubstr("0.5000"));
+  EXPECT_THAT(lines[2], HasSubstr("81.25%"));
+  EXPECT_THAT(lines[3], HasSubstr("2 × 1 cpu"));
+  EXPECT_THAT(lines[3], HasSubstr("1,800 ± 180"));
+  EXPECT_THAT(lines[3], HasSubstr("1.80×"));
+  EXPECT_THAT(lines[3], HasSubstr("90%"));
+  EXPECT_THAT(lines[4], HasSubstr("failed (exit 1)"));
+  EXPECT_THAT(lines[4], HasSubstr("—"));
+  // Padded: every line is equally wide (in characters).
+  auto width = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  };
+  for (const std::string& line : lines) EXPECT_EQ(width(line), width(lines[0])) << line;
+}
+
+TEST(ReportTest, MarkdownCellsEscapePipes) {
+  const std::string table = FormatMarkdownTable(ComputeReport({Ok("a|b", Result(1, 10))}, 0));
+  EXPECT_THAT(table, HasSubstr("a\\|b"));
+}
+
+TEST(ReportTest, NumberFormats) {
+  EXPECT_EQ(FormatRate(39542.7), "39,543");
+  EXPECT_EQ(FormatRate(1234567.0), "1,234,567");
+  EXPECT_EQ(FormatRate(123.4), "123");
+  EXPECT_EQ(FormatRate(12.34), "12.3");
+  EXPECT_EQ(FormatRate(1.234), "1.23");
+  EXPECT_EQ(FormatSpeedup(1.875), "1.88×");
+  EXPECT_EQ(FormatSpeedup(NAN), "—");
+  EXPECT_EQ(FormatPercent(0.934), "93%");
+  EXPECT_EQ(FormatPercent(NAN), "—");
+}
+
+TEST(ReportTest, MarkdownReportExplainsAndLinks) {
+  const std::vector<ReportRow> rows =
+      ComputeReport({Ok("w1", Result(1, 1000)), Failed("w2", 1)}, 0);
+  ReportContext context;
+  context.matrix_name = "demo";
+  context.description = "What we compare.";
+  context.matrix_path = "configs/compare/demo.yaml";
+  context.base_path = "configs/base.yaml";
+  context.baseline_label = "w1";
+  context.chart = true;
+  const std::string md = FormatMarkdownReport(rows, context);
+  EXPECT_THAT(md, HasSubstr("# Comparison: demo"));
+  EXPECT_THAT(md, HasSubstr("What we compare."));
+  EXPECT_THAT(md, HasSubstr("2 variants (1 failed)"));
+  EXPECT_THAT(md, HasSubstr("Every variant: model mlp, batch 64 per device, 300 steps per worker"));
+  EXPECT_THAT(md, HasSubstr("the baseline's (`w1`)"));
+  EXPECT_THAT(md, HasSubstr("![images/sec per variant and scaling efficiency](chart.png)"));
+  EXPECT_THAT(md, HasSubstr("## Failed variants"));
+  EXPECT_THAT(md, HasSubstr("**w2**: exit 1"));
+  EXPECT_THAT(md, HasSubstr("- w1: [`w1/`](w1/)"));
+}
+
+}  // namespace
+}  // namespace pstrain::compare
