@@ -221,14 +221,14 @@ absl::StatusOr<std::string> ScalarOf(const YAML::Node& node, const std::string& 
 }
 
 absl::StatusOr<int> CountOf(const YAML::Node& node, const std::string& where,
-                            const std::string& what) {
+                            const std::string& what, int minimum) {
   const std::string text = node.IsScalar() ? node.Scalar() : std::string("(not a scalar)");
   int value = 0;
   const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
   if (!node.IsScalar() || result.ec != std::errc() || result.ptr != text.data() + text.size() ||
-      value < 1 || value > kMaxShorthandCount) {
+      value < minimum || value > kMaxShorthandCount) {
     return Error(where, LineOf(node),
-                 absl::StrCat(what, ": expected an integer in [1, ", kMaxShorthandCount, "], got '",
+                 absl::StrCat(what, ": expected an integer in [", minimum, ", ", kMaxShorthandCount, "], got '",
                               text, "'"));
   }
   return value;
@@ -423,7 +423,8 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
       const YAML::Node count_node = node[shorthand.key];
       if (!count_node.IsDefined()) continue;
       PSTRAIN_ASSIGN_OR_RETURN(const int count,
-                               CountOf(count_node, path, absl::StrCat(who, ": ", shorthand.key)));
+                               CountOf(count_node, path, absl::StrCat(who, ": ", shorthand.key),
+                                       /*minimum=*/shorthand.hosts_field == std::string("ps_hosts") ? 0 : 1));
       if (HasPath(set, "cluster", shorthand.hosts_field)) {
         return Error(path, LineOf(count_node),
                      absl::StrCat(who, ": give either '", shorthand.key,
