@@ -187,6 +187,9 @@ int main(int argc, char** argv) {
     const long share = std::max(1L, cores / std::max(1, num_workers));
     setenv("OMP_NUM_THREADS", std::to_string(share).c_str(), 1);
   }
+  // All roles share these cores: OpenMP threads that spin while waiting would
+  // steal them from the PS and the other workers.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   for (int i = 0; i < num_ps; ++i) add_role("ps", "pstrain-ps", i, true);
   for (int i = 0; i < num_workers; ++i)
     add_role("worker", "pstrain-worker", i, false);
