@@ -29,6 +29,11 @@ int64_t NumElements(const Shape& shape) {
 
 std::string ShapeToString(const Shape& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
+bool SameLayout(const TensorLayoutPtr& a, const TensorLayoutPtr& b) {
+  if (a == nullptr || b == nullptr) return a == b;
+  return a == b || a->Equals(*b);
+}
+
 std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
@@ -56,13 +61,24 @@ Tensor::Tensor(Shape shape, DType dtype, std::shared_ptr<Buffer> buffer)
   CHECK_GE(buffer_->size(), num_bytes()) << "buffer too small for " << ShapeToString(shape_);
 }
 
+Tensor::Tensor(Shape shape, TensorLayoutPtr layout)
+    : shape_(std::move(shape)), num_elements_(NumElements(shape_)), layout_(std::move(layout)) {
+  buffer_ = Buffer::Allocate(num_bytes());
+}
+
+absl::Span<float> Tensor::span() const {
+  CHECK(is_plain()) << "span() of a tensor laid out as " << layout_->ToString();
+  return {data(), static_cast<size_t>(num_elements_)};
+}
+
 Tensor Tensor::Clone() const {
-  Tensor t(shape_, dtype_);
+  Tensor t = layout_ ? Tensor(shape_, layout_) : Tensor(shape_, dtype_);
   if (num_bytes() > 0) std::memcpy(t.raw(), raw(), num_bytes());
   return t;
 }
 
 Tensor Tensor::Reshaped(Shape shape) const {
+  CHECK(is_plain()) << "Reshaped() of a tensor laid out as " << layout_->ToString();
   CHECK_EQ(NumElements(shape), num_elements_) << ShapeToString(shape_) << " -> " << ShapeToString(shape);
   Tensor t = *this;
   t.shape_ = std::move(shape);
@@ -75,6 +91,8 @@ void Tensor::SetZero() const {
 
 void Tensor::CopyFrom(const Tensor& other) const {
   CHECK_EQ(other.num_bytes(), num_bytes());
+  CHECK(SameLayout(layout_, other.layout_)) << "CopyFrom between layouts " << (layout_ ? layout_->ToString() : "plain")
+                                            << " and " << (other.layout_ ? other.layout_->ToString() : "plain");
   if (num_bytes() > 0) std::memcpy(raw(), other.raw(), num_bytes());
 }
 

@@ -1,8 +1,9 @@
 // Tensor: a shape, a dtype, a device and a buffer that is owned or borrowed.
 //
 // Tensors are cheap handles: copying one shares its buffer (like a
-// shared_ptr). Data is dense row-major. Only float32 exists today; the dtype
-// travels on the wire so others can follow.
+// shared_ptr). Data is dense row-major unless the tensor carries a
+// TensorLayout (see below). Only float32 exists today; the dtype travels on
+// the wire so others can follow.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,25 @@ struct Device {
 using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& shape);
 std::string ShapeToString(const Shape& shape);
+
+// An opaque, device-specific arrangement of a tensor's elements in its
+// buffer, e.g. a oneDNN blocked format such as nChw8c. Layers choose layouts
+// for the activations they pass between themselves; everything else
+// (variables, their gradients, a model's inputs and outputs, anything sent to
+// a parameter server) is plain: dense row-major, with no layout attached.
+// Immutable; shared between tensors.
+class TensorLayout {
+ public:
+  virtual ~TensorLayout() = default;
+  // Bytes the buffer needs; blocked formats pad, so this may exceed
+  // num_elements * dtype size.
+  virtual size_t num_bytes() const = 0;
+  virtual bool Equals(const TensorLayout& other) const = 0;
+  virtual std::string ToString() const = 0;
+};
+using TensorLayoutPtr = std::shared_ptr<const TensorLayout>;
+// Null means plain; two nulls are the same layout.
+bool SameLayout(const TensorLayoutPtr& a, const TensorLayoutPtr& b);
 
 // A block of bytes; aligned to 64 bytes when allocated here.
 class Buffer {
@@ -64,6 +84,9 @@ class Tensor {
   Tensor(Shape shape, DType dtype = DType::kFloat32);
   // Views `buffer` (which must hold at least the tensor's bytes).
   Tensor(Shape shape, DType dtype, std::shared_ptr<Buffer> buffer);
+  // Allocates a zero-filled float32 CPU tensor laid out as `layout` (plain
+  // when null, i.e. the same as Tensor(shape)).
+  Tensor(Shape shape, TensorLayoutPtr layout);
 
   const Shape& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_.at(i); }
@@ -71,20 +94,27 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   int64_t num_elements() const { return num_elements_; }
-  size_t num_bytes() const { return num_elements_ * DTypeSize(dtype_); }
+  // Bytes of buffer the elements occupy (the layout's size when there is one).
+  size_t num_bytes() const { return layout_ ? layout_->num_bytes() : num_elements_ * DTypeSize(dtype_); }
+  // Null for plain (dense row-major) tensors.
+  const TensorLayoutPtr& layout() const { return layout_; }
+  bool is_plain() const { return layout_ == nullptr; }
   bool empty() const { return buffer_ == nullptr; }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
 
+  // data() and span() index elements row-major only for plain tensors; a
+  // laid-out tensor's buffer is for the device code that owns its layout.
   void* raw() const { return buffer_ ? buffer_->data() : nullptr; }
   float* data() const { return static_cast<float*>(raw()); }
-  absl::Span<float> span() const { return {data(), static_cast<size_t>(num_elements_)}; }
+  absl::Span<float> span() const;
 
-  // A deep copy with its own buffer.
+  // A deep copy with its own buffer (and the same layout).
   Tensor Clone() const;
-  // Same buffer, different shape with the same element count.
+  // Same buffer, different shape with the same element count. Plain only.
   Tensor Reshaped(Shape shape) const;
   void SetZero() const;
-  // Copies the elements of `other` (same element count) into this tensor.
+  // Copies the buffer of `other` (same layout, same byte count; shapes may
+  // differ for plain tensors of one element count) into this tensor.
   void CopyFrom(const Tensor& other) const;
 
  private:
@@ -93,6 +123,7 @@ class Tensor {
   Device device_;
   int64_t num_elements_ = 0;
   std::shared_ptr<Buffer> buffer_;
+  TensorLayoutPtr layout_;  // null: plain
 };
 
 }  // namespace pstrain

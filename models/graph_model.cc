@@ -1,6 +1,8 @@
 #include "models/graph_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <set>
@@ -33,6 +35,13 @@ struct Node {
   // node's gradient (it is the first writer in backward order); otherwise it
   // goes through a scratch tensor and is added.
   std::vector<bool> direct;
+  std::vector<int> consumers;  // nodes reading this one's output, ascending (repeats kept)
+  // >= 0: this node's layer was fused into that node's layer (Layer::Fuse),
+  // which computes both; this node's output and gradient are that node's.
+  int computed_by = -1;
+  // Backward() would copy grad_output into every input's gradient (a fused
+  // node, or Layer::PassesGradientThrough()): the model moves gradients itself.
+  bool passes_gradient = false;
 };
 
 class GraphModel final : public Model {
@@ -67,15 +76,21 @@ class GraphModel final : public Model {
   }
 
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override {
-    Forward(images, /*training=*/true);
-    float loss = loss_->ForwardBackward(*ctx_, outputs_.back(), labels, &grads_.back());
+    const Tensor& logits = Forward(images, /*training=*/true);
+    AllocateGradients();
+    float loss;
+    if (outputs_.back().is_plain()) {
+      loss = loss_->ForwardBackward(*ctx_, logits, labels, &grads_.back());
+    } else {  // the loss reads and writes plain tensors
+      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plain_grad_logits_);
+      ctx_->Convert(plain_grad_logits_, grads_.back());
+    }
     Backward(images, hook);
     return loss;
   }
 
   EvalResult Evaluate(const Tensor& images, const int32_t* labels) override {
-    Forward(images, /*training=*/false);
-    const Tensor& logits = outputs_.back();
+    const Tensor& logits = Forward(images, /*training=*/false);
     EvalResult result;
     result.examples = logits.dim(0);
     result.mean_loss = loss_->ForwardBackward(*ctx_, logits, labels, nullptr);
@@ -96,27 +111,22 @@ class GraphModel final : public Model {
     return shapes;
   }
 
- private:
-  // (Re)allocates activations and gradients when the batch size changes.
-  void Allocate(int64_t batch) {
-    if (batch == batch_) return;
-    batch_ = batch;
-    const size_t n = nodes_.size();
-    outputs_.assign(n, Tensor());
-    grads_.assign(n, Tensor());
-    scratch_.assign(n, {});
-    for (size_t k = 1; k < n; ++k) {
-      outputs_[k] = Tensor(Batched(batch, nodes_[k].shape));
-      grads_[k] = Tensor(Batched(batch, nodes_[k].shape));
-      const Node& node = nodes_[k];
-      scratch_[k].resize(node.inputs.size());
-      for (size_t j = 0; j < node.inputs.size(); ++j) {
-        int in = node.inputs[j];
-        if (in != 0 && !node.direct[j]) scratch_[k][j] = Tensor(Batched(batch, nodes_[in].shape));
-      }
-    }
+  int64_t ForwardFlopsPerExample() const override {
+    int64_t flops = 0;
+    for (size_t k = 1; k < nodes_.size(); ++k) flops += nodes_[k].layer->ForwardFlopsPerExample();
+    return flops;
   }
 
+ private:
+  // Activations are allocated in Forward(), in the layout each layer asks for
+  // (OutputLayout()); they and everything derived from them are reallocated
+  // only when a shape or layout changes (in practice: the batch size).
+  //
+  // Gradient buffers are shared where that saves copies: an input of a node
+  // that passes its gradient through (add, a fused relu) uses that node's
+  // gradient buffer when it is the only writer so far and the layouts agree,
+  // provided no later accumulation into the shared buffer can reach a reader
+  // that must not see it (CanShare()).
   std::vector<Tensor> InputsOf(const Node& node) const {
     std::vector<Tensor> inputs;
     inputs.reserve(node.inputs.size());
@@ -124,22 +134,140 @@ class GraphModel final : public Model {
     return inputs;
   }
 
-  void Forward(const Tensor& images, bool training) {
+  // Makes `t` a tensor of `shape` laid out as `layout`, reusing it when it is
+  // one; returns whether it had to allocate.
+  static bool Ensure(Tensor& t, const Shape& shape, const TensorLayoutPtr& layout) {
+    if (!t.empty() && t.shape() == shape && SameLayout(t.layout(), layout)) return false;
+    t = Tensor(shape, layout);
+    return true;
+  }
+
+  // Runs every layer; returns the logits, plain.
+  const Tensor& Forward(const Tensor& images, bool training) {
     CHECK(images.rank() == 1 + static_cast<int>(input_shape_.size()) &&
           Shape(images.shape().begin() + 1, images.shape().end()) == input_shape_)
         << name_ << ": images are " << ShapeToString(images.shape()) << ", want [N] + " << ShapeToString(input_shape_);
-    Allocate(images.dim(0));
+    CHECK(images.is_plain()) << name_ << ": images must be plain row-major";
+    const size_t n = nodes_.size();
+    outputs_.resize(n);
     outputs_[0] = images;
-    for (size_t k = 1; k < nodes_.size(); ++k) {
-      std::vector<Tensor> inputs = InputsOf(nodes_[k]);
-      nodes_[k].layer->Forward(*ctx_, inputs, outputs_[k], training);
+    const int64_t batch = images.dim(0);
+    for (size_t k = 1; k < n; ++k) {
+      const Node& node = nodes_[k];
+      if (node.computed_by >= 0) {
+        outputs_[k] = outputs_[node.computed_by];
+        continue;
+      }
+      std::vector<Tensor> inputs = InputsOf(node);
+      if (Ensure(outputs_[k], Batched(batch, node.shape), node.layer->OutputLayout(*ctx_, inputs))) {
+        gradient_plan_stale_ = true;
+      }
+      node.layer->Forward(*ctx_, inputs, outputs_[k], training);
     }
+    if (outputs_.back().is_plain()) return outputs_.back();
+    Ensure(plain_logits_, outputs_.back().shape(), nullptr);
+    Ensure(plain_grad_logits_, outputs_.back().shape(), nullptr);
+    ctx_->Convert(outputs_.back(), plain_logits_);
+    return plain_logits_;
+  }
+
+  // Gradients (and fan-out scratch) laid out as the activations they belong
+  // to, with the buffer sharing described above; replanned when an
+  // activation was reallocated.
+  void AllocateGradients() {
+    if (!gradient_plan_stale_) return;
+    gradient_plan_stale_ = false;
+    const size_t n = nodes_.size();
+    owned_grads_.resize(n);
+    grads_.assign(n, Tensor());
+    scratch_.resize(n);
+    shared_.assign(n, {});
+    parent_.assign(n, -1);
+    for (size_t k = n - 1; k >= 1; --k) {
+      const Node& node = nodes_[k];
+      if (parent_[k] < 0) {
+        Ensure(owned_grads_[k], outputs_[k].shape(), outputs_[k].layout());
+        grads_[k] = owned_grads_[k];
+      }
+      scratch_[k].resize(node.inputs.size());
+      shared_[k].assign(node.inputs.size(), false);
+      for (size_t j = 0; j < node.inputs.size(); ++j) {
+        const int in = node.inputs[j];
+        if (in == 0) continue;
+        const bool same_layout = SameLayout(outputs_[in].layout(), outputs_[k].layout());
+        if (node.passes_gradient && node.direct[j] && same_layout &&
+            std::count(node.inputs.begin(), node.inputs.end(), in) == 1 && CanShare(in, static_cast<int>(k))) {
+          parent_[in] = static_cast<int>(k);
+          grads_[in] = grads_[k];
+          shared_[k][j] = true;
+        }
+        // Scratch: where a contribution is added rather than written, unless
+        // it is passed through in the right layout already.
+        if (!node.direct[j] && !(node.passes_gradient && same_layout)) {
+          Ensure(scratch_[k][j], outputs_[in].shape(), outputs_[in].layout());
+        } else {
+          scratch_[k][j] = Tensor();
+        }
+      }
+    }
+    for (size_t k = 1; k < n; ++k) {
+      if (parent_[k] >= 0) owned_grads_[k] = Tensor();  // memory back
+      VLOG(1) << name_ << ": gradient of " << nodes_[k].name
+              << (parent_[k] >= 0 ? " shares " + nodes_[parent_[k]].name + "'s buffer" : " has its own buffer");
+    }
+  }
+
+  // The root of the buffer-sharing tree `x` belongs to.
+  int RootOf(int x) const {
+    while (parent_[x] >= 0) x = parent_[x];
+    return x;
+  }
+
+  // Whether node `a` may share the gradient buffer of node `k`, its largest
+  // consumer. A shared buffer holds several gradients over time: each member
+  // y is read by y's Backward() (step y, counting down) and must then hold
+  // exactly d(loss)/d(y); the other consumers of a member ("separate
+  // writers") add into the buffer at their own steps. An ancestor's gradient
+  // is part of its descendants', so only members on other branches
+  // constrain: a's separate writers must run after such a y was read (index
+  // not above y: at step y itself Backward() reads before the model adds),
+  // and y's after a was read.
+  bool CanShare(int a, int k) const {
+    std::vector<bool> ancestor(nodes_.size(), false);
+    for (int x = k; x >= 0; x = parent_[x]) ancestor[x] = true;
+    const int root = RootOf(k);
+    auto writes_after = [this](int member, int shares_with, int step) {
+      for (int c : nodes_[member].consumers) {
+        if (c != shares_with && c > step) return false;
+      }
+      return true;
+    };
+    for (int y = 1; y < static_cast<int>(nodes_.size()); ++y) {
+      if (ancestor[y] || y == a || parent_[y] < 0 || RootOf(y) != root) continue;
+      if (!writes_after(a, k, y) || !writes_after(y, parent_[y], a)) return false;
+    }
+    return true;
   }
 
   // Expects grads_.back() to hold d(loss)/d(logits).
   void Backward(const Tensor& images, const GradientReadyHook& hook) {
     for (size_t k = nodes_.size() - 1; k >= 1; --k) {
       Node& node = nodes_[k];
+      if (node.passes_gradient) {
+        for (size_t j = 0; j < node.inputs.size(); ++j) {
+          const int in = node.inputs[j];
+          if (in == 0 || shared_[k][j]) continue;
+          if (node.direct[j]) {
+            ctx_->Convert(grads_[k], grads_[in]);
+          } else if (scratch_[k][j].empty()) {  // same layout: add it as it is
+            ctx_->Accumulate(grads_[in], grads_[k]);
+          } else {
+            ctx_->Convert(grads_[k], scratch_[k][j]);
+            ctx_->Accumulate(grads_[in], scratch_[k][j]);
+          }
+        }
+        continue;  // no parameters
+      }
       std::vector<Tensor> grad_inputs(node.inputs.size());  // empty for the images: not wanted
       for (size_t j = 0; j < node.inputs.size(); ++j) {
         int in = node.inputs[j];
@@ -149,18 +277,11 @@ class GraphModel final : public Model {
       node.layer->Backward(*ctx_, inputs, outputs_[k], grads_[k], absl::MakeSpan(grad_inputs));
       ctx_->Synchronize();
       for (size_t j = 0; j < node.inputs.size(); ++j) {
-        if (node.inputs[j] != 0 && !node.direct[j]) AddInto(grads_[node.inputs[j]], grad_inputs[j]);
+        if (node.inputs[j] != 0 && !node.direct[j]) ctx_->Accumulate(grads_[node.inputs[j]], grad_inputs[j]);
       }
       if (!hook) continue;
       for (int p = static_cast<int>(node.layer->parameters().size()) - 1; p >= 0; --p) hook(node.first_variable + p);
     }
-  }
-
-  // Host tensors only, as every device's tensors are today.
-  static void AddInto(const Tensor& sum, const Tensor& addend) {
-    float* s = sum.data();
-    const float* a = addend.data();
-    for (int64_t i = 0; i < sum.num_elements(); ++i) s[i] += a[i];
   }
 
   const std::string name_;
@@ -172,10 +293,15 @@ class GraphModel final : public Model {
   std::vector<Variable> variables_;
   std::vector<const Parameter*> params_;  // parallel to variables_
 
-  int64_t batch_ = -1;
-  std::vector<Tensor> outputs_;               // [node]; outputs_[0] is the images
-  std::vector<Tensor> grads_;                 // [node]; grads_[0] stays empty
-  std::vector<std::vector<Tensor>> scratch_;  // [node][input], where !direct
+  std::vector<Tensor> outputs_;  // [node]; outputs_[0] is the images
+  // Gradient plan, remade when an activation is reallocated.
+  bool gradient_plan_stale_ = true;
+  std::vector<Tensor> grads_;                 // [node]; grads_[0] stays empty; may share buffers
+  std::vector<Tensor> owned_grads_;           // [node]: kept across plans, for reuse
+  std::vector<int> parent_;                   // [node]: whose gradient buffer it shares, or -1
+  std::vector<std::vector<bool>> shared_;     // [node][input]: that input shares this node's buffer
+  std::vector<std::vector<Tensor>> scratch_;  // [node][input], where !direct (and not passed through)
+  Tensor plain_logits_, plain_grad_logits_;   // when the logits layer's output is not plain
 };
 
 }  // namespace
@@ -259,6 +385,25 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
     return absl::InvalidArgumentError(absl::StrCat(where, "logits \"", nodes[logits_node].name, "\" are ",
                                                    ShapeToString(nodes[logits_node].shape), ", want [", num_classes,
                                                    "]"));
+  }
+  for (size_t k = 1; k < nodes.size(); ++k) {
+    for (int in : nodes[k].inputs) nodes[in].consumers.push_back(static_cast<int>(k));
+  }
+  // Fusion: a parameterless layer that is the only reader of its input's
+  // output is offered to the layer producing that input.
+  std::vector<bool> fused_next(nodes.size(), false);
+  for (size_t k = 1; k < nodes.size(); ++k) {
+    Node& node = nodes[k];
+    if (node.inputs.size() != 1 || !node.layer->parameters().empty()) continue;
+    const int j = node.inputs[0];
+    if (j == 0 || nodes[j].consumers.size() != 1 || nodes[j].computed_by >= 0 || fused_next[j]) continue;
+    if (nodes[j].layer->Fuse(specs[k].spec)) {
+      node.computed_by = j;
+      fused_next[j] = true;
+    }
+  }
+  for (size_t k = 1; k < nodes.size(); ++k) {
+    nodes[k].passes_gradient = nodes[k].computed_by >= 0 || nodes[k].layer->PassesGradientThrough();
   }
   // In backward order, the first writer of each node's gradient writes it directly.
   std::vector<bool> written(nodes.size(), false);

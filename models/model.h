@@ -51,6 +51,9 @@ class Model {
   virtual EvalResult Evaluate(const Tensor& images, const int32_t* labels) = 0;
   // Per-example output shape of every layer, in construction order, with names.
   virtual std::vector<std::pair<std::string, Shape>> LayerShapes() const = 0;
+  // Sum of the layers' Layer::ForwardFlopsPerExample() (multiply-add = 2
+  // FLOPs; conv and dense layers only). Training step ~ 3x this per example.
+  virtual int64_t ForwardFlopsPerExample() const = 0;
 };
 
 // Builds a model graph. Node 0 is the input.

@@ -4,18 +4,32 @@
 // model zoo only ever speaks LayerSpecs, so a CUDA implementation slots in
 // beside the oneDNN one without touching models. Contracts:
 //   * Setup() is called once with per-example input shapes (no batch dim); it
+//     validates them (InvalidArgument naming the layer type and the shapes),
 //     creates the parameters (zero-filled; the model initialises them) and
 //     returns the per-example output shape.
 //   * Forward()/Backward() take batched tensors [N, ...]; implementations cache
-//     their primitives per input shape, so alternating batch sizes (train vs
-//     eval) costs one creation each.
-//   * The caller allocates `output` ([N] + Setup's shape) and every
-//     grad_inputs[i] (inputs[i]'s shape); layers write into them and never
-//     re-point them. An empty() grad_inputs[i] is not wanted (e.g. the images)
-//     and is left alone, which saves the work.
+//     their primitives per input shape and layout, so alternating batch sizes
+//     (train vs eval) costs one creation each.
+//   * Layouts. Activations may carry a device-specific TensorLayout (e.g. a
+//     oneDNN blocked format); a layer accepts inputs in any layout (converting
+//     internally where its primitive needs another) and chooses its output's:
+//     OutputLayout(inputs) says which, for inputs with those shapes and
+//     layouts (their data is not read). Gradients have the layout of the
+//     tensor they are the gradient of: grad_output is laid out as the output,
+//     grad_inputs[i] as inputs[i]. Parameter values and grads are always plain
+//     row-major (they are exchanged with parameter servers); a layer keeps any
+//     blocked copies of its weights to itself. The model's input and its
+//     logits are plain; flatten and dense produce plain outputs.
+//   * The caller allocates `output` ([N] + Setup's shape, in OutputLayout())
+//     and every grad_inputs[i] (inputs[i]'s shape and layout); layers write
+//     into them and never re-point them. An empty() grad_inputs[i] is not
+//     wanted (e.g. the images) and is left alone, which saves the work.
 //   * Backward() overwrites grad_inputs[i] (the model sums fan-out) and
 //     overwrites every parameter's grad. It follows a Forward() on the same
-//     inputs (a layer may keep state from it).
+//     inputs (a layer may keep state from it, e.g. a dropout mask).
+//   * Optional, for the model's benefit: Fuse() (take over the parameterless
+//     layer that follows) and PassesGradientThrough() (the model moves such
+//     a layer's gradients itself, sharing buffers where it can).
 //   * A layer is used by one thread at a time.
 #pragma once
 
@@ -60,6 +74,12 @@ class DeviceContext {
   virtual Device device() const = 0;
   // Blocks until queued work is finished.
   virtual void Synchronize() = 0;
+  // Copies src into dst (same shape), converting between their layouts;
+  // either may be plain. This is how plain data enters or leaves a layer
+  // chain whose activations are blocked.
+  virtual void Convert(const Tensor& src, const Tensor& dst) = 0;
+  // sum += addend, elementwise; same shape and layout (padding included).
+  virtual void Accumulate(const Tensor& sum, const Tensor& addend) = 0;
 };
 
 // Creates the context for `device`.
@@ -76,9 +96,18 @@ struct LayerSpec {
   std::map<std::string, std::vector<int64_t>> ints;
   std::map<std::string, double> floats;
 
-  LayerSpec& Int(const std::string& key, int64_t v) { ints[key] = {v}; return *this; }
-  LayerSpec& Ints(const std::string& key, std::vector<int64_t> v) { ints[key] = std::move(v); return *this; }
-  LayerSpec& Float(const std::string& key, double v) { floats[key] = v; return *this; }
+  LayerSpec& Int(const std::string& key, int64_t v) {
+    ints[key] = {v};
+    return *this;
+  }
+  LayerSpec& Ints(const std::string& key, std::vector<int64_t> v) {
+    ints[key] = std::move(v);
+    return *this;
+  }
+  LayerSpec& Float(const std::string& key, double v) {
+    floats[key] = v;
+    return *this;
+  }
   // Attribute readers; `fallback` when absent.
   int64_t GetInt(const std::string& key, int64_t fallback) const;
   std::vector<int64_t> GetInts(const std::string& key, std::vector<int64_t> fallback) const;
@@ -93,6 +122,32 @@ class Layer {
   virtual void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) = 0;
   virtual void Backward(DeviceContext& ctx, absl::Span<const Tensor> inputs, const Tensor& output,
                         const Tensor& grad_output, absl::Span<Tensor> grad_inputs) = 0;
+
+  // The layout of Forward()'s output for batched inputs shaped and laid out
+  // like `inputs` (only their shapes and layouts are read); null is plain.
+  // Called before Forward() (by the model whenever the inputs change); may
+  // create and cache the primitives for those inputs. Default: plain.
+  virtual TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) { return nullptr; }
+
+  // Forward FLOPs for one example at Setup()'s shapes, a multiply-add
+  // counting as 2: convolutions and dense layers (the compute-bound work)
+  // count; elementwise, normalisation, pooling and data-movement layers
+  // count 0, so totals match the FLOP counts published for the zoo's
+  // models. A training step is conventionally 3x forward. Valid after Setup().
+  virtual int64_t ForwardFlopsPerExample() const { return 0; }
+
+  // Fusion, optional. After Setup(), the model offers a layer the spec of
+  // the parameterless layer that alone reads its output (e.g. the relu after
+  // a batch_norm). Accepting (true) means this layer computes next(this(x))
+  // from then on: its output is next's output, and its grad_output is
+  // d(loss)/d(next's output); the model then runs `next` as a no-op that
+  // shares this layer's output. Saves a pass over memory each way.
+  virtual bool Fuse(const LayerSpec& next) { return false; }
+
+  // True when Backward() copies grad_output unchanged into every grad_input
+  // (add): the model may skip Backward() and share or sum gradient buffers
+  // itself. Backward() must still work. Such a layer has no parameters.
+  virtual bool PassesGradientThrough() const { return false; }
 
   std::vector<Parameter>& parameters() { return parameters_; }
 
@@ -119,10 +174,8 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, Device
 std::vector<std::string> RegisteredLayerTypes(DeviceKind kind);
 absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind);
 
-#define PSTRAIN_REGISTER_LAYER(type, kind, cls)                                        \
-  static const bool PSTRAIN_CONCAT(pstrain_layer_registered_, __LINE__) =             \
-      ::pstrain::RegisterLayer(type, kind, [](const ::pstrain::LayerSpec& spec) {      \
-        return std::unique_ptr<::pstrain::Layer>(new cls(spec));                       \
-      })
+#define PSTRAIN_REGISTER_LAYER(type, kind, cls)                                                     \
+  static const bool PSTRAIN_CONCAT(pstrain_layer_registered_, __LINE__) = ::pstrain::RegisterLayer( \
+      type, kind, [](const ::pstrain::LayerSpec& spec) { return std::unique_ptr<::pstrain::Layer>(new cls(spec)); })
 
 }  // namespace pstrain

@@ -22,7 +22,10 @@ void FillUniform(std::mt19937_64& rng, const Tensor& t, double lo, double hi, do
   }
 }
 
-void Fill(const Tensor& t, float value) { std::fill(t.span().begin(), t.span().end(), value); }
+// Fills the whole buffer, padding of a laid-out tensor included.
+void Fill(const Tensor& t, float value) { std::fill(t.data(), t.data() + t.num_bytes() / sizeof(float), value); }
+
+std::string LayoutName(const TensorLayoutPtr& layout) { return layout ? layout->ToString() : "plain"; }
 
 // Compares analytic and numeric gradients of one tensor, element by element;
 // `loss` evaluates L at the tensor's current values.
@@ -61,8 +64,8 @@ void CheckTensor(const std::string& what, const Tensor& x, const Tensor& analyti
 }  // namespace
 
 std::string GradientCheckReport::ToString() const {
-  return absl::StrFormat("max relative error %.3g over %d elements, worst at %s", max_relative_error, elements_checked,
-                         worst);
+  return absl::StrFormat("max relative error %.3g over %d elements, worst at %s (output %s)", max_relative_error,
+                         elements_checked, worst, output_layout.empty() ? "plain" : output_layout);
 }
 
 absl::StatusOr<GradientCheckReport> CheckLayerGradients(const LayerSpec& spec, DeviceContext& ctx,
@@ -80,41 +83,66 @@ absl::StatusOr<GradientCheckReport> CheckLayerGradients(const LayerSpec& spec, D
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Layer> layer, CreateLayer(spec, ctx.device().kind));
   PSTRAIN_ASSIGN_OR_RETURN(Shape out_shape, layer->Setup(per_example));
+  if (!options.fuse_next.type.empty() && !layer->Fuse(options.fuse_next)) {
+    return absl::FailedPreconditionError(absl::StrCat(spec.type, " refused to fuse ", options.fuse_next.type));
+  }
   out_shape.insert(out_shape.begin(), batch);
 
   std::mt19937_64 rng(options.seed);
-  std::vector<Tensor> inputs;
-  for (const Shape& s : input_shapes) {
-    inputs.emplace_back(s);
+  std::vector<Tensor> inputs;         // plain: what is perturbed
+  std::vector<Tensor> device_inputs;  // what the layer reads (the same tensors when plain)
+  for (size_t i = 0; i < input_shapes.size(); ++i) {
+    inputs.emplace_back(input_shapes[i]);
     FillUniform(rng, inputs.back(), -1, 1, options.input_min_abs);
+    TensorLayoutPtr layout = i < options.input_layouts.size() ? options.input_layouts[i] : nullptr;
+    device_inputs.push_back(layout ? Tensor(input_shapes[i], layout) : inputs.back());
   }
   for (Parameter& p : layer->parameters()) FillUniform(rng, p.value, -1, 1);
   Tensor projection(out_shape);
   FillUniform(rng, projection, -1, 1);
-  Tensor output(out_shape);
+  Tensor output(out_shape, layer->OutputLayout(ctx, device_inputs));
+  Tensor plain_output = output.is_plain() ? output : Tensor(out_shape);
 
   auto loss = [&]() -> double {
-    layer->Forward(ctx, inputs, output, /*training=*/true);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!device_inputs[i].is_plain()) ctx.Convert(inputs[i], device_inputs[i]);
+    }
+    layer->Forward(ctx, device_inputs, output, /*training=*/true);
+    if (!output.is_plain()) ctx.Convert(output, plain_output);
     ctx.Synchronize();
     double l = 0;
-    for (int64_t i = 0; i < output.num_elements(); ++i) l += double{output.data()[i]} * projection.data()[i];
+    for (int64_t i = 0; i < plain_output.num_elements(); ++i) {
+      l += double{plain_output.data()[i]} * projection.data()[i];
+    }
     return l;
   };
 
   // Analytic gradients at the unperturbed point.
   loss();
+  Tensor grad_output = projection;
+  if (!output.is_plain()) {
+    grad_output = Tensor(out_shape, output.layout());
+    ctx.Convert(projection, grad_output);
+  }
   std::vector<Tensor> grad_inputs;
-  for (const Shape& s : input_shapes) {
-    grad_inputs.emplace_back(s);
+  for (const Tensor& in : device_inputs) {
+    grad_inputs.emplace_back(in.shape(), in.layout());
     Fill(grad_inputs.back(), kGarbage);
   }
   for (Parameter& p : layer->parameters()) Fill(p.grad, kGarbage);
-  layer->Backward(ctx, inputs, output, projection, absl::MakeSpan(grad_inputs));
+  layer->Backward(ctx, device_inputs, output, grad_output, absl::MakeSpan(grad_inputs));
+  for (Tensor& g : grad_inputs) {
+    if (g.is_plain()) continue;
+    Tensor plain(g.shape());
+    ctx.Convert(g, plain);
+    g = plain;
+  }
   ctx.Synchronize();
   std::vector<Tensor> grad_params;
   for (Parameter& p : layer->parameters()) grad_params.push_back(p.grad.Clone());
 
   GradientCheckReport report;
+  report.output_layout = LayoutName(output.layout());
   for (size_t i = 0; i < inputs.size(); ++i) {
     CheckTensor(absl::StrCat("input ", i), inputs[i], grad_inputs[i], loss, options, report);
   }

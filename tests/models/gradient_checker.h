@@ -15,6 +15,12 @@
 // from [-1, 1]; forward runs in training mode. The backward's outputs are
 // pre-filled with garbage, so a layer that accumulates instead of overwriting
 // fails. Tensors are host tensors (today every device's are).
+//
+// Layouts: inputs are drawn plain and, where options.input_layouts says so,
+// converted (ctx.Convert) into a device layout before each Forward(); the
+// output is allocated in the layer's OutputLayout() and converted back to
+// plain to evaluate L; grad_output and grad_inputs follow the Layer contract
+// (laid out as the output and the inputs).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +45,11 @@ struct GradientCheckOptions {
   // as relu's at 0 (set it above `step` for such layers).
   double input_min_abs = 0;
   uint64_t seed = 1;
+  // Per input: the layout it is fed to the layer in (null or missing: plain).
+  std::vector<TensorLayoutPtr> input_layouts;
+  // When its type is set: offered to the layer's Fuse() after Setup() (the
+  // check fails if refused), so the fused function is what is checked.
+  LayerSpec fuse_next;
 };
 
 struct GradientCheckReport {
@@ -46,6 +57,8 @@ struct GradientCheckReport {
   // Where the worst error is, e.g. "param weights[7]: analytic 0.31 numeric 0.29".
   std::string worst;
   int64_t elements_checked = 0;
+  // The layout the layer chose for its output: "plain" or the layout's ToString().
+  std::string output_layout;
   std::string ToString() const;
 };
 

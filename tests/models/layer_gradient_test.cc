@@ -1,4 +1,8 @@
 // Every layer's backward against finite differences, on every device kind.
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "tests/models/gradient_checker.h"
 
@@ -34,6 +38,122 @@ TYPED_TEST(LayerGradientTest, Flatten) {
 
 TYPED_TEST(LayerGradientTest, Add) {
   EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"add"}, this->ctx(), {{3, 4}, {3, 4}, {3, 4}}));
+}
+
+// ---- conv2d ----
+
+LayerSpec Conv(int64_t filters, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding,
+               int64_t groups = 1, int64_t bias = 1) {
+  return LayerSpec{"conv2d"}
+      .Int("filters", filters)
+      .Ints("kernel", std::move(kernel))
+      .Ints("stride", std::move(stride))
+      .Ints("padding", std::move(padding))
+      .Int("groups", groups)
+      .Int("bias", bias);
+}
+
+TYPED_TEST(LayerGradientTest, Conv2dSamePaddingWithBias) {
+  EXPECT_TRUE(LayerGradientsMatch(Conv(6, {3, 3}, {1, 1}, {1, 1}), this->ctx(), {{2, 4, 5, 5}}));
+}
+
+TYPED_TEST(LayerGradientTest, Conv2dStridedNoBias) {
+  EXPECT_TRUE(LayerGradientsMatch(Conv(5, {3, 3}, {2, 2}, {1, 1}, 1, /*bias=*/0), this->ctx(), {{2, 3, 7, 6}}));
+}
+
+TYPED_TEST(LayerGradientTest, Conv2dRectangularKernelUnevenStridePadding) {
+  EXPECT_TRUE(LayerGradientsMatch(Conv(4, {3, 2}, {2, 1}, {1, 0}), this->ctx(), {{2, 3, 6, 5}}));
+}
+
+TYPED_TEST(LayerGradientTest, Conv2dGroups) {
+  EXPECT_TRUE(LayerGradientsMatch(Conv(6, {3, 3}, {1, 1}, {1, 1}, /*groups=*/2), this->ctx(), {{2, 4, 4, 4}}));
+  EXPECT_TRUE(LayerGradientsMatch(Conv(4, {3, 3}, {1, 1}, {0, 0}, /*groups=*/4, 0), this->ctx(), {{2, 4, 5, 5}}));
+}
+
+TYPED_TEST(LayerGradientTest, Conv2dOneByOneWideChannels) {
+  // 16 channels in and out: the blocked (nChw8c) formats on AVX2 CPUs.
+  EXPECT_TRUE(LayerGradientsMatch(Conv(16, {1, 1}, {1, 1}, {0, 0}), this->ctx(), {{2, 16, 3, 3}}));
+}
+
+TYPED_TEST(LayerGradientTest, Conv2dDefaultsAndSingleIntAttributes) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"conv2d"}.Int("filters", 3).Int("kernel", 2), this->ctx(), {{1, 2, 4, 3}}));
+}
+
+// ---- batch_norm (training mode: batch statistics) ----
+
+TYPED_TEST(LayerGradientTest, BatchNormSpatial) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"batch_norm"}, this->ctx(), {{4, 3, 3, 3}}));
+}
+
+TYPED_TEST(LayerGradientTest, BatchNormFeatures) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"batch_norm"}.Float("epsilon", 1e-5), this->ctx(), {{8, 5}}));
+}
+
+TYPED_TEST(LayerGradientTest, BatchNormWideChannels) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"batch_norm"}, this->ctx(), {{3, 16, 2, 2}}));
+}
+
+// ---- pooling ----
+
+LayerSpec Pool(const std::string& type, int64_t k, int64_t s, int64_t p) {
+  return LayerSpec{type}.Ints("kernel", {k, k}).Ints("stride", {s, s}).Ints("padding", {p, p});
+}
+
+// Max pooling is piecewise linear: a small step keeps the finite differences
+// from swapping two near-equal maxima (the loss is exact there anyway).
+GradientCheckOptions MaxPoolOptions() {
+  GradientCheckOptions options;
+  options.step = 1e-3;
+  return options;
+}
+
+TYPED_TEST(LayerGradientTest, MaxPoolNonOverlapping) {
+  EXPECT_TRUE(LayerGradientsMatch(Pool("max_pool", 2, 2, 0), this->ctx(), {{2, 3, 4, 6}}, MaxPoolOptions()));
+}
+
+TYPED_TEST(LayerGradientTest, MaxPoolOverlappingPadded) {
+  EXPECT_TRUE(LayerGradientsMatch(Pool("max_pool", 3, 2, 1), this->ctx(), {{2, 3, 7, 7}}, MaxPoolOptions()));
+  EXPECT_TRUE(LayerGradientsMatch(Pool("max_pool", 3, 2, 0), this->ctx(), {{2, 2, 6, 6}}, MaxPoolOptions()));
+}
+
+TYPED_TEST(LayerGradientTest, AvgPool) {
+  EXPECT_TRUE(LayerGradientsMatch(Pool("avg_pool", 2, 2, 0), this->ctx(), {{2, 3, 4, 4}}));
+  EXPECT_TRUE(LayerGradientsMatch(Pool("avg_pool", 3, 2, 1), this->ctx(), {{2, 3, 6, 5}}));  // overlapping, padded
+  EXPECT_TRUE(LayerGradientsMatch(Pool("avg_pool", 3, 1, 1), this->ctx(), {{1, 2, 4, 4}}));
+}
+
+TYPED_TEST(LayerGradientTest, GlobalAvgPool) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"global_avg_pool"}, this->ctx(), {{2, 4, 3, 5}}));
+}
+
+// ---- lrn ----
+
+TYPED_TEST(LayerGradientTest, LrnAlexNetParameters) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"lrn"}.Float("k", 2.0), this->ctx(), {{2, 7, 3, 3}}));
+}
+
+TYPED_TEST(LayerGradientTest, LrnStronglyNonlinear) {
+  // A large alpha makes the normalisation, not the identity, dominate.
+  EXPECT_TRUE(
+      LayerGradientsMatch(LayerSpec{"lrn"}.Int("size", 3).Float("alpha", 2.0).Float("beta", 0.75).Float("k", 1.0),
+                          this->ctx(), {{2, 6, 2, 3}}));
+}
+
+// ---- concat ----
+
+TYPED_TEST(LayerGradientTest, ConcatThreeInputs) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"concat"}, this->ctx(), {{2, 2, 3, 3}, {2, 3, 3, 3}, {2, 1, 3, 3}}));
+}
+
+TYPED_TEST(LayerGradientTest, ConcatFeatures) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"concat"}, this->ctx(), {{3, 4}, {3, 2}}));
+}
+
+// ---- dropout: with rate 0 the mask is all ones (the rest is in the
+// device-specific tests, which check the mask itself) ----
+
+TYPED_TEST(LayerGradientTest, DropoutRateZeroIsIdentity) {
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"dropout"}.Float("rate", 0.0), this->ctx(), {{3, 2, 2, 2}}));
 }
 
 TYPED_TEST(LayerGradientTest, SoftmaxCrossEntropy) {

@@ -14,7 +14,9 @@ using ::testing::HasSubstr;
 using ::testing::IsSupersetOf;
 
 TEST(LayerRegistryTest, CpuLayersAreRegistered) {
-  EXPECT_THAT(RegisteredLayerTypes(DeviceKind::kCpu), IsSupersetOf({"add", "dense", "flatten", "relu"}));
+  EXPECT_THAT(RegisteredLayerTypes(DeviceKind::kCpu),
+              IsSupersetOf({"add", "avg_pool", "batch_norm", "concat", "conv2d", "dense", "dropout", "flatten",
+                            "global_avg_pool", "lrn", "max_pool", "relu"}));
 }
 
 TEST(LayerRegistryTest, UnknownTypeIsNotFoundAndListsKnownTypes) {

@@ -224,7 +224,7 @@ TEST(SyncBackupWorkersTest, FewerReplicasToAggregateThanWorkersRunsToCompletion)
   config.set_replicas_to_aggregate(3);
   config.mutable_train()->set_batch_size_per_device(8);
   config.mutable_train()->set_steps(12);
-  config.mutable_timeouts()->set_sync_step_seconds(20);
+  config.mutable_timeouts()->set_sync_step_seconds(60);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
   int64_t dropped = 0;

@@ -1,12 +1,18 @@
 // add: y = x_0 + x_1 + ..., elementwise over inputs of one shape, on oneDNN
-// sum. No attributes, no parameters. Every input's gradient is grad_output.
-#include <map>
+// sum. No attributes, no parameters. Every input's gradient is grad_output
+// (converted to that input's layout).
+// Layouts: inputs in any formats; oneDNN chooses the output's (in practice
+// the first input's).
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
 
 namespace pstrain::cpu {
 namespace {
+
+using dnnl::memory;
 
 class Add final : public Layer {
  public:
@@ -22,36 +28,53 @@ class Add final : public Layer {
                                                        " vs ", ShapeToString(input_shapes[i])));
       }
     }
-    num_inputs_ = static_cast<int>(input_shapes.size());
     return input_shapes[0];
+  }
+
+  TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
+    return LayoutOf(PrimsFor(AsCpu(ctx), inputs).dst);
   }
 
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
-    const int64_t elements = inputs[0].num_elements();
-    auto it = cache_.find(elements);
-    if (it == cache_.end()) {
-      dnnl::memory::desc data = PlainDesc({elements});
-      std::vector<float> scales(num_inputs_, 1.0f);
-      std::vector<dnnl::memory::desc> srcs(num_inputs_, data);
-      it = cache_.emplace(elements, dnnl::sum(dnnl::sum::primitive_desc(data, scales, srcs, ctx.engine()))).first;
-    }
-    dnnl::memory::desc data = PlainDesc({elements});
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_DST, View(data, ctx, output)}};
-    for (int i = 0; i < num_inputs_; ++i) args.emplace(DNNL_ARG_MULTIPLE_SRC + i, View(data, ctx, inputs[i]));
-    ExecuteAndWait(ctx, it->second, args);
+    Prims& p = PrimsFor(ctx, inputs);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_DST, CheckedView(p.dst, ctx, output)}};
+    for (size_t i = 0; i < inputs.size(); ++i) args.emplace(DNNL_ARG_MULTIPLE_SRC + i, View(p.srcs[i], ctx, inputs[i]));
+    Run(ctx, p.sum, std::move(args));
   }
+
+  bool PassesGradientThrough() const override { return true; }
 
   void Backward(DeviceContext& ctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 absl::Span<Tensor> grad_inputs) override {
     for (Tensor& g : grad_inputs) {
-      if (!g.empty()) g.CopyFrom(grad_output);
+      if (!g.empty()) ctx.Convert(grad_output, g);  // a parallel copy when the layouts agree
     }
   }
 
  private:
-  int num_inputs_ = 0;
-  std::map<int64_t, dnnl::sum> cache_;  // by element count
+  struct Prims {
+    std::vector<memory::desc> srcs;  // the key
+    memory::desc dst;
+    Prim sum;
+  };
+
+  Prims& PrimsFor(CpuContext& ctx, absl::Span<const Tensor> inputs) {
+    std::vector<memory::desc> srcs;
+    for (const Tensor& t : inputs) srcs.push_back(DescOf(t));
+    for (auto& p : cache_) {
+      if (p->srcs == srcs) return *p;
+    }
+    auto p = std::make_unique<Prims>();
+    p->srcs = srcs;
+    dnnl::sum::primitive_desc pd(std::vector<float>(srcs.size(), 1.0f), srcs, ctx.engine(), ScratchpadAttr());
+    p->dst = pd.dst_desc();
+    p->sum = MakePrim(pd, Work::kMemory);
+    cache_.push_back(std::move(p));
+    return *cache_.back();
+  }
+
+  std::vector<std::unique_ptr<Prims>> cache_;
 };
 
 PSTRAIN_REGISTER_LAYER("add", DeviceKind::kCpu, Add);

@@ -1,7 +1,9 @@
-// flatten: [N, d1, d2, ...] -> [N, d1*d2*...]. No attributes, no parameters.
-// A copy (the output is its own buffer, as the Layer contract asks).
+// flatten: [N, d1, d2, ...] -> [N, d1*d2*...] in row-major (C, H, W) order.
+// No attributes, no parameters. The output is plain and its own buffer (as
+// the Layer contract asks); a blocked input is reordered into it, which is
+// where a blocked conv/pool chain hands over to dense layers.
 #include "absl/strings/str_cat.h"
-#include "models/layers/layer.h"
+#include "models/layers/cpu/dnnl_util.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -18,12 +20,22 @@ class Flatten final : public Layer {
   }
 
   void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
-    output.CopyFrom(inputs[0]);
+    if (inputs[0].is_plain()) {
+      output.CopyFrom(inputs[0]);
+    } else {
+      // Same buffer, viewed with the input's dims.
+      ctx.Convert(inputs[0], Tensor(inputs[0].shape(), DType::kFloat32, output.buffer()));
+    }
   }
 
   void Backward(DeviceContext& ctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 absl::Span<Tensor> grad_inputs) override {
-    if (!grad_inputs[0].empty()) grad_inputs[0].CopyFrom(grad_output);
+    if (grad_inputs[0].empty()) return;
+    if (grad_inputs[0].is_plain()) {
+      grad_inputs[0].CopyFrom(grad_output);
+    } else {
+      ctx.Convert(Tensor(inputs[0].shape(), DType::kFloat32, grad_output.buffer()), grad_inputs[0]);
+    }
   }
 };
 

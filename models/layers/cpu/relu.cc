@@ -1,7 +1,9 @@
 // relu: y = max(x, 0), elementwise, any shape, on oneDNN eltwise.
 // No attributes, no parameters. The gradient at x == 0 is 0.
-#include <map>
+// Layouts: works in the input's format; output likewise.
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
@@ -20,49 +22,56 @@ class Relu final : public Layer {
     return input_shapes[0];
   }
 
+  TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
+    return inputs[0].layout();
+  }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
-    Prims& p = PrimsFor(ctx, inputs[0].num_elements());
-    ExecuteAndWait(ctx, p.fwd,
-                   {{DNNL_ARG_SRC, View(p.data, ctx, inputs[0])}, {DNNL_ARG_DST, View(p.data, ctx, output)}});
+    Prims& p = PrimsFor(ctx, inputs[0]);
+    Run(ctx, p.fwd, {{DNNL_ARG_SRC, View(p.data, ctx, inputs[0])}, {DNNL_ARG_DST, CheckedView(p.data, ctx, output)}});
   }
 
   void Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 absl::Span<Tensor> grad_inputs) override {
     if (grad_inputs[0].empty()) return;
     CpuContext& ctx = AsCpu(dctx);
-    Prims& p = PrimsFor(ctx, inputs[0].num_elements());
+    Prims& p = PrimsFor(ctx, inputs[0]);
     if (!p.bwd) {
       dnnl::eltwise_backward::desc bwd(dnnl::algorithm::eltwise_relu, p.data, p.data, 0.f);
-      p.bwd.emplace(dnnl::eltwise_backward::primitive_desc(bwd, ctx.engine(), p.fwd_pd));
+      p.bwd = MakePrim(dnnl::eltwise_backward::primitive_desc(bwd, ScratchpadAttr(), ctx.engine(), p.fwd_pd),
+                       Work::kMemory);
     }
-    ExecuteAndWait(ctx, *p.bwd,
-                   {{DNNL_ARG_SRC, View(p.data, ctx, inputs[0])},
-                    {DNNL_ARG_DIFF_DST, View(p.data, ctx, grad_output)},
-                    {DNNL_ARG_DIFF_SRC, View(p.data, ctx, grad_inputs[0])}});
+    Run(ctx, *p.bwd,
+        {{DNNL_ARG_SRC, View(p.data, ctx, inputs[0])},
+         {DNNL_ARG_DIFF_DST, CheckedView(p.data, ctx, grad_output)},
+         {DNNL_ARG_DIFF_SRC, CheckedView(p.data, ctx, grad_inputs[0])}});
   }
 
  private:
-  // Elementwise, so tensors are viewed as 1-D and primitives keyed by size.
+  // Primitives for one input descriptor (input, output and gradients share it).
   struct Prims {
-    dnnl::memory::desc data;
+    dnnl::memory::desc data;  // the key
     dnnl::eltwise_forward::primitive_desc fwd_pd;
-    dnnl::eltwise_forward fwd;
-    std::optional<dnnl::eltwise_backward> bwd;
+    Prim fwd;
+    std::optional<Prim> bwd;
   };
 
-  Prims& PrimsFor(CpuContext& ctx, int64_t elements) {
-    auto it = cache_.find(elements);
-    if (it != cache_.end()) return it->second;
-    Prims p;
-    p.data = PlainDesc({elements});
-    dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, p.data, 0.f);
-    p.fwd_pd = dnnl::eltwise_forward::primitive_desc(fwd, ctx.engine());
-    p.fwd = dnnl::eltwise_forward(p.fwd_pd);
-    return cache_.emplace(elements, std::move(p)).first->second;
+  Prims& PrimsFor(CpuContext& ctx, const Tensor& input) {
+    const dnnl::memory::desc data = DescOf(input);
+    for (auto& p : cache_) {
+      if (p->data == data) return *p;
+    }
+    auto p = std::make_unique<Prims>();
+    p->data = data;
+    dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, data, 0.f);
+    p->fwd_pd = dnnl::eltwise_forward::primitive_desc(fwd, ScratchpadAttr(), ctx.engine());
+    p->fwd = MakePrim(p->fwd_pd, Work::kMemory);
+    cache_.push_back(std::move(p));
+    return *cache_.back();
   }
 
-  std::map<int64_t, Prims> cache_;  // by element count
+  std::vector<std::unique_ptr<Prims>> cache_;
 };
 
 PSTRAIN_REGISTER_LAYER("relu", DeviceKind::kCpu, Relu);

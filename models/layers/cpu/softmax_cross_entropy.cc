@@ -21,11 +21,11 @@ class SoftmaxCrossEntropy final : public LossLayer {
   float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels,
                         Tensor* grad_logits) override {
     CHECK_EQ(logits.rank(), 2) << "logits must be [N, classes], got " << ShapeToString(logits.shape());
+    CHECK(logits.is_plain()) << "logits must be plain, got " << logits.layout()->ToString();
     CpuContext& ctx = AsCpu(dctx);
     const int64_t n = logits.dim(0), classes = logits.dim(1);
     Prims& p = PrimsFor(ctx, logits.shape());
-    ExecuteAndWait(ctx, p.softmax,
-                   {{DNNL_ARG_SRC, View(p.data, ctx, logits)}, {DNNL_ARG_DST, View(p.data, ctx, p.probs)}});
+    Run(ctx, p.softmax, {{DNNL_ARG_SRC, View(p.data, ctx, logits)}, {DNNL_ARG_DST, View(p.data, ctx, p.probs)}});
 
     const float* probs = p.probs.data();
     double total = 0;
@@ -47,7 +47,7 @@ class SoftmaxCrossEntropy final : public LossLayer {
  private:
   struct Prims {
     dnnl::memory::desc data;
-    dnnl::softmax_forward softmax;
+    Prim softmax;
     Tensor probs;
   };
 
@@ -57,7 +57,7 @@ class SoftmaxCrossEntropy final : public LossLayer {
     Prims p;
     p.data = PlainDesc(shape);
     dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, p.data, /*softmax_axis=*/1);
-    p.softmax = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(desc, ctx.engine()));
+    p.softmax = MakePrim(dnnl::softmax_forward::primitive_desc(desc, ScratchpadAttr(), ctx.engine()), Work::kMemory);
     p.probs = Tensor(shape);
     return cache_.emplace(shape, std::move(p)).first->second;
   }

@@ -1,0 +1,342 @@
+// CPU (oneDNN) specifics of the layer library: blocked layouts, batch-norm
+// modes, the dropout mask, Setup errors and FLOP counts. The device-agnostic
+// gradient checks are in layer_gradient_test.cc.
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "models/layers/cpu/dnnl_util.h"
+#include "tests/models/gradient_checker.h"
+
+namespace pstrain::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class CpuLayersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ctx = CreateDeviceContext(Device::Cpu());
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    ctx_ = std::move(*ctx);
+  }
+
+  // nChw8c: oneDNN's AVX2 activation format.
+  static TensorLayoutPtr Blocked(const Shape& nchw) {
+    return std::make_shared<cpu::DnnlLayout>(dnnl::memory::desc(
+        dnnl::memory::dims(nchw.begin(), nchw.end()), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nChw8c));
+  }
+
+  static GradientCheckOptions BlockedInputs(const std::vector<Shape>& shapes, GradientCheckOptions options = {}) {
+    for (const Shape& s : shapes) options.input_layouts.push_back(Blocked(s));
+    return options;
+  }
+
+  // Gradient check with every input fed in nChw8c; also returns the report.
+  GradientCheckReport CheckBlocked(const LayerSpec& spec, const std::vector<Shape>& shapes,
+                                   GradientCheckOptions options = {}) {
+    auto report = CheckLayerGradients(spec, *ctx_, shapes, BlockedInputs(shapes, options));
+    EXPECT_TRUE(report.ok()) << report.status();
+    if (!report.ok()) return {};
+    EXPECT_LE(report->max_relative_error, options.tolerance) << spec.type << ": " << report->ToString();
+    return *report;
+  }
+
+  static Tensor Random(const Shape& shape, uint64_t seed) {
+    Tensor t(shape);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (float& v : t.span()) v = dist(rng);
+    return t;
+  }
+
+  std::unique_ptr<Layer> Make(const LayerSpec& spec, const std::vector<Shape>& per_example) {
+    auto layer = CreateLayer(spec, DeviceKind::kCpu);
+    EXPECT_TRUE(layer.ok()) << layer.status();
+    auto shape = (*layer)->Setup(per_example);
+    EXPECT_TRUE(shape.ok()) << shape.status();
+    return std::move(*layer);
+  }
+
+  absl::Status SetupError(const LayerSpec& spec, const std::vector<Shape>& per_example) {
+    auto layer = CreateLayer(spec, DeviceKind::kCpu);
+    if (!layer.ok()) return layer.status();
+    return (*layer)->Setup(per_example).status();
+  }
+
+  std::unique_ptr<DeviceContext> ctx_;
+};
+
+// ---- Layouts ----
+
+TEST_F(CpuLayersTest, ConvChoosesABlockedOutputForWideChannels) {
+  auto conv = Make(LayerSpec{"conv2d"}.Int("filters", 16).Ints("kernel", {3, 3}).Ints("padding", {1, 1}), {{16, 6, 6}});
+  Tensor input({2, 16, 6, 6});
+  TensorLayoutPtr layout = conv->OutputLayout(*ctx_, {input});
+  ASSERT_NE(layout, nullptr) << "oneDNN chose plain nchw: the blocked path is not exercised";
+  EXPECT_THAT(layout->ToString(), HasSubstr("blocks 8@1"));
+  EXPECT_GE(layout->num_bytes(), 2u * 16 * 6 * 6 * sizeof(float));
+}
+
+TEST_F(CpuLayersTest, GradientsWithBlockedInputs) {
+  // Every layer that reads activations, fed nChw8c. The channel counts are
+  // not multiples of 8 here and there, so padded blocks are covered too.
+  auto conv = CheckBlocked(LayerSpec{"conv2d"}.Int("filters", 8).Ints("kernel", {3, 3}).Ints("padding", {1, 1}),
+                           {{2, 8, 4, 4}});
+  EXPECT_NE(conv.output_layout, "plain");
+  CheckBlocked(LayerSpec{"conv2d"}.Int("filters", 5).Ints("kernel", {2, 2}).Ints("stride", {2, 2}), {{2, 3, 4, 4}});
+  CheckBlocked(LayerSpec{"conv2d"}.Int("filters", 16).Int("kernel", 3).Int("groups", 2).Int("bias", 0),
+               {{2, 16, 4, 4}});
+  auto bn = CheckBlocked(LayerSpec{"batch_norm"}, {{3, 10, 2, 2}});
+  EXPECT_NE(bn.output_layout, "plain");
+  GradientCheckOptions relu;
+  relu.input_min_abs = 0.05;
+  CheckBlocked(LayerSpec{"relu"}, {{2, 9, 2, 3}}, relu);
+  GradientCheckOptions max_pool;
+  max_pool.step = 1e-3;
+  CheckBlocked(LayerSpec{"max_pool"}.Int("kernel", 3).Int("stride", 2).Int("padding", 1), {{2, 8, 5, 5}}, max_pool);
+  CheckBlocked(LayerSpec{"avg_pool"}.Int("kernel", 3).Int("stride", 2).Int("padding", 1), {{2, 8, 5, 5}});
+  CheckBlocked(LayerSpec{"global_avg_pool"}, {{2, 12, 3, 3}});
+  CheckBlocked(LayerSpec{"lrn"}.Int("size", 3).Float("alpha", 1.0).Float("k", 2.0), {{2, 11, 2, 2}});
+  CheckBlocked(LayerSpec{"add"}, {{2, 8, 3, 3}, {2, 8, 3, 3}});
+  CheckBlocked(LayerSpec{"dense"}.Int("units", 4), {{2, 9, 2, 2}});
+  CheckBlocked(LayerSpec{"flatten"}, {{2, 9, 2, 2}});
+  CheckBlocked(LayerSpec{"dropout"}.Float("rate", 0.0), {{2, 9, 2, 2}});
+}
+
+TEST_F(CpuLayersTest, AddOfMixedLayouts) {
+  GradientCheckOptions options;
+  options.input_layouts = {Blocked({2, 8, 3, 3}), nullptr};
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"add"}, *ctx_, {{2, 8, 3, 3}, {2, 8, 3, 3}}, options));
+}
+
+TEST_F(CpuLayersTest, ConcatOfBlockedInputs) {
+  // Aligned to the 8-channel blocks: the output stays blocked.
+  auto aligned = CheckBlocked(LayerSpec{"concat"}, {{2, 8, 3, 3}, {2, 16, 3, 3}, {2, 8, 3, 3}});
+  EXPECT_NE(aligned.output_layout, "plain");
+  // Off the blocks (3 + 5 + 2 channels): slices are not addressable in
+  // nChw8c, so the output falls back to plain; gradients still match.
+  auto unaligned = CheckBlocked(LayerSpec{"concat"}, {{2, 3, 2, 2}, {2, 5, 2, 2}, {2, 2, 2, 2}});
+  EXPECT_EQ(unaligned.output_layout, "plain");
+}
+
+TEST_F(CpuLayersTest, ConvertRoundTripsThroughABlockedLayout) {
+  Tensor plain = Random({2, 5, 3, 3}, 1);
+  Tensor blocked({2, 5, 3, 3}, Blocked({2, 5, 3, 3}));
+  EXPECT_EQ(blocked.num_bytes(), 2u * 8 * 3 * 3 * sizeof(float));  // padded to 8 channels
+  ctx_->Convert(plain, blocked);
+  Tensor back({2, 5, 3, 3});
+  ctx_->Convert(blocked, back);
+  for (int64_t i = 0; i < plain.num_elements(); ++i) ASSERT_EQ(plain.data()[i], back.data()[i]) << i;
+  // Accumulate in a blocked layout = elementwise sum.
+  Tensor twice = blocked.Clone();
+  ctx_->Accumulate(twice, blocked);
+  ctx_->Convert(twice, back);
+  for (int64_t i = 0; i < plain.num_elements(); ++i) ASSERT_EQ(2 * plain.data()[i], back.data()[i]) << i;
+}
+
+// ---- batch_norm ----
+
+TEST_F(CpuLayersTest, BatchNormWithFusedRelu) {
+  GradientCheckOptions options;
+  options.fuse_next = LayerSpec{"relu"};
+  options.step = 1e-3;  // rarely straddles the relu's kink
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"batch_norm"}, *ctx_, {{4, 3, 3, 3}}, options));
+  options.input_layouts = {Blocked({3, 10, 2, 2})};
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"batch_norm"}, *ctx_, {{3, 10, 2, 2}}, options));
+  // Only a relu fuses.
+  auto bn = Make(LayerSpec{"batch_norm"}, {{3, 2, 2}});
+  EXPECT_FALSE(bn->Fuse(LayerSpec{"dropout"}));
+  EXPECT_TRUE(bn->Fuse(LayerSpec{"relu"}));
+  // The fused output is relu(bn(x)) in both modes.
+  Tensor x = Random({2, 3, 2, 2}, 9), train({2, 3, 2, 2}), infer({2, 3, 2, 2});
+  bn->Forward(*ctx_, {x}, train, true);
+  bn->Forward(*ctx_, {x}, infer, false);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    ASSERT_GE(train.data()[i], 0);
+    ASSERT_GE(infer.data()[i], 0);
+    zeros += train.data()[i] == 0;
+  }
+  EXPECT_GT(zeros, 0);
+}
+
+TEST_F(CpuLayersTest, BatchNormInferenceUsesRunningStatistics) {
+  const Shape shape = {4, 2, 3, 3};
+  auto bn = Make(LayerSpec{"batch_norm"}.Float("momentum", 0.9).Float("epsilon", 1e-3), {{2, 3, 3}});
+  Tensor x = Random(shape, 3);
+  for (int64_t i = 0; i < x.num_elements(); ++i) x.data()[i] = 2 * x.data()[i] + 0.5f;  // mean 0.5, var ~ 4/3
+  bn->parameters()[0].value.data()[0] = 1.5f;                                           // gamma
+  bn->parameters()[0].value.data()[1] = 0.5f;
+  bn->parameters()[1].value.data()[0] = 0.25f;  // beta
+  bn->parameters()[1].value.data()[1] = -1.0f;
+  Tensor train(shape), infer(shape);
+  const int steps = 3;
+  for (int s = 0; s < steps; ++s) bn->Forward(*ctx_, {x}, train, /*training=*/true);
+  bn->Forward(*ctx_, {x}, infer, /*training=*/false);
+
+  const int64_t m = 4 * 9;
+  for (int c = 0; c < 2; ++c) {
+    double sum = 0, sum_sq = 0;
+    for (int n = 0; n < 4; ++n) {
+      for (int i = 0; i < 9; ++i) {
+        double v = x.data()[(n * 2 + c) * 9 + i];
+        sum += v;
+        sum_sq += v * v;
+      }
+    }
+    const double mean = sum / m, var = sum_sq / m - mean * mean;
+    // Running averages after `steps` updates from (0, 1), Bessel-corrected variance.
+    const double decay = std::pow(0.9, steps);
+    const double running_mean = (1 - decay) * mean;
+    const double running_var = decay * 1 + (1 - decay) * var * m / (m - 1);
+    const double gamma = bn->parameters()[0].value.data()[c], beta = bn->parameters()[1].value.data()[c];
+    for (int n = 0; n < 4; ++n) {
+      for (int i = 0; i < 9; ++i) {
+        const int64_t k = (n * 2 + c) * 9 + i;
+        const double v = x.data()[k];
+        EXPECT_NEAR(train.data()[k], gamma * (v - mean) / std::sqrt(var + 1e-3) + beta, 1e-4) << k;
+        EXPECT_NEAR(infer.data()[k], gamma * (v - running_mean) / std::sqrt(running_var + 1e-3) + beta, 1e-4) << k;
+        EXPECT_GT(std::fabs(train.data()[k] - infer.data()[k]), 1e-3) << "the modes must differ at " << k;
+      }
+    }
+  }
+}
+
+// ---- dropout ----
+
+TEST_F(CpuLayersTest, DropoutMaskIsInvertedDeterministicAndSharedWithBackward) {
+  const Shape shape = {8, 4, 16, 16};
+  const double rate = 0.3;
+  auto make = [&](int64_t seed) {
+    return Make(LayerSpec{"dropout"}.Float("rate", rate).Int("seed", seed), {{4, 16, 16}});
+  };
+  auto a = make(7), b = make(7), c = make(8);
+  Tensor x = Random(shape, 5);
+  Tensor ya(shape), yb(shape), yc(shape), ya2(shape);
+  a->Forward(*ctx_, {x}, ya, true);
+  b->Forward(*ctx_, {x}, yb, true);
+  c->Forward(*ctx_, {x}, yc, true);
+
+  // Kept elements are scaled by 1 / (1 - rate); about `rate` are dropped.
+  int64_t dropped = 0;
+  const float keep = static_cast<float>(1 / (1 - rate));
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    if (ya.data()[i] == 0) {
+      ++dropped;
+    } else {
+      ASSERT_FLOAT_EQ(ya.data()[i], x.data()[i] * keep) << i;
+    }
+  }
+  const double fraction = static_cast<double>(dropped) / x.num_elements();
+  EXPECT_NEAR(fraction, rate, 0.02);
+
+  // Backward multiplies by the same mask: grad_x * x == grad_y * y elementwise.
+  Tensor grad_y = Random(shape, 6), grad_x(shape);
+  a->Backward(*ctx_, {x}, ya, grad_y, absl::MakeSpan(&grad_x, 1));
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    ASSERT_FLOAT_EQ(grad_x.data()[i] * x.data()[i], grad_y.data()[i] * ya.data()[i]) << i;
+  }
+
+  // Same seed, same masks; another seed or the next step, another mask.
+  int64_t same_b = 0, same_c = 0, same_next = 0;
+  a->Forward(*ctx_, {x}, ya2, true);
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    same_b += (ya.data()[i] == 0) == (yb.data()[i] == 0);
+    same_c += (ya.data()[i] == 0) == (yc.data()[i] == 0);
+    same_next += (ya.data()[i] == 0) == (ya2.data()[i] == 0);
+  }
+  EXPECT_EQ(same_b, x.num_elements());
+  EXPECT_LT(same_c, x.num_elements() * 0.7);
+  EXPECT_LT(same_next, x.num_elements() * 0.7);
+
+  // Inference is the identity.
+  Tensor inference(shape);
+  a->Forward(*ctx_, {x}, inference, false);
+  for (int64_t i = 0; i < x.num_elements(); ++i) ASSERT_EQ(inference.data()[i], x.data()[i]);
+}
+
+// ---- Setup errors ----
+
+TEST_F(CpuLayersTest, SetupErrorsNameTheLayerAndShapes) {
+  auto conv = [](int64_t k) { return LayerSpec{"conv2d"}.Int("filters", 4).Ints("kernel", {k, k}); };
+  absl::Status s = SetupError(conv(5), {{3, 4, 4}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("conv2d"));
+  EXPECT_THAT(s.message(), HasSubstr("[3,4,4]"));
+  EXPECT_THAT(s.message(), HasSubstr("kernel [5,5]"));
+  EXPECT_TRUE(SetupError(conv(5).Ints("padding", {1, 1}), {{3, 4, 4}}).ok());  // fits once padded
+
+  EXPECT_THAT(SetupError(conv(3), {{3, 8}}).message(), HasSubstr("[channels, height, width]"));
+  EXPECT_THAT(SetupError(LayerSpec{"conv2d"}.Int("kernel", 3), {{3, 8, 8}}).message(), HasSubstr("filters"));
+  EXPECT_THAT(SetupError(LayerSpec{"conv2d"}.Int("filters", 2), {{3, 8, 8}}).message(), HasSubstr("kernel"));
+  EXPECT_THAT(SetupError(conv(3).Int("groups", 2), {{3, 8, 8}}).message(), HasSubstr("groups 2 must divide"));
+  EXPECT_THAT(SetupError(conv(3).Ints("stride", {0, 1}), {{3, 8, 8}}).message(), HasSubstr("\"stride\" must be >= 1"));
+  EXPECT_THAT(SetupError(conv(3).Ints("padding", {1, 1, 1}), {{3, 8, 8}}).message(), HasSubstr("1 or 2 ints"));
+  EXPECT_THAT(SetupError(conv(3).Int("bias", 2), {{3, 8, 8}}).message(), HasSubstr("bias"));
+
+  EXPECT_THAT(
+      SetupError(LayerSpec{"max_pool"}.Int("kernel", 3), {{2, 2, 2}}).message(),
+      HasSubstr("max_pool window (kernel [3,3] stride [3,3] padding [0,0]) is larger than the padded input [2,2,2]"));
+  EXPECT_THAT(SetupError(LayerSpec{"avg_pool"}.Int("kernel", 2).Int("padding", 2), {{2, 4, 4}}).message(),
+              HasSubstr("padding must be smaller than the kernel"));
+  EXPECT_THAT(SetupError(LayerSpec{"global_avg_pool"}, {{10}}).message(), HasSubstr("global_avg_pool input"));
+
+  absl::Status concat = SetupError(LayerSpec{"concat"}, {{2, 4, 4}, {3, 4, 5}});
+  EXPECT_EQ(concat.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(concat.message(),
+              HasSubstr("concat inputs must agree in all but the channel dim, got [2,4,4] and [3,4,5]"));
+  EXPECT_FALSE(SetupError(LayerSpec{"concat"}, {}).ok());
+
+  EXPECT_THAT(SetupError(LayerSpec{"batch_norm"}, {{2, 3}}).message(), HasSubstr("batch_norm input"));
+  EXPECT_THAT(SetupError(LayerSpec{"batch_norm"}.Float("momentum", 1.5), {{2}}).message(), HasSubstr("momentum"));
+  EXPECT_THAT(SetupError(LayerSpec{"lrn"}.Int("size", 0), {{2, 3, 3}}).message(), HasSubstr("lrn size"));
+  EXPECT_THAT(SetupError(LayerSpec{"dropout"}.Float("rate", 1.0), {{2}}).message(), HasSubstr("dropout rate"));
+  EXPECT_THAT(SetupError(LayerSpec{"add"}, {{2, 3}, {3, 2}}).message(), HasSubstr("add inputs differ"));
+}
+
+// ---- FLOPs ----
+
+TEST_F(CpuLayersTest, ForwardFlops) {
+  // 2 * (output elements) * (multiply-adds per output).
+  auto conv = Make(LayerSpec{"conv2d"}.Int("filters", 16).Int("kernel", 3).Int("padding", 1), {{3, 32, 32}});
+  EXPECT_EQ(conv->ForwardFlopsPerExample(), 2 * (16 * 32 * 32) * (3 * 3 * 3));
+  auto strided =
+      Make(LayerSpec{"conv2d"}.Int("filters", 64).Int("kernel", 7).Int("stride", 2).Int("padding", 3), {{3, 224, 224}});
+  EXPECT_EQ(strided->ForwardFlopsPerExample(), 2LL * (64 * 112 * 112) * (3 * 7 * 7));  // ResNet's conv1: 236 MFLOP
+  auto grouped =
+      Make(LayerSpec{"conv2d"}.Int("filters", 8).Int("kernel", 3).Int("groups", 4).Int("bias", 0), {{8, 6, 6}});
+  EXPECT_EQ(grouped->ForwardFlopsPerExample(), 2 * (8 * 4 * 4) * (2 * 3 * 3));
+  auto dense = Make(LayerSpec{"dense"}.Int("units", 10), {{4, 2, 2}});
+  EXPECT_EQ(dense->ForwardFlopsPerExample(), 2 * 16 * 10);
+  EXPECT_EQ(Make(LayerSpec{"relu"}, {{4, 2, 2}})->ForwardFlopsPerExample(), 0);
+  EXPECT_EQ(Make(LayerSpec{"batch_norm"}, {{4, 2, 2}})->ForwardFlopsPerExample(), 0);
+}
+
+// Parameters: shapes, initialisers and fan-in as the zoo relies on.
+TEST_F(CpuLayersTest, ConvAndBatchNormParameters) {
+  auto conv = Make(LayerSpec{"conv2d"}.Int("filters", 6).Ints("kernel", {3, 2}).Int("groups", 2), {{4, 8, 8}});
+  ASSERT_EQ(conv->parameters().size(), 2u);
+  EXPECT_EQ(conv->parameters()[0].name, "weights");
+  EXPECT_EQ(conv->parameters()[0].value.shape(), (Shape{6, 2, 3, 2}));
+  EXPECT_EQ(conv->parameters()[0].init, Initializer::kHeNormal);
+  EXPECT_EQ(conv->parameters()[0].fan_in, 2 * 3 * 2);
+  EXPECT_EQ(conv->parameters()[1].name, "bias");
+  EXPECT_EQ(conv->parameters()[1].value.shape(), (Shape{6}));
+  auto no_bias = Make(LayerSpec{"conv2d"}.Int("filters", 6).Int("kernel", 1).Int("bias", 0), {{4, 8, 8}});
+  EXPECT_EQ(no_bias->parameters().size(), 1u);
+  auto bn = Make(LayerSpec{"batch_norm"}, {{5, 2, 2}});
+  ASSERT_EQ(bn->parameters().size(), 2u);
+  EXPECT_EQ(bn->parameters()[0].name, "gamma");
+  EXPECT_EQ(bn->parameters()[0].init, Initializer::kOnes);
+  EXPECT_EQ(bn->parameters()[1].name, "beta");
+  EXPECT_EQ(bn->parameters()[1].value.shape(), (Shape{5}));
+}
+
+}  // namespace
+}  // namespace pstrain::testing
