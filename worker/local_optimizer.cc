@@ -19,6 +19,17 @@ absl::StatusOr<std::unique_ptr<LocalOptimizer>> LocalOptimizer::Create(const Opt
   return local;
 }
 
+absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> LocalOptimizer::ForReplicas(
+    const OptimizerConfig& config, ReplicaSet& replicas, int64_t total_steps) {
+  std::vector<std::unique_ptr<LocalOptimizer>> optimizers;
+  for (int r = 0; r < replicas.size(); ++r) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> optimizer,
+                             Create(config, replicas.variables(r), total_steps));
+    optimizers.push_back(std::move(optimizer));
+  }
+  return optimizers;
+}
+
 void LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step) {
   const float lr = LearningRateAt(config_, step, total_steps_);
   for (size_t v = 0; v < variables.size(); ++v) {

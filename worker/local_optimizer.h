@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "models/model.h"
 #include "ps/optimizer.h"
+#include "worker/replica_set.h"
 
 namespace pstrain {
 
@@ -18,6 +19,10 @@ class LocalOptimizer {
   static absl::StatusOr<std::unique_ptr<LocalOptimizer>> Create(const OptimizerConfig& config,
                                                                const std::vector<Variable>& variables,
                                                                int64_t total_steps);
+  // One optimizer per replica of `replicas` (each replica keeps its own slots).
+  static absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> ForReplicas(const OptimizerConfig& config,
+                                                                                  ReplicaSet& replicas,
+                                                                                  int64_t total_steps);
   // w <- update(w, grad) for every variable, as global step `step`.
   void Apply(std::vector<Variable>& variables, int64_t step);
 

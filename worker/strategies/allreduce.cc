@@ -37,12 +37,8 @@ class AllReduceStrategy : public Strategy {
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
     std::unique_ptr<AllReduceStrategy> s(new AllReduceStrategy(context));
     PSTRAIN_RETURN_IF_ERROR(s->Connect());
-    for (int r = 0; r < context.replicas->size(); ++r) {
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> opt,
-                               LocalOptimizer::Create(context.config->optimizer(), context.replicas->variables(r),
-                                                      context.total_steps));
-      s->optimizers_.push_back(std::move(opt));
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(),
+                                                                        *context.replicas, context.total_steps));
     s->PlanBuckets();
     return std::unique_ptr<Strategy>(std::move(s));
   }

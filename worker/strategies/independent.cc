@@ -18,12 +18,8 @@ class IndependentStrategy : public Strategy {
           "variable_update independent runs the devices of one worker; give it one worker_host");
     }
     std::unique_ptr<IndependentStrategy> s(new IndependentStrategy(context));
-    for (int r = 0; r < context.replicas->size(); ++r) {
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> opt,
-                               LocalOptimizer::Create(context.config->optimizer(), context.replicas->variables(r),
-                                                      context.total_steps));
-      s->optimizers_.push_back(std::move(opt));
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(),
+                                                                        *context.replicas, context.total_steps));
     return std::unique_ptr<Strategy>(std::move(s));
   }
 

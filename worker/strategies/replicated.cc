@@ -21,12 +21,8 @@ class ReplicatedStrategy : public Strategy {
           "distributed_replicated or allreduce");
     }
     std::unique_ptr<ReplicatedStrategy> s(new ReplicatedStrategy(context));
-    for (int r = 0; r < context.replicas->size(); ++r) {
-      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> opt,
-                               LocalOptimizer::Create(context.config->optimizer(), context.replicas->variables(r),
-                                                      context.total_steps));
-      s->optimizers_.push_back(std::move(opt));
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(),
+                                                                        *context.replicas, context.total_steps));
     return std::unique_ptr<Strategy>(std::move(s));
   }
 
