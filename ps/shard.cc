@@ -404,10 +404,16 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
 
 absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "heartbeat"));
-  absl::MutexLock lock(&mu_);
-  last_seen_[request.worker()] = absl::Now();
-  seen_[request.worker()] = true;
-  last_step_[request.worker()] = std::max(last_step_[request.worker()], request.step());
+  {
+    absl::MutexLock lock(&mu_);
+    last_seen_[request.worker()] = absl::Now();
+    seen_[request.worker()] = true;
+    last_step_[request.worker()] = std::max(last_step_[request.worker()], request.step());
+  }
+  if (request.finished_pushing() && !departed_[request.worker()].exchange(true)) {
+    ApplyCompleteSyncSteps();
+    WakePulls();
+  }
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 #include "worker/ps_client.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -182,10 +183,48 @@ absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
   return dropped;
 }
 
-absl::Status PsClient::Heartbeat(int64_t step) {
+std::vector<int> PsClient::BatchVariables(int batch) const {
+  std::vector<int> vars;
+  for (int i : batches_[batch].parts) {
+    if (std::find(vars.begin(), vars.end(), parts_[i].variable) == vars.end()) vars.push_back(parts_[i].variable);
+  }
+  return vars;
+}
+
+void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,
+                              std::function<void(absl::Status, int)> done) {
+  const RpcBatch& b = batches_[batch];
+  PushRequest header;
+  header.set_worker(worker_);
+  header.set_step(step);
+  header.set_local_step(local_step);
+  OutgoingFrame request;
+  for (int i : b.parts) {
+    const VariablePart& part = parts_[i];
+    DescribePart(part, header.add_tensors());
+    request.chunks.push_back(PartChunk(part, (*variables_)[part.variable].grad));
+  }
+  header.SerializeToString(&request.header);
+  const int shard = b.shard;
+  const std::string address = addresses_[shard];
+  channels_[shard]->Call("Push", std::move(request), RpcOptions(),
+                         [done = std::move(done), shard, address](absl::Status status, IncomingFrame response) {
+                           if (!status.ok()) {
+                             done(absl::Status(status.code(), absl::StrCat("Push to PS shard ", shard, " (", address,
+                                                                           "): ", status.message())),
+                                  0);
+                             return;
+                           }
+                           PushResponse header;
+                           done(absl::OkStatus(), response.ParseHeader(&header) ? header.dropped_stale() : 0);
+                         });
+}
+
+absl::Status PsClient::Heartbeat(int64_t step, bool finished_pushing) {
   HeartbeatRequest header;
   header.set_worker(worker_);
   header.set_step(step);
+  header.set_finished_pushing(finished_pushing);
   std::vector<ShardCall> calls = CallsToEveryShard(header);
   CallOptions options;
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().heartbeat_seconds() * 2 + 1);

@@ -40,7 +40,16 @@ class PsClient {
   // Sends every variable's gradient for `step` (the version pulled);
   // `local_step` is the worker's own counter. Returns gradients dropped as stale.
   absl::StatusOr<int> Push(int64_t step, int64_t local_step = 0);
-  absl::Status Heartbeat(int64_t step);
+
+  // Pushes as the gradients become ready (overlapping backward): the RPC
+  // batches, the variables each one carries, and an asynchronous push of one
+  // batch. `done` gets the status and the number of stale-dropped gradients.
+  int num_push_batches() const { return static_cast<int>(batches_.size()); }
+  std::vector<int> BatchVariables(int batch) const;
+  void PushBatchAsync(int batch, int64_t step, int64_t local_step,
+                      std::function<void(absl::Status status, int dropped)> done);
+  // `finished_pushing`: this worker will push no more gradients.
+  absl::Status Heartbeat(int64_t step, bool finished_pushing = false);
   absl::Status Done(const WorkerReport& report);
   // Stats of every shard, in shard order.
   absl::StatusOr<std::vector<StatsResponse>> Stats();

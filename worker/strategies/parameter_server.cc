@@ -26,6 +26,10 @@ absl::StatusOr<std::unique_ptr<Strategy>> ParameterServerStrategy::Create(const 
                                          config.partition_bytes()));
   PSTRAIN_ASSIGN_OR_RETURN(strategy->client_, PsClient::Create(config, context.worker_index, context.transport,
                                                                &variables, std::move(parts)));
+  strategy->overlap_ = context.replicas->size() == 1;
+  for (int b = 0; b < strategy->client_->num_push_batches(); ++b) {
+    strategy->batch_variables_.push_back(strategy->client_->BatchVariables(b));
+  }
   return std::unique_ptr<Strategy>(std::move(strategy));
 }
 
@@ -55,7 +59,7 @@ absl::Status ParameterServerStrategy::Start() {
   const absl::Duration period = absl::Seconds(config.timeouts().heartbeat_seconds());
   heartbeats_ = std::thread([this, period] {
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(period)) {
-      absl::Status s = client_->Heartbeat(current_step_.load());
+      absl::Status s = client_->Heartbeat(current_step_.load(), finished_pushing_.load());
       if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
     }
   });
@@ -76,10 +80,73 @@ absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
   PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, client_->Pull(want, timeout, /*wait_for_ready=*/first, step));
   if (!first) pull_wait_ += absl::Now() - start;
   context_.replicas->BroadcastValues(0);
+  if (overlap_) {
+    absl::MutexLock lock(&overlap_mu_);
+    step_ = step;
+    ready_.assign(context_.replicas->variables(0).size(), false);
+    sent_.assign(batch_variables_.size(), false);
+    acknowledged_ = 0;
+    step_dropped_ = 0;
+    push_error_ = absl::OkStatus();
+  }
   return absl::OkStatus();
 }
 
+GradientReadyHook ParameterServerStrategy::HookFor(int replica) {
+  if (!overlap_) return nullptr;
+  return [this](int variable) {
+    std::vector<int> batches;
+    {
+      absl::MutexLock lock(&overlap_mu_);
+      ready_[variable] = true;
+      batches = TakeReadyBatches();
+    }
+    SendBatches(batches);
+  };
+}
+
+std::vector<int> ParameterServerStrategy::TakeReadyBatches() {
+  std::vector<int> batches;
+  for (size_t b = 0; b < batch_variables_.size(); ++b) {
+    if (sent_[b]) continue;
+    bool all_ready = true;
+    for (int v : batch_variables_[b]) all_ready = all_ready && ready_[v];
+    if (!all_ready) continue;
+    sent_[b] = true;
+    batches.push_back(static_cast<int>(b));
+  }
+  return batches;
+}
+
+void ParameterServerStrategy::SendBatches(const std::vector<int>& batches) {
+  for (int b : batches) {
+    client_->PushBatchAsync(b, pulled_version_, step_, [this](absl::Status status, int dropped) {
+      absl::MutexLock lock(&overlap_mu_);
+      if (!status.ok() && push_error_.ok()) push_error_ = status;
+      step_dropped_ += dropped;
+      ++acknowledged_;
+    });
+  }
+}
+
 absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
+  if (overlap_) {
+    std::vector<int> batches;
+    {
+      absl::MutexLock lock(&overlap_mu_);
+      ready_.assign(ready_.size(), true);  // every gradient is final now
+      batches = TakeReadyBatches();
+    }
+    SendBatches(batches);
+    absl::MutexLock lock(&overlap_mu_);
+    overlap_mu_.Await(absl::Condition(
+        +[](ParameterServerStrategy* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return s->acknowledged_ == static_cast<int>(s->batch_variables_.size());
+        },
+        this));
+    dropped_ += step_dropped_;
+    return push_error_;
+  }
   PSTRAIN_RETURN_IF_ERROR(ReduceGradients(local_reduce_spec_, *context_.replicas));
   PSTRAIN_ASSIGN_OR_RETURN(int dropped, client_->Push(pulled_version_, step));
   dropped_ += dropped;
@@ -87,10 +154,14 @@ absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
 }
 
 absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport& mine) {
-  StopHeartbeats();
+  // No more pushes from here: tell the shards now, so sync steps with backup
+  // workers stop waiting for this one. Heartbeats go on while the chief waits.
+  finished_pushing_ = true;
+  PSTRAIN_RETURN_IF_ERROR(client_->Heartbeat(current_step_.load(), /*finished_pushing=*/true));
   ClusterReport report;
   report.workers.push_back(mine);
   if (context_.worker_index != 0) {
+    StopHeartbeats();
     PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));
     return report;
   }
@@ -115,6 +186,7 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
   PSTRAIN_RETURN_IF_ERROR(
       client_->Pull(0, absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds()))
           .status());
+  StopHeartbeats();
   PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));
   return report;
 }

@@ -6,6 +6,10 @@
 //   AfterStep:  sum the replicas' gradients in this worker (on the host for
 //               "parameter_server", by all_reduce_spec for
 //               "distributed_replicated"), push the worker's mean gradient once.
+//               With one replica there is nothing to sum: each RPC batch is
+//               pushed from the gradient-ready hook as soon as all of its
+//               gradients are final, overlapping the rest of backward, and
+//               AfterStep only waits for the acknowledgements.
 //   Finish:     non-chief: Done with its report. Chief: wait for the others'
 //               reports, pull the final parameters, Done.
 // A heartbeat thread tells every shard this worker is alive.
@@ -16,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "worker/ps_client.h"
 #include "worker/strategy.h"
@@ -36,12 +41,18 @@ class ParameterServerStrategy : public Strategy {
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;
   std::string Describe() const override;
   int64_t dropped_gradients() const override { return dropped_; }
+  GradientReadyHook HookFor(int replica) override;
   absl::Duration wait_time() const override { return pull_wait_; }
 
  private:
   ParameterServerStrategy(const StrategyContext& context, std::string name, std::string local_reduce_spec)
       : context_(context), name_(std::move(name)), local_reduce_spec_(std::move(local_reduce_spec)) {}
   void StopHeartbeats();
+  // Overlap (one replica): marks as sent, and returns, every batch whose
+  // gradients are all ready; the caller sends them after releasing the lock
+  // (an in-process transport may answer inline).
+  std::vector<int> TakeReadyBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(overlap_mu_);
+  void SendBatches(const std::vector<int>& batches);
 
   StrategyContext context_;
   std::string name_;
@@ -51,8 +62,20 @@ class ParameterServerStrategy : public Strategy {
   int64_t dropped_ = 0;
   absl::Duration pull_wait_;
   std::atomic<int64_t> current_step_{0};
+  std::atomic<bool> finished_pushing_{false};
   absl::Notification stop_heartbeats_;
   std::thread heartbeats_;
+
+  // Overlapped pushes of the current step (one replica only).
+  bool overlap_ = false;
+  int64_t step_ = 0;
+  std::vector<std::vector<int>> batch_variables_;
+  absl::Mutex overlap_mu_;
+  std::vector<bool> ready_ ABSL_GUARDED_BY(overlap_mu_);
+  std::vector<bool> sent_ ABSL_GUARDED_BY(overlap_mu_);
+  int acknowledged_ ABSL_GUARDED_BY(overlap_mu_) = 0;
+  int step_dropped_ ABSL_GUARDED_BY(overlap_mu_) = 0;
+  absl::Status push_error_ ABSL_GUARDED_BY(overlap_mu_);
 };
 
 }  // namespace pstrain
