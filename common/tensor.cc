@@ -66,12 +66,24 @@ Tensor::Tensor(Shape shape, TensorLayoutPtr layout)
   buffer_ = Buffer::Allocate(num_bytes());
 }
 
+Tensor::Tensor(Shape shape, DType dtype, std::shared_ptr<Buffer> buffer, Device device, TensorLayoutPtr layout)
+    : shape_(std::move(shape)),
+      dtype_(dtype),
+      device_(device),
+      num_elements_(NumElements(shape_)),
+      buffer_(std::move(buffer)),
+      layout_(std::move(layout)) {
+  CHECK(buffer_ != nullptr);
+  CHECK_GE(buffer_->size(), num_bytes()) << "buffer too small for " << ShapeToString(shape_);
+}
+
 absl::Span<float> Tensor::span() const {
   CHECK(is_plain()) << "span() of a tensor laid out as " << layout_->ToString();
   return {data(), static_cast<size_t>(num_elements_)};
 }
 
 Tensor Tensor::Clone() const {
+  CHECK(on_host()) << "Clone() of a tensor on " << device_.ToString();
   Tensor t = layout_ ? Tensor(shape_, layout_) : Tensor(shape_, dtype_);
   if (num_bytes() > 0) std::memcpy(t.raw(), raw(), num_bytes());
   return t;
@@ -86,10 +98,13 @@ Tensor Tensor::Reshaped(Shape shape) const {
 }
 
 void Tensor::SetZero() const {
+  CHECK(on_host()) << "SetZero() of a tensor on " << device_.ToString();
   if (num_bytes() > 0) std::memset(raw(), 0, num_bytes());
 }
 
 void Tensor::CopyFrom(const Tensor& other) const {
+  CHECK(on_host() && other.on_host()) << "CopyFrom() between " << other.device_.ToString() << " and "
+                                      << device_.ToString() << ": use the DeviceContext";
   CHECK_EQ(other.num_bytes(), num_bytes());
   CHECK(SameLayout(layout_, other.layout_)) << "CopyFrom between layouts " << (layout_ ? layout_->ToString() : "plain")
                                             << " and " << (other.layout_ ? other.layout_->ToString() : "plain");

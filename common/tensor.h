@@ -87,6 +87,10 @@ class Tensor {
   // Allocates a zero-filled float32 CPU tensor laid out as `layout` (plain
   // when null, i.e. the same as Tensor(shape)).
   Tensor(Shape shape, TensorLayoutPtr layout);
+  // Views `buffer`, memory of `device` (e.g. a GPU allocation; data() is then
+  // a device pointer that host code must not dereference), laid out as
+  // `layout` (null: plain).
+  Tensor(Shape shape, DType dtype, std::shared_ptr<Buffer> buffer, Device device, TensorLayoutPtr layout = nullptr);
 
   const Shape& shape() const { return shape_; }
   int64_t dim(int i) const { return shape_.at(i); }
@@ -99,6 +103,7 @@ class Tensor {
   // Null for plain (dense row-major) tensors.
   const TensorLayoutPtr& layout() const { return layout_; }
   bool is_plain() const { return layout_ == nullptr; }
+  bool on_host() const { return device_.kind == DeviceKind::kCpu; }
   bool empty() const { return buffer_ == nullptr; }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
 
@@ -108,6 +113,8 @@ class Tensor {
   float* data() const { return static_cast<float*>(raw()); }
   absl::Span<float> span() const;
 
+  // Clone(), SetZero() and CopyFrom() touch the bytes from the host: host
+  // tensors only (device tensors go through their DeviceContext).
   // A deep copy with its own buffer (and the same layout).
   Tensor Clone() const;
   // Same buffer, different shape with the same element count. Plain only.

@@ -54,10 +54,15 @@ class GraphModel final : public Model {
         ctx_(ctx),
         nodes_(std::move(nodes)),
         loss_(std::move(loss)) {
+    const bool on_device = ctx_->device().kind != DeviceKind::kCpu;
     for (Node& node : nodes_) {
       if (!node.layer) continue;
       node.first_variable = static_cast<int>(variables_.size());
       for (Parameter& p : node.layer->parameters()) {
+        if (on_device) {  // layers read their parameters at Forward()/Backward() time
+          p.value = ctx_->Allocate(p.value.shape());
+          p.grad = ctx_->Allocate(p.grad.shape());
+        }
         variables_.push_back({absl::StrCat(node.name, "/", p.name), p.value, p.grad});
         params_.push_back(&p);
       }
@@ -71,8 +76,16 @@ class GraphModel final : public Model {
 
   void InitializeVariables(uint64_t seed) override {
     for (size_t i = 0; i < variables_.size(); ++i) {
-      InitializeParameter(*params_[i], seed, static_cast<int>(i), variables_[i].value);
+      Tensor& value = variables_[i].value;
+      if (value.on_host()) {
+        InitializeParameter(*params_[i], seed, static_cast<int>(i), value);
+      } else {  // drawn on the host (same values on every device), then copied
+        Tensor host(value.shape());
+        InitializeParameter(*params_[i], seed, static_cast<int>(i), host);
+        ctx_->Convert(host, value);
+      }
     }
+    ctx_->Synchronize();
   }
 
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override {
@@ -94,8 +107,14 @@ class GraphModel final : public Model {
     EvalResult result;
     result.examples = logits.dim(0);
     result.mean_loss = loss_->ForwardBackward(*ctx_, logits, labels, nullptr);
+    const float* host_logits = logits.data();
+    if (!logits.on_host()) {
+      if (host_logits_.shape() != logits.shape()) host_logits_ = Tensor(logits.shape());
+      ctx_->Convert(logits, host_logits_);
+      host_logits = host_logits_.data();
+    }
     for (int64_t i = 0; i < result.examples; ++i) {
-      const float* row = logits.data() + i * num_classes_;
+      const float* row = host_logits + i * num_classes_;
       int best = 0;
       for (int c = 1; c < num_classes_; ++c) {
         if (row[c] > row[best]) best = c;
@@ -136,9 +155,11 @@ class GraphModel final : public Model {
 
   // Makes `t` a tensor of `shape` laid out as `layout`, reusing it when it is
   // one; returns whether it had to allocate.
-  static bool Ensure(Tensor& t, const Shape& shape, const TensorLayoutPtr& layout) {
+  // On this model's device.
+  bool Ensure(Tensor& t, const Shape& shape, const TensorLayoutPtr& layout) {
     if (!t.empty() && t.shape() == shape && SameLayout(t.layout(), layout)) return false;
-    t = Tensor(shape, layout);
+    t = Tensor();  // back to the device's cache before the new allocation
+    t = ctx_->Allocate(shape, layout);
     return true;
   }
 
@@ -150,7 +171,13 @@ class GraphModel final : public Model {
     CHECK(images.is_plain()) << name_ << ": images must be plain row-major";
     const size_t n = nodes_.size();
     outputs_.resize(n);
-    outputs_[0] = images;
+    if (images.device() == ctx_->device()) {
+      outputs_[0] = images;
+    } else {  // host images onto the device
+      Ensure(device_images_, images.shape(), nullptr);
+      ctx_->Convert(images, device_images_);
+      outputs_[0] = device_images_;
+    }
     const int64_t batch = images.dim(0);
     for (size_t k = 1; k < n; ++k) {
       const Node& node = nodes_[k];
@@ -275,7 +302,9 @@ class GraphModel final : public Model {
       }
       std::vector<Tensor> inputs = InputsOf(node);
       node.layer->Backward(*ctx_, inputs, outputs_[k], grads_[k], absl::MakeSpan(grad_inputs));
-      ctx_->Synchronize();
+      // On a GPU the stream orders everything; hooks synchronise themselves
+      // when they read gradients from the host (GradientReadyHook).
+      if (ctx_->device().kind == DeviceKind::kCpu) ctx_->Synchronize();
       for (size_t j = 0; j < node.inputs.size(); ++j) {
         if (node.inputs[j] != 0 && !node.direct[j]) ctx_->Accumulate(grads_[node.inputs[j]], grad_inputs[j]);
       }
@@ -302,6 +331,8 @@ class GraphModel final : public Model {
   std::vector<std::vector<bool>> shared_;     // [node][input]: that input shares this node's buffer
   std::vector<std::vector<Tensor>> scratch_;  // [node][input], where !direct (and not passed through)
   Tensor plain_logits_, plain_grad_logits_;   // when the logits layer's output is not plain
+  Tensor device_images_;                      // the images, copied to a non-CPU device
+  Tensor host_logits_;                        // Evaluate()'s logits, read back from a non-CPU device
 };
 
 }  // namespace

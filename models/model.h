@@ -18,6 +18,8 @@
 
 namespace pstrain {
 
+// On a GPU model, value and grad are device tensors (Tensor::on_host() is
+// false); they are read and written through the model's DeviceContext.
 struct Variable {
   std::string name;
   Tensor value;  // the model's working copy (what forward reads)
@@ -30,7 +32,10 @@ struct EvalResult {
   int64_t examples = 0;
 };
 
-// Called with the index of a variable whose gradient is final.
+// Called with the index of a variable whose gradient is final. On a CPU
+// model the gradient can be read at once; on a GPU model it is final in the
+// order of the model's stream: work queued on that stream sees it, host code
+// must synchronise the stream first.
 using GradientReadyHook = std::function<void(int variable_index)>;
 
 class Model {
@@ -45,7 +50,8 @@ class Model {
 
   // Fills every variable from its initializer; same seed, same values.
   virtual void InitializeVariables(uint64_t seed) = 0;
-  // Forward and backward on images [N, C, H, W]; returns the mean loss.
+  // Forward and backward on images [N, C, H, W] (host tensors, or tensors on
+  // the model's device); labels are on the host. Returns the mean loss.
   virtual float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) = 0;
   // Forward only (inference mode).
   virtual EvalResult Evaluate(const Tensor& images, const int32_t* labels) = 0;

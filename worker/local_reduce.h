@@ -8,11 +8,18 @@
 //   "none":  each variable's gradients are summed on one replica chosen
 //            round-robin by variable index, then copied back to the others
 //            (local_reduce_copy.cc).
-// ("nccl" is the GPU all-reduce; on CPU-only builds it is refused at config
-// time.)
+// ("nccl" is the GPU all-reduce of the NCCL strategies, not a reduction
+// here.) And for local_parameter_device gpu (parameter_server on GPUs):
+//   "owner_device": each variable is summed on the replica that owns it
+//            (GradientOwners: greedy, least-loaded by bytes) from peer copies
+//            of the others' device gradients; the MEAN lands in replica 0's
+//            variables(0) only (what a PS push reads), not in every replica
+//            (local_reduce_device.cc). Needs ReplicaOptions::download_gradients
+//            off, so the device gradients are the ones backward wrote.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/replica_set.h"
@@ -21,6 +28,9 @@ namespace pstrain {
 
 void ReduceGradientsOnHost(ReplicaSet& replicas);
 void ReduceGradientsByCopy(ReplicaSet& replicas);
+void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas);
+// The replica owning each variable's reduction: greedy by gradient bytes.
+std::vector<int> GradientOwners(ReplicaSet& replicas);
 // Dispatches on the spec name; "" means "pscpu".
 absl::Status ReduceGradients(const std::string& all_reduce_spec, ReplicaSet& replicas);
 

@@ -38,8 +38,12 @@ absl::Status ReduceGradients(const std::string& spec, ReplicaSet& replicas) {
     ReduceGradientsByCopy(replicas);
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("all_reduce_spec '", spec, "' is not available on this worker (known: pscpu, none)"));
+  if (spec == "owner_device") {
+    ReduceGradientsOnOwnerDevices(replicas);
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "all_reduce_spec '", spec, "' is not available on this worker (known: pscpu, none, owner_device)"));
 }
 
 }  // namespace pstrain

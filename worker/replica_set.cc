@@ -2,30 +2,52 @@
 
 #include <omp.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
 
-absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig& config, int replicas) {
+absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig& config, int replicas,
+                                                              const ReplicaOptions& options) {
   if (replicas < 1) return absl::InvalidArgumentError("devices_per_worker must be >= 1");
   std::unique_ptr<ReplicaSet> set(new ReplicaSet);
+  const bool gpu = options.device_kind == DeviceKind::kCuda;
+  const int gpus = gpu ? CountDevices(DeviceKind::kCuda) : 1;
+  if (gpu && gpus == 0) {  // the context's own error says why (no GPU, or built without CUDA)
+    absl::Status why = CreateDeviceContext(Device{DeviceKind::kCuda, 0}).status();
+    return absl::FailedPreconditionError(absl::StrCat("device gpu: ", why.message()));
+  }
   for (int r = 0; r < replicas; ++r) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> context, CreateDeviceContext(Device::Cpu()));
+    const Device device =
+        gpu ? Device{DeviceKind::kCuda, (options.worker_index * replicas + r) % gpus} : Device::Cpu();
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> context, CreateDeviceContext(device));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, context.get()));
     set->contexts_.push_back(std::move(context));
     set->models_.push_back(std::move(model));
   }
+  if (gpu && options.host_mirrors) {
+    set->mirrors_.resize(replicas);
+    for (int r = 0; r < replicas; ++r) {
+      DeviceContext& ctx = *set->contexts_[r];
+      for (const Variable& v : set->models_[r]->variables()) {
+        set->mirrors_[r].push_back({v.name, ctx.AllocateHost(v.value.shape()), ctx.AllocateHost(v.grad.shape())});
+      }
+    }
+  }
+  set->download_gradients_ = options.download_gradients;
   set->threads_per_replica_ = std::max(1, omp_get_max_threads() / replicas);
   return set;
 }
 
 ReplicaSet::~ReplicaSet() {
-  models_.clear();  // models use their contexts
+  mirrors_.clear();  // pinned memory goes back to the contexts' allocators
+  models_.clear();   // models use their contexts
   contexts_.clear();
 }
 
 void ReplicaSet::ForEach(const std::function<void(int)>& fn) {
   if (size() == 1) {
+    contexts_[0]->MakeCurrent();
     fn(0);
     return;
   }
@@ -33,10 +55,52 @@ void ReplicaSet::ForEach(const std::function<void(int)>& fn) {
   for (int r = 0; r < size(); ++r) {
     threads.emplace_back([this, r, &fn] {
       omp_set_num_threads(threads_per_replica_);  // this thread's OpenMP team size
+      contexts_[r]->MakeCurrent();
       fn(r);
     });
   }
   for (std::thread& t : threads) t.join();
+}
+
+void ReplicaSet::DownloadGradient(int r, int variable) {
+  // Into a host tensor: complete when Convert() returns.
+  contexts_[r]->Convert(models_[r]->variables()[variable].grad, mirrors_[r][variable].grad);
+}
+
+float ReplicaSet::TrainStep(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) {
+  if (!mirrored()) return models_[r]->TrainStep(images, labels, hook);
+  SyncModelValues(r);
+  if (!download_gradients_) {
+    const float loss = models_[r]->TrainStep(images, labels, hook);
+    contexts_[r]->Synchronize();  // the gradients are read from other streams next
+    return loss;
+  }
+  std::vector<bool> downloaded(mirrors_[r].size(), false);
+  GradientReadyHook mirror_hook = [&](int v) {
+    DownloadGradient(r, v);
+    downloaded[v] = true;
+    if (hook) hook(v);
+  };
+  const float loss = models_[r]->TrainStep(images, labels, hook ? mirror_hook : GradientReadyHook());
+  for (size_t v = 0; v < downloaded.size(); ++v) {
+    if (!downloaded[v]) DownloadGradient(r, static_cast<int>(v));
+  }
+  return loss;
+}
+
+void ReplicaSet::SyncModelValues(int r) {
+  if (!mirrored()) return;
+  contexts_[r]->MakeCurrent();
+  std::vector<Variable>& device = models_[r]->variables();
+  for (size_t v = 0; v < device.size(); ++v) contexts_[r]->Convert(mirrors_[r][v].value, device[v].value);
+}
+
+void ReplicaSet::InitializeVariables(uint64_t seed) {
+  contexts_[0]->MakeCurrent();
+  models_[0]->InitializeVariables(seed);
+  if (!mirrored()) return;
+  std::vector<Variable>& device = models_[0]->variables();
+  for (size_t v = 0; v < device.size(); ++v) contexts_[0]->Convert(device[v].value, mirrors_[0][v].value);
 }
 
 void ReplicaSet::BroadcastValues(int from) {
@@ -44,8 +108,15 @@ void ReplicaSet::BroadcastValues(int from) {
   for (int r = 0; r < size(); ++r) {
     if (r == from) continue;
     std::vector<Variable>& target = variables(r);
-    for (size_t v = 0; v < source.size(); ++v) target[v].value.CopyFrom(source[v].value);
+    if (mirrored() || source.empty() || source[0].value.on_host()) {
+      for (size_t v = 0; v < source.size(); ++v) target[v].value.CopyFrom(source[v].value);
+    } else {  // device to device (peer copy where the GPUs differ), on the target's stream
+      contexts_[r]->MakeCurrent();
+      for (size_t v = 0; v < source.size(); ++v) contexts_[r]->Convert(source[v].value, target[v].value);
+      contexts_[r]->Synchronize();
+    }
   }
+  if (!mirrored() && !source.empty() && !source[0].value.on_host()) contexts_[from]->MakeCurrent();
 }
 
 }  // namespace pstrain

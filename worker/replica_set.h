@@ -1,9 +1,20 @@
 // ReplicaSet: the model replicas of one worker process (devices_per_worker).
 //
-// Each replica has its own DeviceContext (on CPU: its own oneDNN stream) and
-// runs on its own thread with an equal share of the process's OpenMP threads,
-// so replicas compute concurrently like GPUs of one machine. Replica r of
-// worker w reads the (w * N + r)-th slice of each global batch.
+// Each replica has its own DeviceContext (on CPU: its own oneDNN stream; on
+// GPU: its own GPU, stream and handles) and runs on its own thread (with an
+// equal share of the process's OpenMP threads on CPU), so replicas compute
+// concurrently. Replica r of worker w reads the (w * N + r)-th slice of each
+// global batch; on GPU it runs on GPU (w * N + r) mod (GPUs on the machine),
+// so several worker processes on one machine spread over its GPUs (and share
+// them when there are fewer GPUs than replicas; NCCL allows that).
+//
+// Host mirrors. Strategies that work on the host (parameter servers, host
+// reductions, Gloo) read and write variables(r): for a CPU replica those are
+// the model's own variables; for a GPU replica with host mirrors they are
+// pinned host copies, and TrainStep() moves data across: it uploads the
+// values before the step and downloads each gradient as backward finalises
+// it (before the strategy's hook for that variable runs). Strategies that
+// work on the device (NCCL) ask for no mirrors and use device_variables(r).
 #pragma once
 
 #include <functional>
@@ -16,27 +27,67 @@
 
 namespace pstrain {
 
+struct ReplicaOptions {
+  DeviceKind device_kind = DeviceKind::kCpu;
+  // This worker's index: picks the GPUs (see above).
+  int worker_index = 0;
+  // GPU replicas: keep pinned host mirrors of the variables (see above).
+  bool host_mirrors = true;
+  // With host mirrors: TrainStep() downloads every gradient. Off when the
+  // strategy reduces on the devices first and downloads the result itself
+  // (local_parameter_device gpu); TrainStep() then only waits for backward.
+  bool download_gradients = true;
+};
+
 class ReplicaSet {
  public:
-  static absl::StatusOr<std::unique_ptr<ReplicaSet>> Create(const ModelConfig& config, int replicas);
+  static absl::StatusOr<std::unique_ptr<ReplicaSet>> Create(const ModelConfig& config, int replicas,
+                                                            const ReplicaOptions& options = {});
   ~ReplicaSet();
 
   int size() const { return static_cast<int>(models_.size()); }
   Model& model(int r) { return *models_[r]; }
-  std::vector<Variable>& variables(int r) { return models_[r]->variables(); }
+  DeviceContext& context(int r) { return *contexts_[r]; }
+  // The variables strategies exchange on the host (see above).
+  std::vector<Variable>& variables(int r) { return mirrored() ? mirrors_[r] : models_[r]->variables(); }
+  // The model's own variables (device tensors on a GPU).
+  std::vector<Variable>& device_variables(int r) { return models_[r]->variables(); }
+  // GPU replicas with host mirrors.
+  bool mirrored() const { return !mirrors_.empty(); }
+  // TrainStep() leaves every gradient in variables(r) (CPU replicas, or
+  // mirrors with ReplicaOptions::download_gradients).
+  bool downloads_gradients() const { return !mirrored() || download_gradients_; }
 
   // Runs fn(r) for every replica concurrently and waits for all. With one
-  // replica it runs inline on the caller's thread.
+  // replica it runs inline on the caller's thread. The replica's device is
+  // current on the thread running fn(r).
   void ForEach(const std::function<void(int replica)>& fn);
 
-  // Copies replica `from`'s variable values into every other replica.
+  // One training step of replica r (call from ForEach's fn(r)): with host
+  // mirrors, uploads variables(r)'s values first and downloads every gradient
+  // into variables(r) (each before `hook` sees it; unless
+  // download_gradients is off: then the step ends with backward finished on
+  // the device). Returns the mean loss.
+  float TrainStep(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
+
+  // Initialises replica 0's variables from `seed` (its host mirrors too).
+  void InitializeVariables(uint64_t seed);
+  // Copies replica `from`'s variable values into every other replica
+  // (host mirrors when mirrored, else the models' own variables).
   void BroadcastValues(int from);
+  // Makes replica r's model read variables(r)'s values (upload from the host
+  // mirrors; nothing without mirrors). E.g. before evaluating the final
+  // parameters a strategy left in the mirrors.
+  void SyncModelValues(int r);
 
  private:
   ReplicaSet() = default;
+  void DownloadGradient(int r, int variable);
   std::vector<std::unique_ptr<DeviceContext>> contexts_;
   std::vector<std::unique_ptr<Model>> models_;
+  std::vector<std::vector<Variable>> mirrors_;  // [replica][variable], pinned host; empty when not mirrored
   int threads_per_replica_ = 1;
+  bool download_gradients_ = true;
 };
 
 }  // namespace pstrain

@@ -17,6 +17,7 @@
 #include "glog/logging.h"
 #include "models/model.h"
 #include "worker/replica_set.h"
+#include "worker/strategies/nccl_strategy.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
@@ -122,8 +123,16 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
                                                     batch, config.data().shuffle_seed(), config.data().shuffle()));
     batchers.push_back(std::move(batcher));
   }
+  ReplicaOptions replica_options;
+  replica_options.device_kind = config.device() == "gpu" ? DeviceKind::kCuda : DeviceKind::kCpu;
+  replica_options.worker_index = worker_index;
+  replica_options.host_mirrors = !UsesNccl(config);
+  // local_parameter_device gpu: the parameter_server strategy sums each
+  // variable on its owner GPU and downloads only that (local_reduce.h).
+  replica_options.download_gradients = !(config.device() == "gpu" && config.local_parameter_device() == "gpu" &&
+                                         config.variable_update() == "parameter_server" && devices > 1);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaSet> replicas,
-                           ReplicaSet::Create(ResolveModelConfig(config, data.train), devices));
+                           ReplicaSet::Create(ResolveModelConfig(config, data.train), devices, replica_options));
   Model& model = replicas->model(0);
   const int64_t total_steps = TotalSteps(config, data.train.num_examples);
 
@@ -137,7 +146,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   context.listen_address = options.listen_address;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, CreateStrategy(config.variable_update(), context));
 
-  if (chief) model.InitializeVariables(config.train().init_seed());
+  if (chief) replicas->InitializeVariables(config.train().init_seed());
   PSTRAIN_RETURN_IF_ERROR(strategy->Start());
   PrintBanner(config, model, total_steps, worker_index, strategy->Describe());
 
@@ -157,7 +166,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     PSTRAIN_RETURN_IF_ERROR(strategy->BeforeStep(step));
     replicas->ForEach([&](int r) {
       batchers[r].Fill(step, &images[r], &labels[r]);
-      losses[r] = replicas->model(r).TrainStep(images[r], labels[r].data(), hooks[r]);
+      losses[r] = replicas->TrainStep(r, images[r], labels[r].data(), hooks[r]);
     });
     float loss = 0;
     for (float l : losses) loss += l / devices;
@@ -236,10 +245,16 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   if (options.final_parameters != nullptr) {
     options.final_parameters->clear();
     for (const Variable& v : variables) {
-      options.final_parameters->emplace_back(v.value.data(), v.value.data() + v.value.num_elements());
+      Tensor host = v.value;
+      if (!host.on_host()) {  // device variables (NCCL strategies)
+        host = Tensor(v.value.shape());
+        replicas->context(0).Convert(v.value, host);
+      }
+      options.final_parameters->emplace_back(host.data(), host.data() + host.num_elements());
     }
   }
   if (evaluate) {
+    replicas->SyncModelValues(0);  // the final values may sit in host mirrors
     EvalResult eval = EvaluateOn(model, data.test, config.train().eval_batch_size());
     result.test_accuracy = eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0;
     std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f",

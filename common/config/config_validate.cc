@@ -228,6 +228,20 @@ absl::Status CheckStrategy(const Checker& ck, const ExperimentConfig& c) {
     return ck.Fail("local_parameter_device",
                    "cpu with device cpu (gpu places variables on GPUs; this experiment runs on CPUs)", "'gpu'");
   }
+  if (c.local_parameter_device() == "gpu" && c.variable_update() != "parameter_server") {
+    return ck.Fail("local_parameter_device",
+                   absl::StrCat("cpu for variable_update ", c.variable_update(),
+                                " (gpu places each variable's gradient sum on the least-loaded GPU of a "
+                                "parameter_server worker; replicated with nccl and allreduce keep variables on the "
+                                "GPUs by themselves)"),
+                   "'gpu'");
+  }
+  if (c.all_reduce_spec() == "nccl" && c.variable_update() != "replicated") {
+    return ck.Fail("all_reduce_spec",
+                   absl::StrCat("pscpu or none for variable_update ", c.variable_update(),
+                                " (nccl is built for replicated; allreduce uses NCCL on GPUs by itself)"),
+                   "'nccl'");
+  }
   const bool single_worker_only = c.variable_update() == "replicated" || c.variable_update() == "independent";
   if (single_worker_only && c.cluster().worker_hosts_size() > 1) {
     return ck.Fail("cluster.worker_hosts",

@@ -28,7 +28,7 @@ inline constexpr std::array<std::string_view, 1> kTransports = {"grpc"};
 // placement
 inline constexpr std::array<std::string_view, 3> kPlacements = {"round_robin", "greedy", "partitioned"};
 // device
-inline constexpr std::array<std::string_view, 1> kDevices = {"cpu"};
+inline constexpr std::array<std::string_view, 2> kDevices = {"cpu", "gpu"};
 // local_parameter_device
 // gpu is refused at validation when device is cpu.
 inline constexpr std::array<std::string_view, 2> kLocalParameterDevices = {"cpu", "gpu"};

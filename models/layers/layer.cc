@@ -9,6 +9,10 @@
 #include "glog/logging.h"
 #include "models/layers/cpu/cpu_context.h"
 #include "models/layers/cpu/softmax_cross_entropy.h"
+#ifdef PSTRAIN_WITH_CUDA
+#include "models/layers/cuda/cuda_context.h"
+#include "models/layers/cuda/softmax_cross_entropy.h"
+#endif
 
 namespace pstrain {
 namespace {
@@ -78,12 +82,30 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, Device
 
 absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind) {
   if (kind == DeviceKind::kCpu) return cpu::NewSoftmaxCrossEntropy();
+#ifdef PSTRAIN_WITH_CUDA
+  return cuda::NewSoftmaxCrossEntropy();
+#else
   return absl::UnimplementedError("softmax cross-entropy on cuda: built without CUDA");
+#endif
+}
+
+int CountDevices(DeviceKind kind) {
+  if (kind == DeviceKind::kCpu) return 1;
+#ifdef PSTRAIN_WITH_CUDA
+  return cuda::DeviceCount();
+#else
+  return 0;
+#endif
 }
 
 absl::StatusOr<std::unique_ptr<DeviceContext>> CreateDeviceContext(Device device) {
   if (device.kind == DeviceKind::kCuda) {
+#ifdef PSTRAIN_WITH_CUDA
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaContext> ctx, cuda::CudaContext::Create(device.ordinal));
+    return std::unique_ptr<DeviceContext>(std::move(ctx));
+#else
     return absl::UnimplementedError(absl::StrCat("device ", device.ToString(), ": built without CUDA"));
+#endif
   }
   if (device.ordinal != 0) {
     return absl::InvalidArgumentError(absl::StrCat("CPU device ordinal must be 0, got ", device.ordinal));

@@ -59,4 +59,24 @@ absl::Status CheckWindowFits(const std::string& type, const Window2d& window, co
   return absl::OkStatus();
 }
 
+absl::StatusOr<Window2d> ReadPoolingWindow(const LayerSpec& spec, const std::string& type, const Shape& input,
+                                           bool global) {
+  Window2d window;
+  if (global) {
+    if (input.size() != 3 || NumElements(input) <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(type, " input must be [channels, height, width], got ", ShapeToString(input)));
+    }
+    window = Window2d{input[1], input[2], 1, 1, 0, 0};
+  } else {
+    PSTRAIN_ASSIGN_OR_RETURN(window, ReadWindow(spec, type, {}));
+    if (window.ph >= window.kh || window.pw >= window.kw) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(type, " padding must be smaller than the kernel, got ", window.ToString()));
+    }
+  }
+  PSTRAIN_RETURN_IF_ERROR(CheckWindowFits(type, window, input));
+  return window;
+}
+
 }  // namespace pstrain

@@ -38,4 +38,12 @@ absl::StatusOr<Window2d> ReadWindow(const LayerSpec& spec, const std::string& ty
 // the window otherwise.
 absl::Status CheckWindowFits(const std::string& type, const Window2d& window, const Shape& input);
 
+// The window of pooling layer `type` over `input` ([C, H, W]). A global pool's
+// window is the whole input (stride 1, no padding) and ignores the spec;
+// otherwise the spec gives "kernel" (required), "stride" (default: the kernel)
+// and "padding" (default 0, each side, smaller than the kernel). The window
+// is checked to fit the input (CheckWindowFits).
+absl::StatusOr<Window2d> ReadPoolingWindow(const LayerSpec& spec, const std::string& type, const Shape& input,
+                                           bool global);
+
 }  // namespace pstrain

@@ -504,8 +504,25 @@ TEST(ValidateExperimentConfig, EveryRule) {
        "field 'placement': expected one of round_robin, greedy, partitioned, got 'random'"},
       {"partition_bytes", [](auto* c) { c->set_partition_bytes(0); },
        "field 'partition_bytes': expected a number > 0, got 0"},
-      {"device", [](auto* c) { c->set_device("gpu"); },
-       "field 'device': expected one of cpu, got 'gpu'"},
+      {"device", [](auto* c) { c->set_device("tpu"); },
+       "field 'device': expected one of cpu, gpu, got 'tpu'"},
+      {"lpd gpu for allreduce",
+       [](auto* c) {
+         c->set_device("gpu");
+         c->set_variable_update("allreduce");
+         c->set_local_parameter_device("gpu");
+       },
+       "field 'local_parameter_device': expected cpu for variable_update allreduce (gpu places each "
+       "variable's gradient sum on the least-loaded GPU of a parameter_server worker; replicated "
+       "with nccl and allreduce keep variables on the GPUs by themselves), got 'gpu'"},
+      {"nccl for distributed_replicated",
+       [](auto* c) {
+         c->set_device("gpu");
+         c->set_variable_update("distributed_replicated");
+         c->set_all_reduce_spec("nccl");
+       },
+       "field 'all_reduce_spec': expected pscpu or none for variable_update distributed_replicated "
+       "(nccl is built for replicated; allreduce uses NCCL on GPUs by itself), got 'nccl'"},
       {"devices", [](auto* c) { c->set_devices_per_worker(17); },
        "field 'devices_per_worker': expected a number in [1, 16], got 17"},
       {"devices 0", [](auto* c) { c->set_devices_per_worker(0); },

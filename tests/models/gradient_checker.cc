@@ -27,6 +27,44 @@ void Fill(const Tensor& t, float value) { std::fill(t.data(), t.data() + t.num_b
 
 std::string LayoutName(const TensorLayoutPtr& layout) { return layout ? layout->ToString() : "plain"; }
 
+bool OnHost(const DeviceContext& ctx) { return ctx.device().kind == DeviceKind::kCpu; }
+
+// A plain host tensor (what the checker draws, perturbs and reads) and the
+// tensor a layer sees: the host tensor itself on a CPU context when no layout
+// is asked for, else one from ctx.Allocate() that Upload() refreshes.
+struct Mirrored {
+  Tensor host;
+  Tensor device;
+  void Upload(DeviceContext& ctx) const {
+    if (device.buffer() != host.buffer()) ctx.Convert(host, device);
+  }
+};
+
+Mirrored Mirror(DeviceContext& ctx, const Tensor& host, const TensorLayoutPtr& layout) {
+  if (layout == nullptr && OnHost(ctx)) return {host, host};
+  return {host, ctx.Allocate(host.shape(), layout)};
+}
+
+bool IsPlainHost(const Tensor& t) { return t.on_host() && t.is_plain(); }
+
+// A plain host copy of `t` (any device, any layout).
+Tensor HostCopy(DeviceContext& ctx, const Tensor& t) {
+  Tensor host(t.shape());
+  ctx.Convert(t, host);
+  return host;
+}
+
+// Pre-fills a backward output with kGarbage (a host tensor's layout padding too).
+void FillGarbage(DeviceContext& ctx, const Tensor& t) {
+  if (t.on_host()) {
+    Fill(t, kGarbage);
+    return;
+  }
+  Tensor host(t.shape());
+  Fill(host, kGarbage);
+  ctx.Convert(host, t);
+}
+
 // Compares analytic and numeric gradients of one tensor, element by element;
 // `loss` evaluates L at the tensor's current values.
 template <typename LossFn>
@@ -89,26 +127,34 @@ absl::StatusOr<GradientCheckReport> CheckLayerGradients(const LayerSpec& spec, D
   out_shape.insert(out_shape.begin(), batch);
 
   std::mt19937_64 rng(options.seed);
-  std::vector<Tensor> inputs;         // plain: what is perturbed
-  std::vector<Tensor> device_inputs;  // what the layer reads (the same tensors when plain)
+  std::vector<Mirrored> inputs;       // host: what is perturbed
+  std::vector<Tensor> device_inputs;  // what the layer reads
   for (size_t i = 0; i < input_shapes.size(); ++i) {
-    inputs.emplace_back(input_shapes[i]);
-    FillUniform(rng, inputs.back(), -1, 1, options.input_min_abs);
-    TensorLayoutPtr layout = i < options.input_layouts.size() ? options.input_layouts[i] : nullptr;
-    device_inputs.push_back(layout ? Tensor(input_shapes[i], layout) : inputs.back());
+    Tensor host(input_shapes[i]);
+    FillUniform(rng, host, -1, 1, options.input_min_abs);
+    inputs.push_back(Mirror(ctx, host, i < options.input_layouts.size() ? options.input_layouts[i] : nullptr));
+    device_inputs.push_back(inputs.back().device);
   }
-  for (Parameter& p : layer->parameters()) FillUniform(rng, p.value, -1, 1);
+  // Off the host the layer's parameters become device tensors, as a model's do.
+  std::vector<Mirrored> params;
+  for (Parameter& p : layer->parameters()) {
+    FillUniform(rng, p.value, -1, 1);
+    params.push_back(Mirror(ctx, p.value, nullptr));
+    if (!OnHost(ctx)) {
+      p.value = params.back().device;
+      p.grad = ctx.Allocate(p.grad.shape());
+    }
+  }
   Tensor projection(out_shape);
   FillUniform(rng, projection, -1, 1);
-  Tensor output(out_shape, layer->OutputLayout(ctx, device_inputs));
-  Tensor plain_output = output.is_plain() ? output : Tensor(out_shape);
+  Tensor output = ctx.Allocate(out_shape, layer->OutputLayout(ctx, device_inputs));
+  Tensor plain_output = IsPlainHost(output) ? output : Tensor(out_shape);
 
   auto loss = [&]() -> double {
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!device_inputs[i].is_plain()) ctx.Convert(inputs[i], device_inputs[i]);
-    }
+    for (const Mirrored& in : inputs) in.Upload(ctx);
+    for (const Mirrored& p : params) p.Upload(ctx);
     layer->Forward(ctx, device_inputs, output, /*training=*/true);
-    if (!output.is_plain()) ctx.Convert(output, plain_output);
+    if (plain_output.buffer() != output.buffer()) ctx.Convert(output, plain_output);
     ctx.Synchronize();
     double l = 0;
     for (int64_t i = 0; i < plain_output.num_elements(); ++i) {
@@ -119,36 +165,32 @@ absl::StatusOr<GradientCheckReport> CheckLayerGradients(const LayerSpec& spec, D
 
   // Analytic gradients at the unperturbed point.
   loss();
-  Tensor grad_output = projection;
-  if (!output.is_plain()) {
-    grad_output = Tensor(out_shape, output.layout());
-    ctx.Convert(projection, grad_output);
-  }
+  const Mirrored grad_output = Mirror(ctx, projection, output.layout());
+  grad_output.Upload(ctx);
   std::vector<Tensor> grad_inputs;
   for (const Tensor& in : device_inputs) {
-    grad_inputs.emplace_back(in.shape(), in.layout());
-    Fill(grad_inputs.back(), kGarbage);
+    grad_inputs.push_back(ctx.Allocate(in.shape(), in.layout()));
+    FillGarbage(ctx, grad_inputs.back());
   }
-  for (Parameter& p : layer->parameters()) Fill(p.grad, kGarbage);
-  layer->Backward(ctx, device_inputs, output, grad_output, absl::MakeSpan(grad_inputs));
+  for (Parameter& p : layer->parameters()) FillGarbage(ctx, p.grad);
+  layer->Backward(ctx, device_inputs, output, grad_output.device, absl::MakeSpan(grad_inputs));
   for (Tensor& g : grad_inputs) {
-    if (g.is_plain()) continue;
-    Tensor plain(g.shape());
-    ctx.Convert(g, plain);
-    g = plain;
+    if (!IsPlainHost(g)) g = HostCopy(ctx, g);
   }
   ctx.Synchronize();
   std::vector<Tensor> grad_params;
-  for (Parameter& p : layer->parameters()) grad_params.push_back(p.grad.Clone());
+  for (Parameter& p : layer->parameters()) {
+    grad_params.push_back(p.grad.on_host() ? p.grad.Clone() : HostCopy(ctx, p.grad));
+  }
 
   GradientCheckReport report;
   report.output_layout = LayoutName(output.layout());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    CheckTensor(absl::StrCat("input ", i), inputs[i], grad_inputs[i], loss, options, report);
+    CheckTensor(absl::StrCat("input ", i), inputs[i].host, grad_inputs[i], loss, options, report);
   }
   for (size_t i = 0; i < grad_params.size(); ++i) {
-    const Parameter& p = layer->parameters()[i];
-    CheckTensor(absl::StrCat("param ", p.name), p.value, grad_params[i], loss, options, report);
+    CheckTensor(absl::StrCat("param ", layer->parameters()[i].name), params[i].host, grad_params[i], loss, options,
+                report);
   }
   return report;
 }
@@ -157,18 +199,24 @@ absl::StatusOr<GradientCheckReport> CheckLossGradients(DeviceContext& ctx, int64
                                                        const GradientCheckOptions& options) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LossLayer> loss_layer, CreateSoftmaxCrossEntropy(ctx.device().kind));
   std::mt19937_64 rng(options.seed);
-  Tensor logits({batch, classes});
-  FillUniform(rng, logits, -3, 3);
-  std::vector<int32_t> labels(batch);
+  Tensor host_logits({batch, classes});
+  FillUniform(rng, host_logits, -3, 3);
+  std::vector<int32_t> labels(batch);  // host memory, as the model passes them
   for (int32_t& l : labels) l = static_cast<int32_t>(rng() % classes);
 
-  Tensor grad({batch, classes});
-  Fill(grad, kGarbage);
-  loss_layer->ForwardBackward(ctx, logits, labels.data(), &grad);
+  const Mirrored logits = Mirror(ctx, host_logits, nullptr);
+  logits.Upload(ctx);
+  Tensor grad = ctx.Allocate({batch, classes});
+  FillGarbage(ctx, grad);
+  loss_layer->ForwardBackward(ctx, logits.device, labels.data(), &grad);
+  if (!grad.on_host()) grad = HostCopy(ctx, grad);
   ctx.Synchronize();
-  auto loss = [&]() -> double { return loss_layer->ForwardBackward(ctx, logits, labels.data(), nullptr); };
+  auto loss = [&]() -> double {
+    logits.Upload(ctx);
+    return loss_layer->ForwardBackward(ctx, logits.device, labels.data(), nullptr);
+  };
   GradientCheckReport report;
-  CheckTensor("logits", logits, grad, loss, options, report);
+  CheckTensor("logits", logits.host, grad, loss, options, report);
   return report;
 }
 

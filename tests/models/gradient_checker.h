@@ -14,7 +14,14 @@
 // full Jacobian-vector product. Inputs and parameters are drawn uniformly
 // from [-1, 1]; forward runs in training mode. The backward's outputs are
 // pre-filled with garbage, so a layer that accumulates instead of overwriting
-// fails. Tensors are host tensors (today every device's are).
+// fails.
+//
+// Devices: values are drawn, perturbed and compared in plain host tensors.
+// What the layer sees is allocated with ctx.Allocate() and filled with
+// ctx.Convert() before each Forward() (on a CPU context a plain input is the
+// host tensor itself); its parameters are moved to ctx's device as a model
+// moves them (value and grad replaced by ctx.Allocate()d tensors), and its
+// results come back through ctx.Convert() into host tensors.
 //
 // Layouts: inputs are drawn plain and, where options.input_layouts says so,
 // converted (ctx.Convert) into a device layout before each Forward(); the

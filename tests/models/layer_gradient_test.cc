@@ -1,10 +1,7 @@
 // Every layer's backward against finite differences, on every device kind.
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "gtest/gtest.h"
 #include "tests/models/gradient_checker.h"
+#include "tests/models/layer_specs.h"
 
 namespace pstrain::testing {
 namespace {
@@ -41,17 +38,6 @@ TYPED_TEST(LayerGradientTest, Add) {
 }
 
 // ---- conv2d ----
-
-LayerSpec Conv(int64_t filters, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding,
-               int64_t groups = 1, int64_t bias = 1) {
-  return LayerSpec{"conv2d"}
-      .Int("filters", filters)
-      .Ints("kernel", std::move(kernel))
-      .Ints("stride", std::move(stride))
-      .Ints("padding", std::move(padding))
-      .Int("groups", groups)
-      .Int("bias", bias);
-}
 
 TYPED_TEST(LayerGradientTest, Conv2dSamePaddingWithBias) {
   EXPECT_TRUE(LayerGradientsMatch(Conv(6, {3, 3}, {1, 1}, {1, 1}), this->ctx(), {{2, 4, 5, 5}}));
@@ -94,10 +80,6 @@ TYPED_TEST(LayerGradientTest, BatchNormWideChannels) {
 }
 
 // ---- pooling ----
-
-LayerSpec Pool(const std::string& type, int64_t k, int64_t s, int64_t p) {
-  return LayerSpec{type}.Ints("kernel", {k, k}).Ints("stride", {s, s}).Ints("padding", {p, p});
-}
 
 // Max pooling is piecewise linear: a small step keeps the finite differences
 // from swapping two near-equal maxima (the loss is exact there anyway).

@@ -42,6 +42,7 @@ DEFINE_bool(profile, false,
             "ps: also print each phase's CPU, page faults and context switches; model: also time forward/backward "
             "per layer type (oneDNN verbose). On stderr with --json");
 DEFINE_string(model, "resnet50", "model: zoo model name");
+DEFINE_string(device, "cpu", "model: cpu or gpu (GPU 0; reference cuBLAS sgemm instead of oneDNN's)");
 DEFINE_int32(batch_size, 32, "model: images per step");
 DEFINE_int64(steps, 10, "model: measured training steps");
 DEFINE_int64(warmup, 2, "model: untimed training steps before the measured ones");
@@ -93,6 +94,7 @@ int RunModel() {
   using namespace pstrain::bench;
   ModelBenchOptions options;
   options.model = FLAGS_model;
+  options.device = FLAGS_device;
   options.batch_size = FLAGS_batch_size;
   options.steps = FLAGS_steps;
   options.warmup = FLAGS_warmup;

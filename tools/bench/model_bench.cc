@@ -28,6 +28,7 @@
 #include "models/model.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "proto/config.pb.h"
+#include "tools/bench/gpu_matmul_reference.h"
 
 namespace pstrain::bench {
 namespace {
@@ -221,6 +222,12 @@ Shape DefaultInputShape(const std::string& model) {
 
 absl::Status ValidateModelBenchOptions(const ModelBenchOptions& o) {
   if (o.model.empty()) return absl::InvalidArgumentError("--model is required");
+  if (o.device != "cpu" && o.device != "gpu") {
+    return absl::InvalidArgumentError(absl::StrCat("--device must be cpu or gpu, got '", o.device, "'"));
+  }
+  if (o.device == "gpu" && o.profile) {
+    return absl::InvalidArgumentError("--profile reads oneDNN's verbose output: CPU only (use nsys on a GPU)");
+  }
   if (o.batch_size <= 0) return absl::InvalidArgumentError(absl::StrCat("--batch_size must be > 0, got ", o.batch_size));
   if (o.steps <= 0) return absl::InvalidArgumentError(absl::StrCat("--steps must be > 0, got ", o.steps));
   if (o.warmup < 0) return absl::InvalidArgumentError(absl::StrCat("--warmup must be >= 0, got ", o.warmup));
@@ -250,13 +257,20 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
   result.steps = options.steps;
   result.warmup = options.warmup;
   result.threads = DnnlThreads();
+  result.device = options.device;
+  const bool gpu = options.device == "gpu";
+  result.matmul_name = gpu ? "cuBLAS sgemm" : "oneDNN sgemm";
+  auto measure_matmul = [&](int64_t size, int reps) -> absl::StatusOr<MatmulReference> {
+    if (gpu) return MeasureGpuMatmul(0, size, size, size, reps);
+    return MeasureMatmul(size, size, size, reps);
+  };
 
   // 0. The roofline, first half: measured before the model exists (and again
   // after the steps; the best counts), so a moment of load from other
   // processes on a shared machine does not flatter the ratio.
   const int64_t mm = options.matmul_size;
   const int reps_before = std::max(1, options.matmul_reps / 2);
-  const MatmulReference before = MeasureMatmul(mm, mm, mm, reps_before);
+  PSTRAIN_ASSIGN_OR_RETURN(const MatmulReference before, measure_matmul(mm, reps_before));
 
   // 1. The model.
   const auto setup_start = Clock::now();
@@ -264,7 +278,8 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
   config.set_name(options.model);
   for (int64_t d : result.input_shape) config.add_input_shape(static_cast<int32_t>(d));
   config.set_num_classes(options.num_classes);
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> ctx, CreateDeviceContext(Device::Cpu()));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> ctx,
+                           CreateDeviceContext(gpu ? Device{DeviceKind::kCuda, 0} : Device::Cpu()));
   absl::StatusOr<std::unique_ptr<Model>> created = CreateModel(config, ctx.get());
   if (!created.ok()) {
     // A model that does not build is a usage problem (name, shape).
@@ -288,16 +303,21 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
     for (float& v : images.span()) v = pixel(rng);
     for (int32_t& l : labels) l = static_cast<int32_t>(rng() % options.num_classes);
   }
+  if (gpu) {  // the batch lives on the GPU, as a data pipeline with prefetch would leave it
+    Tensor on_device = ctx->Allocate(batch_shape);
+    ctx->Convert(images, on_device);
+    images = on_device;
+  }
 
   std::ostream* out = options.progress;
   if (out != nullptr) {
     *out << absl::StrFormat(
                 "Model:       %s (%d parameters)\nInput:       [%s], %d classes, synthetic\n"
-                "Batch size:  %d\nDevices:     ['cpu'] (%d oneDNN threads)\nMode:        training "
+                "Batch size:  %d\nDevices:     ['%s'] (%d oneDNN threads)\nMode:        training "
                 "(forward + backward, no optimizer)\nWarm-up:     %d steps\nSetup:       %.2f s\n==========\n"
                 "Step\tImg/sec\ttotal_loss\n",
                 result.model, result.num_parameters, absl::StrJoin(result.input_shape, ", "), result.num_classes,
-                result.batch_size, result.threads, result.warmup, result.setup_seconds)
+                result.batch_size, gpu ? "gpu:0" : "cpu", result.threads, result.warmup, result.setup_seconds)
          << std::flush;
   }
 
@@ -306,10 +326,12 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
     const float loss = model->TrainStep(images, labels.data(), nullptr);
     if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in warm-up step ", s));
   }
+  ctx->Synchronize();
   ThroughputTracker tracker(options.batch_size, /*warmup_steps=*/0);
   for (int64_t s = 0; s < options.steps; ++s) {
     const auto t0 = Clock::now();
     const float loss = model->TrainStep(images, labels.data(), nullptr);
+    ctx->Synchronize();  // on a GPU, backward is still queued when the loss is back
     const double seconds = std::max(SecondsSince(t0), 1e-9);
     if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in step ", s));
     tracker.RecordStep(s, seconds);
@@ -343,7 +365,13 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
 
   // 5. Peak memory of the training, then the roofline beside it.
   result.peak_rss_bytes = PeakRssBytes();
-  const MatmulReference after = MeasureMatmul(mm, mm, mm, std::max(1, options.matmul_reps - reps_before));
+  if (gpu) {  // the GPU reference gets the device (and its memory) to itself
+    model.reset();
+    images = Tensor();
+    ctx.reset();
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(const MatmulReference after,
+                           measure_matmul(mm, std::max(1, options.matmul_reps - reps_before)));
   result.matmul = after.gflops >= before.gflops ? after : before;
   result.matmul.reps = before.reps + after.reps;
   // Over all repetitions: total FLOPs / total seconds.
@@ -363,9 +391,9 @@ std::string FormatModelBenchSummary(const ModelBenchResult& r) {
                         "FLOPs per image:", r.gflop_per_image, r.forward_gflop_per_image);
   absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (images/sec x training FLOPs per image)\n", "Achieved:",
                         r.achieved_gflops);
-  absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (oneDNN sgemm %dx%dx%d fp32, best of %d, %d threads)\n",
-                        "Matmul reference:", r.matmul.gflops, r.matmul.m, r.matmul.n, r.matmul.k, r.matmul.reps,
-                        r.threads);
+  absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (%s %dx%dx%d fp32, best of %d%s)\n", "Matmul reference:",
+                        r.matmul.gflops, r.matmul_name, r.matmul.m, r.matmul.n, r.matmul.k, r.matmul.reps,
+                        r.device == "gpu" ? "" : absl::StrCat(", ", r.threads, " threads"));
   absl::StrAppendFormat(&out, "%-22s %.3f (achieved / matmul)\n", "Ratio:", r.ratio);
   absl::StrAppendFormat(&out, "%-22s %.2f images/sec, %.1f GFLOP/s, ratio %.3f\n", "Fastest step:",
                         r.best_images_per_sec, r.best_achieved_gflops, r.best_ratio);
@@ -402,12 +430,12 @@ std::string FormatModelBenchProfile(const ModelBenchResult& r) {
 
 std::string FormatModelBenchJson(const ModelBenchResult& r) {
   std::string out = absl::StrFormat(
-      "{\"model\":%s,\"batch_size\":%d,\"steps\":%d,\"warmup\":%d,\"input_shape\":[%s],\"num_classes\":%d,"
+      "{\"model\":%s,\"device\":%s,\"matmul_reference\":%s,\"batch_size\":%d,\"steps\":%d,\"warmup\":%d,\"input_shape\":[%s],\"num_classes\":%d,"
       "\"threads\":%d,\"num_parameters\":%d,\"images_per_sec\":%s,\"images_per_sec_stddev\":%s,"
       "\"forward_gflop_per_image\":%s,\"gflop_per_image\":%s,\"achieved_gflops\":%s,\"matmul_gflops\":%s,"
       "\"matmul_size\":%d,\"ratio\":%s,\"best_images_per_sec\":%s,\"best_achieved_gflops\":%s,"
       "\"best_ratio\":%s,\"peak_rss_bytes\":%d,\"setup_seconds\":%s",
-      JsonString(r.model), r.batch_size, r.steps, r.warmup, absl::StrJoin(r.input_shape, ","), r.num_classes,
+      JsonString(r.model), JsonString(r.device), JsonString(r.matmul_name), r.batch_size, r.steps, r.warmup, absl::StrJoin(r.input_shape, ","), r.num_classes,
       r.threads, r.num_parameters, JsonNumber(r.images_per_sec), JsonNumber(r.images_per_sec_stddev),
       JsonNumber(r.forward_gflop_per_image), JsonNumber(r.gflop_per_image), JsonNumber(r.achieved_gflops),
       JsonNumber(r.matmul.gflops), r.matmul.m, JsonNumber(r.ratio), JsonNumber(r.best_images_per_sec),

@@ -1,6 +1,6 @@
 // The single-process model benchmark behind `pstrain-bench model`.
 //
-// Builds a zoo model on the CPU, initialises it, and runs `warmup` + `steps`
+// Builds a zoo model on the CPU (or GPU 0 with device "gpu"), initialises it, and runs `warmup` + `steps`
 // training steps (Model::TrainStep: forward, loss, backward; no optimizer,
 // no PS) on one fixed synthetic batch (images uniform in [-1, 1], uniform
 // labels). Per measured step it records the time and images/sec, as
@@ -42,6 +42,9 @@ namespace pstrain::bench {
 
 struct ModelBenchOptions {
   std::string model = "resnet50";
+  // "cpu" (oneDNN; reference: oneDNN sgemm) or "gpu" (GPU 0, CUDA layers;
+  // reference: cuBLAS sgemm, gpu_matmul_reference.h; no profile).
+  std::string device = "cpu";
   int batch_size = 32;           // > 0
   int64_t steps = 10;            // measured steps, > 0
   int64_t warmup = 2;            // untimed steps first, >= 0
@@ -86,6 +89,8 @@ struct ModelBenchResult {
   double forward_gflop_per_image = 0;
   double gflop_per_image = 0;  // training: 3 x forward
   double achieved_gflops = 0;
+  std::string device;       // "cpu" or "gpu"
+  std::string matmul_name;  // "oneDNN sgemm" or "cuBLAS sgemm"
   MatmulReference matmul;
   double ratio = 0;  // achieved_gflops / matmul.gflops
   // The fastest measured step, like-for-like with the matmul's best-of (on a

@@ -8,7 +8,9 @@
 // gradients (gradient-ready hooks), overlapping the rest of backward. The
 // worker's replicas are first averaged into the buffer (local reduction),
 // then the buffer is summed across workers and divided by their number, and
-// every replica applies the same optimizer update.
+// every replica applies the same optimizer update. On GPUs (device gpu) the
+// gradients stay on the devices and NCCL reduces them instead
+// (worker/strategies/nccl_allreduce.cc).
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -18,8 +20,10 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/collective/collective.h"
-#include "worker/collective/kv_store.h"
+#include "worker/collective/cluster_store.h"
 #include "worker/local_optimizer.h"
+#include "worker/report_table.h"
+#include "worker/strategies/nccl_strategy.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
@@ -35,6 +39,7 @@ std::string HostOf(const std::string& host_port) {
 class AllReduceStrategy : public Strategy {
  public:
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
+    if (UsesNccl(*context.config)) return CreateNcclStrategy(context);  // GPUs: NCCL instead of Gloo
     std::unique_ptr<AllReduceStrategy> s(new AllReduceStrategy(context));
     PSTRAIN_RETURN_IF_ERROR(s->Connect());
     PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(),
@@ -50,7 +55,6 @@ class AllReduceStrategy : public Strategy {
     }
     cv_.notify_all();
     if (comm_thread_.joinable()) comm_thread_.join();
-    StopStore();
   }
 
   absl::Status Start() override {
@@ -95,27 +99,9 @@ class AllReduceStrategy : public Strategy {
 
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override {
     // Every worker's report, gathered by summing rows that each rank fills.
-    const int w = context_.num_workers;
-    std::vector<float> table(static_cast<size_t>(w) * 4, 0.0f);
-    float* row = table.data() + context_.worker_index * 4;
-    row[0] = static_cast<float>(mine.images_per_sec());
-    row[1] = static_cast<float>(mine.images_per_sec_stddev());
-    row[2] = static_cast<float>(mine.final_loss());
-    row[3] = static_cast<float>(mine.wall_seconds());
+    std::vector<float> table = ReportTable(mine, context_.num_workers);
     PSTRAIN_RETURN_IF_ERROR(collective_->AllReduceSum(table.data(), table.size()));
-    ClusterReport report;
-    report.workers.push_back(mine);
-    for (int i = 0; i < w; ++i) {
-      if (i == context_.worker_index) continue;
-      WorkerReport r;
-      r.set_worker(i);
-      r.set_steps(mine.steps());
-      r.set_images_per_sec(table[i * 4]);
-      r.set_images_per_sec_stddev(table[i * 4 + 1]);
-      r.set_final_loss(table[i * 4 + 2]);
-      r.set_wall_seconds(table[i * 4 + 3]);
-      report.workers.push_back(r);
-    }
+    ClusterReport report = ReportsFromTable(mine, table, context_.num_workers);
     // Nobody leaves before everyone has the table (the chief's store and
     // sockets must outlive the others' last operation).
     PSTRAIN_RETURN_IF_ERROR(collective_->Barrier());
@@ -133,36 +119,20 @@ class AllReduceStrategy : public Strategy {
 
   absl::Status Connect() {
     const ExperimentConfig& config = *context_.config;
-    const std::string& chief = config.cluster().worker_hosts(0);
-    KeyValueStore* store = nullptr;
-    if (context_.worker_index == 0) {
-      const std::string listen = context_.listen_address.empty()
-                                     ? absl::StrCat("0.0.0.0:", chief.substr(chief.rfind(':') + 1))
-                                     : context_.listen_address;
-      PSTRAIN_ASSIGN_OR_RETURN(store_server_, context_.transport->Serve(listen, &store_service_));
-      store = store_service_.local_store();
-    } else {
-      PSTRAIN_ASSIGN_OR_RETURN(remote_store_, TransportKeyValueStore::Connect(context_.transport, chief));
-      store = remote_store_.get();
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(cluster_store_, ClusterStore::Open(config, context_.worker_index, context_.transport,
+                                                                context_.listen_address));
     GlooOptions options;
     options.rank = context_.worker_index;
     options.size = context_.num_workers;
     options.host = HostOf(config.cluster().worker_hosts(context_.worker_index));
     if (options.host == "localhost") options.host = "127.0.0.1";
-    options.store = store;
+    options.store = cluster_store_->store();
     options.prefix = absl::StrCat("allreduce/", config.name());
     options.timeout = absl::Seconds(config.timeouts().sync_step_seconds());
     options.connect_timeout = absl::Seconds(config.timeouts().startup_seconds());
     PSTRAIN_ASSIGN_OR_RETURN(collective_, CreateGlooCollective(options));
     LOG(INFO) << "worker " << context_.worker_index << ": joined the all-reduce ring of " << options.size;
     return absl::OkStatus();
-  }
-
-  void StopStore() {
-    if (store_server_ == nullptr) return;
-    store_service_.CancelPending(absl::CancelledError("chief finished"));
-    store_server_->Shutdown(absl::Seconds(1));
   }
 
   // Buckets of variables in backward order (last variable first), each at
@@ -247,9 +217,7 @@ class AllReduceStrategy : public Strategy {
   }
 
   StrategyContext context_;
-  KvStoreService store_service_;
-  std::unique_ptr<Server> store_server_;
-  std::unique_ptr<TransportKeyValueStore> remote_store_;
+  std::unique_ptr<ClusterStore> cluster_store_;
   std::unique_ptr<Collective> collective_;
   std::vector<std::unique_ptr<LocalOptimizer>> optimizers_;
   std::vector<std::vector<int>> buckets_;

@@ -194,8 +194,10 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
 namespace {
 
 const bool kRegistered = RegisterStrategy("parameter_server", [](const StrategyContext& context) {
-  // local_parameter_device cpu: the replicas' gradients are summed in host memory.
-  return ParameterServerStrategy::Create(context, "parameter_server", "pscpu");
+  // local_parameter_device cpu: the replicas' gradients are summed in host
+  // memory; gpu: each on the GPU that owns the variable (local_reduce.h).
+  const bool on_gpus = context.config->local_parameter_device() == "gpu" && !context.replicas->downloads_gradients();
+  return ParameterServerStrategy::Create(context, "parameter_server", on_gpus ? "owner_device" : "pscpu");
 });
 
 }  // namespace

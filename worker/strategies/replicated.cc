@@ -1,12 +1,14 @@
 // replicated: the devices of ONE worker each own a full copy of the variables;
 // after backward, gradients are all-reduced across the replicas
 // (all_reduce_spec: pscpu = summed on the host, none = summed on one replica
-// chosen round-robin per variable), and every replica applies the same update.
+// chosen round-robin per variable; nccl on GPUs: worker/strategies/
+// nccl_allreduce.cc), and every replica applies the same update.
 // No parameter servers. Across workers use distributed_replicated or allreduce.
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/local_optimizer.h"
 #include "worker/local_reduce.h"
+#include "worker/strategies/nccl_strategy.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
@@ -20,6 +22,7 @@ class ReplicatedStrategy : public Strategy {
           "variable_update replicated synchronises the devices of one worker; across workers use "
           "distributed_replicated or allreduce");
     }
+    if (UsesNccl(*context.config)) return CreateNcclStrategy(context);
     std::unique_ptr<ReplicatedStrategy> s(new ReplicatedStrategy(context));
     PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(),
                                                                         *context.replicas, context.total_steps));

@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -18,18 +18,7 @@ class Add final : public Layer {
  public:
   explicit Add(const LayerSpec&) {}
 
-  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() < 2) {
-      return absl::InvalidArgumentError(absl::StrCat("add takes 2 or more inputs, got ", input_shapes.size()));
-    }
-    for (size_t i = 1; i < input_shapes.size(); ++i) {
-      if (input_shapes[i] != input_shapes[0]) {
-        return absl::InvalidArgumentError(absl::StrCat("add inputs differ in shape: ", ShapeToString(input_shapes[0]),
-                                                       " vs ", ShapeToString(input_shapes[i])));
-      }
-    }
-    return input_shapes[0];
-  }
+  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupAdd(input_shapes); }
 
   TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
     return LayoutOf(PrimsFor(AsCpu(ctx), inputs).dst);

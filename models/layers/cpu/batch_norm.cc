@@ -22,8 +22,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -33,34 +33,14 @@ const auto kScaleShift = dnnl::normalization_flags::use_scale | dnnl::normalizat
 
 class BatchNorm final : public Layer {
  public:
-  explicit BatchNorm(const LayerSpec& spec)
-      : epsilon_(static_cast<float>(spec.GetFloat("epsilon", 1e-3))),
-        momentum_(static_cast<float>(spec.GetFloat("momentum", 0.9))) {}
+  explicit BatchNorm(const LayerSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("batch_norm takes 1 input, got ", input_shapes.size()));
-    }
-    const Shape& in = input_shapes[0];
-    if ((in.size() != 1 && in.size() != 3) || NumElements(in) <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("batch_norm input must be [channels, height, width] or [channels], got ", ShapeToString(in)));
-    }
-    if (!(epsilon_ > 0))
-      return absl::InvalidArgumentError(absl::StrCat("batch_norm epsilon must be > 0, got ", epsilon_));
-    if (!(momentum_ >= 0 && momentum_ <= 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("batch_norm momentum must be in [0, 1], got ", momentum_));
-    }
-    channels_ = in[0];
-    spatial_ = NumElements(in) / channels_;
-    parameters_.push_back(
-        {"gamma", Tensor({channels_}), Tensor({channels_}), Initializer::kOnes, channels_, channels_});
-    parameters_.push_back(
-        {"beta", Tensor({channels_}), Tensor({channels_}), Initializer::kZeros, channels_, channels_});
-    running_mean_ = Tensor({channels_});
-    running_var_ = Tensor({channels_});
+    PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupBatchNorm(spec_, input_shapes, &parameters_));
+    running_mean_ = Tensor({setup_.channels});
+    running_var_ = Tensor({setup_.channels});
     for (float& v : running_var_.span()) v = 1.0f;
-    return in;
+    return setup_.shape;
   }
 
   bool Fuse(const LayerSpec& next) override {
@@ -84,7 +64,7 @@ class BatchNorm final : public Layer {
                                             {DNNL_ARG_SHIFT, View(ctx, parameters_[1].value)}};
     if (!training) {
       if (!p.inference) {
-        dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, p.data, epsilon_,
+        dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_inference, p.data, setup_.epsilon,
                                                   Flags() | dnnl::normalization_flags::use_global_stats);
         p.inference = MakePrim(dnnl::batch_normalization_forward::primitive_desc(d, ScratchpadAttr(), ctx.engine()),
                                Work::kOneThread);
@@ -99,15 +79,15 @@ class BatchNorm final : public Layer {
     if (fuse_relu_) args.emplace(DNNL_ARG_WORKSPACE, View(p.training_pd.workspace_desc(), ctx, p.workspace));
     Run(ctx, p.training, std::move(args));
     // Running averages.
-    const int64_t m = inputs[0].dim(0) * spatial_;
+    const int64_t m = inputs[0].dim(0) * setup_.spatial;
     const float bessel = m > 1 ? static_cast<float>(m) / static_cast<float>(m - 1) : 1.0f;
     const float* mean = p.mean.data();
     const float* var = p.variance.data();
     float* rm = running_mean_.data();
     float* rv = running_var_.data();
-    for (int64_t c = 0; c < channels_; ++c) {
-      rm[c] = momentum_ * rm[c] + (1 - momentum_) * mean[c];
-      rv[c] = momentum_ * rv[c] + (1 - momentum_) * var[c] * bessel;
+    for (int64_t c = 0; c < setup_.channels; ++c) {
+      rm[c] = setup_.momentum * rm[c] + (1 - setup_.momentum) * mean[c];
+      rv[c] = setup_.momentum * rv[c] + (1 - setup_.momentum) * var[c] * bessel;
     }
   }
 
@@ -117,7 +97,7 @@ class BatchNorm final : public Layer {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);
     if (!p.backward) {
-      dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, p.data, p.data, epsilon_, Flags());
+      dnnl::batch_normalization_backward::desc d(dnnl::prop_kind::backward, p.data, p.data, setup_.epsilon, Flags());
       p.backward =
           MakePrim(dnnl::batch_normalization_backward::primitive_desc(d, ScratchpadAttr(), ctx.engine(), p.training_pd),
                    Work::kOneThread);
@@ -163,21 +143,21 @@ class BatchNorm final : public Layer {
     }
     auto p = std::make_unique<Prims>();
     p->data = data;
-    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_training, data, epsilon_, Flags());
+    dnnl::batch_normalization_forward::desc d(dnnl::prop_kind::forward_training, data, setup_.epsilon, Flags());
     p->training_pd = dnnl::batch_normalization_forward::primitive_desc(d, ScratchpadAttr(), ctx.engine());
     CHECK(p->training_pd.dst_desc() == data) << "batch_norm: oneDNN changed the data format";
     const size_t ws = p->training_pd.workspace_desc().get_size();
     if (ws > 0) p->workspace = Tensor({static_cast<int64_t>((ws + 3) / 4)});
     p->training = MakePrim(p->training_pd, Work::kOneThread);
-    p->mean = Tensor({channels_});
-    p->variance = Tensor({channels_});
+    p->mean = Tensor({setup_.channels});
+    p->variance = Tensor({setup_.channels});
     cache_.push_back(std::move(p));
     return *cache_.back();
   }
 
-  const float epsilon_, momentum_;
+  const LayerSpec spec_;
+  BatchNormSetup setup_;  // attributes and per-example shape
   bool fuse_relu_ = false;
-  int64_t channels_ = 0, spatial_ = 1;
   Tensor running_mean_, running_var_;
   std::vector<std::unique_ptr<Prims>> cache_;
 };

@@ -11,9 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -24,24 +23,7 @@ class Concat final : public Layer {
  public:
   explicit Concat(const LayerSpec&) {}
 
-  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.empty()) return absl::InvalidArgumentError("concat takes 1 or more inputs, got 0");
-    std::vector<std::string> shapes;
-    for (const Shape& s : input_shapes) shapes.push_back(ShapeToString(s));
-    Shape out = input_shapes[0];
-    if (out.empty() || NumElements(out) <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("concat inputs must be non-empty, got ", shapes[0]));
-    }
-    for (size_t i = 1; i < input_shapes.size(); ++i) {
-      const Shape& s = input_shapes[i];
-      if (s.size() != out.size() || NumElements(s) <= 0 || !std::equal(s.begin() + 1, s.end(), out.begin() + 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("concat inputs must agree in all but the channel dim, got ", absl::StrJoin(shapes, " and ")));
-      }
-      out[0] += s[0];
-    }
-    return out;
-  }
+  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupConcat(input_shapes); }
 
   TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
     return LayoutOf(PrimsFor(AsCpu(ctx), inputs).dst);

@@ -18,9 +18,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
-#include "models/layers/window.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -32,40 +31,11 @@ class Conv2d final : public Layer {
   explicit Conv2d(const LayerSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("conv2d takes 1 input, got ", input_shapes.size()));
-    }
-    const Shape& in = input_shapes[0];
-    filters_ = spec_.GetInt("filters", -1);
-    groups_ = spec_.GetInt("groups", 1);
-    const int64_t bias = spec_.GetInt("bias", 1);
-    if (filters_ <= 0) return absl::InvalidArgumentError("conv2d needs a positive \"filters\" attribute");
-    if (bias != 0 && bias != 1)
-      return absl::InvalidArgumentError(absl::StrCat("conv2d \"bias\" must be 0 or 1, got ", bias));
-    has_bias_ = bias == 1;
-    PSTRAIN_ASSIGN_OR_RETURN(window_, ReadWindow(spec_, "conv2d", {1, 1}));
-    PSTRAIN_RETURN_IF_ERROR(CheckWindowFits("conv2d", window_, in));
-    if (groups_ <= 0 || in[0] % groups_ != 0 || filters_ % groups_ != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("conv2d groups ", groups_,
-                                                     " must divide both the input channels (", ShapeToString(in),
-                                                     ") and filters ", filters_));
-    }
-    in_shape_ = in;
-    out_shape_ = {filters_, window_.OutH(in[1]), window_.OutW(in[2])};
-    const int64_t per_group_in = in[0] / groups_;
-    const int64_t fan_in = per_group_in * window_.kh * window_.kw;
-    const int64_t fan_out = filters_ / groups_ * window_.kh * window_.kw;
-    Shape w_shape = {filters_, per_group_in, window_.kh, window_.kw};
-    parameters_.push_back({"weights", Tensor(w_shape), Tensor(w_shape), Initializer::kHeNormal, fan_in, fan_out});
-    if (has_bias_) {
-      parameters_.push_back({"bias", Tensor({filters_}), Tensor({filters_}), Initializer::kZeros, fan_in, fan_out});
-    }
-    return out_shape_;
+    PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupConv2d(spec_, input_shapes, &parameters_));
+    return setup_.output;
   }
 
-  int64_t ForwardFlopsPerExample() const override {
-    return 2 * NumElements(out_shape_) * (in_shape_[0] / groups_) * window_.kh * window_.kw;
-  }
+  int64_t ForwardFlopsPerExample() const override { return setup_.ForwardFlopsPerExample(); }
 
   TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
     return LayoutOf(PrimsFor(AsCpu(ctx), inputs[0]).dst);
@@ -77,7 +47,7 @@ class Conv2d final : public Layer {
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, p.src.Get(ctx, inputs[0])},
                                             {DNNL_ARG_WEIGHTS, p.weights.Get(ctx, AsWeights(parameters_[0].value))},
                                             {DNNL_ARG_DST, CheckedView(p.dst, ctx, output)}};
-    if (has_bias_) args.emplace(DNNL_ARG_BIAS, View(ctx, parameters_[1].value));
+    if (setup_.has_bias) args.emplace(DNNL_ARG_BIAS, View(ctx, parameters_[1].value));
     Run(ctx, p.fwd, std::move(args));
   }
 
@@ -103,7 +73,7 @@ class Conv2d final : public Layer {
         {DNNL_ARG_SRC, src},
         {DNNL_ARG_DIFF_DST, b.weights_diff_dst.Get(ctx, grad_output)},
         {DNNL_ARG_DIFF_WEIGHTS, b.diff_weights.Target(ctx, AsWeights(parameters_[0].grad))}};
-    if (has_bias_) args.emplace(DNNL_ARG_DIFF_BIAS, View(ctx, parameters_[1].grad));
+    if (setup_.has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, View(ctx, parameters_[1].grad));
     Run(ctx, b.weights, std::move(args));
     b.diff_weights.Commit(ctx, AsWeights(parameters_[0].grad));
   }
@@ -130,17 +100,17 @@ class Conv2d final : public Layer {
   };
 
   memory::dims WeightDims() const {
-    const int64_t per_group_in = in_shape_[0] / groups_;
-    if (groups_ == 1) return {filters_, per_group_in, window_.kh, window_.kw};
-    return {groups_, filters_ / groups_, per_group_in, window_.kh, window_.kw};
+    const Conv2dSetup& s = setup_;
+    if (s.groups == 1) return {s.filters, s.InputChannelsPerGroup(), s.window.kh, s.window.kw};
+    return {s.groups, s.filters / s.groups, s.InputChannelsPerGroup(), s.window.kh, s.window.kw};
   }
   // A weights parameter viewed with oneDNN's dims (5-D goihw when grouped).
   Tensor AsWeights(const Tensor& t) const {
     const memory::dims d = WeightDims();
     return t.Reshaped(Shape(d.begin(), d.end()));
   }
-  memory::dims Strides() const { return {window_.sh, window_.sw}; }
-  memory::dims Padding() const { return {window_.ph, window_.pw}; }
+  memory::dims Strides() const { return {setup_.window.sh, setup_.window.sw}; }
+  memory::dims Padding() const { return {setup_.window.ph, setup_.window.pw}; }
 
   Prims& PrimsFor(CpuContext& ctx, const Tensor& input) {
     const memory::desc in = DescOf(input);
@@ -150,17 +120,18 @@ class Conv2d final : public Layer {
     auto p = std::make_unique<Prims>();
     p->in = in;
     const int64_t n = input.dim(0);
-    Shape src_shape = {n, in_shape_[0], in_shape_[1], in_shape_[2]};
-    Shape dst_shape = {n, out_shape_[0], out_shape_[1], out_shape_[2]};
+    Shape src_shape = {n, setup_.input[0], setup_.input[1], setup_.input[2]};
+    Shape dst_shape = {n, setup_.output[0], setup_.output[1], setup_.output[2]};
     const memory::dims w_dims = WeightDims();
     memory::desc w_any = AnyDesc(Shape(w_dims.begin(), w_dims.end()));
-    memory::desc bias = PlainDesc({filters_});
-    auto desc = has_bias_ ? dnnl::convolution_forward::desc(
-                                dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                AnyDesc(src_shape), w_any, bias, AnyDesc(dst_shape), Strides(), Padding(), Padding())
-                          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                            dnnl::algorithm::convolution_direct, AnyDesc(src_shape),
-                                                            w_any, AnyDesc(dst_shape), Strides(), Padding(), Padding());
+    memory::desc bias = PlainDesc({setup_.filters});
+    auto desc = setup_.has_bias
+                    ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                      dnnl::algorithm::convolution_direct, AnyDesc(src_shape), w_any,
+                                                      bias, AnyDesc(dst_shape), Strides(), Padding(), Padding())
+                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                      dnnl::algorithm::convolution_direct, AnyDesc(src_shape), w_any,
+                                                      AnyDesc(dst_shape), Strides(), Padding(), Padding());
     p->fwd_pd = dnnl::convolution_forward::primitive_desc(desc, ScratchpadAttr(), ctx.engine());
     p->fwd = MakePrim(p->fwd_pd, Work::kCompute);
     p->src = Conversion(ctx, in, p->fwd_pd.src_desc());
@@ -190,11 +161,12 @@ class Conv2d final : public Layer {
     b.data_diff_dst = Conversion(ctx, p.dst, data_pd.diff_dst_desc());
     b.diff_src = Conversion(ctx, data_pd.diff_src_desc(), p.in);
 
-    auto wdesc = has_bias_ ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
-                                                                      w_any, PlainDesc({filters_}), dst_any, Strides(),
-                                                                      Padding(), Padding())
-                           : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any,
-                                                                      w_any, dst_any, Strides(), Padding(), Padding());
+    auto wdesc = setup_.has_bias
+                     ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, w_any,
+                                                                PlainDesc({setup_.filters}), dst_any, Strides(),
+                                                                Padding(), Padding())
+                     : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, w_any,
+                                                                dst_any, Strides(), Padding(), Padding());
     dnnl::convolution_backward_weights::primitive_desc weights_pd(wdesc, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
     b.weights = MakePrim(weights_pd, Work::kCompute);
     if (weights_pd.src_desc() != p.fwd_pd.src_desc()) b.weights_src.emplace(ctx, p.in, weights_pd.src_desc());
@@ -204,10 +176,7 @@ class Conv2d final : public Layer {
   }
 
   const LayerSpec spec_;
-  int64_t filters_ = 0, groups_ = 1;
-  bool has_bias_ = true;
-  Window2d window_;
-  Shape in_shape_, out_shape_;
+  Conv2dSetup setup_;                          // attributes and per-example shapes
   std::vector<std::unique_ptr<Prims>> cache_;  // few entries (train and eval batch sizes): a linear scan
 };
 

@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -25,26 +25,14 @@ constexpr int64_t kSmallFlops = int64_t{1} << 24;
 
 class Dense final : public Layer {
  public:
-  explicit Dense(const LayerSpec& spec) : units_(spec.GetInt("units", -1)) {}
+  explicit Dense(const LayerSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("dense takes 1 input, got ", input_shapes.size()));
-    }
-    if (units_ <= 0) return absl::InvalidArgumentError("dense needs a positive \"units\" attribute");
-    in_features_ = NumElements(input_shapes[0]);
-    if (input_shapes[0].empty() || in_features_ <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dense input must be non-empty, got ", ShapeToString(input_shapes[0])));
-    }
-    Shape w_shape = {in_features_, units_};
-    parameters_.push_back(
-        {"weights", Tensor(w_shape), Tensor(w_shape), Initializer::kGlorotUniform, in_features_, units_});
-    parameters_.push_back({"bias", Tensor({units_}), Tensor({units_}), Initializer::kZeros, in_features_, units_});
-    return Shape{units_};
+    PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupDense(spec_, input_shapes, &parameters_));
+    return setup_.output;
   }
 
-  int64_t ForwardFlopsPerExample() const override { return 2 * in_features_ * units_; }
+  int64_t ForwardFlopsPerExample() const override { return setup_.ForwardFlopsPerExample(); }
 
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
@@ -103,13 +91,13 @@ class Dense final : public Layer {
     p.in = in;
     p.to_plain = Conversion(ctx, in, PlainDesc(input.shape()));
     p.from_plain = Conversion(ctx, PlainDesc(input.shape()), in);
-    p.src = memory::desc({batch, in_features_}, memory::data_type::f32, tag::nc);
-    p.weights = memory::desc({units_, in_features_}, memory::data_type::f32, tag::io);
-    p.bias = memory::desc({units_}, memory::data_type::f32, tag::x);
-    p.dst = memory::desc({batch, units_}, memory::data_type::f32, tag::nc);
+    p.src = memory::desc({batch, setup_.in_features}, memory::data_type::f32, tag::nc);
+    p.weights = memory::desc({setup_.units, setup_.in_features}, memory::data_type::f32, tag::io);
+    p.bias = memory::desc({setup_.units}, memory::data_type::f32, tag::x);
+    p.dst = memory::desc({batch, setup_.units}, memory::data_type::f32, tag::nc);
     dnnl::inner_product_forward::desc fwd(dnnl::prop_kind::forward_training, p.src, p.weights, p.bias, p.dst);
     p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd, ScratchpadAttr(), ctx.engine());
-    if (2 * batch * in_features_ * units_ < kSmallFlops) p.work = Work::kOneThread;
+    if (batch * setup_.ForwardFlopsPerExample() < kSmallFlops) p.work = Work::kOneThread;
     p.fwd = MakePrim(p.fwd_pd, p.work);
     cache_.push_back(std::make_unique<Prims>(std::move(p)));
     return *cache_.back();
@@ -125,8 +113,8 @@ class Dense final : public Layer {
         p.work);
   }
 
-  const int64_t units_;
-  int64_t in_features_ = 0;
+  const LayerSpec spec_;
+  DenseSetup setup_;                           // in_features (K) and units
   std::vector<std::unique_ptr<Prims>> cache_;  // few entries: a linear scan
 };
 

@@ -13,8 +13,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -30,17 +30,11 @@ uint64_t SplitMix64(uint64_t x) {
 
 class Dropout final : public Layer {
  public:
-  explicit Dropout(const LayerSpec& spec)
-      : rate_(spec.GetFloat("rate", 0.5)), seed_(static_cast<uint64_t>(spec.GetInt("seed", 0))) {}
+  explicit Dropout(const LayerSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("dropout takes 1 input, got ", input_shapes.size()));
-    }
-    if (!(rate_ >= 0 && rate_ < 1)) {
-      return absl::InvalidArgumentError(absl::StrCat("dropout rate must be in [0, 1), got ", rate_));
-    }
-    return input_shapes[0];
+    PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupDropout(spec_, input_shapes));
+    return setup_.shape;
   }
 
   TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
@@ -95,18 +89,18 @@ class Dropout final : public Layer {
 
   // Fills the whole buffer (padding too: the input's padding is zero anyway).
   void DrawMask(const Tensor& mask) {
-    const uint64_t key = SplitMix64(SplitMix64(seed_) ^ step_++);
+    const uint64_t key = SplitMix64(SplitMix64(setup_.seed) ^ step_++);
     // Keep when the top 32 random bits are >= rate * 2^32.
-    const uint64_t threshold = static_cast<uint64_t>(rate_ * 4294967296.0);
-    const float keep = static_cast<float>(1.0 / (1.0 - rate_));
+    const uint64_t threshold = static_cast<uint64_t>(setup_.rate * 4294967296.0);
+    const float keep = static_cast<float>(1.0 / (1.0 - setup_.rate));
     float* m = mask.data();
     const int64_t n = static_cast<int64_t>(mask.num_bytes() / sizeof(float));
     for (int64_t i = 0; i < n; ++i)
       m[i] = (SplitMix64(key + static_cast<uint64_t>(i)) >> 32) >= threshold ? keep : 0.0f;
   }
 
-  const double rate_;
-  const uint64_t seed_;
+  const LayerSpec spec_;
+  DropoutSetup setup_;  // rate and seed
   uint64_t step_ = 0;
   std::vector<std::unique_ptr<Prims>> cache_;
 };

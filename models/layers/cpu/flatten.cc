@@ -2,8 +2,8 @@
 // No attributes, no parameters. The output is plain and its own buffer (as
 // the Layer contract asks); a blocked input is reordered into it, which is
 // where a blocked conv/pool chain hands over to dense layers.
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -12,12 +12,7 @@ class Flatten final : public Layer {
  public:
   explicit Flatten(const LayerSpec&) {}
 
-  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("flatten takes 1 input, got ", input_shapes.size()));
-    }
-    return Shape{NumElements(input_shapes[0])};
-  }
+  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupFlatten(input_shapes); }
 
   void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     if (inputs[0].is_plain()) {

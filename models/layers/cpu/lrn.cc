@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -21,26 +21,11 @@ using dnnl::memory;
 
 class Lrn final : public Layer {
  public:
-  explicit Lrn(const LayerSpec& spec)
-      : size_(spec.GetInt("size", 5)),
-        alpha_(static_cast<float>(spec.GetFloat("alpha", 1e-4))),
-        beta_(static_cast<float>(spec.GetFloat("beta", 0.75))),
-        k_(static_cast<float>(spec.GetFloat("k", 1.0))) {}
+  explicit Lrn(const LayerSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("lrn takes 1 input, got ", input_shapes.size()));
-    }
-    const Shape& in = input_shapes[0];
-    if (in.size() != 3 || NumElements(in) <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lrn input must be [channels, height, width], got ", ShapeToString(in)));
-    }
-    if (size_ <= 0) return absl::InvalidArgumentError(absl::StrCat("lrn size must be positive, got ", size_));
-    if (!(k_ > 0) || !(alpha_ >= 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("lrn needs k > 0 and alpha >= 0, got k ", k_, " alpha ", alpha_));
-    }
-    return in;
+    PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupLrn(spec_, input_shapes));
+    return setup_.shape;
   }
 
   TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
@@ -62,7 +47,8 @@ class Lrn final : public Layer {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);
     if (!p.bwd) {
-      dnnl::lrn_backward::desc d(dnnl::algorithm::lrn_across_channels, p.src, p.dst, size_, alpha_, beta_, k_);
+      dnnl::lrn_backward::desc d(dnnl::algorithm::lrn_across_channels, p.src, p.dst, setup_.size, setup_.alpha,
+                                 setup_.beta, setup_.k);
       p.bwd = MakePrim(dnnl::lrn_backward::primitive_desc(d, ScratchpadAttr(), ctx.engine(), p.fwd_pd), Work::kMemory);
     }
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, View(p.src, ctx, inputs[0])},
@@ -92,8 +78,8 @@ class Lrn final : public Layer {
     }
     auto p = std::make_unique<Prims>();
     p->src = src;
-    dnnl::lrn_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::lrn_across_channels, src, size_,
-                              alpha_, beta_, k_);
+    dnnl::lrn_forward::desc d(dnnl::prop_kind::forward_training, dnnl::algorithm::lrn_across_channels, src, setup_.size,
+                              setup_.alpha, setup_.beta, setup_.k);
     p->fwd_pd = dnnl::lrn_forward::primitive_desc(d, ScratchpadAttr(), ctx.engine());
     p->fwd = MakePrim(p->fwd_pd, Work::kMemory);
     p->dst = p->fwd_pd.dst_desc();
@@ -103,8 +89,8 @@ class Lrn final : public Layer {
     return *cache_.back();
   }
 
-  const int64_t size_;
-  const float alpha_, beta_, k_;
+  const LayerSpec spec_;
+  LrnSetup setup_;  // attributes and per-example shape
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 

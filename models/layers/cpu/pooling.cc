@@ -2,8 +2,6 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-
 namespace pstrain::cpu {
 
 using dnnl::memory;
@@ -12,26 +10,8 @@ Pooling::Pooling(std::string type, dnnl::algorithm algorithm, const LayerSpec& s
     : type_(std::move(type)), algorithm_(algorithm), spec_(spec), global_(global) {}
 
 absl::StatusOr<Shape> Pooling::Setup(const std::vector<Shape>& input_shapes) {
-  if (input_shapes.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(type_, " takes 1 input, got ", input_shapes.size()));
-  }
-  const Shape& in = input_shapes[0];
-  if (global_) {
-    if (in.size() != 3 || NumElements(in) <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(type_, " input must be [channels, height, width], got ", ShapeToString(in)));
-    }
-    window_ = Window2d{in[1], in[2], 1, 1, 0, 0};
-  } else {
-    PSTRAIN_ASSIGN_OR_RETURN(window_, ReadWindow(spec_, type_, {}));
-    if (window_.ph >= window_.kh || window_.pw >= window_.kw) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(type_, " padding must be smaller than the kernel, got ", window_.ToString()));
-    }
-  }
-  PSTRAIN_RETURN_IF_ERROR(CheckWindowFits(type_, window_, in));
-  out_shape_ = {in[0], window_.OutH(in[1]), window_.OutW(in[2])};
-  return out_shape_;
+  PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupPooling(spec_, type_, input_shapes, global_));
+  return setup_.output;
 }
 
 Pooling::Prims& Pooling::PrimsFor(CpuContext& ctx, const Tensor& input) {
@@ -41,10 +21,10 @@ Pooling::Prims& Pooling::PrimsFor(CpuContext& ctx, const Tensor& input) {
   }
   auto p = std::make_unique<Prims>();
   p->src = src;
+  const Window2d& w = setup_.window;
   dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_training, algorithm_, src,
-                                AnyDesc({input.dim(0), out_shape_[0], out_shape_[1], out_shape_[2]}),
-                                {window_.sh, window_.sw}, {window_.kh, window_.kw}, {window_.ph, window_.pw},
-                                {window_.ph, window_.pw});
+                                AnyDesc({input.dim(0), setup_.output[0], setup_.output[1], setup_.output[2]}),
+                                {w.sh, w.sw}, {w.kh, w.kw}, {w.ph, w.pw}, {w.ph, w.pw});
   p->fwd_pd = dnnl::pooling_forward::primitive_desc(d, ScratchpadAttr(), ctx.engine());
   p->fwd = MakePrim(p->fwd_pd, Work::kMemory);
   p->dst = p->fwd_pd.dst_desc();
@@ -75,8 +55,8 @@ void Pooling::Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, con
   CpuContext& ctx = AsCpu(dctx);
   Prims& p = PrimsFor(ctx, inputs[0]);
   if (!p.bwd) {
-    dnnl::pooling_backward::desc d(algorithm_, p.src, p.dst, {window_.sh, window_.sw}, {window_.kh, window_.kw},
-                                   {window_.ph, window_.pw}, {window_.ph, window_.pw});
+    const Window2d& w = setup_.window;
+    dnnl::pooling_backward::desc d(algorithm_, p.src, p.dst, {w.sh, w.sw}, {w.kh, w.kw}, {w.ph, w.pw}, {w.ph, w.pw});
     p.bwd =
         MakePrim(dnnl::pooling_backward::primitive_desc(d, ScratchpadAttr(), ctx.engine(), p.fwd_pd), Work::kMemory);
   }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "models/layers/cpu/dnnl_util.h"
-#include "models/layers/window.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 
@@ -45,8 +45,7 @@ class Pooling final : public Layer {
   const dnnl::algorithm algorithm_;
   const LayerSpec spec_;
   const bool global_;
-  Window2d window_;
-  Shape out_shape_;
+  PoolingSetup setup_;  // window and per-example shapes
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 

@@ -5,8 +5,8 @@
 #include <optional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
@@ -15,12 +15,7 @@ class Relu final : public Layer {
  public:
   explicit Relu(const LayerSpec&) {}
 
-  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
-    if (input_shapes.size() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("relu takes 1 input, got ", input_shapes.size()));
-    }
-    return input_shapes[0];
-  }
+  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupRelu(input_shapes); }
 
   TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
     return inputs[0].layout();

@@ -1,5 +1,5 @@
 // Softmax cross-entropy over integer labels: oneDNN softmax forward, then
-// loss = mean_n(-log(max(p[n, label_n], kMinProb))) and
+// loss = mean_n(-log(max(p[n, label_n], kSoftmaxCrossEntropyMinProb))) and
 // d(loss)/d(logits) = (p - onehot(label)) / N.
 #include "models/layers/cpu/softmax_cross_entropy.h"
 
@@ -9,18 +9,16 @@
 #include <utility>
 
 #include "models/layers/cpu/dnnl_util.h"
+#include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
 namespace {
-
-// Keeps -log(p) finite when the softmax underflows.
-constexpr float kMinProb = 1e-30f;
 
 class SoftmaxCrossEntropy final : public LossLayer {
  public:
   float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels,
                         Tensor* grad_logits) override {
-    CHECK_EQ(logits.rank(), 2) << "logits must be [N, classes], got " << ShapeToString(logits.shape());
+    CheckLogitsAndLabels(logits, labels);
     CHECK(logits.is_plain()) << "logits must be plain, got " << logits.layout()->ToString();
     CpuContext& ctx = AsCpu(dctx);
     const int64_t n = logits.dim(0), classes = logits.dim(1);
@@ -30,9 +28,7 @@ class SoftmaxCrossEntropy final : public LossLayer {
     const float* probs = p.probs.data();
     double total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      CHECK(labels[i] >= 0 && labels[i] < classes)
-          << "label " << labels[i] << " of example " << i << " is outside [0, " << classes << ")";
-      total -= std::log(std::max(probs[i * classes + labels[i]], kMinProb));
+      total -= std::log(std::max(probs[i * classes + labels[i]], kSoftmaxCrossEntropyMinProb));
     }
     if (grad_logits != nullptr) {
       CHECK(grad_logits->shape() == logits.shape());

@@ -1,0 +1,191 @@
+// conv2d on CUDA: 2-D convolution (cross-correlation) on cuDNN, forward and
+// both backward passes; attributes, validation, parameters and FLOPs are the
+// CPU layer's (SetupConv2d in layer_rules.h):
+//   "filters" (required), "kernel" [kh, kw] (required), "stride" (default
+//   [1, 1]), "padding" [ph, pw] symmetric (default [0, 0]), "groups" (default
+//   1), "bias" 1/0 (default 1). Input [C, H, W] -> [filters, OH, OW].
+//   Parameters: "weights" [filters, C/groups, kh, kw] (HeNormal), "bias"
+//   [filters] (zeros) when bias=1. The weights are cuDNN's KCRS filter as
+//   they are (grouped: cudnnSetConvolutionGroupCount).
+//
+// Numerics: fp32 throughout. The convolution descriptor's math type is
+// CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: the default lets cuDNN run fp32
+// convolutions on TF32 tensor cores (10-bit mantissa) on Ampere and later,
+// which would not match the CPU to fp32 tolerance. Algorithms are cuDNN's
+// heuristic choice, so results differ from the CPU's by summation order
+// only; some backward algorithms sum with atomics and are not bitwise
+// reproducible from run to run.
+//
+// Algorithms are chosen once per batched input shape: for each pass, the
+// first of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7, fastest first)
+// that is supported, uses no tensor-op math and needs at most 1 GiB of
+// workspace. The workspace is the context's shared one.
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "models/layers/cuda/cuda_context.h"
+#include "models/layers/cuda/cudnn_util.h"
+#include "models/layers/layer_rules.h"
+
+namespace pstrain::cuda {
+namespace {
+
+constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
+
+// The first of `ranked` (cuDNN's ranking, fastest first) that can run
+// here: supported, no tensor-op math, workspace within the cap. Perf is one
+// of cuDNN's cudnnConvolution*AlgoPerf_t.
+template <typename Perf>
+decltype(Perf::algo) ChooseAlgorithm(const std::vector<Perf>& ranked, const char* pass) {
+  for (const Perf& p : ranked) {
+    const bool tensor_ops = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (p.status == CUDNN_STATUS_SUCCESS && !tensor_ops && p.memory <= kMaxWorkspaceBytes) return p.algo;
+  }
+  LOG(FATAL) << "conv2d: cuDNN offers no fp32 " << pass << " algorithm within " << kMaxWorkspaceBytes
+             << " bytes of workspace";
+}
+
+class Conv2d final : public Layer {
+ public:
+  explicit Conv2d(const LayerSpec& spec) : spec_(spec) {}
+
+  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
+    PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupConv2d(spec_, input_shapes, &parameters_));
+    return setup_.output;
+  }
+
+  int64_t ForwardFlopsPerExample() const override { return setup_.ForwardFlopsPerExample(); }
+
+  void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
+    CudaContext& ctx = AsCuda(dctx);
+    const Plan& p = PlanFor(ctx, inputs[0].shape());
+    CHECK(output.shape() == Batched(inputs[0].dim(0), setup_.output))
+        << "conv2d output " << ShapeToString(output.shape());
+    float* y = DevicePtr(output);
+    PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
+        ctx.cudnn(), &kOne, p.input.get(), DevicePtr(inputs[0]), filter_->get(), DevicePtr(parameters_[0].value),
+        conv_->get(), p.forward, Workspace(ctx, p.forward_bytes), p.forward_bytes, &kZero, p.output.get(), y));
+    if (setup_.has_bias) {
+      // y += bias, broadcast over N, H, W.
+      PSTRAIN_CUDNN_CHECK(
+          cudnnAddTensor(ctx.cudnn(), &kOne, bias_->get(), DevicePtr(parameters_[1].value), &kOne, p.output.get(), y));
+    }
+  }
+
+  void Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
+                absl::Span<Tensor> grad_inputs) override {
+    CudaContext& ctx = AsCuda(dctx);
+    const Plan& p = PlanFor(ctx, inputs[0].shape());
+    CHECK(grad_output.shape() == output.shape()) << "conv2d grad_output " << ShapeToString(grad_output.shape());
+    const float* dy = DevicePtr(grad_output);
+    if (!grad_inputs[0].empty()) {
+      CHECK(grad_inputs[0].shape() == inputs[0].shape())
+          << "conv2d grad_input " << ShapeToString(grad_inputs[0].shape());
+      PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
+          ctx.cudnn(), &kOne, filter_->get(), DevicePtr(parameters_[0].value), p.output.get(), dy, conv_->get(),
+          p.backward_data, Workspace(ctx, p.backward_data_bytes), p.backward_data_bytes, &kZero, p.input.get(),
+          DevicePtr(grad_inputs[0])));
+    }
+    PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, p.input.get(), DevicePtr(inputs[0]),
+                                                       p.output.get(), dy, conv_->get(), p.backward_filter,
+                                                       Workspace(ctx, p.backward_filter_bytes), p.backward_filter_bytes,
+                                                       &kZero, filter_->get(), DevicePtr(parameters_[0].grad)));
+    if (setup_.has_bias) {
+      PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, p.output.get(), dy, &kZero, bias_->get(),
+                                                       DevicePtr(parameters_[1].grad)));
+    }
+  }
+
+ private:
+  // Descriptors and algorithms for one batched input shape.
+  struct Plan {
+    TensorDescriptor input, output;  // also those of their gradients
+    cudnnConvolutionFwdAlgo_t forward{};
+    cudnnConvolutionBwdDataAlgo_t backward_data{};
+    cudnnConvolutionBwdFilterAlgo_t backward_filter{};
+    size_t forward_bytes = 0, backward_data_bytes = 0, backward_filter_bytes = 0;  // workspace
+  };
+
+  static void* Workspace(CudaContext& ctx, size_t bytes) { return bytes == 0 ? nullptr : ctx.Workspace(bytes); }
+
+  // The shape-independent descriptors, made with the first plan.
+  void CreateDescriptors() {
+    const Window2d& w = setup_.window;
+    filter_.emplace();
+    PSTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_->get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                   CudnnDim(setup_.filters, "filters"),
+                                                   CudnnDim(setup_.InputChannelsPerGroup(), "channels per group"),
+                                                   CudnnDim(w.kh, "kernel"), CudnnDim(w.kw, "kernel")));
+    conv_.emplace();
+    PSTRAIN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        conv_->get(), CudnnDim(w.ph, "padding"), CudnnDim(w.pw, "padding"), CudnnDim(w.sh, "stride"),
+        CudnnDim(w.sw, "stride"), /*dilation_h=*/1, /*dilation_w=*/1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_->get(), CudnnDim(setup_.groups, "groups")));
+    // Plain fp32 FMA kernels: no TF32 tensor cores (see the top of the file).
+    PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_->get(), CUDNN_FMA_MATH));
+    if (setup_.has_bias) bias_.emplace(NchwDescriptor(1, setup_.filters, 1, 1));
+  }
+
+  const Plan& PlanFor(CudaContext& ctx, const Shape& input) {
+    auto it = cache_.find(input);
+    if (it != cache_.end()) return it->second;
+    CHECK(input == Batched(input.at(0), setup_.input))
+        << "conv2d set up for " << ShapeToString(setup_.input) << " got input " << ShapeToString(input);
+    if (!conv_) CreateDescriptors();
+    Plan p;
+    p.input = NchwDescriptor(input);
+    const Shape output = Batched(input[0], setup_.output);
+    p.output = NchwDescriptor(output);
+    int n = 0, c = 0, h = 0, w = 0;
+    PSTRAIN_CUDNN_CHECK(
+        cudnnGetConvolution2dForwardOutputDim(conv_->get(), p.input.get(), filter_->get(), &n, &c, &h, &w));
+    CHECK(Shape({n, c, h, w}) == output) << "conv2d: cuDNN's output [" << n << "," << c << "," << h << "," << w
+                                         << "] differs from " << ShapeToString(output);
+
+    cudnnHandle_t cudnn = ctx.cudnn();
+    int max_count = 0, count = 0;
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn, &max_count));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> forward(max_count);
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn, p.input.get(), filter_->get(), conv_->get(),
+                                                               p.output.get(), max_count, &count, forward.data()));
+    forward.resize(count);
+    p.forward = ChooseAlgorithm(forward, "forward");
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cudnn, p.input.get(), filter_->get(), conv_->get(),
+                                                                p.output.get(), p.forward, &p.forward_bytes));
+
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn, &max_count));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(max_count);
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn, filter_->get(), p.output.get(), conv_->get(),
+                                                                    p.input.get(), max_count, &count, data.data()));
+    data.resize(count);
+    p.backward_data = ChooseAlgorithm(data, "backward-data");
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        cudnn, filter_->get(), p.output.get(), conv_->get(), p.input.get(), p.backward_data, &p.backward_data_bytes));
+
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn, &max_count));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(max_count);
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        cudnn, p.input.get(), p.output.get(), conv_->get(), filter_->get(), max_count, &count, filter.data()));
+    filter.resize(count);
+    p.backward_filter = ChooseAlgorithm(filter, "backward-filter");
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn, p.input.get(), p.output.get(),
+                                                                       conv_->get(), filter_->get(), p.backward_filter,
+                                                                       &p.backward_filter_bytes));
+    return cache_.emplace(input, std::move(p)).first->second;
+  }
+
+  const LayerSpec spec_;
+  Conv2dSetup setup_;                          // attributes and per-example shapes
+  std::optional<FilterDescriptor> filter_;     // [filters, C/groups, kh, kw]
+  std::optional<ConvolutionDescriptor> conv_;  // padding, stride, groups, math type
+  std::optional<TensorDescriptor> bias_;       // 1 x filters x 1 x 1
+  std::map<Shape, Plan> cache_;                // by batched input shape
+};
+
+PSTRAIN_REGISTER_LAYER("conv2d", DeviceKind::kCuda, Conv2d);
+
+}  // namespace
+}  // namespace pstrain::cuda

@@ -1,0 +1,106 @@
+// dense on CUDA: y = x W + b with cuBLAS in fp32 (the handle's default math
+// mode: no TF32), so results match the CPU layer to float rounding.
+//
+// Same contract as the CPU layer (cpu/dense.cc): attribute "units" (> 0);
+// input [N, ...] read as [N, K] with K the product of the per-example dims;
+// output [N, units]; parameters "weights" [K, units] row-major (y = x W) and
+// "bias" [units]. Parameters are read at every call (the model moves them to
+// the device after Setup()).
+//
+// cuBLAS is column-major: a row-major [R, C] matrix is, in the same memory,
+// the column-major C x R matrix (its transpose) with leading dimension C. So
+// x is x^T (K x N, ld K), W is W^T (U x K, ld U) and y is y^T (U x N, ld U):
+//   forward       y^T  = W^T x^T  gemm(N, N, m=U, n=N, k=K, A=W ld U, B=x ld K, C=y ld U)
+//                 y^T += b 1^T    ger(m=U, n=N, x=b, y=ones, A=y ld U)
+//   input grad    dx^T = W dy^T   gemm(T, N, m=K, n=N, k=U, A=W ld U, B=dy ld U, C=dx ld K)
+//   weights grad  dW^T = dy^T x   gemm(N, T, m=U, n=K, k=N, A=dy ld U, B=x ld K, C=dW ld U)
+//   bias grad     db   = dy^T 1   gemv(N, m=U, n=N, A=dy ld U, x=ones, y=db)
+// i.e. y = x W + b, dx = dy W^T, dW = x^T dy, db = column sums of dy.
+// `ones` is a device vector of 1s as long as the largest batch seen.
+#include <climits>
+#include <memory>
+#include <vector>
+
+#include "models/layers/cuda/cuda_check.h"
+#include "models/layers/cuda/cuda_context.h"
+#include "models/layers/cuda/elementwise.h"
+#include "models/layers/layer_rules.h"
+
+namespace pstrain::cuda {
+namespace {
+
+int CheckedInt(int64_t v) {
+  CHECK_LE(v, INT_MAX) << "dense: dimension too large for cuBLAS";
+  return static_cast<int>(v);
+}
+
+class Dense final : public Layer {
+ public:
+  explicit Dense(const LayerSpec& spec) : spec_(spec) {}
+
+  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override {
+    PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupDense(spec_, input_shapes, &parameters_));
+    return setup_.output;
+  }
+
+  int64_t ForwardFlopsPerExample() const override { return setup_.ForwardFlopsPerExample(); }
+
+  void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
+    CudaContext& ctx = AsCuda(dctx);
+    const int n = BatchOf(inputs[0], output);
+    const int k = CheckedInt(setup_.in_features), u = CheckedInt(setup_.units);
+    const float one = 1.0f, zero = 0.0f;
+    float* y = DevicePtr(output);
+    PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, u, n, k, &one,
+                                     DevicePtr(parameters_[0].value), u, DevicePtr(inputs[0]), k, &zero, y, u));
+    PSTRAIN_CUBLAS_CHECK(
+        cublasSger(ctx.cublas(), u, n, &one, DevicePtr(parameters_[1].value), 1, Ones(ctx, n), 1, y, u));
+  }
+
+  void Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
+                absl::Span<Tensor> grad_inputs) override {
+    CudaContext& ctx = AsCuda(dctx);
+    const int n = BatchOf(inputs[0], grad_output);
+    const int k = CheckedInt(setup_.in_features), u = CheckedInt(setup_.units);
+    const float one = 1.0f, zero = 0.0f;
+    const float* dy = DevicePtr(grad_output);
+    if (!grad_inputs[0].empty()) {
+      CHECK_EQ(grad_inputs[0].num_elements(), inputs[0].num_elements()) << "dense: input gradient shape";
+      PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, k, n, u, &one,
+                                       DevicePtr(parameters_[0].value), u, dy, u, &zero, DevicePtr(grad_inputs[0]), k));
+    }
+    PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, u, k, n, &one, dy, u, DevicePtr(inputs[0]),
+                                     k, &zero, DevicePtr(parameters_[0].grad), u));
+    PSTRAIN_CUBLAS_CHECK(cublasSgemv(ctx.cublas(), CUBLAS_OP_N, u, n, &one, dy, u, Ones(ctx, n), 1, &zero,
+                                     DevicePtr(parameters_[1].grad), 1));
+  }
+
+ private:
+  // The batch size, after checking that `input` is [N, K] and `out` [N, units].
+  int BatchOf(const Tensor& input, const Tensor& out) const {
+    const int64_t batch = input.dim(0);
+    CHECK_EQ(input.num_elements(), batch * setup_.in_features) << "dense: input " << ShapeToString(input.shape());
+    CHECK(out.shape() == (Shape{batch, setup_.units})) << "dense: output " << ShapeToString(out.shape());
+    return CheckedInt(batch);
+  }
+
+  // A device vector of at least n ones.
+  const float* Ones(CudaContext& ctx, int n) {
+    if (n > ones_size_) {
+      ones_ = ctx.AllocateBytes(static_cast<size_t>(n) * sizeof(float));
+      ones_size_ = n;
+      Fill(static_cast<float*>(ones_->data()), 1.0f, n, ctx.stream());
+    }
+    return static_cast<const float*>(ones_->data());
+  }
+
+  const LayerSpec spec_;
+  DenseSetup setup_;  // in_features (K) and units
+  std::shared_ptr<Buffer> ones_;
+  int ones_size_ = 0;
+};
+
+PSTRAIN_REGISTER_LAYER("dense", DeviceKind::kCuda, Dense);
+
+}  // namespace
+}  // namespace pstrain::cuda

@@ -1,0 +1,60 @@
+#include "models/layers/cuda/elementwise.h"
+#include "models/layers/cuda/grid_stride.cuh"
+
+namespace pstrain::cuda {
+namespace {
+
+__global__ void AddIntoKernel(float *sum, const float *addend, int64_t n) {
+  PSTRAIN_GRID_STRIDE(i, n) sum[i] += addend[i];
+}
+
+__global__ void AddKernel(const float *a, const float *b, float *out, int64_t n) {
+  PSTRAIN_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+
+__global__ void ScaleKernel(float *x, float alpha, int64_t n) { PSTRAIN_GRID_STRIDE(i, n) x[i] *= alpha; }
+
+__global__ void FillKernel(float *x, float value, int64_t n) { PSTRAIN_GRID_STRIDE(i, n) x[i] = value; }
+
+__global__ void SgdKernel(float *value, const float *grad, float lr, float wd, int64_t n) {
+  PSTRAIN_GRID_STRIDE(i, n) value[i] -= lr * (grad[i] + wd * value[i]);
+}
+
+__global__ void MomentumKernel(float *value, const float *grad, float *accum, float lr, float momentum, float wd,
+                               int64_t n) {
+  PSTRAIN_GRID_STRIDE(i, n) {
+    const float a = momentum * accum[i] + (grad[i] + wd * value[i]);
+    accum[i] = a;
+    value[i] -= lr * a;
+  }
+}
+
+}  // namespace
+
+void AddInto(float *sum, const float *addend, int64_t n, cudaStream_t stream) {
+  if (n > 0) AddIntoKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(sum, addend, n);
+}
+
+void Add(const float *a, const float *b, float *out, int64_t n, cudaStream_t stream) {
+  if (n > 0) AddKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(a, b, out, n);
+}
+
+void Scale(float *x, float alpha, int64_t n, cudaStream_t stream) {
+  if (n > 0) ScaleKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(x, alpha, n);
+}
+
+void Fill(float *x, float value, int64_t n, cudaStream_t stream) {
+  if (n > 0) FillKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(x, value, n);
+}
+
+void ApplySgd(float *value, const float *grad, float lr, float wd, int64_t n, cudaStream_t stream) {
+  if (n > 0) SgdKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(value, grad, lr, wd, n);
+}
+
+void ApplyMomentum(float *value, const float *grad, float *accum, float lr, float momentum, float wd, int64_t n,
+                   cudaStream_t stream) {
+  if (n > 0)
+    MomentumKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(value, grad, accum, lr, momentum, wd, n);
+}
+
+}  // namespace pstrain::cuda

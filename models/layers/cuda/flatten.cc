@@ -1,0 +1,40 @@
+// flatten on CUDA: [N, d1, d2, ...] -> [N, d1*d2*...] in row-major order.
+// Same contract as the CPU layer (cpu/flatten.cc): no attributes, no
+// parameters; the output is its own buffer. CUDA tensors are plain, so both
+// passes are one device-to-device copy.
+#include <vector>
+
+#include "models/layers/cuda/cuda_check.h"
+#include "models/layers/cuda/cuda_context.h"
+#include "models/layers/layer_rules.h"
+
+namespace pstrain::cuda {
+namespace {
+
+void CopyOnDevice(CudaContext& ctx, const Tensor& src, const Tensor& dst) {
+  CHECK_EQ(src.num_elements(), dst.num_elements())
+      << "flatten: " << ShapeToString(src.shape()) << " vs " << ShapeToString(dst.shape());
+  PSTRAIN_CUDA_CHECK(
+      cudaMemcpyAsync(DevicePtr(dst), DevicePtr(src), src.num_bytes(), cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+class Flatten final : public Layer {
+ public:
+  explicit Flatten(const LayerSpec&) {}
+
+  absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupFlatten(input_shapes); }
+
+  void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
+    CopyOnDevice(AsCuda(ctx), inputs[0], output);
+  }
+
+  void Backward(DeviceContext& ctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
+                absl::Span<Tensor> grad_inputs) override {
+    if (!grad_inputs[0].empty()) CopyOnDevice(AsCuda(ctx), grad_output, grad_inputs[0]);
+  }
+};
+
+PSTRAIN_REGISTER_LAYER("flatten", DeviceKind::kCuda, Flatten);
+
+}  // namespace
+}  // namespace pstrain::cuda

@@ -1,0 +1,64 @@
+#include "models/layers/cuda/pooling.h"
+
+#include <utility>
+
+#include "models/layers/cuda/cuda_context.h"
+
+namespace pstrain::cuda {
+
+Pooling::Pooling(std::string type, cudnnPoolingMode_t mode, const LayerSpec& spec, bool global)
+    : type_(std::move(type)), mode_(mode), spec_(spec), global_(global) {}
+
+absl::StatusOr<Shape> Pooling::Setup(const std::vector<Shape>& input_shapes) {
+  PSTRAIN_ASSIGN_OR_RETURN(setup_, SetupPooling(spec_, type_, input_shapes, global_));
+  return setup_.output;
+}
+
+Pooling::Descriptors& Pooling::DescriptorsFor(const Shape& input) {
+  auto [it, inserted] = cache_.try_emplace(input);
+  if (!inserted) return it->second;
+  CHECK(input == Batched(input.at(0), setup_.input))
+      << type_ << " set up for " << ShapeToString(setup_.input) << " got input " << ShapeToString(input);
+  if (!pooling_) {
+    pooling_.emplace();
+    const Window2d& w = setup_.window;
+    // NaNs propagate through max pooling rather than vanish.
+    PSTRAIN_CUDNN_CHECK(cudnnSetPooling2dDescriptor(
+        pooling_->get(), mode_, CUDNN_PROPAGATE_NAN, CudnnDim(w.kh, "kernel"), CudnnDim(w.kw, "kernel"),
+        CudnnDim(w.ph, "padding"), CudnnDim(w.pw, "padding"), CudnnDim(w.sh, "stride"), CudnnDim(w.sw, "stride")));
+  }
+  Descriptors& d = it->second;
+  d.input = NchwDescriptor(input);
+  const Shape output = Batched(input[0], setup_.output);
+  d.output = NchwDescriptor(output);
+  int n = 0, c = 0, h = 0, w = 0;
+  PSTRAIN_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pooling_->get(), d.input.get(), &n, &c, &h, &w));
+  CHECK(Shape({n, c, h, w}) == output) << type_ << ": cuDNN's output [" << n << "," << c << "," << h << "," << w
+                                       << "] differs from " << ShapeToString(output);
+  return d;
+}
+
+void Pooling::Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) {
+  CudaContext& ctx = AsCuda(dctx);
+  const Descriptors& d = DescriptorsFor(inputs[0].shape());
+  CHECK(output.shape() == Batched(inputs[0].dim(0), setup_.output))
+      << type_ << " output " << ShapeToString(output.shape());
+  PSTRAIN_CUDNN_CHECK(cudnnPoolingForward(ctx.cudnn(), pooling_->get(), &kOne, d.input.get(), DevicePtr(inputs[0]),
+                                          &kZero, d.output.get(), DevicePtr(output)));
+}
+
+void Pooling::Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output,
+                       const Tensor& grad_output, absl::Span<Tensor> grad_inputs) {
+  if (grad_inputs[0].empty()) return;
+  CudaContext& ctx = AsCuda(dctx);
+  const Descriptors& d = DescriptorsFor(inputs[0].shape());
+  CHECK(grad_output.shape() == output.shape() && grad_inputs[0].shape() == inputs[0].shape())
+      << type_ << " gradient shapes " << ShapeToString(grad_output.shape()) << ", "
+      << ShapeToString(grad_inputs[0].shape());
+  // Max pooling finds each window's maximum again from the input and output.
+  PSTRAIN_CUDNN_CHECK(cudnnPoolingBackward(ctx.cudnn(), pooling_->get(), &kOne, d.output.get(), DevicePtr(output),
+                                           d.output.get(), DevicePtr(grad_output), d.input.get(), DevicePtr(inputs[0]),
+                                           &kZero, d.input.get(), DevicePtr(grad_inputs[0])));
+}
+
+}  // namespace pstrain::cuda

@@ -1,0 +1,68 @@
+// Softmax cross-entropy over integer labels on CUDA, with the CPU loss's
+// numerics (see cpu/softmax_cross_entropy.cc):
+//   p = softmax(logits[n]),
+//   loss = mean_n(-log(max(p[n, label_n], kSoftmaxCrossEntropyMinProb))),
+//   d(loss)/d(logits) = (p - onehot(label)) / N.
+// One kernel computes every row's loss and gradient on the GPU; the per-row
+// losses come back to the host, which sums them in double in row order, as
+// the CPU does. The labels arrive on the host: they are checked there, staged
+// in pinned memory kept between calls and copied to the GPU.
+// ForwardBackward() synchronises the context (the loss is a host value).
+#include "models/layers/cuda/softmax_cross_entropy.h"
+
+#include <cstring>
+
+#include "models/layers/cuda/cuda_check.h"
+#include "models/layers/cuda/cuda_context.h"
+#include "models/layers/layer_rules.h"
+
+namespace pstrain::cuda {
+namespace {
+
+class SoftmaxCrossEntropy final : public LossLayer {
+ public:
+  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels,
+                        Tensor* grad_logits) override {
+    CheckLogitsAndLabels(logits, labels);
+    CudaContext& ctx = AsCuda(dctx);
+    const int64_t n = logits.dim(0), classes = logits.dim(1);
+    CHECK_GT(n, 0) << "logits hold no examples";
+    float* grad = nullptr;
+    if (grad_logits != nullptr) {
+      CHECK(grad_logits->shape() == logits.shape());
+      grad = DevicePtr(*grad_logits);
+    }
+    if (staged_labels_.num_elements() < n) {
+      staged_labels_ = ctx.AllocateHost({n});  // float-sized slots holding int32 labels
+      staged_losses_ = ctx.AllocateHost({n});
+    }
+    const size_t bytes = n * sizeof(float);
+    static_assert(sizeof(int32_t) == sizeof(float));
+    std::memcpy(staged_labels_.raw(), labels, bytes);
+    std::shared_ptr<Buffer> device_labels = ctx.AllocateBytes(bytes);
+    std::shared_ptr<Buffer> device_losses = ctx.AllocateBytes(bytes);
+    PSTRAIN_CUDA_CHECK(
+        cudaMemcpyAsync(device_labels->data(), staged_labels_.raw(), bytes, cudaMemcpyHostToDevice, ctx.stream()));
+    SoftmaxCrossEntropyRows(DevicePtr(logits), static_cast<const int32_t*>(device_labels->data()), n, classes,
+                            kSoftmaxCrossEntropyMinProb, 1.0f / static_cast<float>(n),
+                            static_cast<float*>(device_losses->data()), grad, ctx.stream());
+    PSTRAIN_CUDA_CHECK(cudaGetLastError());
+    PSTRAIN_CUDA_CHECK(
+        cudaMemcpyAsync(staged_losses_.raw(), device_losses->data(), bytes, cudaMemcpyDeviceToHost, ctx.stream()));
+    ctx.Synchronize();
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += staged_losses_.data()[i];
+    return static_cast<float>(total / static_cast<double>(n));
+  }
+
+ private:
+  // Pinned host staging, grown to the largest batch: the labels on their way
+  // to the GPU, the per-row losses on their way back.
+  Tensor staged_labels_, staged_losses_;
+};
+
+}  // namespace
+
+std::unique_ptr<LossLayer> NewSoftmaxCrossEntropy() { return std::make_unique<SoftmaxCrossEntropy>(); }
+
+}  // namespace pstrain::cuda

@@ -1,0 +1,484 @@
+// CUDA layers against the CPU ones. Every layer type registered on the CPU is
+// built on both devices from one spec and input shapes, given the same
+// parameters, inputs and output gradient (uniform in [-1, 1], fixed seed),
+// run forward (training mode) and backward, and must agree on the output, the
+// input gradients and the parameter gradients; so must the softmax
+// cross-entropy loss and one training step of small zoo models.
+//
+// Setup (shapes, parameters, validation errors) and the registries need no
+// GPU: those tests run in every CUDA build and skip in a CPU-only one. The
+// numerical tests skip, with CreateDeviceContext's reason, when no CUDA device
+// is usable.
+//
+// Tolerance: elementwise |cuda - cpu| <= abs + rel * |cpu|. Both devices do
+// the same float32 arithmetic in different orders (cuBLAS/cuDNN vs oneDNN),
+// which costs a few ulps per accumulated term: with O(1) values and sums of
+// at most a few hundred terms that stays well inside rel 1e-4 with an abs
+// floor of 1e-5 for results near zero (kFloat32). Convolutions get rel 1e-3,
+// abs 1e-4 (kConvolution): cuDNN may choose Winograd, FFT or implicit-GEMM
+// algorithms (oneDNN its own), whose transforms round differently from direct
+// summation, by up to ~1e-5 of the sum of |terms| (O(10) here).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "models/layers/layer.h"
+#include "models/model.h"
+#include "tests/models/layer_specs.h"
+
+namespace pstrain::testing {
+namespace {
+
+struct Tolerance {
+  double rel;
+  double abs;
+};
+constexpr Tolerance kFloat32{1e-4, 1e-5};
+constexpr Tolerance kConvolution{1e-3, 1e-4};
+constexpr Tolerance kExact{0, 0};
+
+constexpr float kGarbage = 7.25f;  // pre-fills backward outputs
+
+// ---- Cases: the configurations of layer_gradient_test.cc, and a few larger ----
+
+struct AgreementCase {
+  std::string name;  // test name suffix
+  LayerSpec spec;
+  std::vector<Shape> input_shapes;  // batched
+  Tolerance tolerance;
+};
+
+void PrintTo(const AgreementCase& c, std::ostream* os) { *os << c.name; }
+
+AgreementCase Case(std::string name, LayerSpec spec, std::vector<Shape> input_shapes, Tolerance tolerance = kFloat32) {
+  return {std::move(name), std::move(spec), std::move(input_shapes), tolerance};
+}
+
+std::vector<AgreementCase> Cases() {
+  return {
+      Case("Dense", LayerSpec{"dense"}.Int("units", 5), {{4, 7}}),
+      Case("DenseFlattensFourDimensionalInput", LayerSpec{"dense"}.Int("units", 3), {{3, 2, 3, 4}}),
+      Case("DenseBatchOfOne", LayerSpec{"dense"}.Int("units", 4), {{1, 6}}),
+      Case("DenseLarge", LayerSpec{"dense"}.Int("units", 70), {{33, 300}}),
+      Case("Relu", LayerSpec{"relu"}, {{4, 9}}),
+      Case("ReluFourDimensional", LayerSpec{"relu"}, {{2, 3, 4, 5}}),
+      Case("Flatten", LayerSpec{"flatten"}, {{2, 3, 2, 2}}),
+      Case("Add", LayerSpec{"add"}, {{3, 4}, {3, 4}, {3, 4}}),
+      Case("AddFourDimensional", LayerSpec{"add"}, {{2, 3, 4, 5}, {2, 3, 4, 5}}),
+      Case("Conv2dSamePaddingWithBias", Conv(6, {3, 3}, {1, 1}, {1, 1}), {{2, 4, 5, 5}}, kConvolution),
+      Case("Conv2dStridedNoBias", Conv(5, {3, 3}, {2, 2}, {1, 1}, 1, /*bias=*/0), {{2, 3, 7, 6}}, kConvolution),
+      Case("Conv2dRectangularKernelUnevenStridePadding", Conv(4, {3, 2}, {2, 1}, {1, 0}), {{2, 3, 6, 5}}, kConvolution),
+      Case("Conv2dGroups", Conv(6, {3, 3}, {1, 1}, {1, 1}, /*groups=*/2), {{2, 4, 4, 4}}, kConvolution),
+      Case("Conv2dDepthwiseNoBias", Conv(4, {3, 3}, {1, 1}, {0, 0}, /*groups=*/4, 0), {{2, 4, 5, 5}}, kConvolution),
+      Case("Conv2dOneByOneWideChannels", Conv(16, {1, 1}, {1, 1}, {0, 0}), {{2, 16, 3, 3}}, kConvolution),
+      Case("Conv2dDefaultsAndSingleIntAttributes", LayerSpec{"conv2d"}.Int("filters", 3).Int("kernel", 2),
+           {{1, 2, 4, 3}}, kConvolution),
+      Case("Conv2dLarger", Conv(32, {5, 5}, {1, 1}, {2, 2}), {{4, 8, 12, 12}}, kConvolution),
+      Case("BatchNormSpatial", LayerSpec{"batch_norm"}, {{4, 3, 3, 3}}),
+      Case("BatchNormFeatures", LayerSpec{"batch_norm"}.Float("epsilon", 1e-5), {{8, 5}}),
+      Case("BatchNormWideChannels", LayerSpec{"batch_norm"}, {{3, 16, 2, 2}}),
+      Case("MaxPoolNonOverlapping", Pool("max_pool", 2, 2, 0), {{2, 3, 4, 6}}),
+      Case("MaxPoolOverlappingPadded", Pool("max_pool", 3, 2, 1), {{2, 3, 7, 7}}),
+      Case("MaxPoolOverlapping", Pool("max_pool", 3, 2, 0), {{2, 2, 6, 6}}),
+      Case("AvgPool", Pool("avg_pool", 2, 2, 0), {{2, 3, 4, 4}}),
+      Case("AvgPoolOverlappingPadded", Pool("avg_pool", 3, 2, 1), {{2, 3, 6, 5}}),
+      Case("AvgPoolStrideOne", Pool("avg_pool", 3, 1, 1), {{1, 2, 4, 4}}),
+      Case("GlobalAvgPool", LayerSpec{"global_avg_pool"}, {{2, 4, 3, 5}}),
+      Case("LrnAlexNetParameters", LayerSpec{"lrn"}.Float("k", 2.0), {{2, 7, 3, 3}}),
+      Case("LrnStronglyNonlinear",
+           LayerSpec{"lrn"}.Int("size", 3).Float("alpha", 2.0).Float("beta", 0.75).Float("k", 1.0), {{2, 6, 2, 3}}),
+      Case("ConcatThreeInputs", LayerSpec{"concat"}, {{2, 2, 3, 3}, {2, 3, 3, 3}, {2, 1, 3, 3}}),
+      Case("ConcatFeatures", LayerSpec{"concat"}, {{3, 4}, {3, 2}}),
+      Case("DropoutRateZeroIsIdentity", LayerSpec{"dropout"}.Float("rate", 0.0), {{3, 2, 2, 2}}),
+      // Both devices hash (seed, step, index) the same way: the same mask.
+      Case("DropoutDrawsTheCpuMask", LayerSpec{"dropout"}.Float("rate", 0.5).Int("seed", 7), {{4, 3, 5, 5}}),
+  };
+}
+
+std::vector<Shape> PerExample(const std::vector<Shape>& batched) {
+  std::vector<Shape> shapes;
+  for (const Shape& s : batched) shapes.emplace_back(s.begin() + 1, s.end());
+  return shapes;
+}
+
+// ---- Host <-> device ----
+
+// A plain host copy of `t`, ready to read.
+Tensor ToHost(DeviceContext& ctx, const Tensor& t) {
+  Tensor host(t.shape());
+  ctx.Convert(t, host);
+  ctx.Synchronize();
+  return host;
+}
+
+Tensor ToDevice(DeviceContext& ctx, const Tensor& host, const TensorLayoutPtr& layout = nullptr) {
+  Tensor t = ctx.Allocate(host.shape(), layout);
+  ctx.Convert(host, t);
+  return t;
+}
+
+// Makes `t` hold `host`'s values on ctx's device: in place when it is there
+// already (a CPU layer's parameters), else in a tensor from ctx.Allocate(),
+// as a model moves parameters to its device.
+void Place(DeviceContext& ctx, const Tensor& host, Tensor& t) {
+  if (t.device() != ctx.device()) t = ctx.Allocate(host.shape());
+  ctx.Convert(host, t);
+}
+
+Tensor Uniform(std::mt19937_64& rng, const Shape& shape, double lo, double hi) {
+  Tensor t(shape);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (float& v : t.span()) v = static_cast<float>(dist(rng));
+  return t;
+}
+
+Tensor Garbage(const Shape& shape) {
+  Tensor t(shape);
+  std::fill(t.data(), t.data() + t.num_elements(), kGarbage);
+  return t;
+}
+
+// ---- Comparison ----
+
+::testing::AssertionResult Agree(const std::string& what, const Tensor& cpu, const Tensor& cuda, Tolerance tol) {
+  if (cpu.shape() != cuda.shape()) {
+    return ::testing::AssertionFailure() << what << ": cpu " << ShapeToString(cpu.shape()) << " vs cuda "
+                                         << ShapeToString(cuda.shape());
+  }
+  int64_t bad = 0, worst = -1;
+  double worst_ratio = 0;
+  for (int64_t i = 0; i < cpu.num_elements(); ++i) {
+    const double e = cpu.data()[i], a = cuda.data()[i];
+    const double error = std::fabs(a - e), allowed = tol.abs + tol.rel * std::fabs(e);
+    if (error <= allowed) continue;  // NaN fails
+    ++bad;
+    const double ratio = std::isnan(error) ? std::numeric_limits<double>::infinity()
+                         : allowed > 0     ? error / allowed
+                                           : error;
+    if (worst < 0 || ratio > worst_ratio) {
+      worst = i;
+      worst_ratio = ratio;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << what << ": " << bad << " of " << cpu.num_elements()
+                                       << " elements differ by more than " << tol.abs << " + " << tol.rel
+                                       << " * |cpu|; worst [" << worst << "]: cpu " << cpu.data()[worst] << " cuda "
+                                       << cuda.data()[worst];
+}
+
+std::string Describe(const absl::StatusOr<Shape>& s) { return s.ok() ? ShapeToString(*s) : s.status().ToString(); }
+
+// Both layers accepted the same per-example shapes with the same result, or
+// refused them with the same status; on success their parameters and FLOP
+// counts agree.
+::testing::AssertionResult SetupsAgree(const LayerSpec& spec, const std::vector<Shape>& per_example) {
+  std::vector<std::string> shapes;
+  for (const Shape& s : per_example) shapes.push_back(ShapeToString(s));
+  const std::string what = absl::StrCat(spec.type, " on ", absl::StrJoin(shapes, " "));
+  auto cpu = CreateLayer(spec, DeviceKind::kCpu);
+  auto cuda = CreateLayer(spec, DeviceKind::kCuda);
+  if (!cpu.ok() || !cuda.ok()) {
+    return ::testing::AssertionFailure() << what << ": cpu " << cpu.status() << ", cuda " << cuda.status();
+  }
+  const absl::StatusOr<Shape> cpu_out = (*cpu)->Setup(per_example), cuda_out = (*cuda)->Setup(per_example);
+  if (cpu_out.ok() != cuda_out.ok() || (cpu_out.ok() && *cpu_out != *cuda_out) ||
+      (!cpu_out.ok() && cpu_out.status() != cuda_out.status())) {
+    return ::testing::AssertionFailure() << what << ": cpu " << Describe(cpu_out) << ", cuda " << Describe(cuda_out);
+  }
+  if (!cpu_out.ok()) return ::testing::AssertionSuccess() << what << ": " << cpu_out.status();
+  const std::vector<Parameter>& cp = (*cpu)->parameters();
+  const std::vector<Parameter>& gp = (*cuda)->parameters();
+  if (cp.size() != gp.size()) {
+    return ::testing::AssertionFailure() << what << ": " << cp.size() << " cpu parameters, " << gp.size() << " cuda";
+  }
+  for (size_t i = 0; i < cp.size(); ++i) {
+    if (cp[i].name != gp[i].name || cp[i].value.shape() != gp[i].value.shape() ||
+        cp[i].grad.shape() != gp[i].grad.shape() || cp[i].init != gp[i].init || cp[i].fan_in != gp[i].fan_in ||
+        cp[i].fan_out != gp[i].fan_out) {
+      return ::testing::AssertionFailure()
+             << what << ": parameter " << i << " differs: cpu " << cp[i].name << " "
+             << ShapeToString(cp[i].value.shape()) << " fans " << cp[i].fan_in << "/" << cp[i].fan_out << ", cuda "
+             << gp[i].name << " " << ShapeToString(gp[i].value.shape()) << " fans " << gp[i].fan_in << "/"
+             << gp[i].fan_out;
+    }
+  }
+  if ((*cpu)->ForwardFlopsPerExample() != (*cuda)->ForwardFlopsPerExample() ||
+      (*cpu)->PassesGradientThrough() != (*cuda)->PassesGradientThrough()) {
+    return ::testing::AssertionFailure() << what << ": FLOPs " << (*cpu)->ForwardFlopsPerExample() << " vs "
+                                         << (*cuda)->ForwardFlopsPerExample() << ", passes gradient through "
+                                         << (*cpu)->PassesGradientThrough() << " vs "
+                                         << (*cuda)->PassesGradientThrough();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ---- Running a layer ----
+
+// What a layer produced, as plain host tensors.
+struct LayerResults {
+  Tensor output;
+  std::vector<Tensor> grad_inputs;
+  std::vector<Tensor> param_grads;
+};
+
+// Runs `layer` (after Setup) on ctx's device: parameters set to
+// `param_values`, Forward() in training mode on `inputs`, Backward() with
+// `grad_output` (all plain host tensors). Backward's outputs start as garbage,
+// so one that is accumulated into rather than overwritten shows.
+LayerResults RunLayer(DeviceContext& ctx, Layer& layer, const std::vector<Tensor>& inputs,
+                      const std::vector<Tensor>& param_values, const Tensor& grad_output) {
+  std::vector<Tensor> device_inputs;
+  for (const Tensor& in : inputs) device_inputs.push_back(ToDevice(ctx, in));
+  std::vector<Parameter>& params = layer.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    Place(ctx, param_values[i], params[i].value);
+    Place(ctx, Garbage(param_values[i].shape()), params[i].grad);
+  }
+  Tensor output = ctx.Allocate(grad_output.shape(), layer.OutputLayout(ctx, device_inputs));
+  layer.Forward(ctx, device_inputs, output, /*training=*/true);
+  const Tensor device_grad_output = ToDevice(ctx, grad_output, output.layout());
+  std::vector<Tensor> grad_inputs;
+  for (const Tensor& in : device_inputs) grad_inputs.push_back(ToDevice(ctx, Garbage(in.shape()), in.layout()));
+  layer.Backward(ctx, device_inputs, output, device_grad_output, absl::MakeSpan(grad_inputs));
+
+  LayerResults results;
+  results.output = ToHost(ctx, output);
+  for (const Tensor& g : grad_inputs) results.grad_inputs.push_back(ToHost(ctx, g));
+  for (const Parameter& p : params) results.param_grads.push_back(ToHost(ctx, p.grad));
+  return results;
+}
+
+// ---- Fixtures ----
+
+// CUDA layers exist in this build: CreateDeviceContext for CUDA says more
+// than "built without CUDA" (Unimplemented).
+bool BuiltWithCuda(absl::Status* reason) {
+  auto ctx = CreateDeviceContext(Device{DeviceKind::kCuda, 0});
+  if (ctx.ok() || ctx.status().code() != absl::StatusCode::kUnimplemented) return true;
+  *reason = ctx.status();
+  return false;
+}
+
+// A CPU and a CUDA context; skips when no CUDA device is usable.
+template <typename Base>
+class BothDevices : public Base {
+ protected:
+  void SetUp() override {
+    auto cuda = CreateDeviceContext(Device{DeviceKind::kCuda, 0});
+    if (!cuda.ok()) GTEST_SKIP() << "no CUDA device / built without CUDA: " << cuda.status();
+    auto cpu = CreateDeviceContext(Device::Cpu());
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cuda_ = std::move(*cuda);
+    cpu_ = std::move(*cpu);
+  }
+
+  DeviceContext& cpu() { return *cpu_; }
+  DeviceContext& cuda() { return *cuda_; }
+
+ private:
+  std::unique_ptr<DeviceContext> cpu_, cuda_;
+};
+
+// ---- Registries and Setup: no GPU needed ----
+
+TEST(CudaLayerRegistryTest, RegistersTheCpuLayerTypes) {
+  absl::Status reason;
+  if (!BuiltWithCuda(&reason)) GTEST_SKIP() << reason;
+  const std::vector<std::string> cpu = RegisteredLayerTypes(DeviceKind::kCpu);
+  const std::vector<std::string> cuda = RegisteredLayerTypes(DeviceKind::kCuda);
+  std::vector<std::string> missing, extra;
+  for (const std::string& t : cpu) {
+    if (std::find(cuda.begin(), cuda.end(), t) == cuda.end()) missing.push_back(t);
+  }
+  for (const std::string& t : cuda) {
+    if (std::find(cpu.begin(), cpu.end(), t) == cpu.end()) extra.push_back(t);
+  }
+  EXPECT_TRUE(missing.empty()) << "registered on cpu but not on cuda: " << absl::StrJoin(missing, ", ");
+  EXPECT_TRUE(extra.empty()) << "registered on cuda but not on cpu: " << absl::StrJoin(extra, ", ");
+  auto loss = CreateSoftmaxCrossEntropy(DeviceKind::kCuda);
+  EXPECT_TRUE(loss.ok()) << loss.status();
+}
+
+TEST(CudaCpuAgreementCasesTest, CoverEveryCpuLayerType) {
+  std::set<std::string> covered;
+  for (const AgreementCase& c : Cases()) covered.insert(c.spec.type);
+  std::vector<std::string> missing;
+  for (const std::string& t : RegisteredLayerTypes(DeviceKind::kCpu)) {
+    if (!covered.contains(t)) missing.push_back(t);
+  }
+  EXPECT_TRUE(missing.empty()) << "no agreement case for: " << absl::StrJoin(missing, ", ");
+}
+
+TEST(CudaCpuSetupTest, ValidConfigurationsAgree) {
+  absl::Status reason;
+  if (!BuiltWithCuda(&reason)) GTEST_SKIP() << reason;
+  for (const AgreementCase& c : Cases()) EXPECT_TRUE(SetupsAgree(c.spec, PerExample(c.input_shapes))) << c.name;
+}
+
+// Attribute defaults and validation messages are the CPU layers' (the
+// statuses must be equal, message included).
+TEST(CudaCpuSetupTest, InvalidConfigurationsFailAlike) {
+  absl::Status reason;
+  if (!BuiltWithCuda(&reason)) GTEST_SKIP() << reason;
+  const std::vector<std::pair<LayerSpec, std::vector<Shape>>> invalid = {
+      {LayerSpec{"dense"}, {{4}}},
+      {LayerSpec{"dense"}.Int("units", 3), {{4}, {4}}},
+      {LayerSpec{"dense"}.Int("units", 3), {{0}}},
+      {LayerSpec{"add"}, {{3}}},
+      {LayerSpec{"add"}, {{3}, {4}}},
+      {LayerSpec{"concat"}, {}},
+      {LayerSpec{"concat"}, {{2, 3}, {2, 4}}},
+      {LayerSpec{"concat"}, {{2, 3}, {2, 3, 1}}},
+      {LayerSpec{"dropout"}.Float("rate", 1.0), {{4}}},
+      {LayerSpec{"dropout"}, {{4}, {4}}},
+      {LayerSpec{"flatten"}, {{4}, {4}}},
+      {LayerSpec{"relu"}, {{4}, {4}}},
+      {LayerSpec{"conv2d"}.Int("kernel", 3), {{1, 4, 4}}},
+      {LayerSpec{"conv2d"}.Int("filters", 2).Int("kernel", 3), {{1, 2, 2}}},
+      {LayerSpec{"conv2d"}.Int("filters", 3).Int("kernel", 1).Int("groups", 3), {{4, 2, 2}}},
+      {LayerSpec{"conv2d"}.Int("filters", 2).Int("kernel", 1).Int("bias", 2), {{1, 2, 2}}},
+      {LayerSpec{"batch_norm"}, {{2, 3}}},
+      {LayerSpec{"batch_norm"}.Float("epsilon", 0.0), {{3}}},
+      {LayerSpec{"max_pool"}, {{1, 4, 4}}},
+      {Pool("max_pool", 2, 2, 0), {{3, 4}}},
+      {Pool("avg_pool", 3, 1, 0), {{1, 2, 2}}},
+      {LayerSpec{"global_avg_pool"}, {{5}}},
+      {LayerSpec{"lrn"}, {{5}}},
+      {LayerSpec{"lrn"}.Int("size", 0), {{3, 2, 2}}},
+  };
+  for (const auto& [spec, shapes] : invalid) EXPECT_TRUE(SetupsAgree(spec, shapes));
+}
+
+// ---- Numerical agreement: needs a GPU ----
+
+class LayerAgreementTest : public BothDevices<::testing::TestWithParam<AgreementCase>> {};
+
+TEST_P(LayerAgreementTest, ForwardAndBackwardMatchTheCpu) {
+  const AgreementCase& c = GetParam();
+  const std::vector<Shape> per_example = PerExample(c.input_shapes);
+  ASSERT_TRUE(SetupsAgree(c.spec, per_example));
+  auto cpu_layer = CreateLayer(c.spec, DeviceKind::kCpu);
+  auto cuda_layer = CreateLayer(c.spec, DeviceKind::kCuda);
+  ASSERT_TRUE(cpu_layer.ok() && cuda_layer.ok());
+  auto out_shape = (*cpu_layer)->Setup(per_example);
+  ASSERT_TRUE(out_shape.ok() && (*cuda_layer)->Setup(per_example).ok());
+  out_shape->insert(out_shape->begin(), c.input_shapes[0][0]);
+
+  std::mt19937_64 rng(1);
+  std::vector<Tensor> inputs, params;
+  for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
+  for (const Parameter& p : (*cpu_layer)->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
+  const Tensor grad_output = Uniform(rng, *out_shape, -1, 1);
+
+  const LayerResults want = RunLayer(cpu(), **cpu_layer, inputs, params, grad_output);
+  const LayerResults got = RunLayer(cuda(), **cuda_layer, inputs, params, grad_output);
+  EXPECT_TRUE(Agree("output", want.output, got.output, c.tolerance));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of input ", i), want.grad_inputs[i], got.grad_inputs[i], c.tolerance));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of ", (*cpu_layer)->parameters()[i].name), want.param_grads[i],
+                      got.param_grads[i], c.tolerance));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCpuLayerTypes, LayerAgreementTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<AgreementCase>& info) { return info.param.name; });
+
+class CudaCpuAgreementTest : public BothDevices<::testing::Test> {};
+
+TEST_F(CudaCpuAgreementTest, SoftmaxCrossEntropy) {
+  auto cpu_loss = CreateSoftmaxCrossEntropy(DeviceKind::kCpu);
+  auto cuda_loss = CreateSoftmaxCrossEntropy(DeviceKind::kCuda);
+  ASSERT_TRUE(cpu_loss.ok()) << cpu_loss.status();
+  ASSERT_TRUE(cuda_loss.ok()) << cuda_loss.status();
+  std::mt19937_64 rng(2);
+  for (const auto& [batch, classes] : std::vector<std::pair<int64_t, int64_t>>{{5, 7}, {1, 2}, {64, 1000}}) {
+    SCOPED_TRACE(absl::StrCat("batch ", batch, ", classes ", classes));
+    const Tensor logits = Uniform(rng, {batch, classes}, -3, 3);
+    std::vector<int32_t> labels(batch);
+    for (int32_t& l : labels) l = static_cast<int32_t>(rng() % classes);
+
+    Tensor cpu_grad = Garbage({batch, classes});
+    const float cpu_value = (*cpu_loss)->ForwardBackward(cpu(), logits, labels.data(), &cpu_grad);
+    cpu().Synchronize();
+    const Tensor device_logits = ToDevice(cuda(), logits);
+    Tensor cuda_grad = ToDevice(cuda(), Garbage({batch, classes}));
+    const float cuda_value = (*cuda_loss)->ForwardBackward(cuda(), device_logits, labels.data(), &cuda_grad);
+    const float cuda_value_only = (*cuda_loss)->ForwardBackward(cuda(), device_logits, labels.data(), nullptr);
+
+    EXPECT_TRUE(std::isfinite(cpu_value) && cpu_value > 0) << cpu_value;
+    const double allowed = kFloat32.abs + kFloat32.rel * std::fabs(cpu_value);
+    EXPECT_NEAR(cuda_value, cpu_value, allowed);
+    EXPECT_NEAR(cuda_value_only, cpu_value, allowed);
+    EXPECT_TRUE(Agree("gradient of logits", cpu_grad, ToHost(cuda(), cuda_grad), kFloat32));
+  }
+}
+
+// One training step of zoo model `name` on each device from the same seed,
+// images and labels: same initial variables, evaluation, loss and gradients.
+void ExpectTrainStepsAgree(DeviceContext& cpu, DeviceContext& cuda, const std::string& name, const Shape& input_shape,
+                           int64_t batch, Tolerance tolerance) {
+  ModelConfig config;
+  config.set_name(name);
+  for (int64_t d : input_shape) config.add_input_shape(static_cast<int>(d));
+  config.set_num_classes(10);
+  auto cpu_model = CreateModel(config, &cpu);
+  auto cuda_model = CreateModel(config, &cuda);
+  ASSERT_TRUE(cpu_model.ok()) << cpu_model.status();
+  ASSERT_TRUE(cuda_model.ok()) << cuda_model.status();
+  (*cpu_model)->InitializeVariables(5);
+  (*cuda_model)->InitializeVariables(5);
+  std::vector<Variable>& cpu_vars = (*cpu_model)->variables();
+  std::vector<Variable>& cuda_vars = (*cuda_model)->variables();
+  ASSERT_EQ(cpu_vars.size(), cuda_vars.size());
+  for (size_t i = 0; i < cpu_vars.size(); ++i) {
+    ASSERT_EQ(cpu_vars[i].name, cuda_vars[i].name);
+    EXPECT_FALSE(cuda_vars[i].value.on_host()) << cuda_vars[i].name;
+    EXPECT_TRUE(Agree(cpu_vars[i].name, ToHost(cpu, cpu_vars[i].value), ToHost(cuda, cuda_vars[i].value), kExact));
+  }
+
+  Shape images_shape = {batch};
+  images_shape.insert(images_shape.end(), input_shape.begin(), input_shape.end());
+  std::mt19937_64 rng(3);
+  const Tensor images = Uniform(rng, images_shape, -1, 1);
+  std::vector<int32_t> labels(batch);
+  for (int32_t& l : labels) l = static_cast<int32_t>(rng() % 10);
+
+  const EvalResult cpu_eval = (*cpu_model)->Evaluate(images, labels.data());
+  const EvalResult cuda_eval = (*cuda_model)->Evaluate(images, labels.data());
+  EXPECT_EQ(cuda_eval.examples, batch);
+  EXPECT_EQ(cuda_eval.correct, cpu_eval.correct);
+  EXPECT_NEAR(cuda_eval.mean_loss, cpu_eval.mean_loss, kFloat32.abs + kFloat32.rel * std::fabs(cpu_eval.mean_loss));
+
+  const float cpu_loss = (*cpu_model)->TrainStep(images, labels.data(), nullptr);
+  const float cuda_loss = (*cuda_model)->TrainStep(images, labels.data(), nullptr);
+  EXPECT_TRUE(std::isfinite(cpu_loss) && cpu_loss > 0) << cpu_loss;
+  EXPECT_NEAR(cuda_loss, cpu_loss, kFloat32.abs + kFloat32.rel * std::fabs(cpu_loss));
+  for (size_t i = 0; i < cpu_vars.size(); ++i) {
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of ", cpu_vars[i].name), ToHost(cpu, cpu_vars[i].grad),
+                      ToHost(cuda, cuda_vars[i].grad), tolerance));
+  }
+}
+
+TEST_F(CudaCpuAgreementTest, MlpTrainStep) { ExpectTrainStepsAgree(cpu(), cuda(), "mlp", {1, 8, 8}, 8, kFloat32); }
+
+// The conv layers' relative slack (kConvolution); the gradients of a mean
+// loss are small (~1e-2), so the absolute floor stays kFloat32's.
+TEST_F(CudaCpuAgreementTest, LenetTrainStep) {
+  ExpectTrainStepsAgree(cpu(), cuda(), "lenet", {1, 12, 12}, 4, Tolerance{kConvolution.rel, kFloat32.abs});
+}
+
+}  // namespace
+}  // namespace pstrain::testing

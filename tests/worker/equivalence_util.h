@@ -1,0 +1,49 @@
+// Shared by the equivalence tests (a distributed run must reach the
+// parameters of one device with the whole global batch): the small MLP
+// experiment they train, and how far apart two parameter sets are.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "proto/config.pb.h"
+
+namespace pstrain {
+
+// An MLP (32, 16) on Fashion-MNIST, momentum SGD, 6 synchronous steps,
+// no warm-up and no evaluation; the cluster is left to the test.
+inline ExperimentConfig EquivalenceConfig(const std::string& name) {
+  ExperimentConfig config;
+  config.set_name(name);
+  config.mutable_model()->set_name("mlp");
+  config.mutable_model()->add_hidden_units(32);
+  config.mutable_model()->add_hidden_units(16);
+  config.mutable_data()->set_source("fashion_mnist");
+  config.mutable_optimizer()->set_name("momentum");
+  config.mutable_optimizer()->set_learning_rate(0.05f);
+  config.mutable_train()->set_steps(6);
+  config.mutable_train()->set_warmup_steps(0);
+  config.mutable_train()->set_evaluate(false);
+  config.set_consistency("sync");
+  config.set_placement("greedy");
+  return config;
+}
+
+// Largest |a-b| / (1 + |b|) over all parameters; sizes must agree.
+inline double MaxRelativeDifference(const std::vector<std::vector<float>>& a,
+                                    const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t v = 0; v < a.size() && v < b.size(); ++v) {
+    EXPECT_EQ(a[v].size(), b[v].size());
+    for (size_t i = 0; i < a[v].size() && i < b[v].size(); ++i) {
+      worst = std::max(worst, std::abs(double(a[v][i]) - b[v][i]) / (1.0 + std::abs(double(b[v][i]))));
+    }
+  }
+  return worst;
+}
+
+}  // namespace pstrain

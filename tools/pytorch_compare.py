@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""pstrain vs PyTorch: training images/sec of one model on one GPU.
+
+Runs `pstrain-bench model --device gpu ... --json`, then the same model, batch
+size and precision in PyTorch (torchvision model, synthetic data already on
+the GPU, cross-entropy, NCHW fp32, cudnn.benchmark on, TF32 off unless
+--allow_tf32) in this process, and prints both rates side by side:
+
+    framework                  images/sec  relative
+    pstrain                        ...        ...
+    pytorch 2.x                    ...       1.00
+    pstrain/pytorch ratio: X.XX (goal >= 0.80)
+
+What each side times (docs/GPU.md):
+  pstrain   images_per_sec of `pstrain-bench model --device gpu --json`:
+            the mean of per-step rates over --steps steps after --warmup;
+            a step is forward + loss + backward, no optimizer.
+  pytorch   batch x steps / wall time of --steps steps after --warmup, with
+            torch.cuda.synchronize() before and after; each step is zero_grad,
+            forward, loss, backward and, with --optimizer momentum (default),
+            SGD momentum 0.9. --optimizer none matches pstrain-bench's step.
+
+The pstrain command, first match:
+  --pstrain_json FILE   a result already produced by `pstrain-bench ... --json`
+  --pstrain_cmd CMD     a shell command printing that JSON on stdout; {model},
+                        {batch_size}, {steps}, {warmup}, {num_classes} are
+                        filled in
+  --pstrain_bin PATH    a pstrain-bench executable, or a bundle directory
+                        (tools/gpu_bundle.sh) whose run.sh is used
+  default               $PSTRAIN_BUNDLE_DIR/run.sh (set by the bundle's env.sh),
+                        pstrain-bundle/run.sh in the current directory or in
+                        this checkout, then build/bin/pstrain-bench
+
+Exit status: 0 done (whatever the ratio), 1 a run failed or PyTorch / a CUDA
+device is missing, 2 bad usage. Results on stdout, progress on stderr.
+"""
+import argparse
+import json
+import os
+import math
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GOAL = 0.80
+
+# pstrain zoo name -> (torchvision constructor, extra kwargs, image side).
+MODELS = {
+    "alexnet": ("alexnet", {}, 224),
+    "vgg16": ("vgg16", {}, 224),
+    "resnet50": ("resnet50", {}, 224),
+    "resnet101": ("resnet101", {}, 224),
+    "resnet152": ("resnet152", {}, 224),
+    # pstrain's inception3 has no auxiliary classifier.
+    "inception3": ("inception_v3", {"aux_logits": False, "init_weights": True}, 299),
+}
+
+
+class Failure(Exception):
+    """A run that cannot go on; the message is printed and the exit status is 1."""
+
+
+def log(msg):
+    print("pytorch_compare: " + msg, file=sys.stderr, flush=True)
+
+
+def parse_args(argv):
+    class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+        pass
+
+    p = argparse.ArgumentParser(
+        description=__doc__,
+        epilog="example: python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 "
+        "--pstrain_bin pstrain-bundle",
+        formatter_class=Formatter)
+    p.add_argument("--model", default="resnet50", choices=sorted(MODELS), help="zoo model")
+    p.add_argument("--batch_size", type=int, default=64, help="images per step (one GPU)")
+    p.add_argument("--steps", type=int, default=50, help="measured training steps")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps first (cuDNN autotuning, caches)")
+    p.add_argument("--num_classes", type=int, default=1000, help="output classes")
+    p.add_argument("--precision", default="fp32", choices=["fp32"], help="arithmetic (fp32 only so far)")
+    p.add_argument("--allow_tf32", action="store_true",
+                   help="let PyTorch use TF32 tensor cores for fp32 matmuls and convolutions "
+                   "(pstrain stays fp32); shows how much TF32 would give")
+    p.add_argument("--optimizer", default="momentum", choices=["momentum", "none"],
+                   help="PyTorch step: SGD momentum 0.9, or no optimizer (like pstrain-bench model)")
+    p.add_argument("--pstrain_bin", help="pstrain-bench executable or bundle directory")
+    p.add_argument("--pstrain_cmd", help="shell command printing pstrain-bench's JSON (placeholders as above)")
+    p.add_argument("--pstrain_json", help="file with a pstrain-bench --json result; nothing is run")
+    p.add_argument("--pstrain_timeout", type=float, default=1800, help="seconds for the pstrain run")
+    p.add_argument("--skip_pstrain", action="store_true", help="PyTorch only (no ratio)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    a = p.parse_args(argv)
+    for name in ("batch_size", "steps", "num_classes"):
+        if getattr(a, name) <= 0:
+            p.error("--%s must be > 0, got %d" % (name, getattr(a, name)))
+    if a.warmup < 0:
+        p.error("--warmup must be >= 0, got %d" % a.warmup)
+    given = [n for n in ("pstrain_bin", "pstrain_cmd", "pstrain_json") if getattr(a, n)]
+    if len(given) > 1 or (given and a.skip_pstrain):
+        p.error("give at most one of --pstrain_bin, --pstrain_cmd, --pstrain_json, --skip_pstrain")
+    return a
+
+
+# ---- PyTorch side -----------------------------------------------------------
+
+def import_torch():
+    """Returns (torch, torchvision); Failure with the reason when unusable."""
+    try:
+        import torch  # imported here so that --help works without PyTorch
+    except ImportError as e:
+        raise Failure("PyTorch is not installed (import torch: %s); install torch and torchvision "
+                      "for this python3 (%s)" % (e, sys.executable))
+    try:
+        import torchvision
+    except ImportError as e:
+        raise Failure("torchvision is not installed (import torchvision: %s)" % e)
+    if not torch.cuda.is_available():
+        raise Failure("PyTorch sees no CUDA device (torch %s, built for CUDA %s; CUDA_VISIBLE_DEVICES=%s)"
+                      % (torch.__version__, torch.version.cuda, os.environ.get("CUDA_VISIBLE_DEVICES", "unset")))
+    return torch, torchvision
+
+
+def build_model(torchvision, name, num_classes):
+    ctor_name, kwargs, _ = MODELS[name]
+    ctor = getattr(torchvision.models, ctor_name)
+    try:
+        return ctor(weights=None, num_classes=num_classes, **kwargs)
+    except TypeError:  # torchvision < 0.13 has no `weights`
+        return ctor(pretrained=False, num_classes=num_classes, **kwargs)
+
+
+def run_pytorch(torch, torchvision, a):
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = a.allow_tf32
+    torch.backends.cudnn.allow_tf32 = a.allow_tf32
+    if hasattr(torch, "set_float32_matmul_precision"):
+        torch.set_float32_matmul_precision("high" if a.allow_tf32 else "highest")
+    device = torch.device("cuda", 0)
+    side = MODELS[a.model][2]
+    torch.manual_seed(0)
+    model = build_model(torchvision, a.model, a.num_classes).to(device=device, dtype=torch.float32)
+    model.train()
+    params = sum(p.numel() for p in model.parameters())
+    # Channels-first fp32, as pstrain's CUDA layers.
+    images = torch.empty(a.batch_size, 3, side, side, device=device).uniform_(-1, 1)
+    labels = torch.randint(0, a.num_classes, (a.batch_size,), device=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if a.optimizer == "momentum" else None
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        if optimizer is not None:
+            optimizer.zero_grad(set_to_none=True)
+        else:
+            model.zero_grad(set_to_none=True)
+        loss = loss_fn(model(images), labels)
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+        return loss
+
+    log("pytorch %s: %s, batch %d, %d warm-up + %d steps" % (torch.__version__, a.model, a.batch_size, a.warmup, a.steps))
+    for _ in range(a.warmup):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(a.steps):
+        loss = step()
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    final_loss = float(loss.item())
+    if not math.isfinite(final_loss):
+        raise Failure("PyTorch loss is %s after the measured steps" % final_loss)
+    return {
+        "framework": "pytorch",
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "gpu": torch.cuda.get_device_name(0),
+        "images_per_sec": a.batch_size * a.steps / elapsed,
+        "seconds": elapsed,
+        "num_parameters": params,
+        "optimizer": a.optimizer,
+        "tf32": a.allow_tf32,
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device),
+        "loss": final_loss,
+    }
+
+
+# ---- pstrain side -----------------------------------------------------------
+
+def pstrain_command(a):
+    """The argv (list) or shell command (str) that prints pstrain-bench's JSON."""
+    flags = ["model", "--device", "gpu", "--model", a.model, "--batch_size", str(a.batch_size),
+             "--steps", str(a.steps), "--warmup", str(a.warmup), "--num_classes", str(a.num_classes), "--json"]
+    if a.pstrain_cmd:  # plain replacement: other braces (JSON, shell) stay as they are
+        cmd = a.pstrain_cmd
+        for key in ("model", "batch_size", "steps", "warmup", "num_classes"):
+            cmd = cmd.replace("{%s}" % key, str(getattr(a, key)))
+        return cmd
+    candidates = []
+    if a.pstrain_bin:
+        candidates = [a.pstrain_bin]
+    else:
+        if os.environ.get("PSTRAIN_BUNDLE_DIR"):
+            candidates.append(os.environ["PSTRAIN_BUNDLE_DIR"])
+        candidates += [os.path.join(os.getcwd(), "pstrain-bundle"), os.path.join(ROOT, "pstrain-bundle"),
+                       os.path.join(ROOT, "build", "bin", "pstrain-bench")]
+    for c in candidates:
+        if os.path.isdir(c) and os.access(os.path.join(c, "run.sh"), os.X_OK):
+            return [os.path.join(c, "run.sh"), "pstrain-bench"] + flags
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return [c] + flags
+    if a.pstrain_bin:
+        raise Failure("--pstrain_bin %s is neither an executable nor a bundle directory with run.sh" % a.pstrain_bin)
+    raise Failure("no pstrain-bench found (looked for %s); pass --pstrain_bin, --pstrain_cmd or --pstrain_json"
+                  % ", ".join(candidates))
+
+
+def parse_pstrain_json(text, where):
+    """The last line of `text` that is a JSON object."""
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                result = json.loads(line)
+            except ValueError as e:
+                raise Failure("%s: bad JSON (%s): %s" % (where, e, line[:200]))
+            if not isinstance(result.get("images_per_sec"), (int, float)):
+                raise Failure("%s: no numeric images_per_sec in %s" % (where, line[:200]))
+            return result
+    raise Failure("%s printed no JSON object on stdout (was --json given?)" % where)
+
+
+def run_pstrain(a):
+    if a.pstrain_json:
+        try:
+            with open(a.pstrain_json) as f:
+                return parse_pstrain_json(f.read(), a.pstrain_json)
+        except OSError as e:
+            raise Failure("--pstrain_json: %s" % e)
+    cmd = pstrain_command(a)
+    shown = cmd if isinstance(cmd, str) else " ".join(shlex.quote(c) for c in cmd)
+    log("pstrain: " + shown)
+    try:
+        # stderr (progress lines, logs) passes through; stdout carries the JSON.
+        proc = subprocess.run(cmd, shell=isinstance(cmd, str), stdout=subprocess.PIPE, universal_newlines=True,
+                              timeout=a.pstrain_timeout)
+    except subprocess.TimeoutExpired:
+        raise Failure("pstrain run passed --pstrain_timeout %.0f s: %s" % (a.pstrain_timeout, shown))
+    except OSError as e:
+        raise Failure("cannot run %s: %s" % (shown, e))
+    if proc.returncode != 0:
+        raise Failure("pstrain run exited %d (its stderr is above): %s" % (proc.returncode, shown))
+    return parse_pstrain_json(proc.stdout, "pstrain-bench")
+
+
+def check_like_for_like(a, ps, pt):
+    """Warnings (strings) when the two runs did not measure the same thing."""
+    warnings = []
+    if ps is not None:
+        if ps.get("device", "gpu") != "gpu":
+            warnings.append("pstrain ran on device '%s', not gpu" % ps.get("device"))
+        for key in ("model", "batch_size"):
+            want = getattr(a, key)
+            if key in ps and ps[key] != want:
+                warnings.append("pstrain result is for %s %s, asked for %s" % (key, ps[key], want))
+    if ps is not None and pt is not None and ps.get("num_parameters") not in (None, pt["num_parameters"]):
+        warnings.append("parameter counts differ: pstrain %s, torchvision %s (not the same network)"
+                        % (ps["num_parameters"], pt["num_parameters"]))
+    return warnings
+
+
+def main(argv):
+    a = parse_args(argv)
+    try:
+        torch, torchvision = import_torch()  # before the (long) pstrain run: fail early
+        ps = None if a.skip_pstrain else run_pstrain(a)
+        pt = run_pytorch(torch, torchvision, a)
+    except Failure as e:
+        log(str(e))
+        return 1
+    warnings = check_like_for_like(a, ps, pt)
+    for w in warnings:
+        log("warning: " + w)
+    ratio = ps["images_per_sec"] / pt["images_per_sec"] if ps is not None else None
+    if a.json:
+        print(json.dumps({"model": a.model, "batch_size": a.batch_size, "steps": a.steps, "warmup": a.warmup,
+                          "precision": a.precision, "pstrain": ps, "pytorch": pt, "ratio": ratio, "goal": GOAL,
+                          "warnings": warnings}, sort_keys=True))
+        return 0
+    pt_label = "pytorch %s%s" % (pt["version"].split("+")[0], " (tf32)" if a.allow_tf32 else "")
+    print("model %s, batch %d, %s%s, %d steps after %d warm-up, %s (CUDA %s, cuDNN %s)"
+          % (a.model, a.batch_size, a.precision, "" if a.allow_tf32 else " (TF32 off)", a.steps, a.warmup,
+             pt["gpu"], pt["cuda"], pt["cudnn"]))
+    print("pytorch step: %s" % ("forward + backward + SGD momentum 0.9" if a.optimizer == "momentum"
+                                else "forward + backward, no optimizer"))
+    print("%-26s %12s %9s" % ("framework", "images/sec", "relative"))
+    if ps is not None:
+        print("%-26s %12.1f %9.2f" % ("pstrain", ps["images_per_sec"], ratio))
+    print("%-26s %12.1f %9.2f" % (pt_label, pt["images_per_sec"], 1.0))
+    if ps is not None:
+        print("pstrain/pytorch ratio: %.2f (goal >= %.2f)" % (ratio, GOAL))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

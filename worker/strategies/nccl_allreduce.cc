@@ -1,0 +1,225 @@
+// NCCL all-reduce of gradients kept on the GPUs (see nccl_strategy.h).
+//
+// Every local replica is one NCCL rank (ranks = workers x replicas). As each
+// gradient becomes final in a replica's backward, its hook records an event
+// on the compute stream and queues, on the replica's communication stream
+// (after that event), an in-place ncclAllReduce(avg) of that gradient:
+// communication overlaps the rest of backward, and NCCL's mean over ranks of
+// per-rank mean gradients is the gradient of the whole global batch. In
+// AfterStep the compute stream waits for the communication stream, applies
+// the optimizer on the device (ps/optimizers semantics, same learning-rate
+// schedule), and the host waits for both with the step deadline.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "models/layers/cuda/cuda_check.h"
+#include "models/layers/cuda/cuda_context.h"
+#include "models/layers/cuda/elementwise.h"
+#include "ps/optimizer.h"
+#include "worker/collective/cluster_store.h"
+#include "worker/collective/nccl_group.h"
+#include "worker/report_table.h"
+#include "worker/strategies/nccl_strategy.h"
+
+namespace pstrain {
+namespace {
+
+class NcclAllReduceStrategy : public Strategy {
+ public:
+  static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
+    const OptimizerConfig& opt = context.config->optimizer();
+    if (opt.name() != "sgd" && opt.name() != "momentum") {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer.name '", opt.name(),
+                                                     "': the NCCL strategies apply sgd or momentum on the GPU"));
+    }
+    if (context.replicas->mirrored()) {
+      return absl::InternalError("NCCL strategy given replicas with host mirrors (UsesNccl disagrees)");
+    }
+    std::unique_ptr<NcclAllReduceStrategy> s(new NcclAllReduceStrategy(context));
+    PSTRAIN_RETURN_IF_ERROR(s->Connect());
+    s->Prepare();
+    return std::unique_ptr<Strategy>(std::move(s));
+  }
+
+  ~NcclAllReduceStrategy() override {
+    for (Replica& rep : per_replica_) {
+      if (rep.ready != nullptr) cudaEventDestroy(rep.ready);
+      if (rep.reduced != nullptr) cudaEventDestroy(rep.reduced);
+      if (rep.comm_stream != nullptr) cudaStreamDestroy(rep.comm_stream);
+    }
+    group_.reset();
+    cluster_store_.reset();
+  }
+
+  absl::Status Start() override {
+    // Everyone starts from rank 0's values (the chief's replica 0).
+    std::vector<absl::Status> errors(replicas().size());
+    replicas().ForEach([&](int r) {
+      cuda::CudaContext& ctx = Ctx(r);
+      for (Variable& v : replicas().device_variables(r)) {
+        absl::Status s = group_->Broadcast(r, cuda::DevicePtr(v.value), v.value.num_elements(), 0, ctx.stream());
+        if (!s.ok()) {
+          errors[r] = s;
+          return;
+        }
+      }
+      errors[r] = group_->Wait(r, ctx.stream());
+    });
+    return FirstError(errors);
+  }
+
+  absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }
+
+  GradientReadyHook HookFor(int r) override {
+    return [this, r](int v) {
+      Replica& rep = per_replica_[r];
+      if (!rep.error.ok()) return;
+      cuda::CudaContext& ctx = Ctx(r);
+      const Variable& var = replicas().device_variables(r)[v];
+      PSTRAIN_CUDA_CHECK(cudaEventRecord(rep.ready, ctx.stream()));
+      PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(rep.comm_stream, rep.ready, 0));
+      rep.error = group_->AllReduceMean(r, cuda::DevicePtr(var.grad), var.grad.num_elements(), rep.comm_stream);
+    };
+  }
+
+  absl::Status AfterStep(int64_t step) override {
+    const OptimizerConfig& opt = context_.config->optimizer();
+    const float lr = LearningRateAt(opt, step, context_.total_steps);
+    std::vector<absl::Status> errors(replicas().size());
+    const absl::Time t0 = absl::Now();
+    replicas().ForEach([&](int r) {
+      Replica& rep = per_replica_[r];
+      if (!rep.error.ok()) {
+        errors[r] = rep.error;
+        return;
+      }
+      cuda::CudaContext& ctx = Ctx(r);
+      PSTRAIN_CUDA_CHECK(cudaEventRecord(rep.reduced, rep.comm_stream));
+      PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), rep.reduced, 0));
+      std::vector<Variable>& vars = replicas().device_variables(r);
+      for (size_t v = 0; v < vars.size(); ++v) {
+        float* value = cuda::DevicePtr(vars[v].value);
+        const float* grad = cuda::DevicePtr(vars[v].grad);
+        const int64_t n = vars[v].value.num_elements();
+        if (opt.name() == "momentum") {
+          cuda::ApplyMomentum(value, grad, cuda::DevicePtr(rep.slots[v]), lr, opt.momentum(), opt.weight_decay(), n,
+                              ctx.stream());
+        } else {
+          cuda::ApplySgd(value, grad, lr, opt.weight_decay(), n, ctx.stream());
+        }
+      }
+      errors[r] = group_->Wait(r, ctx.stream());
+    });
+    wait_ += absl::Now() - t0;
+    return FirstError(errors);
+  }
+
+  absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override {
+    if (context_.num_workers == 1) return ReportsFromTable(mine, {}, 1);
+    // Every worker's report, by summing rows each worker fills (replica 0
+    // carries the row; the worker's other replicas add zeros).
+    const std::vector<float> table = ReportTable(mine, context_.num_workers);
+    std::vector<float> summed(table.size());
+    std::vector<absl::Status> errors(replicas().size());
+    replicas().ForEach([&](int r) {
+      cuda::CudaContext& ctx = Ctx(r);
+      Tensor host = ctx.AllocateHost({static_cast<int64_t>(table.size())});
+      if (r == 0) std::copy(table.begin(), table.end(), host.data());
+      Tensor device = ctx.Allocate(host.shape());
+      ctx.Convert(host, device);
+      errors[r] = group_->AllReduceSum(r, cuda::DevicePtr(device), table.size(), ctx.stream());
+      if (errors[r].ok()) errors[r] = group_->Wait(r, ctx.stream());
+      if (errors[r].ok() && r == 0) {
+        ctx.Convert(device, host);
+        std::copy(host.data(), host.data() + table.size(), summed.begin());
+      }
+    });
+    PSTRAIN_RETURN_IF_ERROR(FirstError(errors));
+    return ReportsFromTable(mine, summed, context_.num_workers);
+  }
+
+  std::string Describe() const override {
+    return context_.num_workers == 1
+               ? absl::StrCat("replicated (all_reduce_spec nccl, ", per_replica_.size(), " GPUs)")
+               : absl::StrCat("allreduce (NCCL, ", context_.num_workers, " workers x ", per_replica_.size(),
+                              " GPUs)");
+  }
+  absl::Duration wait_time() const override { return wait_; }
+
+ private:
+  struct Replica {
+    cudaStream_t comm_stream = nullptr;
+    cudaEvent_t ready = nullptr;    // compute stream reached a gradient-ready point
+    cudaEvent_t reduced = nullptr;  // communication stream finished the step's all-reduces
+    std::vector<Tensor> slots;      // momentum accumulators, on the device
+    absl::Status error;             // first error of this step's hooks
+  };
+
+  explicit NcclAllReduceStrategy(const StrategyContext& context) : context_(context) {}
+
+  ReplicaSet& replicas() { return *context_.replicas; }
+  cuda::CudaContext& Ctx(int r) { return cuda::AsCuda(replicas().context(r)); }
+
+  static absl::Status FirstError(const std::vector<absl::Status>& errors) {
+    for (const absl::Status& s : errors) PSTRAIN_RETURN_IF_ERROR(s);
+    return absl::OkStatus();
+  }
+
+  absl::Status Connect() {
+    const ExperimentConfig& config = *context_.config;
+    KeyValueStore* store = nullptr;
+    if (context_.num_workers > 1) {
+      PSTRAIN_ASSIGN_OR_RETURN(cluster_store_, ClusterStore::Open(config, context_.worker_index, context_.transport,
+                                                                  context_.listen_address));
+      store = cluster_store_->store();
+    }
+    NcclGroupOptions options;
+    options.worker_index = context_.worker_index;
+    options.num_workers = context_.num_workers;
+    for (int r = 0; r < replicas().size(); ++r) options.devices.push_back(replicas().context(r).device().ordinal);
+    options.store = store;
+    options.key = absl::StrCat("nccl/", config.name(), "/unique_id");
+    options.join_timeout = absl::Seconds(config.timeouts().startup_seconds());
+    options.op_timeout = absl::Seconds(config.timeouts().sync_step_seconds());
+    PSTRAIN_ASSIGN_OR_RETURN(group_, NcclGroup::Create(options));
+    return absl::OkStatus();
+  }
+
+  void Prepare() {
+    per_replica_.resize(replicas().size());
+    const bool momentum = context_.config->optimizer().name() == "momentum";
+    for (int r = 0; r < replicas().size(); ++r) {
+      Replica& rep = per_replica_[r];
+      cuda::CudaContext& ctx = Ctx(r);
+      ctx.MakeCurrent();
+      PSTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&rep.comm_stream, cudaStreamNonBlocking));
+      PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&rep.ready, cudaEventDisableTiming));
+      PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&rep.reduced, cudaEventDisableTiming));
+      if (momentum) {
+        for (const Variable& v : replicas().device_variables(r)) rep.slots.push_back(ctx.Allocate(v.value.shape()));
+      }
+    }
+    replicas().context(0).MakeCurrent();
+  }
+
+  StrategyContext context_;
+  std::unique_ptr<ClusterStore> cluster_store_;  // across workers only
+  std::unique_ptr<NcclGroup> group_;
+  std::vector<Replica> per_replica_;
+  absl::Duration wait_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Strategy>> CreateNcclStrategy(const StrategyContext& context) {
+  return NcclAllReduceStrategy::Create(context);
+}
+
+}  // namespace pstrain
