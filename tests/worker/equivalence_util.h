@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
+#include "tests/worker/in_process_cluster.h"
 
 namespace pstrain {
 
@@ -30,6 +31,15 @@ inline ExperimentConfig EquivalenceConfig(const std::string& name) {
   config.set_consistency("sync");
   config.set_placement("greedy");
   return config;
+}
+
+// `base` run on one device (one worker, one PS shard, in process) with the
+// whole global batch: what every distributed run is compared with.
+inline absl::StatusOr<ClusterRun> RunOnOneDevice(ExperimentConfig base, int global_batch) {
+  SetInProcessHosts(&base, /*num_ps=*/1, 1);
+  base.set_devices_per_worker(1);
+  base.mutable_train()->set_batch_size_per_device(global_batch);
+  return RunInProcessCluster(base);
 }
 
 // Largest |a-b| / (1 + |b|) over all parameters; sizes must agree.

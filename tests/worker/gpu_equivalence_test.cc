@@ -28,10 +28,7 @@ ExperimentConfig BaseConfig() {
 
 // One CPU device with the whole global batch.
 std::vector<std::vector<float>> CpuReference(int global_batch) {
-  ExperimentConfig one = BaseConfig();
-  SetInProcessHosts(&one, 1, 1);
-  one.mutable_train()->set_batch_size_per_device(global_batch);
-  absl::StatusOr<ClusterRun> single = RunInProcessCluster(one);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), global_batch);
   EXPECT_TRUE(single.ok()) << single.status();
   return single.ok() ? single->final_params : std::vector<std::vector<float>>{};
 }

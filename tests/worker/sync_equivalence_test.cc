@@ -25,10 +25,7 @@ TEST(SyncEquivalenceTest, WorkersTimesBatchEqualsOneWorkerWithWholeBatch) {
   absl::StatusOr<ClusterRun> distributed = RunInProcessCluster(many);
   ASSERT_TRUE(distributed.ok()) << distributed.status();
 
-  ExperimentConfig one = BaseConfig();
-  SetInProcessHosts(&one, /*num_ps=*/1, 1);
-  one.mutable_train()->set_batch_size_per_device(kWorkers * kBatch);
-  absl::StatusOr<ClusterRun> single = RunInProcessCluster(one);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), kWorkers * kBatch);
   ASSERT_TRUE(single.ok()) << single.status();
 
   ASSERT_FALSE(single->final_params.empty());
@@ -36,9 +33,9 @@ TEST(SyncEquivalenceTest, WorkersTimesBatchEqualsOneWorkerWithWholeBatch) {
 
   // The comparison means something only if training moved the parameters:
   // a run with a different seed for the data order must differ clearly.
-  ExperimentConfig shuffled = one;
+  ExperimentConfig shuffled = BaseConfig();
   shuffled.mutable_data()->set_shuffle_seed(777);
-  absl::StatusOr<ClusterRun> other = RunInProcessCluster(shuffled);
+  absl::StatusOr<ClusterRun> other = RunOnOneDevice(shuffled, kWorkers * kBatch);
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_GT(MaxRelativeChange(other->final_params, single->final_params), 1e-3);
 }
@@ -59,10 +56,7 @@ TEST(SyncEquivalenceTest, PartitionedVariablesGiveTheSameParameters) {
   }
   EXPECT_GT(variables_on_shards, 6);  // more keys than variables: something was split
 
-  ExperimentConfig whole = BaseConfig();
-  SetInProcessHosts(&whole, /*num_ps=*/1, 1);
-  whole.mutable_train()->set_batch_size_per_device(16);
-  absl::StatusOr<ClusterRun> single = RunInProcessCluster(whole);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), 16);
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_LT(MaxRelativeDifference(split->final_params, single->final_params), 2e-5);
 }
@@ -95,10 +89,7 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->chief.global_batch_size, kBatch * c.workers * c.devices);
 
-  ExperimentConfig one = BaseConfig();
-  SetInProcessHosts(&one, 1, 1);
-  one.mutable_train()->set_batch_size_per_device(kBatch * c.workers * c.devices);
-  absl::StatusOr<ClusterRun> single = RunInProcessCluster(one);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), kBatch * c.workers * c.devices);
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_LT(MaxRelativeDifference(run->final_params, single->final_params), 2e-5);
 }
@@ -138,10 +129,7 @@ TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->chief.num_workers, c.workers);
 
-  ExperimentConfig one = BaseConfig();
-  SetInProcessHosts(&one, 1, 1);
-  one.mutable_train()->set_batch_size_per_device(kBatch * c.workers * c.devices);
-  absl::StatusOr<ClusterRun> single = RunInProcessCluster(one);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), kBatch * c.workers * c.devices);
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_LT(MaxRelativeDifference(run->final_params, single->final_params), 2e-5);
 }

@@ -32,9 +32,7 @@ class Concat final : public Layer {
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_DST, CheckedView(p.dst, ctx, output)}};
-    for (size_t i = 0; i < inputs.size(); ++i) args.emplace(DNNL_ARG_MULTIPLE_SRC + i, View(p.srcs[i], ctx, inputs[i]));
-    Run(ctx, p.concat, std::move(args));
+    RunMultiSource(ctx, p.concat, p.srcs, inputs, p.dst, output);
   }
 
   void Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
@@ -84,8 +82,7 @@ class Concat final : public Layer {
   }
 
   Prims& PrimsFor(CpuContext& ctx, absl::Span<const Tensor> inputs) {
-    std::vector<memory::desc> srcs;
-    for (const Tensor& t : inputs) srcs.push_back(DescOf(t));
+    const std::vector<memory::desc> srcs = DescsOf(inputs);
     for (auto& p : cache_) {
       if (p->srcs == srcs) return *p;
     }

@@ -100,6 +100,22 @@ void Run(CpuContext& ctx, const Prim& p, std::unordered_map<int, dnnl::memory> a
   ctx.stream().wait();
 }
 
+std::vector<dnnl::memory::desc> DescsOf(absl::Span<const Tensor> tensors) {
+  std::vector<dnnl::memory::desc> descs;
+  descs.reserve(tensors.size());
+  for (const Tensor& t : tensors) descs.push_back(DescOf(t));
+  return descs;
+}
+
+void RunMultiSource(CpuContext& ctx, const Prim& p, const std::vector<dnnl::memory::desc>& srcs,
+                    absl::Span<const Tensor> inputs, const dnnl::memory::desc& dst, const Tensor& output) {
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_DST, CheckedView(dst, ctx, output)}};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args.emplace(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), View(srcs[i], ctx, inputs[i]));
+  }
+  Run(ctx, p, std::move(args));
+}
+
 Conversion::Conversion(CpuContext& ctx, const dnnl::memory::desc& from, const dnnl::memory::desc& to)
     : from_(from), to_(to) {
   if (from == to) return;

@@ -110,6 +110,13 @@ class ThreadCap {
 // cap, and waits for it.
 void Run(CpuContext& ctx, const Prim& p, std::unordered_map<int, dnnl::memory> args);
 
+// Multi-input primitives (sum, concat): the descriptors of the inputs, in
+// order (what their primitive caches are keyed by), and one run of such a
+// primitive with input i viewed as srcs[i] and `output` as dst.
+std::vector<dnnl::memory::desc> DescsOf(absl::Span<const Tensor> tensors);
+void RunMultiSource(CpuContext& ctx, const Prim& p, const std::vector<dnnl::memory::desc>& srcs,
+                    absl::Span<const Tensor> inputs, const dnnl::memory::desc& dst, const Tensor& output);
+
 // A reorder from layout `from` to layout `to`, made when they differ, with
 // the staging buffer that holds the side a caller does not own.
 //   Input use (the caller has t in `from`; a primitive wants `to`):

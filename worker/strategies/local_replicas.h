@@ -1,0 +1,48 @@
+// LocalReplicasStrategy: the strategies without parameter servers that run
+// the devices of ONE worker, each replica applying the optimizer to its own
+// copy of the variables after every step:
+//   replicated   the replicas' gradients are first reduced to their mean
+//                (all_reduce_spec, worker/local_reduce.h), so every copy
+//                takes the same update
+//   independent  no reduction: every replica trains on its own
+// (replicated with all_reduce_spec nccl on GPUs is the NCCL strategy.)
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/local_optimizer.h"
+#include "worker/strategy.h"
+
+namespace pstrain {
+
+class LocalReplicasStrategy : public Strategy {
+ public:
+  // `reduce_spec`: the all_reduce_spec reducing the gradients before each
+  // update, or none. `description`: Describe()'s line. With more than one
+  // worker: InvalidArgument with `one_worker_message`.
+  static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context,
+                                                          std::optional<std::string> reduce_spec,
+                                                          std::string description,
+                                                          const std::string& one_worker_message);
+
+  absl::Status Start() override;
+  absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }
+  absl::Status AfterStep(int64_t step) override;
+  absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;
+  std::string Describe() const override { return description_; }
+
+ private:
+  LocalReplicasStrategy(const StrategyContext& context, std::optional<std::string> reduce_spec, std::string description)
+      : context_(context), reduce_spec_(std::move(reduce_spec)), description_(std::move(description)) {}
+
+  StrategyContext context_;
+  const std::optional<std::string> reduce_spec_;
+  const std::string description_;
+  std::vector<std::unique_ptr<LocalOptimizer>> optimizers_;
+};
+
+}  // namespace pstrain
