@@ -77,6 +77,21 @@ struct RankOptions {
   std::string prefix;
 };
 
+// Options of rank `rank` of `size` on loopback, reaching the store through
+// `client` (null: the chief's own table).
+GlooOptions LoopbackOptions(Chief& chief, KeyValueStore* client, int rank, int size, const std::string& prefix,
+                            const RankOptions& timing) {
+  GlooOptions options;
+  options.rank = rank;
+  options.size = size;
+  options.host = "127.0.0.1";
+  options.store = client != nullptr ? client : chief.local();
+  options.prefix = prefix;
+  options.timeout = timing.timeout;
+  options.connect_timeout = timing.connect_timeout;
+  return options;
+}
+
 // Runs `fn(rank, collective)` on `ranks` threads, each after joining the
 // communicator (a join error fails the test). Ranks in `absent` never join.
 void RunRanks(Chief& chief, int ranks, const RankOptions& rank_options,
@@ -86,14 +101,7 @@ void RunRanks(Chief& chief, int ranks, const RankOptions& rank_options,
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       std::unique_ptr<KeyValueStore> client = chief.StoreFor(r);
-      GlooOptions options;
-      options.rank = r;
-      options.size = ranks;
-      options.host = "127.0.0.1";
-      options.store = client ? client.get() : chief.local();
-      options.prefix = prefix;
-      options.timeout = rank_options.timeout;
-      options.connect_timeout = rank_options.connect_timeout;
+      const GlooOptions options = LoopbackOptions(chief, client.get(), r, ranks, prefix, rank_options);
       absl::StatusOr<std::unique_ptr<Collective>> collective = CreateGlooCollective(options);
       ASSERT_TRUE(collective.ok()) << "rank " << r << ": " << collective.status();
       EXPECT_EQ((*collective)->rank(), r);
@@ -282,13 +290,8 @@ TEST(GlooCollectiveFailureTest, RankThatNeverJoinsFailsTheOthersNamingIt) {
   for (int r = 0; r < 2; ++r) {  // rank 2 never comes
     threads.emplace_back([&, r] {
       std::unique_ptr<KeyValueStore> client = chief.StoreFor(r);
-      GlooOptions o;
-      o.rank = r;
-      o.size = kSize;
-      o.host = "127.0.0.1";
-      o.store = client ? client.get() : chief.local();
-      o.prefix = prefix;
-      o.timeout = absl::Seconds(3);
+      const RankOptions timing = {.timeout = absl::Seconds(3), .connect_timeout = absl::ZeroDuration(), .prefix = ""};
+      const GlooOptions o = LoopbackOptions(chief, client.get(), r, kSize, prefix, timing);
       const absl::Time start = absl::Now();
       status[r] = CreateGlooCollective(o).status();
       took[r] = absl::Now() - start;
@@ -344,14 +347,8 @@ TEST(GlooCollectiveFailureTest, PeerThatGoesAwayFailsTheOthersWithinTheTimeout) 
   for (int r = 0; r < kSize; ++r) {
     threads.emplace_back([&, r] {
       std::unique_ptr<KeyValueStore> client = chief.StoreFor(r);
-      GlooOptions o;
-      o.rank = r;
-      o.size = kSize;
-      o.host = "127.0.0.1";
-      o.store = client ? client.get() : chief.local();
-      o.prefix = prefix;
-      o.timeout = absl::Seconds(3);
-      o.connect_timeout = absl::Seconds(30);
+      const RankOptions timing = {.timeout = absl::Seconds(3), .connect_timeout = absl::Seconds(30), .prefix = ""};
+      const GlooOptions o = LoopbackOptions(chief, client.get(), r, kSize, prefix, timing);
       absl::StatusOr<std::unique_ptr<Collective>> c = CreateGlooCollective(o);
       ASSERT_TRUE(c.ok()) << c.status();
       std::vector<float> data(1 << 16, 1.0f);
