@@ -104,19 +104,14 @@ void ReplicaSet::InitializeVariables(uint64_t seed) {
 }
 
 void ReplicaSet::BroadcastValues(int from) {
+  // Host tensors (CPU replicas or host mirrors): the strategies that keep
+  // variables on GPUs broadcast with NCCL instead.
   std::vector<Variable>& source = variables(from);
   for (int r = 0; r < size(); ++r) {
     if (r == from) continue;
     std::vector<Variable>& target = variables(r);
-    if (mirrored() || source.empty() || source[0].value.on_host()) {
-      for (size_t v = 0; v < source.size(); ++v) target[v].value.CopyFrom(source[v].value);
-    } else {  // device to device (peer copy where the GPUs differ), on the target's stream
-      contexts_[r]->MakeCurrent();
-      for (size_t v = 0; v < source.size(); ++v) contexts_[r]->Convert(source[v].value, target[v].value);
-      contexts_[r]->Synchronize();
-    }
+    for (size_t v = 0; v < source.size(); ++v) target[v].value.CopyFrom(source[v].value);
   }
-  if (!mirrored() && !source.empty() && !source[0].value.on_host()) contexts_[from]->MakeCurrent();
 }
 
 }  // namespace pstrain

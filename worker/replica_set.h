@@ -72,8 +72,9 @@ class ReplicaSet {
 
   // Initialises replica 0's variables from `seed` (its host mirrors too).
   void InitializeVariables(uint64_t seed);
-  // Copies replica `from`'s variable values into every other replica
-  // (host mirrors when mirrored, else the models' own variables).
+  // Copies replica `from`'s variable values into every other replica's
+  // variables(r): host tensors only (CPU replicas or host mirrors; Tensor::
+  // CopyFrom checks), as the NCCL strategies broadcast on the devices.
   void BroadcastValues(int from);
   // Makes replica r's model read variables(r)'s values (upload from the host
   // mirrors; nothing without mirrors). E.g. before evaluating the final
