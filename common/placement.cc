@@ -1,9 +1,11 @@
 #include "common/placement.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "common/registry.h"
 
 namespace pstrain {
 
@@ -29,56 +31,91 @@ absl::StatusOr<std::vector<int>> PlaceVariables(const std::vector<VariableSize>&
     return plan;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown placement '", policy, "'; known: round_robin, greedy, partitioned"));
+      absl::StrCat("placement '", policy, "' does not place whole variables; those that do: round_robin, greedy"));
 }
 
-absl::StatusOr<std::vector<VariablePart>> PlanPlacement(const std::vector<VariableShape>& variables, int num_shards,
-                                                        const std::string& policy, int64_t partition_bytes) {
-  if (num_shards <= 0) return absl::InvalidArgumentError(absl::StrCat("placement: ", num_shards, " shards"));
-  std::vector<VariableSize> sizes;
-  for (const VariableShape& v : variables) {
-    sizes.push_back({v.name, NumElements(v.shape) * static_cast<int64_t>(sizeof(float))});
-  }
-  auto whole = [&](int i, int shard) {
-    return VariablePart{i, shard, 0, NumElements(variables[i].shape), variables[i].name, variables[i].shape};
-  };
-  std::vector<VariablePart> parts;
-  if (policy != "partitioned") {
+namespace {
+
+// A policy: the parts of every variable, in model order.
+using PartPlanner = std::function<absl::StatusOr<std::vector<VariablePart>>(const std::vector<VariableShape>& variables,
+                                                                            int num_shards, int64_t partition_bytes)>;
+
+int64_t BytesOf(const VariableShape& v) { return NumElements(v.shape) * static_cast<int64_t>(sizeof(float)); }
+
+VariablePart Whole(const std::vector<VariableShape>& variables, int i, int shard) {
+  return VariablePart{i, shard, 0, NumElements(variables[i].shape), variables[i].name, variables[i].shape};
+}
+
+// round_robin and greedy: whole variables, by PlaceVariables.
+PartPlanner WholeVariables(const std::string& policy) {
+  return [policy](const std::vector<VariableShape>& variables, int num_shards,
+                  int64_t) -> absl::StatusOr<std::vector<VariablePart>> {
+    std::vector<VariableSize> sizes;
+    for (const VariableShape& v : variables) sizes.push_back({v.name, BytesOf(v)});
     absl::StatusOr<std::vector<int>> plan = PlaceVariables(sizes, num_shards, policy);
     if (!plan.ok()) return plan.status();
-    for (size_t i = 0; i < variables.size(); ++i) parts.push_back(whole(static_cast<int>(i), (*plan)[i]));
+    std::vector<VariablePart> parts;
+    for (size_t i = 0; i < variables.size(); ++i) parts.push_back(Whole(variables, static_cast<int>(i), (*plan)[i]));
     return parts;
-  }
-  if (partition_bytes <= 0) return absl::InvalidArgumentError("placement partitioned needs partition_bytes > 0");
+  };
+}
 
+absl::StatusOr<std::vector<VariablePart>> Partitioned(const std::vector<VariableShape>& variables, int num_shards,
+                                                      int64_t partition_bytes) {
+  if (partition_bytes <= 0) return absl::InvalidArgumentError("placement partitioned needs partition_bytes > 0");
   // Split the large variables first; their load is even across shards.
   std::vector<int64_t> load(num_shards, 0);
   std::vector<std::vector<VariablePart>> per_variable(variables.size());
   std::vector<size_t> small;
   for (size_t i = 0; i < variables.size(); ++i) {
     const int64_t n = NumElements(variables[i].shape);
-    if (sizes[i].bytes <= partition_bytes || n < num_shards) {
+    if (BytesOf(variables[i]) <= partition_bytes || n < num_shards) {
       small.push_back(i);
       continue;
     }
     int64_t offset = 0;
     for (int p = 0; p < num_shards; ++p) {
       const int64_t count = n / num_shards + (p < n % num_shards ? 1 : 0);
-      per_variable[i].push_back({static_cast<int>(i), p, offset, count,
-                                 absl::StrCat(variables[i].name, "/part_", p), Shape{count}});
+      per_variable[i].push_back(
+          {static_cast<int>(i), p, offset, count, absl::StrCat(variables[i].name, "/part_", p), Shape{count}});
       load[p] += count * static_cast<int64_t>(sizeof(float));
       offset += count;
     }
   }
   // Then the rest, largest first, onto the least-loaded shard.
-  std::stable_sort(small.begin(), small.end(), [&](size_t a, size_t b) { return sizes[a].bytes > sizes[b].bytes; });
+  std::stable_sort(small.begin(), small.end(),
+                   [&](size_t a, size_t b) { return BytesOf(variables[a]) > BytesOf(variables[b]); });
   for (size_t i : small) {
     const int best = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    per_variable[i].push_back(whole(static_cast<int>(i), best));
-    load[best] += sizes[i].bytes;
+    per_variable[i].push_back(Whole(variables, static_cast<int>(i), best));
+    load[best] += BytesOf(variables[i]);
   }
+  std::vector<VariablePart> parts;
   for (auto& v : per_variable) parts.insert(parts.end(), v.begin(), v.end());
   return parts;
+}
+
+Registry<PartPlanner>& Planners() {
+  static auto* registry = [] {
+    auto* r = new Registry<PartPlanner>("placement");
+    r->Register("round_robin", WholeVariables("round_robin"));
+    r->Register("greedy", WholeVariables("greedy"));
+    r->Register("partitioned", Partitioned);
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace
+
+std::vector<std::string> PlacementPolicies() { return Planners().Names(); }
+
+absl::StatusOr<std::vector<VariablePart>> PlanPlacement(const std::vector<VariableShape>& variables, int num_shards,
+                                                        const std::string& policy, int64_t partition_bytes) {
+  if (num_shards <= 0) return absl::InvalidArgumentError(absl::StrCat("placement: ", num_shards, " shards"));
+  absl::StatusOr<PartPlanner> planner = Planners().Find(policy);
+  if (!planner.ok()) return absl::InvalidArgumentError(planner.status().message());
+  return (*planner)(variables, num_shards, partition_bytes);
 }
 
 std::vector<int64_t> ShardBytes(const std::vector<VariablePart>& parts, int num_shards) {

@@ -30,7 +30,7 @@ absl::StatusOr<std::vector<int>> PlaceVariables(const std::vector<VariableSize>&
 
 // One PS key: a whole variable, or a contiguous slice of a partitioned one.
 struct VariablePart {
-  int variable = 0;    // index into the model's variables
+  int variable = 0;  // index into the model's variables
   int shard = 0;
   int64_t offset = 0;  // first element of the variable in this part
   int64_t count = 0;   // elements
@@ -42,6 +42,9 @@ struct VariableShape {
   std::string name;
   Shape shape;  // float32 elements
 };
+
+// The policies PlanPlacement knows (config validation's allowed values).
+std::vector<std::string> PlacementPolicies();
 
 // The parts of every variable, in model order (a partitioned variable's parts
 // in offset order). policy: round_robin | greedy | partitioned.

@@ -19,7 +19,7 @@ DEFINE_string(run_dir, "", "directory for result.json and other outputs (created
 
 namespace pstrain {
 
-RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vector<std::string>& known_models) {
+RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   TuneAllocatorForBulkTraffic();
   gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR]");
   gflags::ParseCommandLineFlags(argc, argv, true);
@@ -50,10 +50,8 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vec
     fail(message);
   }
   setup.role = *role;
-  // A PS never reads training data, so it does not insist on the data files.
-  ExperimentConfig checked = setup.config;
-  if (binary_role == RoleKind::kPs) checked.mutable_data()->set_source("synthetic");
-  if (absl::Status s = ValidateExperimentConfig(checked, FLAGS_config, known_models); !s.ok()) {
+  // A PS links no data sources, so it does not insist on the data files.
+  if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) {
     fail(std::string(s.message()));
   }
   setup.run_dir = FLAGS_run_dir;

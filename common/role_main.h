@@ -21,7 +21,9 @@ struct RoleSetup {
 
 // Parses flags (gflags) and sets up logging. On a bad config or bad flags it
 // prints one message naming what was wrong and exits with code 2.
-RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const std::vector<std::string>& known_models);
+// The config is validated by the checks of the modules the binary links
+// (common/config/config_checks.h).
+RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role);
 
 // Exit code for a run that failed after start-up.
 constexpr int kExitFailure = 1;

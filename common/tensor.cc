@@ -17,9 +17,16 @@ size_t DTypeSize(DType dtype) {
   return 0;
 }
 
-std::string Device::ToString() const {
-  return kind == DeviceKind::kCpu ? "cpu" : absl::StrCat("gpu:", ordinal);
+std::vector<std::string> DeviceNames() { return {"cpu", "gpu"}; }
+
+absl::StatusOr<DeviceKind> ParseDeviceName(absl::string_view name) {
+  if (name == "cpu") return DeviceKind::kCpu;
+  if (name == "gpu") return DeviceKind::kCuda;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown device '", name, "'; known: ", absl::StrJoin(DeviceNames(), ", ")));
 }
+
+std::string Device::ToString() const { return kind == DeviceKind::kCpu ? "cpu" : absl::StrCat("gpu:", ordinal); }
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
@@ -50,8 +57,7 @@ Buffer::~Buffer() {
   if (owned_) std::free(data_);
 }
 
-Tensor::Tensor(Shape shape, DType dtype)
-    : shape_(std::move(shape)), dtype_(dtype), num_elements_(NumElements(shape_)) {
+Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype), num_elements_(NumElements(shape_)) {
   buffer_ = Buffer::Allocate(num_bytes());
 }
 

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace pstrain {
@@ -20,6 +22,10 @@ enum class DType { kFloat32 };
 size_t DTypeSize(DType dtype);
 
 enum class DeviceKind { kCpu, kCuda };
+// The names configs give device kinds (`device:`): "cpu", and "gpu" for CUDA.
+std::vector<std::string> DeviceNames();
+// InvalidArgument listing DeviceNames() for any other name.
+absl::StatusOr<DeviceKind> ParseDeviceName(absl::string_view name);
 
 // A device a tensor lives on: kind plus ordinal (GPU number).
 struct Device {

@@ -5,7 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
+#include "common/config/config_checks.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/graph_model.h"
 
@@ -64,47 +65,19 @@ absl::StatusOr<std::unique_ptr<Model>> ModelBuilder::Finish(int logits_node) {
                          std::move(impl_->nodes), logits_node);
 }
 
-namespace {
-
-struct ModelRegistry {
-  absl::Mutex mu;
-  std::map<std::string, ModelFactory> factories ABSL_GUARDED_BY(mu);
-};
-
-ModelRegistry& Registry() {
-  static ModelRegistry* registry = new ModelRegistry;  // never destroyed
+Registry<ModelFactory>& ModelRegistry() {
+  static auto* registry = new Registry<ModelFactory>("model");
   return *registry;
 }
 
-}  // namespace
-
 bool RegisterModel(const std::string& name, ModelFactory factory) {
-  ModelRegistry& r = Registry();
-  absl::MutexLock lock(&r.mu);
-  CHECK(r.factories.emplace(name, std::move(factory)).second) << "model \"" << name << "\" registered twice";
-  return true;
+  return ModelRegistry().Register(name, std::move(factory));
 }
 
-std::vector<std::string> RegisteredModels() {
-  ModelRegistry& r = Registry();
-  absl::MutexLock lock(&r.mu);
-  std::vector<std::string> names;
-  for (const auto& [name, factory] : r.factories) names.push_back(name);
-  return names;
-}
+std::vector<std::string> RegisteredModels() { return ModelRegistry().Names(); }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config, DeviceContext* ctx) {
-  ModelFactory factory;
-  {
-    ModelRegistry& r = Registry();
-    absl::MutexLock lock(&r.mu);
-    auto it = r.factories.find(config.name());
-    if (it != r.factories.end()) factory = it->second;
-  }
-  if (!factory) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown model \"", config.name(), "\"; known: ", absl::StrJoin(RegisteredModels(), ", ")));
-  }
+  PSTRAIN_ASSIGN_OR_RETURN(ModelFactory factory, ModelRegistry().Find(config.name()));
   const std::string where = absl::StrCat("model \"", config.name(), "\": ");
   if (config.input_shape_size() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, "input_shape is required"));
@@ -122,4 +95,13 @@ absl::StatusOr<std::unique_ptr<Model>> CreateModel(const ModelConfig& config, De
   return factory(config, ctx);
 }
 
+namespace {
+
+// model.name: one of the zoo's models.
+const bool kConfigCheck =
+    ConfigCheckRegistry().Register("model.name", [](const ExperimentConfig& config, const ConfigChecker& ck) {
+      return ck.OneOf("model.name", config.model().name(), RegisteredModels());
+    });
+
+}  // namespace
 }  // namespace pstrain

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/registry.h"
 #include "models/layers/layer.h"
 #include "proto/config.pb.h"
 
@@ -80,8 +81,10 @@ class ModelBuilder {
   std::unique_ptr<Impl> impl_;
 };
 
-// Model zoo: registered by name.
+// Model zoo: registered by name (models/zoo/<name>.cc). Registering also
+// makes config validation accept the name as model.name.
 using ModelFactory = std::function<absl::StatusOr<std::unique_ptr<Model>>(const ModelConfig&, DeviceContext*)>;
+Registry<ModelFactory>& ModelRegistry();
 bool RegisterModel(const std::string& name, ModelFactory factory);
 std::vector<std::string> RegisteredModels();
 // Creates `config.name()` (input_shape and num_classes must be filled in).

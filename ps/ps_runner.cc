@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps/ps_service.h"
@@ -11,11 +12,6 @@
 
 namespace pstrain {
 namespace {
-
-std::string DefaultListenAddress(const std::string& host_port) {
-  size_t colon = host_port.rfind(':');
-  return absl::StrCat("0.0.0.0:", host_port.substr(colon + 1));
-}
 
 void LogLoad(const ShardLoad& load) {
   LOG(INFO) << "shard " << load.shard() << " load: variables=" << load.variables()
@@ -30,8 +26,8 @@ void LogLoad(const ShardLoad& load) {
 absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index, Transport* transport,
                                 const PsRunOptions& options) {
   if (shard_index < 0 || shard_index >= config.cluster().ps_hosts_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("PS index ", shard_index, " out of range of ",
-                                                   config.cluster().ps_hosts_size(), " ps_hosts"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("PS index ", shard_index, " out of range of ", config.cluster().ps_hosts_size(), " ps_hosts"));
   }
   PsShardOptions shard_options;
   shard_options.shard_index = shard_index;
@@ -44,12 +40,14 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsShard> shard, PsShard::Create(shard_options));
   PsService service(shard.get());
 
-  const std::string address = options.listen_address.empty()
-                                  ? DefaultListenAddress(config.cluster().ps_hosts(shard_index))
-                                  : options.listen_address;
+  std::string address = options.listen_address;
+  if (address.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(const HostPort entry, ParseHostPort(config.cluster().ps_hosts(shard_index)));
+    address = entry.AnyInterface();
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, transport->Serve(address, &service));
-  LOG(INFO) << "PS shard " << shard_index << " serving on " << address << " for "
-            << shard_options.num_workers << " workers (" << config.consistency() << ")";
+  LOG(INFO) << "PS shard " << shard_index << " serving on " << address << " for " << shard_options.num_workers
+            << " workers (" << config.consistency() << ")";
 
   absl::Status result;
   while (true) {
@@ -72,9 +70,9 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  shard->CancelPendingPulls(result.ok() ? absl::CancelledError(absl::StrCat("PS shard ", shard_index, " finished"))
-                                        : absl::UnavailableError(absl::StrCat("PS shard ", shard_index,
-                                                                              " stopped: ", result.message())));
+  shard->CancelPendingPulls(
+      result.ok() ? absl::CancelledError(absl::StrCat("PS shard ", shard_index, " finished"))
+                  : absl::UnavailableError(absl::StrCat("PS shard ", shard_index, " stopped: ", result.message())));
   StatsResponse stats = shard->Stats();
   LogLoad(stats.load());
   if (options.final_stats != nullptr) *options.final_stats = stats;

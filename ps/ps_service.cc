@@ -1,6 +1,7 @@
 #include "ps/ps_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/ps_rpc.h"
 
 namespace pstrain {
 namespace {
@@ -23,24 +24,27 @@ void Reply(const Responder& respond, const absl::Status& status, const google::p
 }  // namespace
 
 void PsService::Handle(std::string_view method, IncomingFrame frame, Responder respond) {
-  if (method == "Pull") {
+  if (method == ps_rpc::kPull) {
     PullRequest request;
     if (ParseOrReject(frame, method, &request, respond)) shard_->Pull(request, std::move(respond));
-  } else if (method == "Push") {
+  } else if (method == ps_rpc::kPush) {
     PushRequest request;
     PushResponse response;
-    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Push(request, frame, &response), response);
-  } else if (method == "Init") {
+    if (ParseOrReject(frame, method, &request, respond))
+      Reply(respond, shard_->Push(request, frame, &response), response);
+  } else if (method == ps_rpc::kInit) {
     InitRequest request;
     InitResponse response;
-    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Init(request, frame, &response), response);
-  } else if (method == "Heartbeat") {
+    if (ParseOrReject(frame, method, &request, respond))
+      Reply(respond, shard_->Init(request, frame, &response), response);
+  } else if (method == ps_rpc::kHeartbeat) {
     HeartbeatRequest request;
-    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Heartbeat(request), HeartbeatResponse());
-  } else if (method == "Done") {
+    if (ParseOrReject(frame, method, &request, respond))
+      Reply(respond, shard_->Heartbeat(request), HeartbeatResponse());
+  } else if (method == ps_rpc::kDone) {
     DoneRequest request;
     if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Done(request), DoneResponse());
-  } else if (method == "Stats") {
+  } else if (method == ps_rpc::kStats) {
     Reply(respond, absl::OkStatus(), shard_->Stats());
   } else {
     respond(absl::UnimplementedError(absl::StrCat("unknown PS method '", std::string(method), "'")), {});

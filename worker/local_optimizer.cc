@@ -9,18 +9,18 @@ namespace pstrain {
 absl::StatusOr<std::unique_ptr<LocalOptimizer>> LocalOptimizer::Create(const OptimizerConfig& config,
                                                                        const std::vector<Variable>& variables,
                                                                        int64_t total_steps) {
-  std::unique_ptr<LocalOptimizer> local(new LocalOptimizer);
-  PSTRAIN_ASSIGN_OR_RETURN(local->optimizer_, CreateOptimizer(config));
-  local->config_ = config;
-  local->total_steps_ = total_steps;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(config));
+  PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule, LearningRateSchedule::Create(config, total_steps));
+  std::unique_ptr<LocalOptimizer> local(new LocalOptimizer(std::move(optimizer), std::move(schedule)));
   for (const Variable& v : variables) {
     local->slots_.emplace_back(local->optimizer_->num_slots(), std::vector<float>(v.value.num_elements(), 0.0f));
   }
   return local;
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> LocalOptimizer::ForReplicas(
-    const OptimizerConfig& config, ReplicaSet& replicas, int64_t total_steps) {
+absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> LocalOptimizer::ForReplicas(const OptimizerConfig& config,
+                                                                                         ReplicaSet& replicas,
+                                                                                         int64_t total_steps) {
   std::vector<std::unique_ptr<LocalOptimizer>> optimizers;
   for (int r = 0; r < replicas.size(); ++r) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> optimizer,
@@ -31,7 +31,7 @@ absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> LocalOptimizer::For
 }
 
 void LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step) {
-  const float lr = LearningRateAt(config_, step, total_steps_);
+  const float lr = schedule_.At(step);
   for (size_t v = 0; v < variables.size(); ++v) {
     Variable& var = variables[v];
     const int64_t n = var.value.num_elements();

@@ -1,7 +1,7 @@
 // LocalOptimizer: applies the experiment's optimizer to one replica's
-// variables in place (strategies without parameter servers). Same optimizer
-// code and learning-rate schedule as the PS, so a replicated run and a PS run
-// compute identical updates.
+// variables in place, on the host (strategies without parameter servers).
+// The same optimizer code and learning-rate schedule as the PS (optim/), so a
+// replicated run and a PS run compute identical updates.
 #pragma once
 
 #include <memory>
@@ -9,7 +9,8 @@
 
 #include "absl/status/statusor.h"
 #include "models/model.h"
-#include "ps/optimizer.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "worker/replica_set.h"
 
 namespace pstrain {
@@ -17,8 +18,8 @@ namespace pstrain {
 class LocalOptimizer {
  public:
   static absl::StatusOr<std::unique_ptr<LocalOptimizer>> Create(const OptimizerConfig& config,
-                                                               const std::vector<Variable>& variables,
-                                                               int64_t total_steps);
+                                                                const std::vector<Variable>& variables,
+                                                                int64_t total_steps);
   // One optimizer per replica of `replicas` (each replica keeps its own slots).
   static absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> ForReplicas(const OptimizerConfig& config,
                                                                                   ReplicaSet& replicas,
@@ -27,10 +28,10 @@ class LocalOptimizer {
   void Apply(std::vector<Variable>& variables, int64_t step);
 
  private:
-  LocalOptimizer() = default;
-  OptimizerConfig config_;
-  int64_t total_steps_ = 0;
+  LocalOptimizer(std::unique_ptr<Optimizer> optimizer, LearningRateSchedule schedule)
+      : optimizer_(std::move(optimizer)), schedule_(std::move(schedule)) {}
   std::unique_ptr<Optimizer> optimizer_;
+  LearningRateSchedule schedule_;
   std::vector<std::vector<std::vector<float>>> slots_;  // [variable][slot][element]
 };
 

@@ -31,6 +31,9 @@ void ReduceGradientsByCopy(ReplicaSet& replicas);
 void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas);
 // The replica owning each variable's reduction: greedy by gradient bytes.
 std::vector<int> GradientOwners(ReplicaSet& replicas);
+// The all_reduce_spec values of the reductions above that a config may name:
+// pscpu and none (owner_device follows from local_parameter_device).
+std::vector<std::string> LocalReduceSpecs();
 // Dispatches on the spec name; "" means "pscpu".
 absl::Status ReduceGradients(const std::string& all_reduce_spec, ReplicaSet& replicas);
 

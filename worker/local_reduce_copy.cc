@@ -29,6 +29,8 @@ void ReduceGradientsByCopy(ReplicaSet& replicas) {
   }
 }
 
+std::vector<std::string> LocalReduceSpecs() { return {"pscpu", "none"}; }
+
 absl::Status ReduceGradients(const std::string& spec, ReplicaSet& replicas) {
   if (spec.empty() || spec == "pscpu") {
     ReduceGradientsOnHost(replicas);
@@ -42,8 +44,8 @@ absl::Status ReduceGradients(const std::string& spec, ReplicaSet& replicas) {
     ReduceGradientsOnOwnerDevices(replicas);
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "all_reduce_spec '", spec, "' is not available on this worker (known: pscpu, none, owner_device)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("all_reduce_spec '", spec, "' is not available on this worker (known: pscpu, none, owner_device)"));
 }
 
 }  // namespace pstrain

@@ -1,10 +1,10 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "common/ps_rpc.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
   client->shard_parts_.resize(num_shards);
   for (size_t i = 0; i < client->parts_.size(); ++i) {
     const VariablePart& part = client->parts_[i];
-    if (part.shard < 0 || part.shard >= num_shards) return absl::InvalidArgumentError("placement names a missing shard");
+    if (part.shard < 0 || part.shard >= num_shards)
+      return absl::InvalidArgumentError("placement names a missing shard");
     if (part.variable < 0 || part.variable >= static_cast<int>(variables->size()) ||
         part.offset + part.count > (*variables)[part.variable].value.num_elements()) {
       return absl::InvalidArgumentError(absl::StrCat("placement part ", part.name, " lies outside its variable"));
@@ -39,8 +40,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
     int64_t batch_bytes = 0;
     for (int i : client->shard_parts_[s]) {
       const int64_t bytes = client->parts_[i].count * static_cast<int64_t>(sizeof(float));
-      if (client->batches_.empty() || client->batches_.back().shard != s ||
-          batch_bytes + bytes > kRpcBatchBytes) {
+      if (client->batches_.empty() || client->batches_.back().shard != s || batch_bytes + bytes > kRpcBatchBytes) {
         client->batches_.push_back({s, {}});
         batch_bytes = 0;
       }
@@ -113,7 +113,7 @@ absl::Status PsClient::Init(int64_t total_steps) {
   CallOptions options;
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().startup_seconds());
   options.wait_for_ready = true;
-  return FanOut("Init", calls, options);
+  return FanOut(ps_rpc::kInit, calls, options);
 }
 
 absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,
@@ -134,7 +134,7 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
   // leaves room for that answer to arrive.
   options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
   options.wait_for_ready = wait_for_ready;
-  PSTRAIN_RETURN_IF_ERROR(FanOut("Pull", calls, options));
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options));
   int64_t min_seen = INT64_MAX;
   for (size_t b = 0; b < batches_.size(); ++b) {
     const int s = batches_[b].shard;
@@ -174,7 +174,7 @@ absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
     }
     header.SerializeToString(&calls[b].request.header);
   }
-  PSTRAIN_RETURN_IF_ERROR(FanOut("Push", calls, RpcOptions()));
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPush, calls, RpcOptions()));
   int dropped = 0;
   for (ShardCall& call : calls) {
     PushResponse header;
@@ -207,7 +207,7 @@ void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,
   header.SerializeToString(&request.header);
   const int shard = b.shard;
   const std::string address = addresses_[shard];
-  channels_[shard]->Call("Push", std::move(request), RpcOptions(),
+  channels_[shard]->Call(ps_rpc::kPush, std::move(request), RpcOptions(),
                          [done = std::move(done), shard, address](absl::Status status, IncomingFrame response) {
                            if (!status.ok()) {
                              done(absl::Status(status.code(), absl::StrCat("Push to PS shard ", shard, " (", address,
@@ -228,19 +228,19 @@ absl::Status PsClient::Heartbeat(int64_t step, bool finished_pushing) {
   std::vector<ShardCall> calls = CallsToEveryShard(header);
   CallOptions options;
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().heartbeat_seconds() * 2 + 1);
-  return FanOut("Heartbeat", calls, options);
+  return FanOut(ps_rpc::kHeartbeat, calls, options);
 }
 
 absl::Status PsClient::Done(const WorkerReport& report) {
   DoneRequest header;
   *header.mutable_report() = report;
   std::vector<ShardCall> calls = CallsToEveryShard(header);
-  return FanOut("Done", calls, RpcOptions());
+  return FanOut(ps_rpc::kDone, calls, RpcOptions());
 }
 
 absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() {
   std::vector<ShardCall> calls = CallsToEveryShard(StatsRequest());
-  PSTRAIN_RETURN_IF_ERROR(FanOut("Stats", calls, RpcOptions()));
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kStats, calls, RpcOptions()));
   std::vector<StatsResponse> stats(num_shards());
   for (int s = 0; s < num_shards(); ++s) {
     if (!calls[s].response.ParseHeader(&stats[s])) return absl::InternalError("stats: malformed response");

@@ -1,45 +1,84 @@
 #include "worker/strategy.h"
 
-#include <map>
-#include <mutex>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
 
-std::mutex& RegistryMutex() {
-  static auto* mu = new std::mutex;
-  return *mu;
+bool Contains(const std::vector<std::string>& list, const std::string& value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
 }
-std::map<std::string, StrategyFactory>& Registry() {
-  static auto* registry = new std::map<std::string, StrategyFactory>;
-  return *registry;
+
+// The one check of a config against its strategy: the entry's declared
+// fields, its own rules, then what its needs ask of the cluster.
+absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, const ConfigChecker& ck) {
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("variable_update", c.variable_update(), StrategyRegistry().Names()));
+  PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(c.variable_update()));
+  const std::string& name = c.variable_update();
+  if (entry.all_reduce_specs.empty() && !c.all_reduce_spec().empty()) {
+    return ck.Fail("all_reduce_spec", absl::StrCat("empty for variable_update ", name, " (", entry.summary, ")"),
+                   absl::StrCat("'", c.all_reduce_spec(), "'"));
+  }
+  if (!entry.all_reduce_specs.empty() && !Contains(entry.all_reduce_specs, c.all_reduce_spec())) {
+    std::vector<std::string> shown;
+    for (const std::string& s : entry.all_reduce_specs) shown.push_back(s.empty() ? "'' (default)" : s);
+    return ck.Fail("all_reduce_spec",
+                   absl::StrCat("one of ", absl::StrJoin(shown, ", "), " for variable_update ", name),
+                   absl::StrCat("'", c.all_reduce_spec(), "'"));
+  }
+  if (!entry.local_parameter_device_gpu && c.local_parameter_device() != "cpu") {
+    return ck.Fail("local_parameter_device",
+                   absl::StrCat("cpu for variable_update ", name, " (", entry.summary,
+                                "; gpu places each variable's gradient sum on the least-loaded GPU of a worker "
+                                "whose variables live on parameter servers)"),
+                   absl::StrCat("'", c.local_parameter_device(), "'"));
+  }
+  if (entry.check) PSTRAIN_RETURN_IF_ERROR(entry.check(c, ck));
+  const StrategyNeeds needs = entry.needs(c);
+  if (needs.parameter_servers && c.cluster().ps_hosts().empty()) {
+    return ck.Fail("cluster.ps_hosts", absl::StrCat("at least one host:port when variable_update is ", name), "none");
+  }
+  const int workers = c.cluster().worker_hosts_size();
+  if (needs.max_workers > 0 && workers > needs.max_workers) {
+    return ck.Fail(
+        "cluster.worker_hosts",
+        absl::StrCat(needs.max_workers == 1 ? "one worker" : absl::StrCat("at most ", needs.max_workers, " workers"),
+                     " for variable_update ", name, " (", entry.summary, ")"),
+        absl::StrCat(workers, " workers"));
+  }
+  if (!Contains(needs.devices, c.device())) {
+    return ck.Fail(
+        "device",
+        absl::StrCat("one of ", absl::StrJoin(needs.devices, ", "), " for variable_update ", name,
+                     c.all_reduce_spec().empty() ? "" : absl::StrCat(" with all_reduce_spec ", c.all_reduce_spec())),
+        absl::StrCat("'", c.device(), "'"));
+  }
+  return needs;
 }
+
+const bool kConfigCheck = ConfigCheckRegistry().Register(
+    "variable_update",
+    [](const ExperimentConfig& config, const ConfigChecker& ck) { return CheckAgainstStrategy(config, ck).status(); });
 
 }  // namespace
 
-bool RegisterStrategy(const std::string& name, StrategyFactory factory) {
-  std::lock_guard<std::mutex> lock(RegistryMutex());
-  Registry()[name] = std::move(factory);
-  return true;
+Registry<StrategyEntry>& StrategyRegistry() {
+  static auto* registry = new Registry<StrategyEntry>("variable_update");
+  return *registry;
 }
 
-absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const std::string& name, const StrategyContext& context) {
-  StrategyFactory factory;
-  {
-    std::lock_guard<std::mutex> lock(RegistryMutex());
-    auto it = Registry().find(name);
-    if (it == Registry().end()) {
-      std::vector<std::string> names;
-      for (const auto& [n, f] : Registry()) names.push_back(n);
-      return absl::NotFoundError(
-          absl::StrCat("unknown variable_update '", name, "'; known: ", absl::StrJoin(names, ", ")));
-    }
-    factory = it->second;
-  }
-  return factory(context);
+absl::StatusOr<StrategyNeeds> NeedsOf(const ExperimentConfig& config, absl::string_view source) {
+  return CheckAgainstStrategy(config, ConfigChecker(source));
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyContext& context) {
+  PSTRAIN_RETURN_IF_ERROR(NeedsOf(*context.config).status());
+  PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(context.config->variable_update()));
+  return entry.create(context);
 }
 
 }  // namespace pstrain

@@ -1,6 +1,8 @@
 // Strategy: how one worker keeps its variables in step with everyone else's
 // (tf_cnn_benchmarks' variable_update). One file per strategy in
-// worker/strategies/, registered by name.
+// worker/strategies/, registered by name with a StrategyEntry that says what
+// the strategy reads from the config and needs from the worker; nothing
+// outside worker/strategies/ spells a strategy's name.
 //
 // The trainer drives every strategy the same way:
 //   Start()                       once; the chief's replica 0 holds the initial values
@@ -15,10 +17,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config/config_checks.h"
 #include "common/metrics/result_json.h"
+#include "common/registry.h"
 #include "common/transport/transport.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
@@ -67,8 +72,57 @@ class Strategy {
 };
 
 using StrategyFactory = std::function<absl::StatusOr<std::unique_ptr<Strategy>>(const StrategyContext&)>;
-bool RegisterStrategy(const std::string& name, StrategyFactory factory);
-// Unknown names are NotFound listing the known ones.
-absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const std::string& name, const StrategyContext& context);
+
+// What a strategy needs from the worker that runs it, for one config.
+struct StrategyNeeds {
+  // Variables live on parameter servers: cluster.ps_hosts must list some.
+  bool parameter_servers = false;
+  // The most workers it can synchronise (0: any); 1 for strategies that
+  // synchronise the devices of one worker only.
+  int max_workers = 0;
+  // The `device` values it runs on.
+  std::vector<std::string> devices = {"cpu", "gpu"};
+  // GPU replicas keep pinned host mirrors of the variables (ReplicaSet);
+  // false for strategies that work on the device variables (NCCL).
+  bool host_mirrors = true;
+  // With host mirrors: every gradient is downloaded as backward finalises it.
+  // False when the strategy reduces on the devices first and downloads the
+  // result itself (local_parameter_device gpu).
+  bool download_gradients = true;
+  // The collective library it synchronises through: "gloo", "nccl", or ""
+  // (none, or parameter servers).
+  std::string collective;
+};
+
+// A strategy's registry entry: everything the rest of the system asks of a
+// variable_update, so adding one is one file in worker/strategies/.
+struct StrategyEntry {
+  // One line for documentation and messages.
+  std::string summary;
+  // The all_reduce_spec values it reads (its default first is "" when the
+  // field may be left empty); none: the field must stay empty.
+  std::vector<std::string> all_reduce_specs;
+  // It places variables on GPUs with local_parameter_device gpu (others
+  // must leave it cpu).
+  bool local_parameter_device_gpu = false;
+  // What the worker must provide for `config` (one `check` accepted).
+  std::function<StrategyNeeds(const ExperimentConfig& config)> needs;
+  // Its own config rules beyond the above (null: none).
+  ConfigCheck check;
+  StrategyFactory create;
+};
+
+// Strategies by variable_update. Registering also makes config validation
+// check the strategy's fields and needs (worker/strategy.cc).
+Registry<StrategyEntry>& StrategyRegistry();
+
+// The needs of config.variable_update() for `config`, after checking the
+// config against the strategy (as config validation does): InvalidArgument
+// naming the field, NotFound for an unknown strategy.
+absl::StatusOr<StrategyNeeds> NeedsOf(const ExperimentConfig& config, absl::string_view source = "config");
+
+// Creates context.config->variable_update()'s strategy (the config is
+// checked as NeedsOf does first).
+absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyContext& context);
 
 }  // namespace pstrain

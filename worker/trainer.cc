@@ -10,45 +10,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "common/data/batcher.h"
-#include "common/data/idx_reader.h"
-#include "common/data/synthetic.h"
+#include "common/data/data_source.h"
 #include "common/metrics/throughput.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "models/model.h"
 #include "worker/replica_set.h"
-#include "worker/strategies/nccl_strategy.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
 namespace {
-
-struct Datasets {
-  Dataset train;
-  Dataset test;  // empty unless the chief evaluates
-};
-
-absl::StatusOr<Datasets> LoadData(const ExperimentConfig& config, bool need_test) {
-  Datasets data;
-  const DataConfig& dc = config.data();
-  if (dc.source() == "fashion_mnist") {
-    PSTRAIN_ASSIGN_OR_RETURN(data.train, LoadFashionMnist(dc.path(), "train"));
-    if (need_test) {
-      PSTRAIN_ASSIGN_OR_RETURN(data.test, LoadFashionMnist(dc.path(), "test"));
-    }
-    return data;
-  }
-  if (dc.source() == "synthetic") {
-    const ModelConfig& mc = config.model();
-    Shape shape = mc.input_shape_size() == 3 ? Shape(mc.input_shape().begin(), mc.input_shape().end())
-                                             : Shape{1, 28, 28};
-    const int classes = mc.has_num_classes() ? mc.num_classes() : 10;
-    data.train = MakeSyntheticDataset(dc.synthetic_examples(), shape, classes, dc.shuffle_seed());
-    if (need_test) data.test = MakeSyntheticDataset(dc.synthetic_examples(), shape, classes, dc.shuffle_seed() + 1);
-    return data;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown data.source '", dc.source(), "'"));
-}
 
 // The model config with input shape and classes taken from the data when unset.
 ModelConfig ResolveModelConfig(const ExperimentConfig& config, const Dataset& train) {
@@ -114,7 +85,9 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   const int batch = config.train().batch_size_per_device();
   const bool evaluate = chief && config.train().evaluate();
 
-  PSTRAIN_ASSIGN_OR_RETURN(Datasets data, LoadData(config, evaluate));
+  PSTRAIN_ASSIGN_OR_RETURN(const StrategyNeeds needs, NeedsOf(config));
+  PSTRAIN_ASSIGN_OR_RETURN(const DeviceKind device_kind, ParseDeviceName(config.device()));
+  PSTRAIN_ASSIGN_OR_RETURN(Datasets data, LoadDatasets(config, evaluate));
   // Replica r of worker w is "device" w * devices + r of the whole job.
   std::vector<ShardedBatcher> batchers;
   for (int r = 0; r < devices; ++r) {
@@ -124,13 +97,10 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     batchers.push_back(std::move(batcher));
   }
   ReplicaOptions replica_options;
-  replica_options.device_kind = config.device() == "gpu" ? DeviceKind::kCuda : DeviceKind::kCpu;
+  replica_options.device_kind = device_kind;
   replica_options.worker_index = worker_index;
-  replica_options.host_mirrors = !UsesNccl(config);
-  // local_parameter_device gpu: the parameter_server strategy sums each
-  // variable on its owner GPU and downloads only that (local_reduce.h).
-  replica_options.download_gradients = !(config.device() == "gpu" && config.local_parameter_device() == "gpu" &&
-                                         config.variable_update() == "parameter_server" && devices > 1);
+  replica_options.host_mirrors = needs.host_mirrors;
+  replica_options.download_gradients = needs.download_gradients;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaSet> replicas,
                            ReplicaSet::Create(ResolveModelConfig(config, data.train), devices, replica_options));
   Model& model = replicas->model(0);
@@ -144,7 +114,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   context.transport = transport;
   context.replicas = replicas.get();
   context.listen_address = options.listen_address;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, CreateStrategy(config.variable_update(), context));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, CreateStrategy(context));
 
   if (chief) replicas->InitializeVariables(config.train().init_seed());
   PSTRAIN_RETURN_IF_ERROR(strategy->Start());
@@ -257,8 +227,8 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     replicas->SyncModelValues(0);  // the final values may sit in host mirrors
     EvalResult eval = EvaluateOn(model, data.test, config.train().eval_batch_size());
     result.test_accuracy = eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0;
-    std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f",
-                                 *result.test_accuracy, eval.correct, eval.examples, eval.mean_loss)
+    std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", *result.test_accuracy,
+                                 eval.correct, eval.examples, eval.mean_loss)
               << std::endl;
   }
   std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec,

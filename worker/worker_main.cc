@@ -6,12 +6,11 @@
 
 #include "common/role_main.h"
 #include "common/transport/transport.h"
-#include "models/model.h"
 #include "worker/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace pstrain;
-  RoleSetup setup = InitRole(&argc, &argv, RoleKind::kWorker, RegisteredModels());
+  RoleSetup setup = InitRole(&argc, &argv, RoleKind::kWorker);
   TransportOptions transport_options;
   transport_options.max_message_bytes = setup.config.max_message_bytes();
   absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTransport(setup.config.transport(), transport_options);

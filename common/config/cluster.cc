@@ -24,35 +24,24 @@ using HostList = google::protobuf::RepeatedPtrField<std::string>;
 
 absl::string_view KindName(RoleKind kind) { return kind == RoleKind::kPs ? "ps" : "worker"; }
 
-absl::Status BadHost(absl::string_view why) { return absl::InvalidArgumentError(why); }
-
-bool IsHostNameChar(char c) { return absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_'; }
-bool IsIpv6Char(char c) { return absl::ascii_isxdigit(c) || c == ':' || c == '.' || c == '%' ||
-                                 absl::ascii_isalnum(c); }
-
 // "field 'cluster.worker_hosts[1]'".
-std::string HostField(absl::string_view list, int i) {
-  return absl::StrCat("field 'cluster.", list, "[", i, "]'");
-}
+std::string HostField(absl::string_view list, int i) { return absl::StrCat("field 'cluster.", list, "[", i, "]'"); }
 
 // Format checks of one list; `list` is "ps_hosts" or "worker_hosts".
-absl::Status ValidateHostList(const HostList& hosts, absl::string_view list,
-                              absl::string_view source) {
+absl::Status ValidateHostList(const HostList& hosts, absl::string_view list, absl::string_view source) {
   for (int i = 0; i < hosts.size(); ++i) {
     absl::StatusOr<HostPort> hp = ParseHostPort(hosts[i]);
     if (!hp.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          source, ": ", HostField(list, i),
-          ": expected host:port with a port in 1..65535 (IPv6 as [addr]:port), got '", hosts[i],
-          "' (", hp.status().message(), ")"));
+          source, ": ", HostField(list, i), ": expected host:port with a port in 1..65535 (IPv6 as [addr]:port), got '",
+          hosts[i], "' (", hp.status().message(), ")"));
     }
   }
   return absl::OkStatus();
 }
 
 std::string DescribeList(const HostList& hosts) {
-  return absl::StrCat(hosts.size(), hosts.size() == 1 ? " entry" : " entries", " [",
-                      absl::StrJoin(hosts, ", "), "]");
+  return absl::StrCat(hosts.size(), hosts.size() == 1 ? " entry" : " entries", " [", absl::StrJoin(hosts, ", "), "]");
 }
 
 // ---------------------------------------------------------------- TF_CONFIG
@@ -67,12 +56,9 @@ struct TfConfig {
   int task_index = 0;
 };
 
-absl::Status TfError(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: ", what));
-}
+absl::Status TfError(absl::string_view what) { return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: ", what)); }
 
-absl::Status ReadHostList(const google::protobuf::Value& value, absl::string_view job,
-                          HostList* out) {
+absl::Status ReadHostList(const google::protobuf::Value& value, absl::string_view job, HostList* out) {
   if (value.kind_case() != google::protobuf::Value::kListValue) {
     return TfError(absl::StrCat("cluster.", job, ": expected a list of \"host:port\" strings"));
   }
@@ -89,9 +75,10 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
   google::protobuf::Struct root;
   const auto parsed = google::protobuf::util::JsonStringToMessage(std::string(json), &root);
   if (!parsed.ok()) {
-    return TfError(absl::StrCat("malformed JSON, expected an object like {\"cluster\": {...}, "
-                                "\"task\": {\"type\": \"worker\", \"index\": 0}} (",
-                                std::string(parsed.message()), ")"));
+    return TfError(
+        absl::StrCat("malformed JSON, expected an object like {\"cluster\": {...}, "
+                     "\"task\": {\"type\": \"worker\", \"index\": 0}} (",
+                     std::string(parsed.message()), ")"));
   }
   TfConfig tf;
   HostList workers, chief;
@@ -116,12 +103,10 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
           tf.has_chief = true;
           PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, &chief));
           if (chief.size() != 1) {
-            return TfError(absl::StrCat("cluster.", job, ": expected exactly one host, got ",
-                                        chief.size()));
+            return TfError(absl::StrCat("cluster.", job, ": expected exactly one host, got ", chief.size()));
           }
         } else {
-          return TfError(absl::StrCat("cluster: job '", job,
-                                      "' is not supported; expected ps, worker or chief"));
+          return TfError(absl::StrCat("cluster: job '", job, "' is not supported; expected ps, worker or chief"));
         }
       }
     } else if (key == "task") {
@@ -132,8 +117,7 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
       const auto& fields = value->struct_value().fields();
       for (const auto& [name, v] : fields) {
         if (name != "type" && name != "index" && name != "trial") {
-          return TfError(absl::StrCat("task: unknown key '", name,
-                                      "'; expected type and index"));
+          return TfError(absl::StrCat("task: unknown key '", name, "'; expected type and index"));
         }
       }
       auto type = fields.find("type");
@@ -144,15 +128,14 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
       auto index = fields.find("index");
       if (index != fields.end()) {
         const double d = index->second.number_value();
-        if (index->second.kind_case() != google::protobuf::Value::kNumberValue || d < 0 ||
-            d > INT_MAX || std::floor(d) != d) {
+        if (index->second.kind_case() != google::protobuf::Value::kNumberValue || d < 0 || d > INT_MAX ||
+            std::floor(d) != d) {
           return TfError("task.index: expected a non-negative integer");
         }
         tf.task_index = static_cast<int>(d);
       }
     } else if (key != "environment" && key != "rpc_layer") {
-      return TfError(absl::StrCat("unknown key '", key,
-                                  "'; expected cluster, task, environment or rpc_layer"));
+      return TfError(absl::StrCat("unknown key '", key, "'; expected cluster, task, environment or rpc_layer"));
     }
   }
   if (tf.has_cluster) {
@@ -173,13 +156,11 @@ absl::StatusOr<Role> TfTaskRole(const TfConfig& tf) {
       return TfError(absl::StrCat("task.index: the chief has index 0, got ", tf.task_index));
     }
     if (tf.has_cluster && !tf.has_chief) {
-      return TfError(absl::StrCat("task.type is '", tf.task_type,
-                                  "' but cluster has no chief list"));
+      return TfError(absl::StrCat("task.type is '", tf.task_type, "' but cluster has no chief list"));
     }
     return Role{RoleKind::kWorker, 0};
   }
-  return TfError(absl::StrCat("task.type '", tf.task_type,
-                              "' is not supported; expected ps, worker or chief"));
+  return TfError(absl::StrCat("task.type '", tf.task_type, "' is not supported; expected ps, worker or chief"));
 }
 
 // ---------------------------------------------------------------- flags
@@ -187,15 +168,13 @@ absl::StatusOr<Role> TfTaskRole(const TfConfig& tf) {
 absl::StatusOr<RoleKind> JobKind(absl::string_view job, absl::string_view source) {
   if (job == "ps") return RoleKind::kPs;
   if (job == "worker") return RoleKind::kWorker;
-  return absl::InvalidArgumentError(
-      absl::StrCat(source, ": expected ps or worker, got '", job, "'"));
+  return absl::InvalidArgumentError(absl::StrCat(source, ": expected ps or worker, got '", job, "'"));
 }
 
 absl::Status CheckJob(RoleKind binary_role, RoleKind named, absl::string_view source) {
   if (named == binary_role) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      source, " names the ", KindName(named), " job, but this binary runs the ",
-      KindName(binary_role), " job"));
+  return absl::InvalidArgumentError(absl::StrCat(source, " names the ", KindName(named),
+                                                 " job, but this binary runs the ", KindName(binary_role), " job"));
 }
 
 void SplitHosts(absl::string_view csv, HostList* out) {
@@ -209,55 +188,13 @@ void SplitHosts(absl::string_view csv, HostList* out) {
 
 std::string_view RoleKindName(RoleKind kind) { return kind == RoleKind::kPs ? "ps" : "worker"; }
 
-std::string RoleToString(const Role& role) {
-  return absl::StrCat(KindName(role.kind), " ", role.index);
-}
-
-absl::StatusOr<HostPort> ParseHostPort(std::string_view text_in) {
-  const absl::string_view text(text_in.data(), text_in.size());
-  if (text.empty()) return BadHost("it is empty");
-  absl::string_view host, port;
-  if (text.front() == '[') {
-    const size_t close = text.find(']');
-    if (close == absl::string_view::npos) return BadHost("the IPv6 address has no closing ']'");
-    host = text.substr(1, close - 1);
-    const absl::string_view rest = text.substr(close + 1);
-    if (rest.empty() || rest.front() != ':') return BadHost("no ':port' after the ']'");
-    port = rest.substr(1);
-    if (host.empty()) return BadHost("the host is empty");
-    if (host.find(':') == absl::string_view::npos ||
-        !std::all_of(host.begin(), host.end(), IsIpv6Char)) {
-      return BadHost(absl::StrCat("'", host, "' is not an IPv6 address"));
-    }
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == absl::string_view::npos) return BadHost("no ':port'");
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-    if (host.empty()) return BadHost("the host is empty");
-    if (host.find(':') != absl::string_view::npos) {
-      return BadHost("an IPv6 address needs brackets, e.g. [::1]:5000");
-    }
-    if (!std::all_of(host.begin(), host.end(), IsHostNameChar)) {
-      return BadHost(absl::StrCat("'", host, "' is not a host name or address"));
-    }
-  }
-  if (port.empty()) return BadHost("the port is empty");
-  if (port.size() > 5 || !std::all_of(port.begin(), port.end(), absl::ascii_isdigit)) {
-    return BadHost(absl::StrCat("the port '", port, "' is not a number in 1..65535"));
-  }
-  int p = 0;
-  if (!absl::SimpleAtoi(port, &p) || p < 1 || p > 65535) {
-    return BadHost(absl::StrCat("the port ", port, " is out of range 1..65535"));
-  }
-  return HostPort{std::string(host), p};
-}
+std::string RoleToString(const Role& role) { return absl::StrCat(KindName(role.kind), " ", role.index); }
 
 absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source_in) {
   const absl::string_view source(source_in.data(), source_in.size());
   if (cluster.worker_hosts().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": field 'cluster.worker_hosts': expected at least one host:port, got none"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": field 'cluster.worker_hosts': expected at least one host:port, got none"));
   }
   PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster.ps_hosts(), "ps_hosts", source));
   PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster.worker_hosts(), "worker_hosts", source));
@@ -268,30 +205,17 @@ absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source
       const std::string here = absl::StrCat("cluster.", name, "[", i, "]");
       auto [it, inserted] = first_use.emplace((*list)[i], here);
       if (!inserted) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ": field '", here, "': expected a host:port no other task uses, got '",
-                         (*list)[i], "' (already used by ", it->second, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(source, ": field '", here,
+                                                       "': expected a host:port no other task uses, got '", (*list)[i],
+                                                       "' (already used by ", it->second, ")"));
       }
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateCluster(const ExperimentConfig& config, std::string_view source_in) {
-  const absl::string_view source(source_in.data(), source_in.size());
-  PSTRAIN_RETURN_IF_ERROR(ValidateHosts(config.cluster(), source_in));
-  const bool uses_ps =
-      config.variable_update() == "parameter_server" || config.variable_update() == "distributed_replicated";
-  if (uses_ps && config.cluster().ps_hosts().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": field 'cluster.ps_hosts': expected at least one host:port when "
-                             "variable_update is ", config.variable_update(), ", got none"));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags,
-                                 const char* tf_config_json, ExperimentConfig* config) {
+absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
+                                 ExperimentConfig* config) {
   ClusterConfig* cluster = config->mutable_cluster();
   std::string ps_source = "config file", worker_source = "config file";
 
@@ -301,8 +225,7 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
     PSTRAIN_ASSIGN_OR_RETURN(tf, ParseTfConfig(tf_config_json));
     if (tf->has_cluster) {
       PSTRAIN_RETURN_IF_ERROR(ValidateHostList(tf->cluster.ps_hosts(), "ps_hosts", "TF_CONFIG"));
-      PSTRAIN_RETURN_IF_ERROR(
-          ValidateHostList(tf->cluster.worker_hosts(), "worker_hosts", "TF_CONFIG"));
+      PSTRAIN_RETURN_IF_ERROR(ValidateHostList(tf->cluster.worker_hosts(), "worker_hosts", "TF_CONFIG"));
       *cluster = tf->cluster;
       ps_source = worker_source = "TF_CONFIG";
     }
@@ -316,50 +239,42 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
   }
   if (!flags.worker_hosts.empty()) {
     SplitHosts(flags.worker_hosts, cluster->mutable_worker_hosts());
-    PSTRAIN_RETURN_IF_ERROR(
-        ValidateHostList(cluster->worker_hosts(), "worker_hosts", "--worker_hosts"));
+    PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster->worker_hosts(), "worker_hosts", "--worker_hosts"));
     worker_source = "--worker_hosts";
   }
-  const std::string source =
-      ps_source == worker_source
-          ? absl::StrCat("cluster from ", ps_source)
-          : absl::StrCat("cluster (ps_hosts from ", ps_source, ", worker_hosts from ",
-                         worker_source, ")");
-  PSTRAIN_RETURN_IF_ERROR(ValidateCluster(*config, source));
+  const std::string source = ps_source == worker_source ? absl::StrCat("cluster from ", ps_source)
+                                                        : absl::StrCat("cluster (ps_hosts from ", ps_source,
+                                                                       ", worker_hosts from ", worker_source, ")");
+  PSTRAIN_RETURN_IF_ERROR(ValidateHosts(*cluster, source));
 
   // 3. The role.
   if (flags.index < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--index: expected a non-negative integer, got ", flags.index));
+    return absl::InvalidArgumentError(absl::StrCat("--index: expected a non-negative integer, got ", flags.index));
   }
   if (flags.task_index < -1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--task_index: expected a non-negative integer, got ", flags.task_index));
   }
   if (flags.index >= 0 && flags.task_index >= 0 && flags.index != flags.task_index) {
-    return absl::InvalidArgumentError(absl::StrCat("--index=", flags.index, " and --task_index=",
-                                                   flags.task_index, " disagree"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--index=", flags.index, " and --task_index=", flags.task_index, " disagree"));
   }
   if (!flags.job_name.empty()) {
     const std::string src = absl::StrCat("--job_name=", flags.job_name);
     PSTRAIN_ASSIGN_OR_RETURN(const RoleKind named, JobKind(flags.job_name, src));
     PSTRAIN_RETURN_IF_ERROR(CheckJob(binary_role, named, src));
   }
-  const HostList& hosts =
-      binary_role == RoleKind::kPs ? cluster->ps_hosts() : cluster->worker_hosts();
-  const std::string list_name =
-      binary_role == RoleKind::kPs ? "cluster.ps_hosts" : "cluster.worker_hosts";
+  const HostList& hosts = binary_role == RoleKind::kPs ? cluster->ps_hosts() : cluster->worker_hosts();
+  const std::string list_name = binary_role == RoleKind::kPs ? "cluster.ps_hosts" : "cluster.worker_hosts";
 
   Role role{binary_role, 0};
   std::string role_source;
   if (flags.index >= 0 || flags.task_index >= 0) {
     role.index = flags.index >= 0 ? flags.index : flags.task_index;
-    role_source = flags.index >= 0 ? absl::StrCat("--index=", role.index)
-                                   : absl::StrCat("--task_index=", role.index);
+    role_source = flags.index >= 0 ? absl::StrCat("--index=", role.index) : absl::StrCat("--task_index=", role.index);
   } else if (tf.has_value() && tf->has_task) {
     PSTRAIN_ASSIGN_OR_RETURN(role, TfTaskRole(*tf));
-    const std::string task = absl::StrCat("TF_CONFIG task {type: ", tf->task_type,
-                                          ", index: ", tf->task_index, "}");
+    const std::string task = absl::StrCat("TF_CONFIG task {type: ", tf->task_type, ", index: ", tf->task_index, "}");
     PSTRAIN_RETURN_IF_ERROR(CheckJob(binary_role, role.kind, task));
     role_source = tf->has_chief && tf->task_type == "worker"
                       ? absl::StrCat(task, " (worker ", role.index, " counting the chief)")
@@ -367,14 +282,13 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
   } else if (hosts.size() == 1) {
     role_source = "the default index 0";
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "no task index given for this ", KindName(binary_role),
-        ": pass --index (or --task_index) or set TF_CONFIG; ", list_name, " has ",
-        DescribeList(hosts)));
+    return absl::InvalidArgumentError(absl::StrCat("no task index given for this ", KindName(binary_role),
+                                                   ": pass --index (or --task_index) or set TF_CONFIG; ", list_name,
+                                                   " has ", DescribeList(hosts)));
   }
   if (role.index >= hosts.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(role_source, " is out of range: ", list_name,
-                                                   " has ", DescribeList(hosts)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(role_source, " is out of range: ", list_name, " has ", DescribeList(hosts)));
   }
   return role;
 }

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/host_port.h"
 #include "proto/config.pb.h"
 
 namespace pstrain {
@@ -41,30 +42,16 @@ struct ClusterFlags {
   std::string worker_hosts;  // comma-separated host:port list, replaces the worker list
 };
 
-// One endpoint of a host list.
-struct HostPort {
-  std::string host;  // name, IPv4 address, or IPv6 address without brackets
-  int port = 0;      // 1..65535
-};
-
-// Parses "host:port" or "[ipv6]:port". The error message says what is wrong
-// with `text` but names no source (callers add it).
-absl::StatusOr<HostPort> ParseHostPort(std::string_view text);
-
 // The host checks config validation also does: at least one worker host,
 // every entry a valid host:port (port 1..65535, non-empty host, IPv6 in
 // brackets), no entry used twice across both lists. Errors are
 // InvalidArgument, "<source>: field 'cluster.worker_hosts[1]': expected ...".
-// Whether ps hosts are required depends on variable_update and is checked by
-// the callers that know it.
+// Whether ps hosts are required depends on the strategy, whose config check
+// says so (worker/strategy.h).
 absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source);
 
-// ValidateHosts(config.cluster(), source) plus the strategy's needs: at least
-// one ps host when variable_update is parameter_server.
-absl::Status ValidateCluster(const ExperimentConfig& config, std::string_view source);
-
 // Applies TF_CONFIG (JSON text; null or blank means unset) and then the flags
-// onto config->cluster, validates the result (ValidateCluster) and decides this
+// onto config->cluster, validates the result (ValidateHosts) and decides this
 // process's role. `binary_role` is the job the binary runs (pstrain-ps =>
 // kPs, pstrain-worker => kWorker).
 //
@@ -82,7 +69,7 @@ absl::Status ValidateCluster(const ExperimentConfig& config, std::string_view so
 //
 // Errors (InvalidArgument) name their source: "--index=3 is out of range ...",
 // "TF_CONFIG: ...". On error `config` may be partly updated.
-absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags,
-                                 const char* tf_config_json, ExperimentConfig* config);
+absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
+                                 ExperimentConfig* config);
 
 }  // namespace pstrain

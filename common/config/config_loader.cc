@@ -22,13 +22,12 @@ namespace {
 enum class Format { kYaml, kTextProto };
 
 absl::StatusOr<Format> FormatOf(const std::string& path) {
-  const std::string ext =
-      absl::AsciiStrToLower(std::filesystem::path(path).extension().string());
+  const std::string ext = absl::AsciiStrToLower(std::filesystem::path(path).extension().string());
   if (ext == ".yaml" || ext == ".yml") return Format::kYaml;
   if (ext == ".pbtxt" || ext == ".textproto" || ext == ".prototxt") return Format::kTextProto;
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": cannot tell the config format from the extension '", ext,
-      "': expected .yaml or .yml (YAML) or .pbtxt, .textproto or .prototxt (protobuf text)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": cannot tell the config format from the extension '", ext,
+                   "': expected .yaml or .yml (YAML) or .pbtxt, .textproto or .prototxt (protobuf text)"));
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -36,17 +35,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) {
     const bool other = ec && ec != std::errc::no_such_file_or_directory;
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": cannot read config file: ", other ? ec.message() : std::string("no such file")));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot read config file: ", other ? ec.message() : std::string("no such file")));
   }
   if (std::filesystem::is_directory(status)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot read config file: it is a directory"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read config file: it is a directory"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot read config file: permission denied or unreadable"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read config file: permission denied or unreadable"));
   }
   std::ostringstream buf;
   buf << in.rdbuf();
@@ -62,11 +59,9 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
  public:
   explicit FirstErrorCollector(std::string_view filename) : filename_(filename) {}
 
-  void AddError(int line, google::protobuf::io::ColumnNumber column,
-                const std::string& message) override {
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
     if (!error_.empty()) return;
-    error_ = absl::StrCat(filename_, ":", line + 1, ":", column + 1, ": ", message,
-                          ValidKeysHint(message));
+    error_ = absl::StrCat(filename_, ":", line + 1, ":", column + 1, ": ", message, ValidKeysHint(message));
   }
   void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
 
@@ -94,46 +89,49 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   std::string error_;
 };
 
+absl::Status ParseTextProtoInto(std::string_view text, std::string_view filename, google::protobuf::Message* message) {
+  FirstErrorCollector errors(filename);
+  google::protobuf::TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), message)) {
+    return absl::InvalidArgumentError(errors.error().empty()
+                                          ? absl::StrCat(std::string(filename), ": invalid protobuf text format")
+                                          : errors.error());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<ExperimentConfig> ParseExperimentYaml(std::string_view yaml,
-                                                     std::string_view filename) {
+absl::StatusOr<ExperimentConfig> ParseExperimentYaml(std::string_view yaml, std::string_view filename) {
   ExperimentConfig config;
   PSTRAIN_RETURN_IF_ERROR(ParseYamlIntoMessage(yaml, filename, &config));
   return config;
 }
 
-absl::StatusOr<ExperimentConfig> ParseExperimentTextProto(std::string_view text,
-                                                          std::string_view filename) {
+absl::StatusOr<ExperimentConfig> ParseExperimentTextProto(std::string_view text, std::string_view filename) {
   ExperimentConfig config;
-  FirstErrorCollector errors(filename);
-  google::protobuf::TextFormat::Parser parser;
-  parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(std::string(text), &config)) {
-    return absl::InvalidArgumentError(
-        errors.error().empty() ? absl::StrCat(std::string(filename), ": invalid protobuf text format")
-                               : errors.error());
-  }
+  PSTRAIN_RETURN_IF_ERROR(ParseTextProtoInto(text, filename, &config));
   return config;
 }
 
-absl::StatusOr<ExperimentConfig> ReadExperimentConfig(const std::string& path) {
+absl::Status ReadConfigMessage(const std::string& path, google::protobuf::Message* message) {
   PSTRAIN_ASSIGN_OR_RETURN(const Format format, FormatOf(path));
   PSTRAIN_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  message->Clear();
+  return format == Format::kYaml ? ParseYamlIntoMessage(text, path, message) : ParseTextProtoInto(text, path, message);
+}
+
+absl::StatusOr<ExperimentConfig> ReadExperimentConfig(const std::string& path) {
   ExperimentConfig config;
-  if (format == Format::kYaml) {
-    PSTRAIN_ASSIGN_OR_RETURN(config, ParseExperimentYaml(text, path));
-  } else {
-    PSTRAIN_ASSIGN_OR_RETURN(config, ParseExperimentTextProto(text, path));
-  }
+  PSTRAIN_RETURN_IF_ERROR(ReadConfigMessage(path, &config));
   if (!config.has_name()) config.set_name(std::filesystem::path(path).stem().string());
   return config;
 }
 
-absl::StatusOr<ExperimentConfig> LoadExperimentConfig(
-    const std::string& path, const std::vector<std::string>& known_models) {
+absl::StatusOr<ExperimentConfig> LoadExperimentConfig(const std::string& path) {
   PSTRAIN_ASSIGN_OR_RETURN(ExperimentConfig config, ReadExperimentConfig(path));
-  PSTRAIN_RETURN_IF_ERROR(ValidateExperimentConfig(config, path, known_models));
+  PSTRAIN_RETURN_IF_ERROR(ValidateExperimentConfig(config, path));
   return config;
 }
 

@@ -1,26 +1,15 @@
 #include "common/transport/transport.h"
 
-#include <map>
-#include <mutex>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/config/config_checks.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
-namespace {
 
-struct TransportRegistry {
-  std::mutex mu;
-  std::map<std::string, TransportFactory> factories;
-};
-
-TransportRegistry& Registry() {
-  static auto* registry = new TransportRegistry;
+Registry<TransportFactory>& TransportRegistry() {
+  static auto* registry = new Registry<TransportFactory>("transport");
   return *registry;
 }
-
-}  // namespace
 
 absl::Status Channel::CallSync(std::string_view method, OutgoingFrame request, const CallOptions& options,
                                IncomingFrame* response) {
@@ -36,31 +25,23 @@ absl::Status Channel::CallSync(std::string_view method, OutgoingFrame request, c
 }
 
 bool RegisterTransport(const std::string& name, TransportFactory factory) {
-  std::lock_guard<std::mutex> lock(Registry().mu);
-  Registry().factories[name] = std::move(factory);
-  return true;
+  return TransportRegistry().Register(name, std::move(factory));
 }
 
-std::vector<std::string> RegisteredTransports() {
-  std::lock_guard<std::mutex> lock(Registry().mu);
-  std::vector<std::string> names;
-  for (const auto& [name, factory] : Registry().factories) names.push_back(name);
-  return names;
-}
+std::vector<std::string> RegisteredTransports() { return TransportRegistry().Names(); }
 
-absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name,
-                                                           const TransportOptions& options) {
-  TransportFactory factory;
-  {
-    std::lock_guard<std::mutex> lock(Registry().mu);
-    auto it = Registry().factories.find(name);
-    if (it != Registry().factories.end()) factory = it->second;
-  }
-  if (!factory) {
-    return absl::NotFoundError(absl::StrCat("unknown transport '", name, "'; known: ",
-                                            absl::StrJoin(RegisteredTransports(), ", ")));
-  }
+absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options) {
+  PSTRAIN_ASSIGN_OR_RETURN(TransportFactory factory, TransportRegistry().Find(name));
   return factory(options);
 }
 
+namespace {
+
+// transport: a registered one ("inproc" is for tests and never registered).
+const bool kConfigCheck =
+    ConfigCheckRegistry().Register("transport", [](const ExperimentConfig& config, const ConfigChecker& ck) {
+      return ck.OneOf("transport", config.transport(), RegisteredTransports());
+    });
+
+}  // namespace
 }  // namespace pstrain

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/registry.h"
 #include "common/transport/frame.h"
 
 namespace pstrain {
@@ -72,7 +73,10 @@ class Transport {
   virtual absl::StatusOr<std::unique_ptr<Server>> Serve(const std::string& address, Handler* handler) = 0;
 };
 
+// Transports by name (transport: in configs), each registered from its own
+// directory; registering also makes config validation accept the name.
 using TransportFactory = std::function<std::unique_ptr<Transport>(const TransportOptions&)>;
+Registry<TransportFactory>& TransportRegistry();
 bool RegisterTransport(const std::string& name, TransportFactory factory);
 // Unknown names are NotFound listing the known ones.
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options);

@@ -44,6 +44,7 @@
 #include "absl/types/span.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "device/device_context.h"
 
 namespace pstrain {
 
@@ -65,42 +66,6 @@ struct Parameter {
   int64_t fan_in = 1;
   int64_t fan_out = 1;
 };
-
-// Per-device execution state (oneDNN engine and stream on CPU; handles and a
-// stream on CUDA). Owned by whoever runs the model; one per model replica.
-class DeviceContext {
- public:
-  virtual ~DeviceContext() = default;
-  virtual Device device() const = 0;
-  // Blocks until queued work is finished.
-  virtual void Synchronize() = 0;
-  // Copies src into dst (same shape), converting between their layouts;
-  // either may be plain. This is how plain data enters or leaves a layer
-  // chain whose activations are blocked. On a non-CPU context either side
-  // may also be a plain host tensor: that is how data enters and leaves the
-  // device. A copy into a host tensor is complete when Convert() returns.
-  virtual void Convert(const Tensor& src, const Tensor& dst) = 0;
-  // sum += addend, elementwise; same shape and layout (padding included).
-  virtual void Accumulate(const Tensor& sum, const Tensor& addend) = 0;
-  // A zero-filled float32 tensor of `shape` on this context's device, laid
-  // out as `layout` (null: plain). Activations, gradients and parameters of
-  // a model on this device are allocated here.
-  virtual Tensor Allocate(const Shape& shape, const TensorLayoutPtr& layout = nullptr) {
-    return Tensor(shape, layout);
-  }
-  // A zero-filled plain host tensor suited to fast copies to and from this
-  // device (pinned memory for a GPU); an ordinary host tensor on the CPU.
-  virtual Tensor AllocateHost(const Shape& shape) { return Tensor(shape); }
-  // Makes this context's device current on the calling thread (a GPU
-  // context's threads must call it before queuing work); nothing on the CPU.
-  virtual void MakeCurrent() {}
-};
-
-// Creates the context for `device`.
-absl::StatusOr<std::unique_ptr<DeviceContext>> CreateDeviceContext(Device device);
-// Devices of `kind` this process can use: 1 for the CPU; the visible GPUs
-// for CUDA (0 in a build without CUDA, or without a GPU or driver).
-int CountDevices(DeviceKind kind);
 
 // What to build: a registered type name and its attributes.
 struct LayerSpec {

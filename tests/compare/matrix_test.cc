@@ -59,9 +59,8 @@ TEST(SlugTest, LowercasesAndCollapsesPunctuation) {
 }
 
 TEST(MergeTest, MapsMergeScalarsAndSequencesReplace) {
-  absl::StatusOr<std::string> merged =
-      MergeYamlText("a: 1\nb: {x: 1, y: [1, 2, 3], z: {p: 1}}\nc: [1, 2]\n",
-                    "b: {y: [9], z: {q: 2}, w: new}\nc: [3]\nd: added\n");
+  absl::StatusOr<std::string> merged = MergeYamlText("a: 1\nb: {x: 1, y: [1, 2, 3], z: {p: 1}}\nc: [1, 2]\n",
+                                                     "b: {y: [9], z: {q: 2}, w: new}\nc: [3]\nd: added\n");
   ASSERT_TRUE(merged.ok()) << merged.status();
   const YAML::Node n = YAML::Load(*merged);
   EXPECT_EQ(n["a"].as<int>(), 1);
@@ -76,8 +75,7 @@ TEST(MergeTest, MapsMergeScalarsAndSequencesReplace) {
 }
 
 TEST(MergeTest, AMapReplacesAScalarAndQuotedStringsStayStrings) {
-  absl::StatusOr<std::string> merged =
-      MergeYamlText("a: 1\ns: x\n", "a: {k: v}\ns: \"\"\nt: \"null\"\n");
+  absl::StatusOr<std::string> merged = MergeYamlText("a: 1\ns: x\n", "a: {k: v}\ns: \"\"\nt: \"null\"\n");
   ASSERT_TRUE(merged.ok()) << merged.status();
   const YAML::Node n = YAML::Load(*merged);
   EXPECT_EQ(n["a"]["k"].as<std::string>(), "v");
@@ -124,11 +122,9 @@ variants:
   ASSERT_EQ(v1["model"]["hidden_units"].size(), 2u);  // sequences replace
   EXPECT_EQ(v1["model"]["hidden_units"][1].as<int>(), 4);
   ASSERT_EQ(v1["cluster"]["worker_hosts"].size(), 2u);
-  EXPECT_EQ(v1["cluster"]["worker_hosts"][1].as<std::string>(),
-            absl::StrCat("localhost:", kWorkerShorthandPort + 1));
+  EXPECT_EQ(v1["cluster"]["worker_hosts"][1].as<std::string>(), absl::StrCat("localhost:", kWorkerShorthandPort + 1));
   ASSERT_EQ(v1["cluster"]["ps_hosts"].size(), 3u);
-  EXPECT_EQ(v1["cluster"]["ps_hosts"][2].as<std::string>(),
-            absl::StrCat("localhost:", kPsShorthandPort + 2));
+  EXPECT_EQ(v1["cluster"]["ps_hosts"][2].as<std::string>(), absl::StrCat("localhost:", kPsShorthandPort + 2));
 }
 
 TEST_F(MatrixTest, DefaultsNameToStemAndFindsTheBaselineByLabel) {
@@ -164,7 +160,7 @@ variants:
 )yaml");
   ASSERT_TRUE(m.ok()) << m.status();
   TempDir out;
-  ASSERT_TRUE(PrepareVariants(*m, out.path(), {"mlp"}).ok());
+  ASSERT_TRUE(PrepareVariants(*m, out.path()).ok());
   for (const Variant& v : m->variants) {
     EXPECT_EQ(v.config_path, out / (v.dir_name + "/config.yaml"));
     EXPECT_TRUE(Exists(v.config_path));
@@ -187,7 +183,7 @@ variants:
 )yaml");
   ASSERT_TRUE(m.ok()) << m.status();
   TempDir out;
-  const absl::Status status = PrepareVariants(*m, out.path(), {"mlp"});
+  const absl::Status status = PrepareVariants(*m, out.path());
   ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr(path_));
   EXPECT_THAT(status.message(), HasSubstr("variant 'too many replicas'"));
@@ -197,11 +193,10 @@ variants:
 }
 
 TEST_F(MatrixTest, UnknownModelIsCaughtBeforeAnythingRuns) {
-  absl::StatusOr<Matrix> m =
-      Load("base: ../base.yaml\nvariants: [{label: x, set: {model: {name: resnet9000}}}]\n");
+  absl::StatusOr<Matrix> m = Load("base: ../base.yaml\nvariants: [{label: x, set: {model: {name: resnet9000}}}]\n");
   ASSERT_TRUE(m.ok()) << m.status();
   TempDir out;
-  const absl::Status status = PrepareVariants(*m, out.path(), {"mlp"});
+  const absl::Status status = PrepareVariants(*m, out.path());
   EXPECT_THAT(status.message(), HasSubstr("variant 'x'"));
   EXPECT_THAT(std::string(status.message()), HasSubstr("model.name"));
 }
@@ -220,8 +215,7 @@ variants:
 }
 
 TEST_F(MatrixTest, WrongTypeInOverridesIsReportedAsOverrides) {
-  absl::StatusOr<Matrix> m =
-      Load("base: ../base.yaml\noverrides: {train: {steps: many}}\nvariants: [{label: a}]\n");
+  absl::StatusOr<Matrix> m = Load("base: ../base.yaml\noverrides: {train: {steps: many}}\nvariants: [{label: a}]\n");
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr(path_ + ":2: overrides: "));
   EXPECT_THAT(m.status().message(), HasSubstr("'train.steps'"));
@@ -245,35 +239,33 @@ TEST_P(BadMatrixTest, IsRejectedWithAUsefulMessage) {
 
 INSTANTIATE_TEST_SUITE_P(
     Errors, BadMatrixTest,
-    ::testing::Values(
-        BadMatrix{"UnknownTopKey", "base: ../base.yaml\nvariant: []\n",
-                  ":2: unknown key 'variant'; the valid keys of a matrix are: name,"},
-        BadMatrix{"MissingBase", "variants: [{label: a}]\n", "missing key 'base'"},
-        BadMatrix{"BaseNotFound", "base: nope.yaml\nvariants: [{label: a}]\n", ":1: base: "},
-        BadMatrix{"NoVariants", "base: ../base.yaml\nvariants: []\n", "non-empty list"},
-        BadMatrix{"MissingLabel", "base: ../base.yaml\nvariants: [{workers: 2}]\n",
-                  "variant #1: expected a non-empty 'label'"},
-        BadMatrix{"DuplicateLabel", "base: ../base.yaml\nvariants: [{label: a}, {label: a}]\n",
-                  "variant 'a': the label is used twice"},
-        BadMatrix{"UnknownVariantKey",
-                  "base: ../base.yaml\nvariants:\n  - label: a\n    wokers: 2\n",
-                  ":4: variant 'a': unknown key 'wokers'; the valid keys of a variant are: label, "
-                  "set, workers, ps"},
-        BadMatrix{"ZeroWorkers", "base: ../base.yaml\nvariants: [{label: a, workers: 0}]\n",
-                  "variant 'a': workers: expected an integer in [1, 512], got '0'"},
-        BadMatrix{"TextPs", "base: ../base.yaml\nvariants: [{label: a, ps: two}]\n",
-                  "variant 'a': ps: expected an integer"},
-        BadMatrix{"WorkersAndHosts",
-                  "base: ../base.yaml\nvariants: [{label: a, workers: 2, set: {cluster: "
-                  "{worker_hosts: ['h:1']}}}]\n",
-                  "give either 'workers: N' or 'set: cluster: worker_hosts'"},
-        BadMatrix{"SetNotAMap", "base: ../base.yaml\nvariants: [{label: a, set: [1]}]\n",
-                  "variant 'a': set: expected a map"},
-        BadMatrix{"UnknownBaseline",
-                  "base: ../base.yaml\nbaseline: zz\nvariants: [{label: a}, {label: b}]\n",
-                  ":2: baseline: 'zz' is not a variant label; the labels are: 'a', 'b'"},
-        BadMatrix{"InvalidYaml", "base: ../base.yaml\nvariants: [{label: a}\n", "invalid YAML"},
-        BadMatrix{"NotAMap", "- a\n- b\n", "expected a map with the keys"}),
+    ::testing::Values(BadMatrix{"UnknownTopKey", "base: ../base.yaml\nvariant: []\n",
+                                ":2: unknown key 'variant'; the valid keys of a matrix are: name,"},
+                      BadMatrix{"MissingBase", "variants: [{label: a}]\n", "missing key 'base'"},
+                      BadMatrix{"BaseNotFound", "base: nope.yaml\nvariants: [{label: a}]\n", ":1: base: "},
+                      BadMatrix{"NoVariants", "base: ../base.yaml\nvariants: []\n", "non-empty list"},
+                      BadMatrix{"MissingLabel", "base: ../base.yaml\nvariants: [{workers: 2}]\n",
+                                "variant #1: expected a non-empty 'label'"},
+                      BadMatrix{"DuplicateLabel", "base: ../base.yaml\nvariants: [{label: a}, {label: a}]\n",
+                                "variant 'a': the label is used twice"},
+                      BadMatrix{"UnknownVariantKey", "base: ../base.yaml\nvariants:\n  - label: a\n    wokers: 2\n",
+                                ":4: variant 'a': unknown key 'wokers'; the valid keys of a variant are: label, "
+                                "set, workers, ps"},
+                      BadMatrix{"ZeroWorkers", "base: ../base.yaml\nvariants: [{label: a, workers: 0}]\n",
+                                "variant 'a': workers: expected an integer in [1, 512], got '0'"},
+                      BadMatrix{"TextPs", "base: ../base.yaml\nvariants: [{label: a, ps: two}]\n",
+                                "variant 'a': ps: expected an integer"},
+                      BadMatrix{"WorkersAndHosts",
+                                "base: ../base.yaml\nvariants: [{label: a, workers: 2, set: {cluster: "
+                                "{worker_hosts: ['h:1']}}}]\n",
+                                "give either 'workers: N' or 'set: cluster: worker_hosts'"},
+                      BadMatrix{"SetNotAMap", "base: ../base.yaml\nvariants: [{label: a, set: [1]}]\n",
+                                "variant 'a': set: expected a map"},
+                      BadMatrix{"UnknownBaseline",
+                                "base: ../base.yaml\nbaseline: zz\nvariants: [{label: a}, {label: b}]\n",
+                                ":2: baseline: 'zz' is not a variant label; the labels are: 'a', 'b'"},
+                      BadMatrix{"InvalidYaml", "base: ../base.yaml\nvariants: [{label: a}\n", "invalid YAML"},
+                      BadMatrix{"NotAMap", "- a\n- b\n", "expected a map with the keys"}),
     [](const ::testing::TestParamInfo<BadMatrix>& info) { return info.param.name; });
 
 }  // namespace

@@ -13,8 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-RunResult Result(int workers, double ips, const std::string& consistency = "sync",
-                 int devices_per_worker = 1) {
+RunResult Result(int workers, double ips, const std::string& consistency = "sync", int devices_per_worker = 1) {
   RunResult r;
   r.experiment = "exp";
   r.model = "mlp";
@@ -56,8 +55,8 @@ VariantOutcome Failed(const std::string& label, int code) {
 }
 
 TEST(ReportTest, SpeedupAndEfficiencyAgainstTheFirstVariant) {
-  const std::vector<ReportRow> rows = ComputeReport(
-      {Ok("w1", Result(1, 1000)), Ok("w2", Result(2, 1800)), Ok("w4", Result(4, 2000))}, 0);
+  const std::vector<ReportRow> rows =
+      ComputeReport({Ok("w1", Result(1, 1000)), Ok("w2", Result(2, 1800)), Ok("w4", Result(4, 2000))}, 0);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_TRUE(rows[0].is_baseline);
   EXPECT_FALSE(rows[1].is_baseline);
@@ -79,8 +78,7 @@ TEST(ReportTest, DevicesCountWorkersTimesDevicesPerWorker) {
 }
 
 TEST(ReportTest, BaselineNeedNotBeFirst) {
-  const std::vector<ReportRow> rows =
-      ComputeReport({Ok("w4", Result(4, 3000)), Ok("w2", Result(2, 2000))}, 1);
+  const std::vector<ReportRow> rows = ComputeReport({Ok("w4", Result(4, 3000)), Ok("w2", Result(2, 2000))}, 1);
   EXPECT_FALSE(rows[0].is_baseline);
   EXPECT_TRUE(rows[1].is_baseline);
   EXPECT_DOUBLE_EQ(rows[0].speedup, 1.5);
@@ -107,6 +105,7 @@ TEST(ReportTest, StrategySummaryNamesWhatTellsVariantsApart) {
   EXPECT_EQ(StrategySummary(r), "parameter_server · ssp (staleness 3) · params on gpu");
   RunResult rep = Result(1, 1);
   rep.variable_update = "replicated";
+  rep.num_ps = 0;  // no parameter servers: consistency does not apply
   rep.all_reduce_spec = "nccl";
   EXPECT_EQ(StrategySummary(rep), "replicated · nccl");
 }
@@ -114,8 +113,8 @@ TEST(ReportTest, StrategySummaryNamesWhatTellsVariantsApart) {
 TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
   RunResult no_eval = Result(2, 1800.5, "async");
   no_eval.test_accuracy.reset();
-  const std::string csv = FormatCsv(
-      ComputeReport({Ok("one, sync", Result(1, 1000)), Ok("two", no_eval), Failed("three", 2)}, 0));
+  const std::string csv =
+      FormatCsv(ComputeReport({Ok("one, sync", Result(1, 1000)), Ok("two", no_eval), Failed("three", 2)}, 0));
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0],
@@ -135,8 +134,8 @@ TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
 }
 
 TEST(ReportTest, MarkdownTableShowsStrategyDevicesRatesAndRatios) {
-  const std::string table = FormatMarkdownTable(ComputeReport(
-      {Ok("sync 1", Result(1, 1000)), Ok("sync 2", Result(2, 1800)), Failed("sync 4", 1)}, 0));
+  const std::string table = FormatMarkdownTable(
+      ComputeReport({Ok("sync 1", Result(1, 1000)), Ok("sync 2", Result(2, 1800)), Failed("sync 4", 1)}, 0));
   const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 5u) << table;
   EXPECT_THAT(lines[0], HasSubstr("| variant"));
@@ -187,8 +186,7 @@ TEST(ReportTest, NumberFormats) {
 }
 
 TEST(ReportTest, MarkdownReportExplainsAndLinks) {
-  const std::vector<ReportRow> rows =
-      ComputeReport({Ok("w1", Result(1, 1000)), Failed("w2", 1)}, 0);
+  const std::vector<ReportRow> rows = ComputeReport({Ok("w1", Result(1, 1000)), Failed("w2", 1)}, 0);
   ReportContext context;
   context.matrix_name = "demo";
   context.description = "What we compare.";

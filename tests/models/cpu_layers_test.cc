@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "device/cpu/dnnl_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "models/layers/cpu/dnnl_util.h"
 #include "tests/models/gradient_checker.h"
 
 namespace pstrain::testing {

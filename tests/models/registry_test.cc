@@ -23,7 +23,7 @@ TEST(LayerRegistryTest, CpuLayersAreRegistered) {
 TEST(LayerRegistryTest, UnknownTypeIsNotFoundAndListsKnownTypes) {
   auto layer = CreateLayer(LayerSpec{"convolution_9d"}, DeviceKind::kCpu);
   ASSERT_EQ(layer.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(layer.status().message(), HasSubstr("\"convolution_9d\""));
+  EXPECT_THAT(layer.status().message(), HasSubstr("'convolution_9d'"));
   for (const char* known : {"add", "dense", "flatten", "relu"}) {
     EXPECT_THAT(layer.status().message(), HasSubstr(known));
   }
@@ -125,7 +125,7 @@ TEST_F(ModelConfigTest, UnknownModelIsNotFoundAndListsKnownModels) {
   config.set_num_classes(10);
   auto model = CreateModel(config, ctx_.get());
   ASSERT_EQ(model.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(model.status().message(), HasSubstr("\"resnet9000\""));
+  EXPECT_THAT(model.status().message(), HasSubstr("'resnet9000'"));
   EXPECT_THAT(model.status().message(), HasSubstr("mlp"));
   EXPECT_THAT(model.status().message(), HasSubstr("trivial"));
 }

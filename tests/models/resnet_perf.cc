@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "models/layers/cpu/dnnl_util.h"
+#include "device/cpu/dnnl_util.h"
 #include "models/model.h"
 
 namespace pstrain {

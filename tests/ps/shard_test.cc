@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ps/optimizer.h"
 #include "tests/ps/ps_test_util.h"
 
 namespace pstrain {
@@ -224,8 +223,7 @@ std::vector<BadPush> BadPushes() {
          AddTensor(h->add_tensors(), "b", {4}, 16);
          *p = gb + std::string(4, '\x01');
        }},
-      {"NoPayloadAtAll",
-       [=](PushRequest* h, std::string* p) { AddTensor(h->add_tensors(), "b", {4}, 16); }},
+      {"NoPayloadAtAll", [=](PushRequest* h, std::string* p) { AddTensor(h->add_tensors(), "b", {4}, 16); }},
       {"WrongShapeSameElementCount",
        [=](PushRequest* h, std::string* p) {
          AddTensor(h->add_tensors(), "a", {3, 2}, 24);
@@ -354,11 +352,11 @@ TEST_P(MalformedPushTest, RejectedWithInvalidArgumentAndChangesNothing) {
   EXPECT_EQ(stats->load().dropped_gradients(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, MalformedPushTest, ::testing::Combine(::testing::ValuesIn(BadPushes()), ::testing::Values("sync", "async")),
-    [](const ::testing::TestParamInfo<std::tuple<BadPush, std::string>>& info) {
-      return std::get<0>(info.param).name + "_" + std::get<1>(info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, MalformedPushTest,
+                         ::testing::Combine(::testing::ValuesIn(BadPushes()), ::testing::Values("sync", "async")),
+                         [](const ::testing::TestParamInfo<std::tuple<BadPush, std::string>>& info) {
+                           return std::get<0>(info.param).name + "_" + std::get<1>(info.param);
+                         });
 
 TEST(PsShardPushTest, PushBeforeInitIsFailedPrecondition) {
   PsHarness ps(SgdOptions(1, "sync", 0.5f));
@@ -935,7 +933,9 @@ TEST(PsShardCreateTest, RejectsBadOptions) {
   PsShardOptions options = SgdOptions(0, "sync", 0.5f);
   EXPECT_FALSE(PsShard::Create(options).ok());
   options = SgdOptions(2, "eventually", 0.5f);
-  EXPECT_EQ(PsShard::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PsShard::Create(options).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Msg(PsShard::Create(options).status()),
+              HasSubstr("unknown consistency 'eventually'; known: async, ssp, sync"));
   options = SgdOptions(2, "sync", 0.5f);
   options.optimizer.set_name("adamw");
   absl::StatusOr<std::unique_ptr<PsShard>> bad = PsShard::Create(options);

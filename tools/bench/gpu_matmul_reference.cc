@@ -7,9 +7,9 @@
 #include <algorithm>
 
 #include "common/status_macros.h"
-#include "models/layers/cuda/cuda_check.h"
-#include "models/layers/cuda/cuda_context.h"
-#include "models/layers/cuda/elementwise.h"
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_context.h"
+#include "device/cuda/elementwise.h"
 #endif
 
 namespace pstrain::bench {
@@ -29,10 +29,10 @@ absl::StatusOr<MatmulReference> MeasureGpuMatmul(int ordinal, int64_t m, int64_t
   const float alpha = 1.0f, beta = 0.0f;
   auto gemm = [&] {
     // Row-major C = A B is column-major C^T = B^T A^T.
-    PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx->cublas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
-                                     static_cast<int>(m), static_cast<int>(k), &alpha, cuda::DevicePtr(b),
-                                     static_cast<int>(n), cuda::DevicePtr(a), static_cast<int>(k), &beta,
-                                     cuda::DevicePtr(c), static_cast<int>(n)));
+    PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx->cublas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                                     static_cast<int>(k), &alpha, cuda::DevicePtr(b), static_cast<int>(n),
+                                     cuda::DevicePtr(a), static_cast<int>(k), &beta, cuda::DevicePtr(c),
+                                     static_cast<int>(n)));
   };
   cudaEvent_t start, stop;
   PSTRAIN_CUDA_CHECK(cudaEventCreate(&start));

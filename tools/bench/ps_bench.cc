@@ -139,8 +139,7 @@ ExperimentConfig MakeConfig(const PsBenchOptions& options, const std::vector<int
   for (int w = 0; w < options.workers; ++w) {
     config.mutable_cluster()->add_worker_hosts(absl::StrCat("127.0.0.1:", 1 + w));
   }
-  config.set_variable_update("parameter_server");
-  config.set_consistency("async");
+  config.set_consistency("async");  // the default variable_update keeps variables on the PS
   config.set_transport(options.transport);
   config.set_placement(options.placement);
   config.mutable_optimizer()->set_name("sgd");
@@ -295,8 +294,7 @@ void RunWorker(Shared& shared, int index, Transport* transport, WorkerState& sta
   }
 }
 
-PhaseResult Summarize(const std::vector<std::unique_ptr<WorkerState>>& workers, Phase phase,
-                      int64_t bytes_per_round) {
+PhaseResult Summarize(const std::vector<std::unique_ptr<WorkerState>>& workers, Phase phase, int64_t bytes_per_round) {
   PhaseResult result;
   for (const auto& w : workers) {
     const PhaseTiming& t = w->timing[static_cast<int>(phase)];
@@ -314,8 +312,10 @@ std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.
 }  // namespace
 
 absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
-  if (options.workers < 1) return absl::InvalidArgumentError(absl::StrCat("--workers must be >= 1, got ", options.workers));
-  if (options.servers < 1) return absl::InvalidArgumentError(absl::StrCat("--servers must be >= 1, got ", options.servers));
+  if (options.workers < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--workers must be >= 1, got ", options.workers));
+  if (options.servers < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--servers must be >= 1, got ", options.servers));
   if (options.keys < 1) return absl::InvalidArgumentError(absl::StrCat("--keys must be >= 1, got ", options.keys));
   if (options.key_bytes <= 0 || options.key_bytes % 4 != 0) {
     return absl::InvalidArgumentError(
@@ -330,10 +330,11 @@ absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
   std::vector<std::string> known = RegisteredTransports();
   known.push_back("inproc");  // not in the registry: the bench creates it directly (diagnostic baseline)
   if (std::find(known.begin(), known.end(), options.transport) == known.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown --transport '", options.transport,
-                                                   "'; known: ", absl::StrJoin(known, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown --transport '", options.transport, "'; known: ", absl::StrJoin(known, ", ")));
   }
-  if (options.rounds < 0) return absl::InvalidArgumentError(absl::StrCat("--rounds must be >= 0, got ", options.rounds));
+  if (options.rounds < 0)
+    return absl::InvalidArgumentError(absl::StrCat("--rounds must be >= 0, got ", options.rounds));
   if (options.rounds == 0 && !(options.seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--seconds must be > 0, got ", options.seconds));
   }
@@ -495,9 +496,9 @@ absl::StatusOr<PsBenchResult> RunPsBench(const PsBenchOptions& options) {
 }
 
 std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResult& result) {
-  std::string out = absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s\n",
-                                    options.workers, options.servers, options.keys, options.key_bytes,
-                                    options.transport);
+  std::string out =
+      absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s\n", options.workers,
+                      options.servers, options.keys, options.key_bytes, options.transport);
   auto phase = [&out](const char* name, const PhaseResult& p) {
     absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d rounds, %.2f s)\n", name, p.gbps, p.rounds, p.max_seconds);
   };
@@ -533,11 +534,10 @@ std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchRes
   auto split = [&](const char* name, const PhaseResult& p, bool pushes, bool pulls) {
     const double n = static_cast<double>(p.rounds);
     const double applied_gb = static_cast<double>(p.cost.shard_applied_updates) * options.key_bytes / 1e9;
-    absl::StrAppendFormat(&out, "%-10s %12.3f %12.3f %16.3f %14.2f\n", name,
-                          pushes && n > 0 ? p.push_call_seconds * 1e3 / n : 0,
-                          pulls && n > 0 ? p.pull_call_seconds * 1e3 / n : 0,
-                          pushes && n > 0 ? p.cost.shard_apply_seconds * 1e3 / n : 0,
-                          p.cost.shard_apply_seconds > 0 ? applied_gb / p.cost.shard_apply_seconds : 0);
+    absl::StrAppendFormat(
+        &out, "%-10s %12.3f %12.3f %16.3f %14.2f\n", name, pushes && n > 0 ? p.push_call_seconds * 1e3 / n : 0,
+        pulls && n > 0 ? p.pull_call_seconds * 1e3 / n : 0, pushes && n > 0 ? p.cost.shard_apply_seconds * 1e3 / n : 0,
+        p.cost.shard_apply_seconds > 0 ? applied_gb / p.cost.shard_apply_seconds : 0);
   };
   split("push", result.push, true, false);
   split("pull", result.pull, false, true);

@@ -32,7 +32,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/metrics/result_json.h"
-#include "models/model.h"
 #include "tools/compare/chart.h"
 #include "tools/compare/matrix.h"
 #include "tools/compare/report.h"
@@ -41,10 +40,8 @@ DEFINE_string(out, "", "Output directory; default runs/compare-<matrix name>-<YY
 DEFINE_string(bin_dir, "",
               "Directory holding pstrain-launch (and the role binaries it starts); default: this "
               "executable's directory");
-DEFINE_bool(dry_run, false,
-            "Write and validate every variant's config.yaml, print the plan, run nothing");
-DEFINE_int32(timeout_s, 0,
-             "Deadline of each variant in seconds, passed to pstrain-launch --timeout_s; 0: none");
+DEFINE_bool(dry_run, false, "Write and validate every variant's config.yaml, print the plan, run nothing");
+DEFINE_int32(timeout_s, 0, "Deadline of each variant in seconds, passed to pstrain-launch --timeout_s; 0: none");
 DEFINE_bool(require_chart, false,
             "Exit 1 when the chart cannot be drawn (e.g. gnuplot is missing); by default that is "
             "only a warning");
@@ -94,8 +91,7 @@ std::string Now(const char* format) {
 std::string PathSafe(const std::string& name) {
   std::string out;
   for (const char c : name) {
-    out +=
-        (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '-';
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '-';
   }
   return out.empty() ? "matrix" : out;
 }
@@ -117,8 +113,7 @@ std::string LaunchReason(const std::string& log_path) {
     if (absl::StartsWith(line, "launch: ")) reason = line.substr(8);
   }
   // The status line names the run directory itself.
-  if (const size_t logs = reason.rfind("; logs in "); logs != std::string::npos)
-    reason.resize(logs);
+  if (const size_t logs = reason.rfind("; logs in "); logs != std::string::npos) reason.resize(logs);
   return reason;
 }
 
@@ -174,13 +169,11 @@ int RunLaunch(const std::string& launch, const std::string& config, const std::s
 
 std::string StatusLine(const VariantOutcome& outcome, double seconds) {
   if (!outcome.ok) {
-    return absl::StrCat("FAILED (exit ", outcome.exit_code, "): ", outcome.error, "; logs in ",
-                        outcome.run_dir, "/");
+    return absl::StrCat("FAILED (exit ", outcome.exit_code, "): ", outcome.error, "; logs in ", outcome.run_dir, "/");
   }
   const RunResult& r = *outcome.result;
-  std::string line =
-      absl::StrCat("ok  ", FormatRate(r.images_per_sec), " ± ", FormatRate(r.images_per_sec_stddev),
-                   " images/sec", absl::StrFormat(", final loss %.4f", r.final_loss));
+  std::string line = absl::StrCat("ok  ", FormatRate(r.images_per_sec), " ± ", FormatRate(r.images_per_sec_stddev),
+                                  " images/sec", absl::StrFormat(", final loss %.4f", r.final_loss));
   if (r.test_accuracy.has_value())
     absl::StrAppend(&line, absl::StrFormat(", test accuracy %.2f%%", *r.test_accuracy * 100));
   absl::StrAppend(&line, absl::StrFormat("  (%.1f s)", seconds));
@@ -196,8 +189,7 @@ int main(int argc, char** argv) {
       "results.csv, results.md and chart.svg/chart.png (see docs/COMPARE.md).");
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   if (argc != 2) {
-    return Fail(2, absl::StrCat("expected exactly one MATRIX argument\nusage: ", argv[0], " ",
-                                gflags::ProgramUsage()));
+    return Fail(2, absl::StrCat("expected exactly one MATRIX argument\nusage: ", argv[0], " ", gflags::ProgramUsage()));
   }
   if (FLAGS_timeout_s < 0) return Fail(2, "--timeout_s must be >= 0");
   const std::string matrix_path = argv[1];
@@ -209,23 +201,19 @@ int main(int argc, char** argv) {
   Matrix matrix = *std::move(loaded);
 
   const std::string out_dir =
-      !FLAGS_out.empty()
-          ? FLAGS_out
-          : absl::StrCat("runs/compare-", PathSafe(matrix.name), "-", Now("%Y%m%d-%H%M%S"));
+      !FLAGS_out.empty() ? FLAGS_out : absl::StrCat("runs/compare-", PathSafe(matrix.name), "-", Now("%Y%m%d-%H%M%S"));
   {
     std::error_code ec;
     fs::create_directories(out_dir, ec);
     if (ec || !fs::is_directory(out_dir)) {
-      return Fail(2, absl::StrCat("cannot create output directory ", out_dir, ": ",
-                                  ec ? ec.message() : "not a directory"));
+      return Fail(
+          2, absl::StrCat("cannot create output directory ", out_dir, ": ", ec ? ec.message() : "not a directory"));
     }
-    fs::copy_file(matrix_path, fs::path(out_dir) / "matrix.yaml",
-                  fs::copy_options::overwrite_existing, ec);
+    fs::copy_file(matrix_path, fs::path(out_dir) / "matrix.yaml", fs::copy_options::overwrite_existing, ec);
   }
-  if (absl::Status status = PrepareVariants(matrix, out_dir, pstrain::RegisteredModels());
-      !status.ok()) {
-    return Fail(2, absl::StrCat(status.message(), "\nnothing was run; the merged configs are in ",
-                                out_dir, "/*/config.yaml"));
+  if (absl::Status status = PrepareVariants(matrix, out_dir); !status.ok()) {
+    return Fail(
+        2, absl::StrCat(status.message(), "\nnothing was run; the merged configs are in ", out_dir, "/*/config.yaml"));
   }
 
   std::string bin_dir = FLAGS_bin_dir;
@@ -239,30 +227,26 @@ int main(int argc, char** argv) {
 
   const int n = static_cast<int>(matrix.variants.size());
   const std::string& baseline_label = matrix.variants[matrix.baseline].label;
-  std::cout << "compare: " << matrix.name << ": " << n << " variants from " << matrix_path
-            << " (base " << matrix.base_path << ", baseline '" << baseline_label << "'); output in "
-            << out_dir << std::endl;
+  std::cout << "compare: " << matrix.name << ": " << n << " variants from " << matrix_path << " (base "
+            << matrix.base_path << ", baseline '" << baseline_label << "'); output in " << out_dir << std::endl;
   if (FLAGS_dry_run) {
     for (const Variant& v : matrix.variants) {
       const pstrain::ExperimentConfig& c = v.config;
       const int workers = c.cluster().worker_hosts_size();
-      std::cout << absl::StrFormat("[%d/%d] %s: %s, %s, %d PS, %d worker%s -> %s\n", v.index + 1, n,
-                                   v.label, c.variable_update(), c.consistency(),
-                                   c.cluster().ps_hosts_size(), workers, workers == 1 ? "" : "s",
-                                   v.config_path);
+      std::cout << absl::StrFormat("[%d/%d] %s: %s, %s, %d PS, %d worker%s -> %s\n", v.index + 1, n, v.label,
+                                   c.variable_update(), c.consistency(), c.cluster().ps_hosts_size(), workers,
+                                   workers == 1 ? "" : "s", v.config_path);
     }
     std::cout << "compare: dry run: every config is valid; nothing was run" << std::endl;
     return 0;
   }
   if (access(launch.c_str(), X_OK) != 0) {
-    return Fail(2,
-                absl::StrCat(launch, " is missing or not executable; build it or pass --bin_dir"));
+    return Fail(2, absl::StrCat(launch, " is missing or not executable; build it or pass --bin_dir"));
   }
 
   InstallSignalHandlers();
   int label_width = 0;
-  for (const Variant& v : matrix.variants)
-    label_width = std::max(label_width, static_cast<int>(v.label.size()));
+  for (const Variant& v : matrix.variants) label_width = std::max(label_width, static_cast<int>(v.label.size()));
   std::vector<VariantOutcome> outcomes;
   for (const Variant& v : matrix.variants) {
     VariantOutcome outcome;
@@ -274,15 +258,13 @@ int main(int argc, char** argv) {
       outcomes.push_back(std::move(outcome));
       continue;
     }
-    std::cout << absl::StrFormat("[%d/%d] %-*s ... ", v.index + 1, n, label_width, v.label)
-              << std::flush;
+    std::cout << absl::StrFormat("[%d/%d] %-*s ... ", v.index + 1, n, label_width, v.label) << std::flush;
     const auto begin = std::chrono::steady_clock::now();
     const std::string log_path = (fs::path(outcome.run_dir) / "launch.log").string();
     std::error_code ec;
     fs::remove(fs::path(outcome.run_dir) / "result.json", ec);  // Never report a stale one.
     outcome.exit_code = RunLaunch(launch, v.config_path, outcome.run_dir, log_path);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (outcome.exit_code == 0) {
       const std::string result_path = (fs::path(outcome.run_dir) / "result.json").string();
       absl::StatusOr<RunResult> result = pstrain::ReadResultJson(result_path);
@@ -297,15 +279,13 @@ int main(int argc, char** argv) {
       outcome.error = absl::StrCat("could not start ", launch);
     } else {
       outcome.error = LaunchReason(log_path);
-      if (outcome.error.empty())
-        outcome.error = absl::StrCat("pstrain-launch exited with code ", outcome.exit_code);
+      if (outcome.error.empty()) outcome.error = absl::StrCat("pstrain-launch exited with code ", outcome.exit_code);
     }
     std::cout << StatusLine(outcome, seconds) << std::endl;
     outcomes.push_back(std::move(outcome));
     // Keep a partial results.csv current, so an interrupted comparison
     // leaves what it measured.
-    (void)WriteText((fs::path(out_dir) / "results.csv").string(),
-                    FormatCsv(ComputeReport(outcomes, matrix.baseline)));
+    (void)WriteText((fs::path(out_dir) / "results.csv").string(), FormatCsv(ComputeReport(outcomes, matrix.baseline)));
   }
 
   const std::vector<ReportRow> rows = ComputeReport(outcomes, matrix.baseline);
@@ -316,9 +296,9 @@ int main(int argc, char** argv) {
   ChartText chart_text;
   chart_text.title = absl::StrCat(matrix.name, ": training throughput per variant");
   const std::string common = CommonSettings(rows);
-  chart_text.subtitle = absl::StrCat(
-      common.empty() ? "" : absl::StrCat(common, "\n"),
-      "above each bar: images/sec and the speed-up over the baseline '", baseline_label, "'");
+  chart_text.subtitle =
+      absl::StrCat(common.empty() ? "" : absl::StrCat(common, "\n"),
+                   "above each bar: images/sec and the speed-up over the baseline '", baseline_label, "'");
   const std::string gnuplot = FindGnuplot(FLAGS_gnuplot);
   const absl::Status chart_status = DrawChart(rows, chart_text, out_dir, gnuplot);
 
@@ -329,13 +309,11 @@ int main(int argc, char** argv) {
   context.base_path = matrix.base_path;
   context.baseline_label = baseline_label;
   context.started = started_text;
-  context.total_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  context.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   context.chart = chart_status.ok();
   const std::string csv_path = (fs::path(out_dir) / "results.csv").string();
   const std::string md_path = (fs::path(out_dir) / "results.md").string();
-  if (absl::Status s = WriteText(csv_path, FormatCsv(rows)); !s.ok())
-    return Fail(1, std::string(s.message()));
+  if (absl::Status s = WriteText(csv_path, FormatCsv(rows)); !s.ok()) return Fail(1, std::string(s.message()));
   if (absl::Status s = WriteText(md_path, FormatMarkdownReport(rows, context)); !s.ok())
     return Fail(1, std::string(s.message()));
 
@@ -347,13 +325,13 @@ int main(int argc, char** argv) {
   }
   std::cout << std::endl;
   if (!chart_status.ok()) {
-    std::cerr << "compare: " << (FLAGS_require_chart ? "error" : "warning")
-              << ": no chart: " << chart_status.message() << std::endl;
+    std::cerr << "compare: " << (FLAGS_require_chart ? "error" : "warning") << ": no chart: " << chart_status.message()
+              << std::endl;
   }
   if (g_signal != 0) return 128 + g_signal;
   if (failed > 0) {
-    std::cerr << "compare: " << failed << " variant" << (failed == 1 ? "" : "s")
-              << " failed; see the logs named above" << std::endl;
+    std::cerr << "compare: " << failed << " variant" << (failed == 1 ? "" : "s") << " failed; see the logs named above"
+              << std::endl;
     return 1;
   }
   if (!chart_status.ok() && FLAGS_require_chart) return 1;

@@ -27,8 +27,7 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-constexpr const char* kMatrixKeys[] = {"name",      "description", "base",
-                                       "overrides", "baseline",    "variants"};
+constexpr const char* kMatrixKeys[] = {"name", "description", "base", "overrides", "baseline", "variants"};
 constexpr const char* kVariantKeys[] = {"label", "set", "workers", "ps"};
 
 // Scalars tagged "!" (quoted in the matrix) are emitted double-quoted, as
@@ -45,15 +44,13 @@ int LineOf(const YAML::Node& node) {
   return mark.line >= 0 ? mark.line + 1 : 0;
 }
 
-std::string KeyList(const char* const* begin, const char* const* end) {
-  return absl::StrJoin(begin, end, ", ");
-}
+std::string KeyList(const char* const* begin, const char* const* end) { return absl::StrJoin(begin, end, ", "); }
 
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": cannot read matrix file: ", fs::exists(path, ec) ? "not a file" : "no such file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot read matrix file: ", fs::exists(path, ec) ? "not a file" : "no such file"));
   }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
@@ -102,38 +99,28 @@ YAML::Node FieldValueToYaml(const Message& message, const FieldDescriptor* field
   const bool rep = index >= 0;
   switch (field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
-      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedInt32(message, field, index)
-                                         : r->GetInt32(message, field)));
+      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedInt32(message, field, index) : r->GetInt32(message, field)));
     case FieldDescriptor::CPPTYPE_INT64:
-      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedInt64(message, field, index)
-                                         : r->GetInt64(message, field)));
+      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedInt64(message, field, index) : r->GetInt64(message, field)));
     case FieldDescriptor::CPPTYPE_UINT32:
-      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedUInt32(message, field, index)
-                                         : r->GetUInt32(message, field)));
+      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedUInt32(message, field, index) : r->GetUInt32(message, field)));
     case FieldDescriptor::CPPTYPE_UINT64:
-      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedUInt64(message, field, index)
-                                         : r->GetUInt64(message, field)));
+      return YAML::Node(absl::StrCat(rep ? r->GetRepeatedUInt64(message, field, index) : r->GetUInt64(message, field)));
     case FieldDescriptor::CPPTYPE_DOUBLE:
-      return YAML::Node(ShortestFloat(rep ? r->GetRepeatedDouble(message, field, index)
-                                          : r->GetDouble(message, field)));
+      return YAML::Node(
+          ShortestFloat(rep ? r->GetRepeatedDouble(message, field, index) : r->GetDouble(message, field)));
     case FieldDescriptor::CPPTYPE_FLOAT:
-      return YAML::Node(ShortestFloat(rep ? r->GetRepeatedFloat(message, field, index)
-                                          : r->GetFloat(message, field)));
+      return YAML::Node(ShortestFloat(rep ? r->GetRepeatedFloat(message, field, index) : r->GetFloat(message, field)));
     case FieldDescriptor::CPPTYPE_BOOL:
-      return YAML::Node(
-          std::string((rep ? r->GetRepeatedBool(message, field, index) : r->GetBool(message, field))
-                          ? "true"
-                          : "false"));
+      return YAML::Node(std::string(
+          (rep ? r->GetRepeatedBool(message, field, index) : r->GetBool(message, field)) ? "true" : "false"));
     case FieldDescriptor::CPPTYPE_ENUM:
-      return YAML::Node(
-          (rep ? r->GetRepeatedEnum(message, field, index) : r->GetEnum(message, field))->name());
+      return YAML::Node((rep ? r->GetRepeatedEnum(message, field, index) : r->GetEnum(message, field))->name());
     case FieldDescriptor::CPPTYPE_STRING:
       // Plain where YAML allows; the emitter quotes "", "null", "a: b" etc.
-      return YAML::Node(rep ? r->GetRepeatedString(message, field, index)
-                            : r->GetString(message, field));
+      return YAML::Node(rep ? r->GetRepeatedString(message, field, index) : r->GetString(message, field));
     case FieldDescriptor::CPPTYPE_MESSAGE:
-      return MessageToYaml(rep ? r->GetRepeatedMessage(message, field, index)
-                               : r->GetMessage(message, field));
+      return MessageToYaml(rep ? r->GetRepeatedMessage(message, field, index) : r->GetMessage(message, field));
   }
   return YAML::Node();
 }
@@ -213,23 +200,20 @@ absl::Status CheckSnippet(const YAML::Node& node) {
   return absl::InvalidArgumentError(message);
 }
 
-absl::StatusOr<std::string> ScalarOf(const YAML::Node& node, const std::string& where,
-                                     const std::string& what) {
-  if (!node.IsScalar())
-    return Error(where, LineOf(node), absl::StrCat(what, ": expected a string"));
+absl::StatusOr<std::string> ScalarOf(const YAML::Node& node, const std::string& where, const std::string& what) {
+  if (!node.IsScalar()) return Error(where, LineOf(node), absl::StrCat(what, ": expected a string"));
   return node.Scalar();
 }
 
-absl::StatusOr<int> CountOf(const YAML::Node& node, const std::string& where,
-                            const std::string& what, int minimum) {
+absl::StatusOr<int> CountOf(const YAML::Node& node, const std::string& where, const std::string& what, int minimum) {
   const std::string text = node.IsScalar() ? node.Scalar() : std::string("(not a scalar)");
   int value = 0;
   const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (!node.IsScalar() || result.ec != std::errc() || result.ptr != text.data() + text.size() ||
-      value < minimum || value > kMaxShorthandCount) {
-    return Error(where, LineOf(node),
-                 absl::StrCat(what, ": expected an integer in [", minimum, ", ", kMaxShorthandCount, "], got '",
-                              text, "'"));
+  if (!node.IsScalar() || result.ec != std::errc() || result.ptr != text.data() + text.size() || value < minimum ||
+      value > kMaxShorthandCount) {
+    return Error(
+        where, LineOf(node),
+        absl::StrCat(what, ": expected an integer in [", minimum, ", ", kMaxShorthandCount, "], got '", text, "'"));
   }
   return value;
 }
@@ -294,21 +278,17 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return Error(path, e.mark.line >= 0 ? e.mark.line + 1 : 0,
-                 absl::StrCat("invalid YAML: ", e.msg));
+    return Error(path, e.mark.line >= 0 ? e.mark.line + 1 : 0, absl::StrCat("invalid YAML: ", e.msg));
   }
   const std::string matrix_keys = KeyList(std::begin(kMatrixKeys), std::end(kMatrixKeys));
   if (!root.IsMap()) {
-    return Error(
-        path, 0,
-        absl::StrCat("expected a map with the keys ", matrix_keys, " (see docs/COMPARE.md)"));
+    return Error(path, 0, absl::StrCat("expected a map with the keys ", matrix_keys, " (see docs/COMPARE.md)"));
   }
   for (const auto& entry : root) {
     const std::string key = entry.first.Scalar();
     if (std::find(std::begin(kMatrixKeys), std::end(kMatrixKeys), key) == std::end(kMatrixKeys)) {
-      return Error(
-          path, LineOf(entry.first),
-          absl::StrCat("unknown key '", key, "'; the valid keys of a matrix are: ", matrix_keys));
+      return Error(path, LineOf(entry.first),
+                   absl::StrCat("unknown key '", key, "'; the valid keys of a matrix are: ", matrix_keys));
     }
   }
 
@@ -319,8 +299,7 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
     PSTRAIN_ASSIGN_OR_RETURN(matrix.name, ScalarOf(name, path, "name"));
     if (matrix.name.empty()) return Error(path, LineOf(name), "name: expected a non-empty string");
   }
-  if (const YAML::Node description = root["description"];
-      description.IsDefined() && !description.IsNull()) {
+  if (const YAML::Node description = root["description"]; description.IsDefined() && !description.IsNull()) {
     PSTRAIN_ASSIGN_OR_RETURN(matrix.description, ScalarOf(description, path, "description"));
   }
 
@@ -366,8 +345,7 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
     const YAML::Node node = variants[i];
     const std::string number = absl::StrCat("variant #", i + 1);
     if (!node.IsMap()) {
-      return Error(path, LineOf(node),
-                   absl::StrCat(number, ": expected a map with the keys ", variant_keys));
+      return Error(path, LineOf(node), absl::StrCat(number, ": expected a map with the keys ", variant_keys));
     }
     const YAML::Node label_node = node["label"];
     if (!label_node.IsDefined() || !label_node.IsScalar() || label_node.Scalar().empty()) {
@@ -382,16 +360,13 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
     variant.line = LineOf(node);
     const std::string who = absl::StrCat("variant '", variant.label, "'");
     if (!labels.insert(variant.label).second) {
-      return Error(path, variant.line,
-                   absl::StrCat(who, ": the label is used twice; labels must be unique"));
+      return Error(path, variant.line, absl::StrCat(who, ": the label is used twice; labels must be unique"));
     }
     for (const auto& entry : node) {
       const std::string key = entry.first.Scalar();
-      if (std::find(std::begin(kVariantKeys), std::end(kVariantKeys), key) ==
-          std::end(kVariantKeys)) {
+      if (std::find(std::begin(kVariantKeys), std::end(kVariantKeys), key) == std::end(kVariantKeys)) {
         return Error(path, LineOf(entry.first),
-                     absl::StrCat(who, ": unknown key '", key,
-                                  "'; the valid keys of a variant are: ", variant_keys));
+                     absl::StrCat(who, ": unknown key '", key, "'; the valid keys of a variant are: ", variant_keys));
       }
     }
     std::string slug = Slug(variant.label);
@@ -404,8 +379,7 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
     const YAML::Node set = node["set"];
     if (set.IsDefined() && !set.IsNull()) {
       if (!set.IsMap()) {
-        return Error(path, LineOf(set),
-                     absl::StrCat(who, ": set: expected a map of config fields"));
+        return Error(path, LineOf(set), absl::StrCat(who, ": set: expected a map of config fields"));
       }
       if (absl::Status status = CheckSnippet(set); !status.ok()) {
         return Error(path, LineOf(set), absl::StrCat(who, ": set: ", status.message()));
@@ -418,8 +392,7 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
       int first_port;
     };
     for (const Shorthand& shorthand :
-         {Shorthand{"ps", "ps_hosts", kPsShorthandPort},
-          Shorthand{"workers", "worker_hosts", kWorkerShorthandPort}}) {
+         {Shorthand{"ps", "ps_hosts", kPsShorthandPort}, Shorthand{"workers", "worker_hosts", kWorkerShorthandPort}}) {
       const YAML::Node count_node = node[shorthand.key];
       if (!count_node.IsDefined()) continue;
       PSTRAIN_ASSIGN_OR_RETURN(const int count,
@@ -431,8 +404,7 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
                                   ": N' or 'set: cluster: ", shorthand.hosts_field, "', not both"));
       }
       const YAML::Node cluster = static_cast<const YAML::Node&>(merged)["cluster"];
-      if (!cluster.IsDefined() || !cluster.IsMap())
-        merged["cluster"] = YAML::Node(YAML::NodeType::Map);
+      if (!cluster.IsDefined() || !cluster.IsMap()) merged["cluster"] = YAML::Node(YAML::NodeType::Map);
       merged["cluster"][shorthand.hosts_field] = HostList(count, shorthand.first_port);
     }
     variant.yaml = EmitYaml(merged);
@@ -450,18 +422,16 @@ absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& pat
     }
     if (!found) {
       std::vector<std::string> quoted;
-      for (const Variant& variant : matrix.variants)
-        quoted.push_back(absl::StrCat("'", variant.label, "'"));
+      for (const Variant& variant : matrix.variants) quoted.push_back(absl::StrCat("'", variant.label, "'"));
       return Error(path, LineOf(baseline),
-                   absl::StrCat("baseline: '", label, "' is not a variant label; the labels are: ",
-                                absl::StrJoin(quoted, ", ")));
+                   absl::StrCat("baseline: '", label,
+                                "' is not a variant label; the labels are: ", absl::StrJoin(quoted, ", ")));
     }
   }
   return matrix;
 }
 
-absl::Status PrepareVariants(Matrix& matrix, const std::string& out_dir,
-                             const std::vector<std::string>& known_models) {
+absl::Status PrepareVariants(Matrix& matrix, const std::string& out_dir) {
   // Write every config first, so a user can look at all of them even when one
   // is rejected.
   std::vector<std::string> texts;
@@ -470,27 +440,23 @@ absl::Status PrepareVariants(Matrix& matrix, const std::string& out_dir,
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(dir.string(), ": cannot create directory: ", ec.message()));
+      return absl::InvalidArgumentError(absl::StrCat(dir.string(), ": cannot create directory: ", ec.message()));
     }
     variant.config_path = (dir / "config.yaml").string();
-    std::string text =
-        absl::StrCat("# Generated by pstrain-compare: variant '", variant.label, "' of ",
-                     matrix.path, "\n# base: ", matrix.base_path, "\n", variant.yaml);
+    std::string text = absl::StrCat("# Generated by pstrain-compare: variant '", variant.label, "' of ", matrix.path,
+                                    "\n# base: ", matrix.base_path, "\n", variant.yaml);
     PSTRAIN_RETURN_IF_ERROR(WriteText(variant.config_path, text));
     texts.push_back(std::move(text));
   }
   for (size_t i = 0; i < matrix.variants.size(); ++i) {
     Variant& variant = matrix.variants[i];
-    const std::string who =
-        absl::StrCat(matrix.path, ": variant '", variant.label, "' (#", i + 1,
-                     variant.line > 0 ? absl::StrCat(", line ", variant.line) : "", "): ");
+    const std::string who = absl::StrCat(matrix.path, ": variant '", variant.label, "' (#", i + 1,
+                                         variant.line > 0 ? absl::StrCat(", line ", variant.line) : "", "): ");
     absl::StatusOr<ExperimentConfig> config = ParseExperimentYaml(texts[i], variant.config_path);
     if (!config.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(who, config.status().message()));
     }
-    if (absl::Status status = ValidateExperimentConfig(*config, variant.config_path, known_models);
-        !status.ok()) {
+    if (absl::Status status = ValidateExperimentConfig(*config, variant.config_path); !status.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(who, status.message()));
     }
     variant.config = *std::move(config);

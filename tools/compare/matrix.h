@@ -77,12 +77,12 @@ absl::StatusOr<std::string> MergeYamlText(std::string_view base, std::string_vie
 
 // For every variant: writes its YAML to <out_dir>/<dir_name>/config.yaml
 // (creating the directory), parses it with ParseExperimentYaml and checks it
-// with ValidateExperimentConfig(`known_models`; empty: model names
-// unchecked), filling `config` and `config_path`. Returns the first error:
+// with ValidateExperimentConfig (with the checks of every module linked into
+// the binary: pstrain-compare links all of them), filling `config` and
+// `config_path`. Returns the first error:
 //   "<matrix>: variant 'sync, 2 workers' (#2): <out>/02-.../config.yaml:7: field 'train.steps':
 //   ..."
 // Every variant's config.yaml is written before any is validated.
-absl::Status PrepareVariants(Matrix& matrix, const std::string& out_dir,
-                             const std::vector<std::string>& known_models);
+absl::Status PrepareVariants(Matrix& matrix, const std::string& out_dir);
 
 }  // namespace pstrain::compare

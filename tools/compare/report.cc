@@ -66,9 +66,7 @@ std::string MarkdownCell(const std::string& text) {
 
 }  // namespace
 
-int DevicesTotal(const RunResult& result) {
-  return result.num_workers * std::max(1, result.devices_per_worker);
-}
+int DevicesTotal(const RunResult& result) { return result.num_workers * std::max(1, result.devices_per_worker); }
 
 std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes, int baseline) {
   std::vector<ReportRow> rows;
@@ -87,8 +85,7 @@ std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes
     if (base != nullptr && row.outcome.ok && row.outcome.result.has_value()) {
       const RunResult& r = *row.outcome.result;
       row.speedup = r.images_per_sec / base->images_per_sec;
-      const double device_ratio =
-          static_cast<double>(DevicesTotal(r)) / static_cast<double>(DevicesTotal(*base));
+      const double device_ratio = static_cast<double>(DevicesTotal(r)) / static_cast<double>(DevicesTotal(*base));
       if (device_ratio > 0) row.scaling_efficiency = row.speedup / device_ratio;
     }
     rows.push_back(std::move(row));
@@ -98,8 +95,8 @@ std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes
 
 std::string StrategySummary(const RunResult& r) {
   std::vector<std::string> parts = {r.variable_update.empty() ? "?" : r.variable_update};
-  if (r.variable_update == "parameter_server" || r.variable_update == "distributed_replicated") {
-    if (r.consistency == "ssp" || r.staleness > 0) {
+  if (r.num_ps > 0) {  // consistency is the parameter servers' rule
+    if (r.staleness > 0) {
       parts.push_back(absl::StrCat(r.consistency, " (staleness ", r.staleness, ")"));
     } else if (!r.consistency.empty()) {
       parts.push_back(r.consistency);
@@ -163,27 +160,26 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
     std::vector<std::string> fields = {o.label};
     if (o.result.has_value()) {
       const RunResult& r = *o.result;
-      for (std::string value :
-           {r.experiment,
-            r.model,
-            r.variable_update,
-            r.local_parameter_device,
-            r.all_reduce_spec,
-            r.consistency,
-            absl::StrCat(r.staleness),
-            r.transport,
-            absl::StrCat(r.num_ps),
-            absl::StrCat(r.num_workers),
-            absl::StrCat(r.devices_per_worker),
-            r.device,
-            absl::StrCat(r.batch_size_per_device),
-            absl::StrCat(r.global_batch_size),
-            absl::StrCat(r.steps),
-            Shortest(r.images_per_sec),
-            Shortest(r.images_per_sec_stddev),
-            Shortest(r.final_loss),
-            r.test_accuracy.has_value() ? Shortest(*r.test_accuracy) : std::string(),
-            Shortest(r.wall_seconds)}) {
+      for (std::string value : {r.experiment,
+                                r.model,
+                                r.variable_update,
+                                r.local_parameter_device,
+                                r.all_reduce_spec,
+                                r.consistency,
+                                absl::StrCat(r.staleness),
+                                r.transport,
+                                absl::StrCat(r.num_ps),
+                                absl::StrCat(r.num_workers),
+                                absl::StrCat(r.devices_per_worker),
+                                r.device,
+                                absl::StrCat(r.batch_size_per_device),
+                                absl::StrCat(r.global_batch_size),
+                                absl::StrCat(r.steps),
+                                Shortest(r.images_per_sec),
+                                Shortest(r.images_per_sec_stddev),
+                                Shortest(r.final_loss),
+                                r.test_accuracy.has_value() ? Shortest(*r.test_accuracy) : std::string(),
+                                Shortest(r.wall_seconds)}) {
         fields.push_back(std::move(value));
       }
     } else {
@@ -203,9 +199,8 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
 }
 
 std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
-  const std::vector<std::string> header = {"variant",           "strategy",   "PS",
-                                           "workers × devices", "images/sec", "speed-up",
-                                           "scaling eff.",      "final loss", "test accuracy"};
+  const std::vector<std::string> header = {"variant",  "strategy",     "PS",         "workers × devices", "images/sec",
+                                           "speed-up", "scaling eff.", "final loss", "test accuracy"};
   // Left-aligned text columns, right-aligned numbers.
   const std::vector<bool> right = {false, false, true, true, true, true, true, true, true};
   std::vector<std::vector<std::string>> cells;
@@ -214,8 +209,7 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
     std::string label = row.is_baseline ? absl::StrCat(o.label, " (baseline)") : o.label;
     if (!o.ok || !o.result.has_value()) {
       cells.push_back({MarkdownCell(label), kDash, kDash, kDash,
-                       o.exit_code < 0 ? std::string("not run")
-                                       : absl::StrCat("failed (exit ", o.exit_code, ")"),
+                       o.exit_code < 0 ? std::string("not run") : absl::StrCat("failed (exit ", o.exit_code, ")"),
                        kDash, kDash, kDash, kDash});
       continue;
     }
@@ -223,8 +217,7 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
     cells.push_back({
         MarkdownCell(label),
         MarkdownCell(StrategySummary(r)),
-        r.variable_update == "parameter_server" || r.num_ps > 0 ? absl::StrCat(r.num_ps)
-                                                                : std::string(kDash),
+        r.num_ps > 0 ? absl::StrCat(r.num_ps) : std::string(kDash),
         absl::StrCat(r.num_workers, " × ", r.devices_per_worker, " ", r.device),
         absl::StrCat(FormatRate(r.images_per_sec), " ± ", FormatRate(r.images_per_sec_stddev)),
         FormatSpeedup(row.speedup),
@@ -287,25 +280,23 @@ std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const Repor
   if (!context.description.empty()) absl::StrAppend(&md, context.description, "\n\n");
   int failed = 0;
   for (const ReportRow& row : rows) failed += !row.outcome.ok;
-  absl::StrAppend(&md, "Matrix `", context.matrix_path, "`, base config `", context.base_path,
-                  "`; ", rows.size(), " variants");
+  absl::StrAppend(&md, "Matrix `", context.matrix_path, "`, base config `", context.base_path, "`; ", rows.size(),
+                  " variants");
   if (failed > 0) absl::StrAppend(&md, " (", failed, " failed)");
   if (!context.started.empty()) absl::StrAppend(&md, ", started ", context.started);
-  if (context.total_seconds > 0)
-    absl::StrAppend(&md, absl::StrFormat(", %.0f s in all", context.total_seconds));
+  if (context.total_seconds > 0) absl::StrAppend(&md, absl::StrFormat(", %.0f s in all", context.total_seconds));
   absl::StrAppend(&md, ".\n");
   if (const std::string common = CommonSettings(rows); !common.empty())
     absl::StrAppend(&md, "Every variant: ", common, ".\n");
   absl::StrAppend(&md, "\n", FormatMarkdownTable(rows), "\n");
-  absl::StrAppend(
-      &md,
-      "- **images/sec**: all workers together, warm-up steps excluded, ± the standard "
-      "deviation reported in `result.json`.\n",
-      "- **speed-up**: images/sec ÷ the baseline's (`", context.baseline_label, "`).\n",
-      "- **scaling eff.**: speed-up ÷ (devices ÷ the baseline's devices), where devices = "
-      "workers × devices per worker; 100% means throughput grew exactly with the devices.\n",
-      "- **final loss** is the chief's last training loss; **test accuracy** is evaluated by the "
-      "chief on the test set after training (— when `train.evaluate` is off).\n");
+  absl::StrAppend(&md,
+                  "- **images/sec**: all workers together, warm-up steps excluded, ± the standard "
+                  "deviation reported in `result.json`.\n",
+                  "- **speed-up**: images/sec ÷ the baseline's (`", context.baseline_label, "`).\n",
+                  "- **scaling eff.**: speed-up ÷ (devices ÷ the baseline's devices), where devices = "
+                  "workers × devices per worker; 100% means throughput grew exactly with the devices.\n",
+                  "- **final loss** is the chief's last training loss; **test accuracy** is evaluated by the "
+                  "chief on the test set after training (— when `train.evaluate` is off).\n");
   if (context.chart) {
     absl::StrAppend(&md, "\n![images/sec per variant and scaling efficiency](chart.png)\n\n",
                     "(also `chart.svg`; redraw with `gnuplot chart.gp` in this directory)\n");
@@ -314,8 +305,8 @@ std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const Repor
     absl::StrAppend(&md, "\n## Failed variants\n\n");
     for (const ReportRow& row : rows) {
       if (row.outcome.ok) continue;
-      absl::StrAppend(&md, "- **", MarkdownCell(row.outcome.label), "**: exit ",
-                      row.outcome.exit_code, " — ", MarkdownCell(row.outcome.error), "; logs in `",
+      absl::StrAppend(&md, "- **", MarkdownCell(row.outcome.label), "**: exit ", row.outcome.exit_code, " — ",
+                      MarkdownCell(row.outcome.error), "; logs in `",
                       std::filesystem::path(row.outcome.run_dir).filename().string(), "/`\n");
     }
   }

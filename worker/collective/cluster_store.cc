@@ -1,6 +1,7 @@
 #include "worker/collective/cluster_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -11,8 +12,11 @@ absl::StatusOr<std::unique_ptr<ClusterStore>> ClusterStore::Open(const Experimen
   std::unique_ptr<ClusterStore> cluster_store(new ClusterStore);
   const std::string& chief = config.cluster().worker_hosts(0);
   if (worker_index == 0) {
-    const std::string listen =
-        listen_address.empty() ? absl::StrCat("0.0.0.0:", chief.substr(chief.rfind(':') + 1)) : listen_address;
+    std::string listen = listen_address;
+    if (listen.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(const HostPort entry, ParseHostPort(chief));
+      listen = entry.AnyInterface();
+    }
     PSTRAIN_ASSIGN_OR_RETURN(cluster_store->server_, transport->Serve(listen, &cluster_store->service_));
     cluster_store->store_ = cluster_store->service_.local_store();
   } else {

@@ -11,16 +11,15 @@
 // every replica applies the same optimizer update. On GPUs (device gpu) the
 // gradients stay on the devices and NCCL reduces them instead
 // (worker/strategies/nccl_allreduce.cc).
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "worker/collective/collective.h"
 #include "worker/collective/cluster_store.h"
+#include "worker/collective/collective.h"
 #include "worker/local_optimizer.h"
 #include "worker/report_table.h"
 #include "worker/strategies/nccl_strategy.h"
@@ -29,31 +28,22 @@
 namespace pstrain {
 namespace {
 
-std::string HostOf(const std::string& host_port) {
-  const size_t colon = host_port.rfind(':');
-  std::string host = host_port.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return host;
-}
-
 class AllReduceStrategy : public Strategy {
  public:
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
-    if (UsesNccl(*context.config)) return CreateNcclStrategy(context);  // GPUs: NCCL instead of Gloo
     std::unique_ptr<AllReduceStrategy> s(new AllReduceStrategy(context));
     PSTRAIN_RETURN_IF_ERROR(s->Connect());
-    PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(),
-                                                                        *context.replicas, context.total_steps));
+    PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(), *context.replicas,
+                                                                         context.total_steps));
     s->PlanBuckets();
     return std::unique_ptr<Strategy>(std::move(s));
   }
 
   ~AllReduceStrategy() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
     if (comm_thread_.joinable()) comm_thread_.join();
   }
 
@@ -68,7 +58,7 @@ class AllReduceStrategy : public Strategy {
   }
 
   absl::Status BeforeStep(int64_t step) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     std::fill(ready_count_.begin(), ready_count_.end(), 0);
     next_bucket_ = 0;
     step_error_ = absl::OkStatus();
@@ -78,17 +68,17 @@ class AllReduceStrategy : public Strategy {
 
   GradientReadyHook HookFor(int replica) override {
     return [this](int variable) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (++ready_count_[variable] == context_.replicas->size()) cv_.notify_all();
+      absl::MutexLock lock(&mu_);
+      ++ready_count_[variable];  // the communication thread waits on the counts
     };
   }
 
   absl::Status AfterStep(int64_t step) override {
     {
       // Wait for the communication thread to finish every bucket.
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       const absl::Time start = absl::Now();
-      cv_.wait(lock, [&] { return next_bucket_ == buckets_.size() || !step_error_.ok(); });
+      mu_.Await(absl::Condition(this, &AllReduceStrategy::StepDone));
       wait_ += absl::Now() - start;
       step_active_ = false;
       PSTRAIN_RETURN_IF_ERROR(step_error_);
@@ -119,12 +109,13 @@ class AllReduceStrategy : public Strategy {
 
   absl::Status Connect() {
     const ExperimentConfig& config = *context_.config;
-    PSTRAIN_ASSIGN_OR_RETURN(cluster_store_, ClusterStore::Open(config, context_.worker_index, context_.transport,
-                                                                context_.listen_address));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        cluster_store_, ClusterStore::Open(config, context_.worker_index, context_.transport, context_.listen_address));
     GlooOptions options;
     options.rank = context_.worker_index;
     options.size = context_.num_workers;
-    options.host = HostOf(config.cluster().worker_hosts(context_.worker_index));
+    PSTRAIN_ASSIGN_OR_RETURN(const HostPort me, ParseHostPort(config.cluster().worker_hosts(context_.worker_index)));
+    options.host = me.host;
     if (options.host == "localhost") options.host = "127.0.0.1";
     options.store = cluster_store_->store();
     options.prefix = absl::StrCat("allreduce/", config.name());
@@ -150,7 +141,10 @@ class AllReduceStrategy : public Strategy {
       buckets_.back().push_back(v);
       bytes += size;
     }
-    ready_count_.assign(vars.size(), 0);
+    {
+      absl::MutexLock lock(&mu_);
+      ready_count_.assign(vars.size(), 0);
+    }
     size_t largest = 0;
     for (const auto& b : buckets_) {
       size_t n = 0;
@@ -160,28 +154,35 @@ class AllReduceStrategy : public Strategy {
     fusion_.resize(largest);
   }
 
-  bool BucketReady(size_t b) const {
+  bool BucketReady(size_t b) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (int v : buckets_[b]) {
       if (ready_count_[v] < context_.replicas->size()) return false;
     }
     return true;
   }
+  // The communication thread has work, or must stop.
+  bool NextBucketReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ ||
+           (step_active_ && next_bucket_ < buckets_.size() && step_error_.ok() && BucketReady(next_bucket_));
+  }
+  // Every bucket of the step is reduced, or one failed.
+  bool StepDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return next_bucket_ == buckets_.size() || !step_error_.ok();
+  }
 
   void CommunicationLoop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     while (true) {
-      cv_.wait(lock, [&] {
-        return stopping_ || (step_active_ && next_bucket_ < buckets_.size() && step_error_.ok() &&
-                             BucketReady(next_bucket_));
-      });
+      mu_.Await(absl::Condition(this, &AllReduceStrategy::NextBucketReady));
       if (stopping_) return;
       const size_t b = next_bucket_;
-      lock.unlock();
+      mu_.Unlock();
+      // Buckets, the fusion buffer and the gradients are only touched here
+      // while a step is active (the training thread waits in AfterStep).
       absl::Status s = ReduceBucket(buckets_[b]);
-      lock.lock();
+      mu_.Lock();
       if (!s.ok()) step_error_ = s;
       ++next_bucket_;
-      cv_.notify_all();
     }
   }
 
@@ -224,17 +225,41 @@ class AllReduceStrategy : public Strategy {
   std::vector<float> fusion_;
   absl::Duration wait_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<int> ready_count_;  // replicas whose gradient of variable v is final
-  size_t next_bucket_ = 0;        // buckets all-reduced this step
-  bool step_active_ = false;
-  bool stopping_ = false;
-  absl::Status step_error_;
+  mutable absl::Mutex mu_;
+  std::vector<int> ready_count_ ABSL_GUARDED_BY(mu_);  // replicas whose gradient of variable v is final
+  size_t next_bucket_ ABSL_GUARDED_BY(mu_) = 0;        // buckets all-reduced this step
+  bool step_active_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status step_error_ ABSL_GUARDED_BY(mu_);
   std::thread comm_thread_;
 };
 
-const bool kRegistered = RegisterStrategy("allreduce", AllReduceStrategy::Create);
+StrategyNeeds Needs(const ExperimentConfig& c) {
+  StrategyNeeds needs;
+  if (c.device() == "gpu") {  // the gradients stay on the GPUs
+    needs.host_mirrors = false;
+    needs.collective = "nccl";
+  } else {
+    needs.collective = "gloo";
+  }
+  return needs;
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
+  if (context.config->device() == "gpu") return CreateNcclStrategy(context, NcclScope::kAllWorkers);
+  return AllReduceStrategy::Create(context);
+}
+
+const bool kRegistered = StrategyRegistry().Register(
+    "allreduce",
+    {
+        .summary = "Horovod-style all-reduce between workers, no parameter servers (Gloo on CPUs, NCCL on GPUs)",
+        .all_reduce_specs = {},
+        .local_parameter_device_gpu = false,
+        .needs = Needs,
+        .check = nullptr,
+        .create = Create,
+    });
 
 }  // namespace
 }  // namespace pstrain

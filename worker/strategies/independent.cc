@@ -8,11 +8,26 @@
 namespace pstrain {
 namespace {
 
-const bool kRegistered = RegisterStrategy("independent", [](const StrategyContext& context) {
+StrategyNeeds Needs(const ExperimentConfig&) {
+  StrategyNeeds needs;
+  needs.max_workers = 1;
+  return needs;
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
   return LocalReplicasStrategy::Create(
-      context, std::nullopt, absl::StrCat("independent (", context.replicas->size(), " replicas, no synchronisation)"),
-      "variable_update independent runs the devices of one worker; give it one worker_host");
-});
+      context, std::nullopt, absl::StrCat("independent (", context.replicas->size(), " replicas, no synchronisation)"));
+}
+
+const bool kRegistered = StrategyRegistry().Register(
+    "independent", {
+                       .summary = "no synchronisation: every device of one worker trains its own copy",
+                       .all_reduce_specs = {},
+                       .local_parameter_device_gpu = false,
+                       .needs = Needs,
+                       .check = nullptr,
+                       .create = Create,
+                   });
 
 }  // namespace
 }  // namespace pstrain

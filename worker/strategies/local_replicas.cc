@@ -9,9 +9,7 @@ namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<Strategy>> LocalReplicasStrategy::Create(const StrategyContext& context,
                                                                         std::optional<std::string> reduce_spec,
-                                                                        std::string description,
-                                                                        const std::string& one_worker_message) {
-  if (context.num_workers != 1) return absl::InvalidArgumentError(one_worker_message);
+                                                                        std::string description) {
   std::unique_ptr<LocalReplicasStrategy> s(
       new LocalReplicasStrategy(context, std::move(reduce_spec), std::move(description)));
   PSTRAIN_ASSIGN_OR_RETURN(

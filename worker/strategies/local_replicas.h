@@ -22,12 +22,11 @@ namespace pstrain {
 class LocalReplicasStrategy : public Strategy {
  public:
   // `reduce_spec`: the all_reduce_spec reducing the gradients before each
-  // update, or none. `description`: Describe()'s line. With more than one
-  // worker: InvalidArgument with `one_worker_message`.
+  // update, or none. `description`: Describe()'s line. One worker (the
+  // strategies' needs say so).
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context,
                                                           std::optional<std::string> reduce_spec,
-                                                          std::string description,
-                                                          const std::string& one_worker_message);
+                                                          std::string description);
 
   absl::Status Start() override;
   absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }

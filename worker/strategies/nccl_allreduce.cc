@@ -7,8 +7,9 @@
 // communication overlaps the rest of backward, and NCCL's mean over ranks of
 // per-rank mean gradients is the gradient of the whole global batch. In
 // AfterStep the compute stream waits for the communication stream, applies
-// the optimizer on the device (ps/optimizers semantics, same learning-rate
-// schedule), and the host waits for both with the step deadline.
+// the optimizer's CUDA implementation (optim/cuda/, the CPU update element for
+// element, same learning-rate schedule), and the host waits for both with the
+// step deadline.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,11 +19,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_context.h"
 #include "glog/logging.h"
-#include "models/layers/cuda/cuda_check.h"
-#include "models/layers/cuda/cuda_context.h"
-#include "models/layers/cuda/elementwise.h"
-#include "ps/optimizer.h"
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
 #include "worker/collective/cluster_store.h"
 #include "worker/collective/nccl_group.h"
 #include "worker/report_table.h"
@@ -33,18 +34,18 @@ namespace {
 
 class NcclAllReduceStrategy : public Strategy {
  public:
-  static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
-    const OptimizerConfig& opt = context.config->optimizer();
-    if (opt.name() != "sgd" && opt.name() != "momentum") {
-      return absl::InvalidArgumentError(absl::StrCat("optimizer.name '", opt.name(),
-                                                     "': the NCCL strategies apply sgd or momentum on the GPU"));
-    }
+  static absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context, NcclScope scope) {
     if (context.replicas->mirrored()) {
-      return absl::InternalError("NCCL strategy given replicas with host mirrors (UsesNccl disagrees)");
+      return absl::InternalError("NCCL strategy given replicas with host mirrors (its needs say none)");
     }
-    std::unique_ptr<NcclAllReduceStrategy> s(new NcclAllReduceStrategy(context));
+    if (scope == NcclScope::kOneWorker && context.num_workers != 1) {
+      return absl::InternalError("NCCL strategy for the GPUs of one worker run with several workers");
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
+                             LearningRateSchedule::Create(context.config->optimizer(), context.total_steps));
+    std::unique_ptr<NcclAllReduceStrategy> s(new NcclAllReduceStrategy(context, scope, std::move(schedule)));
+    PSTRAIN_RETURN_IF_ERROR(s->Prepare());
     PSTRAIN_RETURN_IF_ERROR(s->Connect());
-    s->Prepare();
     return std::unique_ptr<Strategy>(std::move(s));
   }
 
@@ -90,8 +91,7 @@ class NcclAllReduceStrategy : public Strategy {
   }
 
   absl::Status AfterStep(int64_t step) override {
-    const OptimizerConfig& opt = context_.config->optimizer();
-    const float lr = LearningRateAt(opt, step, context_.total_steps);
+    const float lr = schedule_.At(step);
     std::vector<absl::Status> errors(replicas().size());
     const absl::Time t0 = absl::Now();
     replicas().ForEach([&](int r) {
@@ -106,14 +106,10 @@ class NcclAllReduceStrategy : public Strategy {
       std::vector<Variable>& vars = replicas().device_variables(r);
       for (size_t v = 0; v < vars.size(); ++v) {
         float* value = cuda::DevicePtr(vars[v].value);
-        const float* grad = cuda::DevicePtr(vars[v].grad);
-        const int64_t n = vars[v].value.num_elements();
-        if (opt.name() == "momentum") {
-          cuda::ApplyMomentum(value, grad, cuda::DevicePtr(rep.slots[v]), lr, opt.momentum(), opt.weight_decay(), n,
-                              ctx.stream());
-        } else {
-          cuda::ApplySgd(value, grad, lr, opt.weight_decay(), n, ctx.stream());
-        }
+        std::vector<float*> slots;
+        for (const Tensor& slot : rep.slots[v]) slots.push_back(cuda::DevicePtr(slot));
+        rep.optimizer->Apply(value, cuda::DevicePtr(vars[v].grad), vars[v].value.num_elements(), lr, slots.data(),
+                             value);  // in place, on ctx.stream()
       }
       errors[r] = group_->Wait(r, ctx.stream());
     });
@@ -146,23 +142,26 @@ class NcclAllReduceStrategy : public Strategy {
   }
 
   std::string Describe() const override {
-    return context_.num_workers == 1
-               ? absl::StrCat("replicated (all_reduce_spec nccl, ", per_replica_.size(), " GPUs)")
-               : absl::StrCat("allreduce (NCCL, ", context_.num_workers, " workers x ", per_replica_.size(),
-                              " GPUs)");
+    return scope_ == NcclScope::kOneWorker
+               ? absl::StrCat(context_.config->variable_update(), " (NCCL across the worker's ", per_replica_.size(),
+                              " GPUs)")
+               : absl::StrCat(context_.config->variable_update(), " (NCCL, ", context_.num_workers, " workers x ",
+                              per_replica_.size(), " GPUs)");
   }
   absl::Duration wait_time() const override { return wait_; }
 
  private:
   struct Replica {
     cudaStream_t comm_stream = nullptr;
-    cudaEvent_t ready = nullptr;    // compute stream reached a gradient-ready point
-    cudaEvent_t reduced = nullptr;  // communication stream finished the step's all-reduces
-    std::vector<Tensor> slots;      // momentum accumulators, on the device
-    absl::Status error;             // first error of this step's hooks
+    cudaEvent_t ready = nullptr;             // compute stream reached a gradient-ready point
+    cudaEvent_t reduced = nullptr;           // communication stream finished the step's all-reduces
+    std::unique_ptr<Optimizer> optimizer;    // CUDA implementation, on the replica's stream
+    std::vector<std::vector<Tensor>> slots;  // [variable][slot], on the device
+    absl::Status error;                      // first error of this step's hooks
   };
 
-  explicit NcclAllReduceStrategy(const StrategyContext& context) : context_(context) {}
+  NcclAllReduceStrategy(const StrategyContext& context, NcclScope scope, LearningRateSchedule schedule)
+      : context_(context), scope_(scope), schedule_(std::move(schedule)) {}
 
   ReplicaSet& replicas() { return *context_.replicas; }
   cuda::CudaContext& Ctx(int r) { return cuda::AsCuda(replicas().context(r)); }
@@ -192,24 +191,32 @@ class NcclAllReduceStrategy : public Strategy {
     return absl::OkStatus();
   }
 
-  void Prepare() {
+  // Streams, events, and each replica's optimizer with its slots. Fails
+  // (naming the GPU optimizers there are) when optimizer.name has no CUDA
+  // implementation.
+  absl::Status Prepare() {
     per_replica_.resize(replicas().size());
-    const bool momentum = context_.config->optimizer().name() == "momentum";
     for (int r = 0; r < replicas().size(); ++r) {
       Replica& rep = per_replica_[r];
       cuda::CudaContext& ctx = Ctx(r);
       ctx.MakeCurrent();
+      PSTRAIN_ASSIGN_OR_RETURN(rep.optimizer,
+                               CreateOptimizer(context_.config->optimizer(), DeviceKind::kCuda, ctx.stream()));
       PSTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&rep.comm_stream, cudaStreamNonBlocking));
       PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&rep.ready, cudaEventDisableTiming));
       PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&rep.reduced, cudaEventDisableTiming));
-      if (momentum) {
-        for (const Variable& v : replicas().device_variables(r)) rep.slots.push_back(ctx.Allocate(v.value.shape()));
+      for (const Variable& v : replicas().device_variables(r)) {
+        rep.slots.emplace_back();
+        for (int s = 0; s < rep.optimizer->num_slots(); ++s) rep.slots.back().push_back(ctx.Allocate(v.value.shape()));
       }
     }
     replicas().context(0).MakeCurrent();
+    return absl::OkStatus();
   }
 
   StrategyContext context_;
+  const NcclScope scope_;
+  const LearningRateSchedule schedule_;
   std::unique_ptr<ClusterStore> cluster_store_;  // across workers only
   std::unique_ptr<NcclGroup> group_;
   std::vector<Replica> per_replica_;
@@ -218,8 +225,8 @@ class NcclAllReduceStrategy : public Strategy {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Strategy>> CreateNcclStrategy(const StrategyContext& context) {
-  return NcclAllReduceStrategy::Create(context);
+absl::StatusOr<std::unique_ptr<Strategy>> CreateNcclStrategy(const StrategyContext& context, NcclScope scope) {
+  return NcclAllReduceStrategy::Create(context, scope);
 }
 
 }  // namespace pstrain

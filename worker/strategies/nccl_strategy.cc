@@ -1,16 +1,10 @@
-// UsesNccl, and CreateNcclStrategy for builds without CUDA.
+// CreateNcclStrategy for builds without CUDA (nccl_allreduce.cc otherwise).
 #include "worker/strategies/nccl_strategy.h"
 
 namespace pstrain {
 
-bool UsesNccl(const ExperimentConfig& config) {
-  if (config.device() != "gpu") return false;
-  return config.variable_update() == "allreduce" ||
-         (config.variable_update() == "replicated" && config.all_reduce_spec() == "nccl");
-}
-
 #ifndef PSTRAIN_WITH_CUDA
-absl::StatusOr<std::unique_ptr<Strategy>> CreateNcclStrategy(const StrategyContext& context) {
+absl::StatusOr<std::unique_ptr<Strategy>> CreateNcclStrategy(const StrategyContext& context, NcclScope scope) {
   return absl::UnimplementedError("NCCL strategies: this pstrain was built without CUDA (PSTRAIN_WITH_CUDA=OFF)");
 }
 #endif

@@ -1,23 +1,22 @@
-// The GPU strategies that keep variables on the device and reduce gradients
-// with NCCL (worker/strategies/nccl_allreduce.cc):
-//   replicated + all_reduce_spec nccl   the GPUs of one worker
-//   allreduce on device gpu             every GPU of every worker (Horovod)
-// Every other strategy on GPU works on pinned host mirrors (ReplicaSet).
+// The NCCL strategy: variables stay on the GPUs and gradients are all-reduced
+// there with NCCL (worker/strategies/nccl_allreduce.cc). Not a strategy of its
+// own: the strategies that run on it say which scope they want.
+//   kOneWorker    the GPUs of one worker (replicated, all_reduce_spec nccl)
+//   kAllWorkers   every GPU of every worker (allreduce on device gpu)
+// Every other strategy on GPU works on pinned host mirrors (ReplicaSet); these
+// need none (StrategyNeeds::host_mirrors false).
 #pragma once
 
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "proto/config.pb.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
 
-// True when `config` runs one of the strategies above (its replicas then
-// need no host mirrors).
-bool UsesNccl(const ExperimentConfig& config);
+enum class NcclScope { kOneWorker, kAllWorkers };
 
-// The NCCL strategy for `context`; Unimplemented in a build without CUDA.
-absl::StatusOr<std::unique_ptr<Strategy>> CreateNcclStrategy(const StrategyContext& context);
+// Unimplemented in a build without CUDA.
+absl::StatusOr<std::unique_ptr<Strategy>> CreateNcclStrategy(const StrategyContext& context, NcclScope scope);
 
 }  // namespace pstrain

@@ -21,9 +21,9 @@ absl::StatusOr<std::unique_ptr<Strategy>> ParameterServerStrategy::Create(const 
   std::vector<Variable>& variables = context.replicas->variables(0);
   std::vector<VariableShape> shapes;
   for (const Variable& v : variables) shapes.push_back({v.name, v.value.shape()});
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<VariablePart> parts,
-                           PlanPlacement(shapes, config.cluster().ps_hosts_size(), config.placement(),
-                                         config.partition_bytes()));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      std::vector<VariablePart> parts,
+      PlanPlacement(shapes, config.cluster().ps_hosts_size(), config.placement(), config.partition_bytes()));
   PSTRAIN_ASSIGN_OR_RETURN(strategy->client_, PsClient::Create(config, context.worker_index, context.transport,
                                                                &variables, std::move(parts)));
   strategy->overlap_ = context.replicas->size() == 1;
@@ -193,12 +193,35 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
 
 namespace {
 
-const bool kRegistered = RegisterStrategy("parameter_server", [](const StrategyContext& context) {
-  // local_parameter_device cpu: the replicas' gradients are summed in host
-  // memory; gpu: each on the GPU that owns the variable (local_reduce.h).
-  const bool on_gpus = context.config->local_parameter_device() == "gpu" && !context.replicas->downloads_gradients();
+// parameter_server (tf_cnn_benchmarks' default): variables on the PS shards;
+// each worker sums its replicas' gradients (on the host, or with
+// local_parameter_device gpu on the GPU that owns each variable) and pushes
+// once.
+StrategyNeeds Needs(const ExperimentConfig& c) {
+  StrategyNeeds needs;
+  needs.parameter_servers = true;
+  // local_parameter_device gpu: the sum is formed on the owner GPUs
+  // (local_reduce.h) and only it is downloaded.
+  needs.download_gradients =
+      !(c.device() == "gpu" && c.local_parameter_device() == "gpu" && c.devices_per_worker() > 1);
+  return needs;
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
+  const bool on_gpus = !context.replicas->downloads_gradients();
   return ParameterServerStrategy::Create(context, "parameter_server", on_gpus ? "owner_device" : "pscpu");
-});
+}
+
+const bool kRegistered = StrategyRegistry().Register(
+    "parameter_server",
+    {
+        .summary = "variables on parameter servers; each worker sums its devices' gradients and pushes once",
+        .all_reduce_specs = {},
+        .local_parameter_device_gpu = true,
+        .needs = Needs,
+        .check = nullptr,
+        .create = Create,
+    });
 
 }  // namespace
 }  // namespace pstrain

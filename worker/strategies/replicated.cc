@@ -1,28 +1,55 @@
 // replicated: the devices of ONE worker each own a full copy of the variables;
 // after backward, gradients are all-reduced across the replicas
 // (all_reduce_spec: pscpu = summed on the host, none = summed on one replica
-// chosen round-robin per variable; nccl on GPUs: worker/strategies/
-// nccl_allreduce.cc), and every replica applies the same update.
-// No parameter servers. Across workers use distributed_replicated or allreduce.
+// chosen round-robin per variable; nccl on GPUs: NCCL all-reduce of the
+// device gradients, worker/strategies/nccl_allreduce.cc), and every replica
+// applies the same update. No parameter servers; one worker.
 #include "absl/strings/str_cat.h"
+#include "worker/local_reduce.h"
 #include "worker/strategies/local_replicas.h"
 #include "worker/strategies/nccl_strategy.h"
 
 namespace pstrain {
 namespace {
 
-const bool kRegistered =
-    RegisterStrategy("replicated", [](const StrategyContext& context) -> absl::StatusOr<std::unique_ptr<Strategy>> {
-      const std::string message =
-          "variable_update replicated synchronises the devices of one worker; across workers use "
-          "distributed_replicated or allreduce";
-      if (context.num_workers != 1) return absl::InvalidArgumentError(message);
-      if (UsesNccl(*context.config)) return CreateNcclStrategy(context);
-      const std::string spec = context.config->all_reduce_spec().empty() ? "pscpu" : context.config->all_reduce_spec();
-      return LocalReplicasStrategy::Create(
-          context, spec,
-          absl::StrCat("replicated (all_reduce_spec ", spec, ", ", context.replicas->size(), " replicas)"), message);
-    });
+constexpr char kNccl[] = "nccl";
+
+std::vector<std::string> Specs() {
+  std::vector<std::string> specs = {""};  // the default: pscpu
+  for (const std::string& s : LocalReduceSpecs()) specs.push_back(s);
+  specs.push_back(kNccl);
+  return specs;
+}
+
+StrategyNeeds Needs(const ExperimentConfig& c) {
+  StrategyNeeds needs;
+  needs.max_workers = 1;
+  if (c.all_reduce_spec() == kNccl) {
+    needs.devices = {"gpu"};
+    needs.host_mirrors = false;
+    needs.collective = "nccl";
+  }
+  return needs;
+}
+
+absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
+  const std::string& spec = context.config->all_reduce_spec();
+  if (spec == kNccl) return CreateNcclStrategy(context, NcclScope::kOneWorker);
+  const std::string reduce = spec.empty() ? "pscpu" : spec;
+  return LocalReplicasStrategy::Create(
+      context, reduce,
+      absl::StrCat("replicated (all_reduce_spec ", reduce, ", ", context.replicas->size(), " replicas)"));
+}
+
+const bool kRegistered = StrategyRegistry().Register(
+    "replicated", {
+                      .summary = "the devices of one worker each hold a copy and all-reduce their gradients",
+                      .all_reduce_specs = Specs(),
+                      .local_parameter_device_gpu = false,
+                      .needs = Needs,
+                      .check = nullptr,
+                      .create = Create,
+                  });
 
 }  // namespace
 }  // namespace pstrain

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
 
 namespace pstrain {
 
@@ -129,8 +130,8 @@ class InprocServer : public Server {
   ~InprocServer() override { Shutdown(absl::ZeroDuration()); }
 
   int port() const override {
-    size_t colon = address_.rfind(':');
-    return colon == std::string::npos ? 0 : std::atoi(address_.c_str() + colon + 1);
+    absl::StatusOr<HostPort> parsed = ParseHostPort(address_);
+    return parsed.ok() ? parsed->port : 0;
   }
 
   void Shutdown(absl::Duration grace) override {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "models/layers/cpu/dnnl_util.h"
+#include "device/cpu/dnnl_util.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {

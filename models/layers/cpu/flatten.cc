@@ -2,7 +2,7 @@
 // No attributes, no parameters. The output is plain and its own buffer (as
 // the Layer contract asks); a blocked input is reordered into it, which is
 // where a blocked conv/pool chain hands over to dense layers.
-#include "models/layers/cpu/dnnl_util.h"
+#include "device/cpu/dnnl_util.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {

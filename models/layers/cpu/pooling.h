@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "models/layers/cpu/dnnl_util.h"
+#include "device/cpu/dnnl_util.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {

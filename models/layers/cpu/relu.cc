@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "models/layers/cpu/dnnl_util.h"
+#include "device/cpu/dnnl_util.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {

@@ -8,7 +8,7 @@
 #include <map>
 #include <utility>
 
-#include "models/layers/cpu/dnnl_util.h"
+#include "device/cpu/dnnl_util.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {

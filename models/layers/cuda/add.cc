@@ -5,9 +5,9 @@
 // (PassesGradientThrough()).
 #include <vector>
 
-#include "models/layers/cuda/cuda_check.h"
-#include "models/layers/cuda/cuda_context.h"
-#include "models/layers/cuda/elementwise.h"
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_context.h"
+#include "device/cuda/elementwise.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {

@@ -27,9 +27,9 @@
 #include <utility>
 #include <vector>
 
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_context.h"
+#include "device/cuda/elementwise.h"
 #include "models/layers/cuda/cudnn_util.h"
-#include "models/layers/cuda/elementwise.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {

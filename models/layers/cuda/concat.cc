@@ -10,8 +10,8 @@
 // is one strided copy (cudaMemcpy2DAsync, N rows), each way.
 #include <vector>
 
-#include "models/layers/cuda/cuda_check.h"
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_context.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_context.h"
 #include "models/layers/cuda/cudnn_util.h"
 #include "models/layers/layer_rules.h"
 

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "common/tensor.h"
-#include "models/layers/cuda/cuda_check.h"
+#include "device/cuda/cuda_check.h"
 
 namespace pstrain::cuda {
 

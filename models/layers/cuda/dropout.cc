@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "models/layers/cuda/cuda_check.h"
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_context.h"
 #include "models/layers/cuda/dropout_kernels.h"
 #include "models/layers/layer_rules.h"
 

@@ -1,5 +1,5 @@
+#include "device/cuda/grid_stride.cuh"
 #include "models/layers/cuda/dropout_kernels.h"
-#include "models/layers/cuda/grid_stride.cuh"
 
 namespace pstrain::cuda {
 namespace {

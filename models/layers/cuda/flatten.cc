@@ -4,8 +4,8 @@
 // passes are one device-to-device copy.
 #include <vector>
 
-#include "models/layers/cuda/cuda_check.h"
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_context.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_context.h"
 #include "models/layers/cuda/cudnn_util.h"
 #include "models/layers/layer_rules.h"
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_context.h"
 
 namespace pstrain::cuda {
 

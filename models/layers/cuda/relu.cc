@@ -5,7 +5,7 @@
 #include <optional>
 #include <vector>
 
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_context.h"
 #include "models/layers/cuda/cudnn_util.h"
 #include "models/layers/layer_rules.h"
 

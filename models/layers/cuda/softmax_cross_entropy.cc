@@ -12,8 +12,8 @@
 
 #include <cstring>
 
-#include "models/layers/cuda/cuda_check.h"
-#include "models/layers/cuda/cuda_context.h"
+#include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_context.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {

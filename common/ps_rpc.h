@@ -1,0 +1,20 @@
+// The methods of the ParameterServer service (proto/ps.proto), named once for
+// both ends: the worker's PsClient calls them, the PS's PsService dispatches
+// on them. tests/ps checks them against the service in ps.proto.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace pstrain::ps_rpc {
+
+inline constexpr std::string_view kInit = "Init";
+inline constexpr std::string_view kPull = "Pull";
+inline constexpr std::string_view kPush = "Push";
+inline constexpr std::string_view kHeartbeat = "Heartbeat";
+inline constexpr std::string_view kDone = "Done";
+inline constexpr std::string_view kStats = "Stats";
+
+inline constexpr std::array<std::string_view, 6> kAll = {kInit, kPull, kPush, kHeartbeat, kDone, kStats};
+
+}  // namespace pstrain::ps_rpc

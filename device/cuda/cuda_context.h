@@ -1,0 +1,88 @@
+// CudaContext: the DeviceContext of CUDA layers: one GPU, one stream, the
+// cuDNN and cuBLAS handles bound to that stream, a caching allocator for
+// device memory and one for pinned host memory.
+//
+// Contracts:
+//   * Everything a CUDA layer does is queued on stream(); host code sees the
+//     results after Synchronize() (or a Convert() into a host tensor).
+//   * Device memory comes from Allocate() / AllocateBytes(): after the first
+//     step of a training loop no cudaMalloc or cudaFree happens (blocks return
+//     to the cache when their tensors go; one stream keeps reuse ordered).
+//   * CUDA tensors are always plain (NCHW row-major); OutputLayout() of every
+//     CUDA layer is null.
+//   * Workspace(bytes): one scratch area shared by the cuDNN/cuBLAS calls of
+//     this context (they run one at a time on its stream); it grows to the
+//     largest request and is then reused. Valid until the next call.
+//   * The context makes its GPU current (cudaSetDevice) on the creating
+//     thread; a thread that later uses it calls MakeCurrent() first (the
+//     model replicas' threads do, in ReplicaSet).
+//   * Used by one thread at a time, like the layers using it.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "device/caching_allocator.h"
+#include "device/device_context.h"
+#include "glog/logging.h"
+
+namespace pstrain::cuda {
+
+// Number of usable CUDA devices; 0 when there is no driver or no GPU.
+int DeviceCount();
+
+class CudaContext final : public DeviceContext {
+ public:
+  // Errors: no such GPU (FailedPrecondition naming how many there are), or
+  // the stream / handles cannot be created.
+  static absl::StatusOr<std::unique_ptr<CudaContext>> Create(int ordinal);
+  ~CudaContext() override;
+
+  Device device() const override { return Device{DeviceKind::kCuda, ordinal_}; }
+  void Synchronize() override;
+  // Plain tensors only; any of device<-device, device<-host, host<-device.
+  void Convert(const Tensor& src, const Tensor& dst) override;
+  void Accumulate(const Tensor& sum, const Tensor& addend) override;
+  // Zero-filled (cudaMemsetAsync on the stream). Layouts are refused.
+  Tensor Allocate(const Shape& shape, const TensorLayoutPtr& layout = nullptr) override;
+
+  // Raw device bytes (not zeroed) from the caching allocator.
+  std::shared_ptr<Buffer> AllocateBytes(size_t bytes);
+  // Pinned (page-locked) host memory from its own caching allocator, for
+  // copies that overlap compute. The tensor is a host tensor, zero-filled.
+  Tensor AllocateHost(const Shape& shape) override;
+
+  void MakeCurrent() override;
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  void* Workspace(size_t bytes);
+
+  CachingAllocator& device_allocator() { return *device_allocator_; }
+  CachingAllocator& pinned_allocator() { return *pinned_allocator_; }
+
+ private:
+  explicit CudaContext(int ordinal) : ordinal_(ordinal) {}
+  const int ordinal_;
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::unique_ptr<CachingAllocator> device_allocator_;
+  std::unique_ptr<CachingAllocator> pinned_allocator_;
+  std::shared_ptr<Buffer> workspace_;
+};
+
+// The CudaContext behind `ctx`; CHECK-fails when `ctx` is for another device.
+inline CudaContext& AsCuda(DeviceContext& ctx) {
+  CHECK(ctx.device().kind == DeviceKind::kCuda) << "CUDA layer run with a " << ctx.device().ToString() << " context";
+  return static_cast<CudaContext&>(ctx);
+}
+
+// The device pointer of a CUDA tensor (CHECK: plain, on a GPU).
+float* DevicePtr(const Tensor& t);
+
+}  // namespace pstrain::cuda

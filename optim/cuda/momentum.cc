@@ -1,0 +1,31 @@
+// Momentum on the GPU: optim/momentum.cc's update, one kernel per call.
+#include "optim/cuda/optimizer_kernels.h"
+#include "optim/optimizer.h"
+
+namespace pstrain {
+namespace {
+
+class CudaMomentum : public Optimizer {
+ public:
+  CudaMomentum(const OptimizerConfig& config, DeviceStream stream)
+      : momentum_(config.momentum()),
+        weight_decay_(config.weight_decay()),
+        stream_(static_cast<cudaStream_t>(stream)) {}
+  int num_slots() const override { return 1; }
+  void Apply(const float* w, const float* g, int64_t n, float lr, float* const* slots, float* out) const override {
+    cuda::MomentumKernel(w, g, n, lr, momentum_, weight_decay_, slots[0], out, stream_);
+  }
+
+ private:
+  float momentum_;
+  float weight_decay_;
+  cudaStream_t stream_;
+};
+
+const bool kRegistered =
+    OptimizerRegistry(DeviceKind::kCuda).Register("momentum", [](const OptimizerConfig& c, DeviceStream s) {
+      return std::unique_ptr<Optimizer>(new CudaMomentum(c, s));
+    });
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,19 @@
+// The CUDA kernels of the optimizers (optim/cuda/<name>.cc wrap them behind
+// the Optimizer interface). Same arithmetic as the CPU files, element for
+// element. Each queues one kernel on `stream` and returns; n == 0 queues
+// nothing. `out` may be `w` (in place).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pstrain::cuda {
+
+// out[i] = w[i] - lr * (g[i] + wd * w[i])                      (optim/sgd.cc)
+void SgdKernel(const float* w, const float* g, int64_t n, float lr, float wd, float* out, cudaStream_t stream);
+// v[i] = m * v[i] + (g[i] + wd * w[i]);  out[i] = w[i] - lr * v[i]   (optim/momentum.cc)
+void MomentumKernel(const float* w, const float* g, int64_t n, float lr, float m, float wd, float* v, float* out,
+                    cudaStream_t stream);
+
+}  // namespace pstrain::cuda

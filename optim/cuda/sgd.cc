@@ -1,0 +1,28 @@
+// SGD on the GPU: optim/sgd.cc's update, one kernel per call.
+#include "optim/cuda/optimizer_kernels.h"
+#include "optim/optimizer.h"
+
+namespace pstrain {
+namespace {
+
+class CudaSgd : public Optimizer {
+ public:
+  CudaSgd(const OptimizerConfig& config, DeviceStream stream)
+      : weight_decay_(config.weight_decay()), stream_(static_cast<cudaStream_t>(stream)) {}
+  int num_slots() const override { return 0; }
+  void Apply(const float* w, const float* g, int64_t n, float lr, float* const* slots, float* out) const override {
+    cuda::SgdKernel(w, g, n, lr, weight_decay_, out, stream_);
+  }
+
+ private:
+  float weight_decay_;
+  cudaStream_t stream_;
+};
+
+const bool kRegistered =
+    OptimizerRegistry(DeviceKind::kCuda).Register("sgd", [](const OptimizerConfig& c, DeviceStream s) {
+      return std::unique_ptr<Optimizer>(new CudaSgd(c, s));
+    });
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,56 @@
+// Optimizer: how an averaged gradient turns into a variable's new value.
+//
+// One file per optimizer and device: optim/<name>.cc on the CPU (what the
+// parameter servers and the workers' local optimizers run) and, in CUDA
+// builds, optim/cuda/<name>.cc (what the NCCL strategies run on the GPUs);
+// each registers itself in the registry of its device kind. Every optimizer
+// has a CPU implementation; a CUDA one is optional (a GPU strategy asks for
+// it and says so when it is missing).
+//
+// Apply() reads `old_value` and writes `new_value` (distinct buffers on a PS,
+// whose readers may still be sending the old one; the same buffer for
+// in-place updates, which must work too), updating the optimizer's
+// per-variable slot arrays in place. Every optimizer is elementwise, so a
+// variable may be updated in several calls over consecutive ranges; `slots`
+// then points at each slot array offset to the range. On a CUDA optimizer
+// every pointer is device memory (the `slots` array itself is on the host)
+// and Apply() queues the work on the optimizer's stream and returns at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/registry.h"
+#include "common/tensor.h"
+#include "proto/config.pb.h"
+
+namespace pstrain {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // Per-variable state arrays of the variable's length (e.g. 1 for momentum),
+  // zero-initialised by the caller.
+  virtual int num_slots() const = 0;
+  virtual void Apply(const float* old_value, const float* grad, int64_t n, float learning_rate, float* const* slots,
+                     float* new_value) const = 0;
+};
+
+// Where a device optimizer queues its work: a cudaStream_t for
+// DeviceKind::kCuda; null on the CPU.
+using DeviceStream = void*;
+
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(const OptimizerConfig& config, DeviceStream stream)>;
+
+// The optimizers of one device kind, by optimizer.name.
+Registry<OptimizerFactory>& OptimizerRegistry(DeviceKind kind);
+
+// config.name()'s optimizer for `kind`; NotFound listing the known ones.
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerConfig& config,
+                                                           DeviceKind kind = DeviceKind::kCpu,
+                                                           DeviceStream stream = nullptr);
+
+}  // namespace pstrain

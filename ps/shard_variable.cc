@@ -1,0 +1,62 @@
+#include "ps/shard_variable.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+VariableLocks::VariableLocks(std::vector<ShardVariable*> vars) : vars_(std::move(vars)) {
+  std::sort(vars_.begin(), vars_.end(),
+            [](const ShardVariable* a, const ShardVariable* b) { return a->name < b->name; });
+  for (ShardVariable* v : vars_) v->mu.Lock();
+}
+
+void VariableLocks::Release() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  for (auto it = vars_.rbegin(); it != vars_.rend(); ++it) (*it)->mu.Unlock();
+  vars_.clear();
+}
+
+std::shared_ptr<Buffer> VariableUpdater::NextBuffer(ShardVariable& var) {
+  if (var.spare != nullptr && var.spare.use_count() == 1) return std::move(var.spare);
+  return Buffer::Allocate(var.bytes());
+}
+
+void VariableUpdater::Publish(ShardVariable& var, std::shared_ptr<Buffer> next) {
+  var.spare = std::move(var.value);
+  var.value = std::move(next);
+  var.version.fetch_add(1);
+}
+
+absl::Status VariableUpdater::ApplyFromWire(ShardVariable& var, IncomingFrame& payload, int64_t global_step) const {
+  std::shared_ptr<Buffer> next = NextBuffer(var);
+  const float lr = schedule_.At(global_step);
+  const float* old_value = static_cast<const float*>(var.value->data());
+  float* new_value = static_cast<float*>(next->data());
+  std::vector<float*> slots(var.slots.size());
+  absl::Status read = payload.ConsumeFloats(var.bytes(), [&](size_t first, const float* g, size_t count) {
+    for (size_t s = 0; s < slots.size(); ++s) slots[s] = var.slots[s].data() + first;
+    optimizer_->Apply(old_value + first, g, static_cast<int64_t>(count), lr, slots.data(), new_value + first);
+  });
+  // Unreachable for a validated push (its payload size was checked before
+  // anything changed); should it happen, the value and version stay as they
+  // were.
+  PSTRAIN_RETURN_IF_ERROR(read);
+  Publish(var, std::move(next));
+  return absl::OkStatus();
+}
+
+void VariableUpdater::ApplyMean(ShardVariable& var, std::vector<float>& sum, int count, int64_t global_step) const {
+  const float scale = 1.0f / static_cast<float>(count);
+  if (scale != 1.0f) {
+    for (float& g : sum) g *= scale;
+  }
+  std::shared_ptr<Buffer> next = NextBuffer(var);
+  std::vector<float*> slots;
+  for (auto& slot : var.slots) slots.push_back(slot.data());
+  optimizer_->Apply(static_cast<const float*>(var.value->data()), sum.data(), var.n, schedule_.At(global_step),
+                    slots.data(), static_cast<float*>(next->data()));
+  Publish(var, std::move(next));
+}
+
+}  // namespace pstrain
