@@ -1,9 +1,11 @@
 #include "common/role_main.h"
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "common/allocator_tuning.h"
 #include "common/config/config_loader.h"
 #include "gflags/gflags.h"
@@ -15,13 +17,25 @@ DEFINE_string(job_name, "", "TensorFlow-style job name: ps or worker");
 DEFINE_int32(task_index, -1, "TensorFlow-style task index (same as --index)");
 DEFINE_string(ps_hosts, "", "comma-separated host:port of every PS shard (overrides the config)");
 DEFINE_string(worker_hosts, "", "comma-separated host:port of every worker (overrides the config)");
-DEFINE_string(run_dir, "", "directory for result.json and other outputs (created if missing)");
+DEFINE_string(run_dir, "",
+              "directory for result.json and other outputs (created if missing); default "
+              "runs/<experiment>-<YYYYmmdd-HHMMSS>");
+DEFINE_bool(check_config, false, "validate the config as this role would, print 'config ok', exit; start nothing");
 
 namespace pstrain {
 
+std::string DefaultRunDir(const std::string& experiment) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
+  return absl::StrCat("runs/", experiment, "-", stamp);
+}
+
 RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   TuneAllocatorForBulkTraffic();
-  gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR]");
+  gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR] [--check_config]");
   gflags::ParseCommandLineFlags(argc, argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging((*argv)[0]);
@@ -54,8 +68,14 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) {
     fail(std::string(s.message()));
   }
+  if (FLAGS_check_config) {
+    std::cout << "config ok: " << FLAGS_config << " (" << RoleToString(setup.role) << ")" << std::endl;
+    std::exit(0);
+  }
   setup.run_dir = FLAGS_run_dir;
-  if (!setup.run_dir.empty()) {
+  if (setup.run_dir.empty()) {
+    setup.run_dir = DefaultRunDir(setup.config.name());
+  } else {
     std::error_code ec;
     std::filesystem::create_directories(setup.run_dir, ec);
     if (ec) fail("cannot create --run_dir " + setup.run_dir + ": " + ec.message());

@@ -3,7 +3,10 @@
 // (flags > TF_CONFIG > config file).
 //
 // Flags: --config=FILE (required), --index=N, --job_name, --task_index,
-// --ps_hosts, --worker_hosts (comma-separated host:port), --run_dir.
+// --ps_hosts, --worker_hosts (comma-separated host:port), --run_dir,
+// --check_config (validate everything this role would, print "config ok"
+// and exit 0, or the error and exit 2; start nothing: what pstrain-launch
+// asks of every role before it starts any).
 #pragma once
 
 #include <string>
@@ -16,7 +19,9 @@ namespace pstrain {
 struct RoleSetup {
   ExperimentConfig config;
   Role role;
-  std::string run_dir;  // may be empty
+  // Where outputs go: --run_dir, or by default runs/<experiment>-<time>/ in
+  // the current directory (created when something is written there).
+  std::string run_dir;
 };
 
 // Parses flags (gflags) and sets up logging. On a bad config or bad flags it
@@ -24,6 +29,10 @@ struct RoleSetup {
 // The config is validated by the checks of the modules the binary links
 // (common/config/config_checks.h).
 RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role);
+
+// "runs/<experiment>-<YYYYmmdd-HHMMSS>": where a run's outputs go by default
+// (pstrain-launch uses the same shape).
+std::string DefaultRunDir(const std::string& experiment);
 
 // Exit code for a run that failed after start-up.
 constexpr int kExitFailure = 1;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <deque>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -236,6 +237,10 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
             << std::endl;
   result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!options.run_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.run_dir, ec);
+    if (ec)
+      return absl::InternalError(absl::StrCat("cannot create run directory ", options.run_dir, ": ", ec.message()));
     const std::string path = options.run_dir + "/result.json";
     PSTRAIN_RETURN_IF_ERROR(WriteResultJson(result, path));
     std::cout << "result: " << path << std::endl;

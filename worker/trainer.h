@@ -25,7 +25,8 @@
 namespace pstrain {
 
 struct WorkerRunOptions {
-  // Chief writes result.json here; empty: nowhere.
+  // The chief writes result.json here (creating the directory); empty:
+  // nowhere (tests).
   std::string run_dir;
   // Address this worker serves on (allreduce: the chief's rendezvous store);
   // empty: 0.0.0.0 and the port of its cluster.worker_hosts entry.

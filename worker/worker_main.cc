@@ -1,7 +1,8 @@
 // pstrain-worker: one training worker; worker 0 is the chief.
 //   pstrain-worker --config=exp.yaml --index=0 [--ps_hosts=... --worker_hosts=... --run_dir=DIR]
-// Exits 0 when training finished (the chief has written result.json), 1 on a
-// runtime failure, 2 on a bad config.
+// Exits 0 when training finished (the chief has written result.json into
+// --run_dir, default runs/<experiment>-<time>/), 1 on a runtime failure, 2 on
+// a bad config.
 #include <iostream>
 
 #include "common/role_main.h"
