@@ -33,9 +33,11 @@ absl::Status VariableUpdater::ApplyFromWire(ShardVariable& var, IncomingFrame& p
   const float lr = schedule_.At(global_step);
   const float* old_value = static_cast<const float*>(var.value->data());
   float* new_value = static_cast<float*>(next->data());
+  // The lambda runs under var.mu too (the analysis cannot see into it).
+  std::vector<float>* const slot_arrays = var.slots.data();
   std::vector<float*> slots(var.slots.size());
   absl::Status read = payload.ConsumeFloats(var.bytes(), [&](size_t first, const float* g, size_t count) {
-    for (size_t s = 0; s < slots.size(); ++s) slots[s] = var.slots[s].data() + first;
+    for (size_t s = 0; s < slots.size(); ++s) slots[s] = slot_arrays[s].data() + first;
     optimizer_->Apply(old_value + first, g, static_cast<int64_t>(count), lr, slots.data(), new_value + first);
   });
   // Unreachable for a validated push (its payload size was checked before

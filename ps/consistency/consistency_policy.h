@@ -9,7 +9,8 @@
 // whether a lost worker ends the run.
 //
 // Threads: methods taking a ShardVariable are called with that variable's
-// lock held (annotated); PullBlockers and the Describe methods with the
+// lock held (annotated here; clang does not inherit annotations, so every
+// override repeats them); PullBlockers and the Describe methods with the
 // shard's mutex held (lock order: shard mutex, then variable locks). A
 // policy keeps per-variable state in ShardVariable::consistency and guards
 // anything else it keeps itself.

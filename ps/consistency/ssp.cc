@@ -19,7 +19,7 @@ class SspPolicy : public ConsistencyPolicy {
       : num_workers_(options.num_workers), staleness_(options.staleness) {}
 
   absl::StatusOr<PushOutcome> Push(ShardVariable& var, int worker, int64_t step, IncomingFrame& payload,
-                                   const VariableUpdater& updater) override {
+                                   const VariableUpdater& updater) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     // num_workers updates make one global step of the schedule.
     PSTRAIN_RETURN_IF_ERROR(updater.ApplyFromWire(var, payload, var.version.load() / num_workers_));
     return PushOutcome::kApplied;

@@ -36,7 +36,8 @@ class SyncPolicy : public ConsistencyPolicy {
     return state;
   }
 
-  absl::Status CheckPush(const ShardVariable& var, int worker, int64_t step) const override {
+  absl::Status CheckPush(const ShardVariable& var, int worker, int64_t step) const override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     if (step == var.version.load() && StepOf(var).contributed[worker]) {
       return absl::InvalidArgumentError(
           absl::StrCat("push: worker ", worker, " already pushed ", var.name, " for step ", step));
@@ -45,7 +46,7 @@ class SyncPolicy : public ConsistencyPolicy {
   }
 
   absl::StatusOr<PushOutcome> Push(ShardVariable& var, int worker, int64_t step, IncomingFrame& payload,
-                                   const VariableUpdater& updater) override {
+                                   const VariableUpdater& updater) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     if (step < var.version.load()) {
       PSTRAIN_RETURN_IF_ERROR(payload.Consume(var.bytes(), [](const char*, size_t) {}));
       return PushOutcome::kDropped;
@@ -67,16 +68,18 @@ class SyncPolicy : public ConsistencyPolicy {
     return ApplyIfComplete(var, updater) ? PushOutcome::kApplied : PushOutcome::kAccumulated;
   }
 
-  bool OnWorkerDeparted(ShardVariable& var, const VariableUpdater& updater) override {
+  bool OnWorkerDeparted(ShardVariable& var, const VariableUpdater& updater) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     return ApplyIfComplete(var, updater);
   }
 
-  std::string DescribeVariableWait(const ShardVariable& var) const override {
+  std::string DescribeVariableWait(const ShardVariable& var) const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     return absl::StrCat("sync step ", var.version.load(), " is waiting for gradients from workers [",
                         absl::StrJoin(Missing(var), ","), "]");
   }
 
-  absl::Status CheckStalled(const ShardVariable& var, absl::Time now) const override {
+  absl::Status CheckStalled(const ShardVariable& var, absl::Time now) const override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     const SyncStep& s = StepOf(var);
     const absl::Duration limit = absl::Seconds(options_.timeouts.sync_step_seconds());
     if (s.contributors == 0 || now - s.first_arrival <= limit) return absl::OkStatus();

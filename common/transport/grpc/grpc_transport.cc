@@ -5,8 +5,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -85,8 +85,8 @@ class GrpcChannel : public Channel {
     state->request = ToByteBuffer(std::move(request));
     if (options.deadline != absl::InfiniteFuture()) state->context.set_deadline(absl::ToChronoTime(options.deadline));
     state->context.set_wait_for_ready(options.wait_for_ready);
-    stub_.UnaryCall(&state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(), &state->request,
-                    &state->response, [state](grpc::Status status) {
+    stub_.UnaryCall(&state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(),
+                    &state->request, &state->response, [state](grpc::Status status) {
                       // Take what the callback needs, then destroy the call
                       // (context, buffers) before running it: user code must
                       // not outlive gRPC's view of the call.
@@ -161,14 +161,9 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   // Whoever claims the guard first finishes the call; the reactor lives until
   // OnDone, which gRPC calls only after Finish.
   struct Guard {
-    std::mutex mu;
-    bool claimed = false;
-    bool Claim() {
-      std::lock_guard<std::mutex> lock(mu);
-      if (claimed) return false;
-      claimed = true;
-      return true;
-    }
+    // True for the first caller only.
+    bool Claim() { return !claimed.exchange(true); }
+    std::atomic<bool> claimed{false};
   };
   void FinishOnce(const grpc::Status& status) {
     if (guard_->Claim()) Finish(status);
@@ -249,9 +244,8 @@ class GrpcTransport : public Transport {
   TransportOptions options_;
 };
 
-const bool kRegistered = RegisterTransport("grpc", [](const TransportOptions& options) {
-  return CreateGrpcTransport(options);
-});
+const bool kRegistered =
+    RegisterTransport("grpc", [](const TransportOptions& options) { return CreateGrpcTransport(options); });
 
 }  // namespace
 

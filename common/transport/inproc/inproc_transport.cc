@@ -1,7 +1,9 @@
 #include "common/transport/inproc/inproc_transport.h"
 
-#include <condition_variable>
+#include <atomic>
+#include <map>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -11,14 +13,17 @@ namespace pstrain {
 
 // One call in flight: completes once, by the answer or by the deadline.
 struct InprocCall {
-  std::mutex mu;
-  bool completed = false;
-  ResponseCallback done;
+  explicit InprocCall(ResponseCallback callback) : done(std::move(callback)) {}
 
-  void Complete(absl::Status status, IncomingFrame frame) {
+  absl::Mutex mu;
+  bool completed ABSL_GUARDED_BY(mu) = false;
+  ResponseCallback done ABSL_GUARDED_BY(mu);
+
+  // Runs `done` (never under the lock) unless the call completed already.
+  void Complete(absl::Status status, IncomingFrame frame) ABSL_LOCKS_EXCLUDED(mu) {
     ResponseCallback cb;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      absl::MutexLock lock(&mu);
       if (completed) return;
       completed = true;
       cb = std::move(done);
@@ -28,39 +33,40 @@ struct InprocCall {
 };
 
 struct InprocTransport::State {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, Handler*> servers;
-  std::multimap<absl::Time, std::weak_ptr<InprocCall>> deadlines;
-  std::map<std::string, int> in_flight;  // per address
+  absl::Mutex mu;
+  // Signalled when a deadline is added, a call finishes or the transport stops.
+  absl::CondVar changed;
+  std::map<std::string, Handler*> servers ABSL_GUARDED_BY(mu);
+  std::multimap<absl::Time, std::weak_ptr<InprocCall>> deadlines ABSL_GUARDED_BY(mu);
+  std::map<std::string, int> in_flight ABSL_GUARDED_BY(mu);  // per address
   // Calls made with wait_for_ready before their server existed, per address.
   struct Waiting {
     std::string method;
     OutgoingFrame request;
     std::shared_ptr<InprocCall> call;
   };
-  std::map<std::string, std::vector<Waiting>> waiting;
-  bool stopping = false;
+  std::map<std::string, std::vector<Waiting>> waiting ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
   std::thread timer;
 
-  void TimerLoop() {
-    std::unique_lock<std::mutex> lock(mu);
+  // Expires calls at their deadlines until the transport stops.
+  void TimerLoop() ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
     while (!stopping) {
       if (deadlines.empty()) {
-        cv.wait(lock);
+        changed.Wait(&mu);
         continue;
       }
-      absl::Time next = deadlines.begin()->first;
-      absl::Time now = absl::Now();
-      if (next > now) {
-        cv.wait_for(lock, absl::ToChronoNanoseconds(next - now));
+      const absl::Time next = deadlines.begin()->first;
+      if (next > absl::Now()) {
+        changed.WaitWithDeadline(&mu, next);
         continue;
       }
       std::weak_ptr<InprocCall> weak = deadlines.begin()->second;
       deadlines.erase(deadlines.begin());
-      lock.unlock();
+      mu.Unlock();
       if (auto call = weak.lock()) call->Complete(absl::DeadlineExceededError("inproc call deadline exceeded"), {});
-      lock.lock();
+      mu.Lock();
     }
   }
 };
@@ -74,32 +80,29 @@ class InprocChannel : public Channel {
 
   void Call(std::string_view method, OutgoingFrame request, const CallOptions& options,
             ResponseCallback done) override {
-    auto call = std::make_shared<InprocCall>();
-    call->done = std::move(done);
+    auto call = std::make_shared<InprocCall>(std::move(done));
     Handler* handler = nullptr;
     {
-      std::lock_guard<std::mutex> lock(state_->mu);
+      absl::MutexLock lock(&state_->mu);
       auto it = state_->servers.find(address_);
       if (it != state_->servers.end()) handler = it->second;
       if (handler != nullptr) {
         ++state_->in_flight[address_];
         if (options.deadline != absl::InfiniteFuture()) {
           state_->deadlines.emplace(options.deadline, call);
-          state_->cv.notify_all();
+          state_->changed.SignalAll();
         }
-      }
-    }
-    if (handler == nullptr) {
-      if (options.wait_for_ready) {
+      } else if (options.wait_for_ready) {
         // Park until Serve() for this address, or until the deadline.
-        std::lock_guard<std::mutex> lock(state_->mu);
         if (options.deadline != absl::InfiniteFuture()) {
           state_->deadlines.emplace(options.deadline, call);
-          state_->cv.notify_all();
+          state_->changed.SignalAll();
         }
         state_->waiting[address_].push_back({std::string(method), std::move(request), call});
         return;
       }
+    }
+    if (handler == nullptr) {
       call->Complete(absl::UnavailableError(absl::StrCat("inproc: no server at ", address_)), {});
       return;
     }
@@ -112,9 +115,9 @@ class InprocChannel : public Channel {
     handler->Handle(method, IncomingFrame::FromOutgoing(std::move(request)),
                     [call, state, address](absl::Status status, OutgoingFrame response) {
                       call->Complete(std::move(status), IncomingFrame::FromOutgoing(std::move(response)));
-                      std::lock_guard<std::mutex> lock(state->mu);
+                      absl::MutexLock lock(&state->mu);
                       --state->in_flight[address];
-                      state->cv.notify_all();
+                      state->changed.SignalAll();
                     });
   }
 
@@ -135,17 +138,19 @@ class InprocServer : public Server {
   }
 
   void Shutdown(absl::Duration grace) override {
-    std::unique_lock<std::mutex> lock(state_->mu);
-    if (shut_down_) return;
-    shut_down_ = true;
+    absl::MutexLock lock(&state_->mu);
+    if (shut_down_.exchange(true)) return;
     state_->servers.erase(address_);
-    state_->cv.wait_for(lock, absl::ToChronoNanoseconds(grace), [&] { return state_->in_flight[address_] == 0; });
+    const absl::Time deadline = absl::Now() + grace;
+    while (state_->in_flight[address_] != 0) {
+      if (state_->changed.WaitWithDeadline(&state_->mu, deadline)) break;  // timed out
+    }
   }
 
  private:
   std::shared_ptr<InprocTransport::State> state_;
   std::string address_;
-  bool shut_down_ = false;
+  std::atomic<bool> shut_down_{false};
 };
 
 }  // namespace
@@ -156,9 +161,9 @@ InprocTransport::InprocTransport() : state_(std::make_shared<State>()) {
 
 InprocTransport::~InprocTransport() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     state_->stopping = true;
-    state_->cv.notify_all();
+    state_->changed.SignalAll();
   }
   state_->timer.join();
 }
@@ -170,7 +175,7 @@ absl::StatusOr<std::unique_ptr<Channel>> InprocTransport::Connect(const std::str
 absl::StatusOr<std::unique_ptr<Server>> InprocTransport::Serve(const std::string& address, Handler* handler) {
   std::vector<State::Waiting> waiting;
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     if (state_->servers.count(address) > 0) {
       return absl::AlreadyExistsError(absl::StrCat("inproc: address ", address, " already served"));
     }
