@@ -8,6 +8,7 @@
 #include "common/registry.h"
 #include "glog/logging.h"
 #include "models/layers/cpu/softmax_cross_entropy.h"
+#include "models/layers/layer_rules.h"
 #ifdef PSTRAIN_WITH_CUDA
 #include "models/layers/cuda/softmax_cross_entropy.h"
 #endif
@@ -46,6 +47,7 @@ std::vector<std::string> RegisteredLayerTypes(DeviceKind kind) { return LayerReg
 
 absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, DeviceKind kind) {
   PSTRAIN_ASSIGN_OR_RETURN(LayerFactory factory, LayerRegistry(kind).Find(spec.type));
+  PSTRAIN_RETURN_IF_ERROR(CheckLayerAttributes(spec));
   return factory(spec);
 }
 

@@ -151,7 +151,8 @@ using LayerFactory = std::function<std::unique_ptr<Layer>(const LayerSpec&)>;
 
 // Registers `factory` for (type, device kind). Returns true, for static init.
 bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factory);
-// Creates a layer; an unknown type is NotFound listing the known ones.
+// Creates a layer; an unknown type is NotFound listing the known ones, an
+// attribute the type does not read is InvalidArgument (CheckLayerAttributes).
 absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, DeviceKind kind);
 std::vector<std::string> RegisteredLayerTypes(DeviceKind kind);
 absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind);

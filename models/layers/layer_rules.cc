@@ -1,6 +1,7 @@
 #include "models/layers/layer_rules.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -195,6 +196,60 @@ void CheckLogitsAndLabels(const Tensor& logits, const int32_t* labels) {
     CHECK(labels[i] >= 0 && labels[i] < classes)
         << "label " << labels[i] << " of example " << i << " is outside [0, " << classes << ")";
   }
+}
+
+absl::StatusOr<LayerAttributes> AttributesOf(const std::string& type) {
+  // The one list of what each type reads (the Setup functions above and
+  // window.h read exactly these).
+  static const auto* kAttributes = new std::map<std::string, LayerAttributes>{
+      {"conv2d", {{"filters", "kernel", "stride", "padding", "groups", "bias"}, {}}},
+      {"dense", {{"units"}, {}}},
+      {"batch_norm", {{}, {"epsilon", "momentum"}}},
+      {"lrn", {{"size"}, {"alpha", "beta", "k"}}},
+      {"dropout", {{"seed"}, {"rate"}}},
+      {"max_pool", {{"kernel", "stride", "padding"}, {}}},
+      {"avg_pool", {{"kernel", "stride", "padding"}, {}}},
+      {"global_avg_pool", {}},
+      {"relu", {}},
+      {"flatten", {}},
+      {"add", {}},
+      {"concat", {}},
+  };
+  auto it = kAttributes->find(type);
+  if (it == kAttributes->end()) {
+    return absl::NotFoundError(absl::StrCat("layer type '", type, "' has no attribute rules"));
+  }
+  return it->second;
+}
+
+absl::Status CheckLayerAttributes(const LayerSpec& spec) {
+  PSTRAIN_ASSIGN_OR_RETURN(const LayerAttributes known, AttributesOf(spec.type));
+  auto reads = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  auto unknown = [&](const std::string& name, const char* kind) {
+    std::vector<std::string> all = known.ints;
+    all.insert(all.end(), known.floats.begin(), known.floats.end());
+    std::sort(all.begin(), all.end());
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.type, ": unknown ", kind, " attribute \"", name, "\"; ", spec.type,
+                     all.empty() ? " takes no attributes" : absl::StrCat(" reads ", absl::StrJoin(all, ", "))));
+  };
+  for (const auto& [name, values] : spec.ints) {
+    if (reads(known.floats, name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.type, ": attribute \"", name, "\" is a float; give it with Float(), not Int()"));
+    }
+    if (!reads(known.ints, name)) return unknown(name, "integer");
+  }
+  for (const auto& [name, value] : spec.floats) {
+    if (reads(known.ints, name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.type, ": attribute \"", name, "\" is an integer; give it with Int(), not Float()"));
+    }
+    if (!reads(known.floats, name)) return unknown(name, "float");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain

@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/layers/layer.h"
+#include "models/layers/layer_rules.h"
 #include "models/model.h"
 
 namespace pstrain {
@@ -34,6 +35,36 @@ TEST(LayerRegistryTest, CreatesEachRegisteredType) {
     auto layer = CreateLayer(LayerSpec{type}, DeviceKind::kCpu);
     EXPECT_TRUE(layer.ok() && *layer != nullptr) << type << ": " << layer.status();
   }
+}
+
+TEST(LayerRegistryTest, EveryRegisteredTypeHasAttributeRules) {
+  for (DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kCuda}) {
+    for (const std::string& type : RegisteredLayerTypes(kind)) {
+      EXPECT_TRUE(AttributesOf(type).ok()) << type << ": " << AttributesOf(type).status();
+    }
+  }
+}
+
+// A misspelled attribute would otherwise be ignored (stride 1 instead of 2):
+// it is refused, on every device, naming what the type reads.
+TEST(LayerRegistryTest, UnknownAttributesAreRefusedOnEveryDevice) {
+  const LayerSpec typo = LayerSpec{"conv2d"}.Int("filters", 8).Ints("kernel", {3, 3}).Ints("strides", {2, 2});
+  for (DeviceKind kind : {DeviceKind::kCpu, DeviceKind::kCuda}) {
+    if (RegisteredLayerTypes(kind).empty()) continue;  // a build without CUDA layers
+    auto layer = CreateLayer(typo, kind);
+    ASSERT_FALSE(layer.ok());
+    EXPECT_EQ(layer.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(layer.status().message(),
+              "conv2d: unknown integer attribute \"strides\"; conv2d reads bias, filters, groups, kernel, padding, "
+              "stride");
+  }
+  auto relu = CreateLayer(LayerSpec{"relu"}.Float("alpha", 0.1), DeviceKind::kCpu);
+  ASSERT_FALSE(relu.ok());
+  EXPECT_EQ(relu.status().message(), "relu: unknown float attribute \"alpha\"; relu takes no attributes");
+  auto int_rate = CreateLayer(LayerSpec{"dropout"}.Int("rate", 1), DeviceKind::kCpu);
+  ASSERT_FALSE(int_rate.ok());
+  EXPECT_THAT(int_rate.status().message(), HasSubstr("\"rate\" is a float"));
+  EXPECT_TRUE(CreateLayer(LayerSpec{"lrn"}.Int("size", 3).Float("alpha", 1e-4), DeviceKind::kCpu).ok());
 }
 
 TEST(LayerSpecTest, GettersFallBackWhenAbsent) {
