@@ -12,6 +12,9 @@
 //        pstrain-bench model --model resnet50 --batch_size 32 --steps N
 //                            [--warmup 2] [--input_shape 3,224,224]
 //                            [--num_classes 1000] [--json] [--profile]
+//   allreduce  Gloo ring all-reduce between ranks on loopback TCP: time per
+//              call, algorithm and bus bandwidth vs single-thread memcpy
+//        pstrain-bench allreduce --ranks 2 --bytes 4194304 --iterations 20 [--json]
 //
 // Exit codes: 0 success; 1 the benchmark failed; 2 bad usage (unknown
 // subcommand or flag, bad flag value). Results go to stdout; logs to stderr.
@@ -22,10 +25,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/allocator_tuning.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
-#include "common/allocator_tuning.h"
+#include "tools/bench/allreduce_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/ps_bench.h"
 
@@ -46,10 +51,14 @@ DEFINE_string(device, "cpu", "model: cpu or gpu (GPU 0; reference cuBLAS sgemm i
 DEFINE_int32(batch_size, 32, "model: images per step");
 DEFINE_int64(steps, 10, "model: measured training steps");
 DEFINE_int64(warmup, 2, "model: untimed training steps before the measured ones");
-DEFINE_string(input_shape, "", "model: C,H,W of one image; default 3,299,299 for inception3, 1,28,28 for "
+DEFINE_string(input_shape, "",
+              "model: C,H,W of one image; default 3,299,299 for inception3, 1,28,28 for "
               "lenet/mlp/trivial, 3,224,224 otherwise");
 DEFINE_int32(num_classes, 1000, "model: output classes");
 DEFINE_int64(matmul_size, 2048, "model: m = n = k of the oneDNN sgemm reference");
+DEFINE_int32(ranks, 2, "allreduce: Gloo ranks (threads of this process, each with its own TCP device)");
+DEFINE_int64(bytes, 4 << 20, "allreduce: bytes per rank per all-reduce (float32, so a multiple of 4)");
+DEFINE_int32(iterations, 20, "allreduce: timed all-reduces per rank");
 
 namespace {
 
@@ -105,8 +114,7 @@ int RunModel() {
     for (absl::string_view d : absl::StrSplit(FLAGS_input_shape, ',')) {
       int64_t v = 0;
       if (!absl::SimpleAtoi(d, &v)) {
-        std::cerr << "pstrain-bench model: --input_shape must be C,H,W, got '" << FLAGS_input_shape << "'"
-                  << std::endl;
+        std::cerr << "pstrain-bench model: --input_shape must be C,H,W, got '" << FLAGS_input_shape << "'" << std::endl;
         return kExitUsage;
       }
       options.input_shape.push_back(v);
@@ -132,17 +140,47 @@ int RunModel() {
   return kExitOk;
 }
 
+int RunAllReduce() {
+  if (FLAGS_ranks < 1 || FLAGS_bytes <= 0 || FLAGS_bytes % 4 != 0 || FLAGS_iterations < 1) {
+    std::cerr << "pstrain-bench allreduce: need --ranks >= 1, --bytes > 0 and a multiple of 4, --iterations >= 1"
+              << std::endl;
+    return kExitUsage;
+  }
+  absl::StatusOr<pstrain::AllReduceBenchResult> r =
+      pstrain::RunAllReduceBench(FLAGS_ranks, FLAGS_bytes, FLAGS_iterations);
+  if (!r.ok()) {
+    std::cerr << "pstrain-bench allreduce: " << r.status().message() << std::endl;
+    return kExitFailure;
+  }
+  if (FLAGS_json) {
+    std::cout << absl::StrFormat(
+                     "{\"ranks\":%d,\"bytes\":%d,\"iterations\":%d,\"seconds_per_call\":%.6g,\"algbw_gbps\":%.4g,"
+                     "\"busbw_gbps\":%.4g,\"memcpy_gbps\":%.4g,\"busbw_to_memcpy\":%.4g}",
+                     r->ranks, r->bytes, r->iterations, r->seconds_per_call, r->algbw_gbps, r->busbw_gbps,
+                     r->memcpy_gbps, r->busbw_to_memcpy)
+              << std::endl;
+  } else {
+    std::cout << absl::StrFormat(
+        "all-reduce (Gloo ring, loopback TCP): %d ranks x %d bytes, %d calls\n"
+        "  %.3f ms per call   algbw %.3f GB/s   busbw %.3f GB/s\n"
+        "  memcpy (1 thread, %d MiB) %.3f GB/s   busbw / memcpy %.3f\n",
+        r->ranks, r->bytes, r->iterations, r->seconds_per_call * 1e3, r->algbw_gbps, r->busbw_gbps,
+        r->memcpy_buffer_bytes >> 20, r->memcpy_gbps, r->busbw_to_memcpy);
+  }
+  return kExitOk;
+}
+
 struct Subcommand {
   const char* name;
   const char* summary;
   int (*run)();
 };
 
-// The one list of subcommands; `allreduce` joins it later.
+// The one list of subcommands.
 constexpr Subcommand kSubcommands[] = {
     {"ps", "PS push/pull goodput over a real local cluster, vs single-thread memcpy", &RunPs},
-    {"model", "training steps of a zoo model in one process: images/sec, GFLOP/s vs oneDNN sgemm, peak RSS",
-     &RunModel},
+    {"model", "training steps of a zoo model in one process: images/sec, GFLOP/s vs oneDNN sgemm, peak RSS", &RunModel},
+    {"allreduce", "Gloo ring all-reduce between ranks on loopback TCP: bus bandwidth vs memcpy", &RunAllReduce},
 };
 
 void PrintSubcommands(std::ostream& os) {
@@ -198,7 +236,7 @@ int main(int argc, char** argv) {
   --argc;
   argv[argc] = nullptr;
 
-  gflags::SetUsageMessage("pstrain-bench <subcommand> [--flags]; subcommands: ps, model");
+  gflags::SetUsageMessage("pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce");
   if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {
     std::cerr << "pstrain-bench " << name << ": unknown flag " << unknown << std::endl;
     return kExitUsage;
