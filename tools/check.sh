@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The analysis stages of CI, after the test suite (tools/test.sh runs this):
+#   1. format:  every C++ file is formatted as .clang-format says
+#   2. clang:   the whole tree with clang, -Wthread-safety -Werror (the
+#               ABSL_GUARDED_BY annotations are checked), AddressSanitizer and
+#               UndefinedBehaviorSanitizer; the unit tests run under them
+#   3. tsan:    the concurrent code (transports, PS, in-process clusters,
+#               rendezvous store, collectives) under ThreadSanitizer
+# Each sanitizer stage first runs a canary with a deliberate bug and insists
+# on the report, so a stage that checks nothing fails.
+#
+# Usage: tools/check.sh [format|clang|tsan]...   (default: all three)
+# Build directories: $PSTRAIN_CHECK_DIR (default build-check/) /clang and /tsan.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CHECK_DIR="${PSTRAIN_CHECK_DIR:-$ROOT/build-check}"
+JOBS="${PSTRAIN_JOBS:-2}"
+STAGES=("$@")
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(format clang tsan)
+CLANG_ARGS=(-G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo
+            -DPSTRAIN_WERROR=ON -DPSTRAIN_BUILD_TESTS=ON)
+
+say() { echo "check: $*"; }
+elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
+
+# Runs the canary in `mode`; it must fail with a report matching `pattern`.
+canary() {
+  local bin="$1" mode="$2" pattern="$3" out rc=0
+  out="$("$bin" "$mode" 2>&1)" || rc=$?
+  if [ "$rc" -eq 0 ] || ! grep -q "$pattern" <<<"$out"; then
+    say "FAILED: canary '$mode' (exit $rc) did not report '$pattern': the sanitizer is not checking"
+    echo "$out" | tail -20
+    exit 1
+  fi
+  say "canary '$mode' reported '$pattern' as it must"
+}
+
+stage_format() {
+  local start; start=$(date +%s)
+  local files; mapfile -t files < <(cd "$ROOT" && git ls-files '*.cc' '*.h' '*.cu' '*.cuh')
+  if ! (cd "$ROOT" && clang-format-14 --dry-run -Werror "${files[@]}"); then
+    say "FAILED: files above are not formatted; run: clang-format-14 -i <file>"
+    exit 1
+  fi
+  say "format: ${#files[@]} files formatted ($(elapsed "$start"))"
+}
+
+stage_clang() {
+  local start; start=$(date +%s)
+  local dir="$CHECK_DIR/clang"
+  cmake -S "$ROOT" -B "$dir" "${CLANG_ARGS[@]}" -DPSTRAIN_SANITIZE=address,undefined > /dev/null
+  cmake --build "$dir" -j"$JOBS"
+  say "clang: whole tree built with -Wthread-safety -Werror, ASan + UBSan ($(elapsed "$start"))"
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  canary "$dir/bin/sanitizer_canary" overflow "heap-buffer-overflow"
+  "$dir/bin/sanitizer_canary" guarded
+  # The unit tests: everything but the multi-process integration runs (their
+  # roles are the same code) and the benchmarks.
+  (cd "$dir" && ctest -j"$JOBS" --timeout 900 --output-on-failure -LE 'integration|bench')
+  say "clang: unit tests passed under ASan + UBSan ($(elapsed "$start"))"
+}
+
+# The abseil source of the installed version (cmake/tsan_absl.cmake).
+absl_source() {
+  local version dir="$CHECK_DIR/abseil-src"
+  version="$(dpkg-query -W -f='${source:Upstream-Version}' libabsl-dev)"
+  if [ -f "$dir/absl/synchronization/mutex.cc" ] && [ "$(cat "$dir/.version" 2>/dev/null)" = "$version" ]; then
+    echo "$dir"; return
+  fi
+  local sources=/etc/apt/sources.list.d/pstrain-deb-src.sources
+  if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
+    # The binary archives' entries, for sources.
+    sed -n '/^Types:/,/^$/p' /etc/apt/sources.list.d/debian.sources | sed 's/^Types: deb$/Types: deb-src/' > "$sources"
+    ${SUDO:-} apt-get update -qq >&2
+  fi
+  local tmp; tmp="$(mktemp -d)"
+  (cd "$tmp" && apt-get source --download-only -qq "abseil=$(dpkg-query -W -f='${source:Version}' libabsl-dev)" >&2)
+  rm -rf "$dir" && mkdir -p "$dir"
+  tar xzf "$tmp"/abseil_*.orig.tar.gz -C "$dir" --strip-components=1
+  echo "$version" > "$dir/.version"
+  rm -rf "$tmp"
+  echo "$dir"
+}
+
+stage_tsan() {
+  local start; start=$(date +%s)
+  local dir="$CHECK_DIR/tsan" absl
+  absl="$(absl_source)"
+  cmake -S "$ROOT" -B "$dir" "${CLANG_ARGS[@]}" -DPSTRAIN_WITH_CUDA=OFF -DPSTRAIN_SANITIZE=thread \
+        -DPSTRAIN_ABSL_SOURCE_DIR="$absl" > /dev/null
+  # The tests labelled "concurrent" (tests/*/CMakeLists.txt).
+  local tests=(transport_test ps_test worker_cluster_test ssp_test kv_store_test gloo_collective_test)
+  cmake --build "$dir" -j"$JOBS" --target sanitizer_canary "${tests[@]}"
+  say "tsan: built ($(elapsed "$start"))"
+  export TSAN_OPTIONS="suppressions=$ROOT/tools/tsan.supp:ignore_noninstrumented_modules=1:halt_on_error=1:second_deadlock_stack=1"
+  canary "$dir/bin/sanitizer_canary" race "data race"
+  "$dir/bin/sanitizer_canary" guarded
+  (cd "$dir" && ctest -j"$JOBS" --timeout 900 --output-on-failure -L concurrent)
+  say "tsan: concurrent tests passed under ThreadSanitizer ($(elapsed "$start"))"
+}
+
+for stage in "${STAGES[@]}"; do
+  case "$stage" in
+    format) stage_format ;;
+    clang) stage_clang ;;
+    tsan) stage_tsan ;;
+    *) say "unknown stage '$stage' (format, clang, tsan)"; exit 2 ;;
+  esac
+done
