@@ -39,79 +39,68 @@ TEST(HostCountYamlTest, MissingListsCountZero) {
 
 TEST(HostCountYamlTest, WrongShapesAreErrorsNamingTheFile) {
   for (const char* text :
-       {"cluster: [a, b]\n", "cluster:\n  ps_hosts: a:1\n",
-        "- just\n- a list\n", "cluster: {ps_hosts: [a:1\n"}) {
+       {"cluster: [a, b]\n", "cluster:\n  ps_hosts: a:1\n", "- just\n- a list\n", "cluster: {ps_hosts: [a:1\n"}) {
     auto counts = CountHostsInYaml(text, "bad.yaml");
     ASSERT_FALSE(counts.ok()) << text;
     EXPECT_EQ(counts.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(counts.status().message().find("bad.yaml"), std::string::npos)
-        << counts.status();
+    EXPECT_NE(counts.status().message().find("bad.yaml"), std::string::npos) << counts.status();
   }
 }
 
 TEST(HostCountTextProtoTest, CountsRepeatedFieldsAndLists) {
-  auto counts =
-      CountHostsInTextProto(R"pb(
-                              # comment mentioning ps_hosts: "nope"
-                              experiment: "demo"
-                              model { name: "mlp" hidden_units: 128 }
-                              cluster {
-                                ps_hosts: "ps-a:2222"
-                                ps_hosts: 'ps-b:2222'  # trailing comment
-                                worker_hosts: [ "w0:1", "w1:1", "w2:1" ]
-                                worker_hosts: "w3:1"
-                              }
-                            )pb",
-                            "exp.pbtxt");
+  auto counts = CountHostsInTextProto(R"pb(
+                                        # comment mentioning ps_hosts: "nope"
+                                        experiment: "demo"
+                                        model { name: "mlp" hidden_units: 128 }
+                                        cluster {
+                                          ps_hosts: "ps-a:2222"
+                                          ps_hosts: 'ps-b:2222'  # trailing comment
+                                          worker_hosts: [ "w0:1", "w1:1", "w2:1" ]
+                                          worker_hosts: "w3:1"
+                                        }
+                                      )pb",
+                                      "exp.pbtxt");
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->num_ps, 2);
   EXPECT_EQ(counts->num_workers, 4);
 }
 
 TEST(HostCountTextProtoTest, AngleBracketsColonAndEmptyList) {
-  auto counts = CountHostsInTextProto(
-      "cluster: < ps_hosts: [] worker_hosts: \"a:1\" >\n", "exp.textproto");
+  auto counts = CountHostsInTextProto("cluster: < ps_hosts: [] worker_hosts: \"a:1\" >\n", "exp.textproto");
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->num_ps, 0);
   EXPECT_EQ(counts->num_workers, 1);
 }
 
 TEST(HostCountTextProtoTest, IgnoresSameNamesOutsideTopLevelCluster) {
-  auto counts =
-      CountHostsInTextProto(R"pb(
-                              other { cluster { worker_hosts: "x:1" } }
-                              note: "cluster { worker_hosts: \"y:1\" }"
-                              cluster { worker_hosts: "a:1" }
-                            )pb",
-                            "exp.pbtxt");
+  auto counts = CountHostsInTextProto(R"pb(
+                                        other { cluster { worker_hosts: "x:1" } }
+                                        note: "cluster { worker_hosts: \"y:1\" }"
+                                        cluster { worker_hosts: "a:1" }
+                                      )pb",
+                                      "exp.pbtxt");
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(counts->num_workers, 1);
   EXPECT_EQ(counts->num_ps, 0);
 }
 
 TEST(HostCountTextProtoTest, MalformedInputIsAnErrorWithLocation) {
-  for (const char* text :
-       {"cluster { worker_hosts: \"a:1\"\n",  // missing '}'
-        "cluster { worker_hosts: \"a:1 }\n",  // unterminated string
-        "cluster { worker_hosts: a }\n",      // unquoted host
-        "cluster { worker_hosts: [\"a\" \"b\" }\n", "cluster }\n",
-        "cluster: 3\n"}) {
+  for (const char* text : {"cluster { worker_hosts: \"a:1\"\n",  // missing '}'
+                           "cluster { worker_hosts: \"a:1 }\n",  // unterminated string
+                           "cluster { worker_hosts: a }\n",      // unquoted host
+                           "cluster { worker_hosts: [\"a\" \"b\" }\n", "cluster }\n", "cluster: 3\n"}) {
     auto counts = CountHostsInTextProto(text, "bad.pbtxt");
     ASSERT_FALSE(counts.ok()) << text;
     EXPECT_EQ(counts.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(counts.status().message().find("bad.pbtxt"), std::string::npos)
-        << counts.status();
+    EXPECT_NE(counts.status().message().find("bad.pbtxt"), std::string::npos) << counts.status();
   }
 }
 
 TEST(HostCountFileTest, PicksTheReaderByExtension) {
   TempDir dir;
-  WriteFile(dir / "a.yaml",
-            "cluster: {ps_hosts: [p:1], worker_hosts: [w:1, w:2]}\n");
-  WriteFile(dir / "b.pbtxt",
-            "cluster { ps_hosts: \"p:1\" worker_hosts: \"w:1\" }\n");
-  WriteFile(dir / "c.prototxt",
-            "cluster { worker_hosts: [\"w:1\", \"w:2\", \"w:3\"] }\n");
+  WriteFile(dir / "a.yaml", "cluster: {ps_hosts: [p:1], worker_hosts: [w:1, w:2]}\n");
+  WriteFile(dir / "b.pbtxt", "cluster { ps_hosts: \"p:1\" worker_hosts: \"w:1\" }\n");
+  WriteFile(dir / "c.prototxt", "cluster { worker_hosts: [\"w:1\", \"w:2\", \"w:3\"] }\n");
   auto a = CountHosts(dir / "a.yaml");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->num_ps, 1);
@@ -129,8 +118,7 @@ TEST(HostCountFileTest, PicksTheReaderByExtension) {
 TEST(HostCountFileTest, UnreadableOrWorkerlessConfigsAreErrorsNamingTheFile) {
   TempDir dir;
   WriteFile(dir / "noworkers.yaml", "cluster: {ps_hosts: [p:1]}\n");
-  for (const std::string& path :
-       {dir / "missing.yaml", dir.path(), dir / "noworkers.yaml"}) {
+  for (const std::string& path : {dir / "missing.yaml", dir.path(), dir / "noworkers.yaml"}) {
     auto counts = CountHosts(path);
     ASSERT_FALSE(counts.ok()) << path;
     EXPECT_EQ(counts.status().code(), absl::StatusCode::kInvalidArgument);

@@ -79,8 +79,7 @@ echo $$ > "$RUN_DIR/$ROLE.pid"
 std::string WaitForAll(const std::vector<std::string>& roles) {
   std::string wait;
   for (const std::string& role : roles) {
-    absl::StrAppend(&wait, "while [ ! -s \"$RUN_DIR/", role,
-                    ".pid\" ]; do sleep 0.02; done\n");
+    absl::StrAppend(&wait, "while [ ! -s \"$RUN_DIR/", role, ".pid\" ]; do sleep 0.02; done\n");
   }
   return wait;
 }
@@ -89,31 +88,25 @@ class LaunchTest : public ::testing::Test {
  protected:
   void SetUp() override {
     launcher_ = BinDir() + "/pstrain-launch";
-    ASSERT_TRUE(Exists(launcher_))
-        << launcher_ << " not built (PSTRAIN_BIN_DIR=" << BinDir() << ")";
+    ASSERT_TRUE(Exists(launcher_)) << launcher_ << " not built (PSTRAIN_BIN_DIR=" << BinDir() << ")";
     fs::create_directories(bin_dir_);
   }
 
   // Writes the fakes and a YAML config with `num_ps` PS and `num_workers`
   // workers.
-  void Setup(int num_ps, int num_workers, const std::string& ps_body,
-             const std::string& worker_body) {
+  void Setup(int num_ps, int num_workers, const std::string& ps_body, const std::string& worker_body) {
     WriteExecutable(bin_dir_ + "/pstrain-ps", FakeRole("ps", ps_body));
-    WriteExecutable(bin_dir_ + "/pstrain-worker",
-                    FakeRole("worker", worker_body));
+    WriteExecutable(bin_dir_ + "/pstrain-worker", FakeRole("worker", worker_body));
     std::string yaml = "experiment: fake\ncluster:\n  ps_hosts: [";
-    for (int i = 0; i < num_ps; ++i)
-      absl::StrAppend(&yaml, i ? ", " : "", "ps", i, ":1");
+    for (int i = 0; i < num_ps; ++i) absl::StrAppend(&yaml, i ? ", " : "", "ps", i, ":1");
     absl::StrAppend(&yaml, "]\n  worker_hosts: [");
-    for (int i = 0; i < num_workers; ++i)
-      absl::StrAppend(&yaml, i ? ", " : "", "w", i, ":1");
+    for (int i = 0; i < num_workers; ++i) absl::StrAppend(&yaml, i ? ", " : "", "w", i, ":1");
     absl::StrAppend(&yaml, "]\n");
     WriteFile(config_, yaml);
   }
 
   Subprocess Launch(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {launcher_, config_,     "--bin_dir",
-                                     bin_dir_,  "--run_dir", run_dir_};
+    std::vector<std::string> argv = {launcher_, config_, "--bin_dir", bin_dir_, "--run_dir", run_dir_};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return Spawn(argv, dir_.path());
   }
@@ -123,8 +116,7 @@ class LaunchTest : public ::testing::Test {
     std::vector<pid_t> pids;
     for (const std::string& role : roles) {
       const std::string path = run_dir_ + "/" + role + ".pid";
-      EXPECT_TRUE(WaitUntil([&] { return ReadPid(path) > 0; }))
-          << "no pid file from " << role;
+      EXPECT_TRUE(WaitUntil([&] { return ReadPid(path) > 0; })) << "no pid file from " << role;
       pids.push_back(ReadPid(path));
     }
     return pids;
@@ -147,8 +139,7 @@ class LaunchTest : public ::testing::Test {
   void ExpectNoRoleProcessesLeft(const std::vector<pid_t>& pids) {
     for (pid_t pid : pids) {
       if (pid <= 0) continue;
-      EXPECT_NE(kill(pid, 0), 0)
-          << "role pid " << pid << " still exists after the launcher exited";
+      EXPECT_NE(kill(pid, 0), 0) << "role pid " << pid << " still exists after the launcher exited";
       EXPECT_TRUE(WaitUntil([&] { return LiveGroupMembers(pid).empty(); }))
           << "process group " << pid << " still has live members";
     }
@@ -173,38 +164,31 @@ TEST_F(LaunchTest, SuccessPrefixesOutputPassesFlagsAndPrintsResult) {
   ASSERT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
   const std::string out = proc.out();
 
-  for (const char* line :
-       {"[ps0] ps 0 serving\n", "[ps0] ps 0 done\n",
-        "[worker0] hello from worker 0\n", "[worker1] hello from worker 1\n",
-        "[worker0] err 0\n", "[worker1] err 1\n", "[worker0] partial\n",
-        "[worker1] partial\n"}) {
-    EXPECT_TRUE(absl::StrContains(out, line)) << "missing " << line << "in:\n"
-                                              << out;
+  for (const char* line : {"[ps0] ps 0 serving\n", "[ps0] ps 0 done\n", "[worker0] hello from worker 0\n",
+                           "[worker1] hello from worker 1\n", "[worker0] err 0\n", "[worker1] err 1\n",
+                           "[worker0] partial\n", "[worker1] partial\n"}) {
+    EXPECT_TRUE(absl::StrContains(out, line)) << "missing " << line << "in:\n" << out;
   }
-  EXPECT_TRUE(absl::StrContains(
-      out, absl::StrCat("launch: all 3 roles finished; result: ", run_dir_,
-                        "/result.json\n"
-                        "{\"final_loss\": 0.5}\n")))
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("launch: all 3 roles finished; result: ", run_dir_,
+                                                  "/result.json\n"
+                                                  "{\"final_loss\": 0.5}\n")))
       << out;
   // Every line is either the launcher's or a role's, whole.
   for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
-    EXPECT_TRUE(absl::StartsWith(line, "launch: ") ||
-                absl::StartsWith(line, "[ps0] ") ||
-                absl::StartsWith(line, "[worker0] ") ||
-                absl::StartsWith(line, "[worker1] ") ||
+    EXPECT_TRUE(absl::StartsWith(line, "launch: ") || absl::StartsWith(line, "[ps0] ") ||
+                absl::StartsWith(line, "[worker0] ") || absl::StartsWith(line, "[worker1] ") ||
                 line == "{\"final_loss\": 0.5}")
         << "unexpected line: " << line;
   }
   // Raw logs: unprefixed bytes.
-  EXPECT_EQ(ReadFile(run_dir_ + "/worker1.log"),
-            "hello from worker 1\nerr 1\npartial\n");
+  EXPECT_EQ(ReadFile(run_dir_ + "/worker1.log"), "hello from worker 1\nerr 1\npartial\n");
   EXPECT_EQ(ReadFile(run_dir_ + "/ps0.log"), "ps 0 serving\nps 0 done\n");
 
   // Flags: same cluster for everyone, distinct loopback ports, extra args last.
   std::set<std::string> ps_flags, worker_flags;
   for (const std::string role : {"ps0", "worker0", "worker1"}) {
-    const std::vector<std::string> args = absl::StrSplit(
-        ReadFile(run_dir_ + "/" + role + ".args"), '\n', absl::SkipEmpty());
+    const std::vector<std::string> args =
+        absl::StrSplit(ReadFile(run_dir_ + "/" + role + ".args"), '\n', absl::SkipEmpty());
     ASSERT_EQ(args.size(), 7u) << role;
     EXPECT_EQ(args[0], "--config=" + config_);
     EXPECT_EQ(args[1], absl::StrCat("--index=", role.substr(role.size() - 1)));
@@ -217,31 +201,23 @@ TEST_F(LaunchTest, SuccessPrefixesOutputPassesFlagsAndPrintsResult) {
   ASSERT_EQ(ps_flags.size(), 1u);
   ASSERT_EQ(worker_flags.size(), 1u);
   const std::regex ps_re(R"(--ps_hosts=127\.0\.0\.1:(\d+))");
-  const std::regex workers_re(
-      R"(--worker_hosts=127\.0\.0\.1:(\d+),127\.0\.0\.1:(\d+))");
+  const std::regex workers_re(R"(--worker_hosts=127\.0\.0\.1:(\d+),127\.0\.0\.1:(\d+))");
   std::smatch ps_m, workers_m;
-  ASSERT_TRUE(std::regex_match(*ps_flags.begin(), ps_m, ps_re))
-      << *ps_flags.begin();
-  ASSERT_TRUE(std::regex_match(*worker_flags.begin(), workers_m, workers_re))
-      << *worker_flags.begin();
-  EXPECT_EQ(std::set<std::string>({ps_m[1], workers_m[1], workers_m[2]}).size(),
-            3u);
+  ASSERT_TRUE(std::regex_match(*ps_flags.begin(), ps_m, ps_re)) << *ps_flags.begin();
+  ASSERT_TRUE(std::regex_match(*worker_flags.begin(), workers_m, workers_re)) << *worker_flags.begin();
+  EXPECT_EQ(std::set<std::string>({ps_m[1], workers_m[1], workers_m[2]}).size(), 3u);
 }
 
 TEST_F(LaunchTest, WorkerFailureStopsAllRolesAndLeavesNoProcesses) {
   Setup(1, 2, kForever,
-        absl::StrCat("if [ \"$INDEX\" = 1 ]; then\n",
-                     WaitForAll({"ps0", "worker0"}),
+        absl::StrCat("if [ \"$INDEX\" = 1 ]; then\n", WaitForAll({"ps0", "worker0"}),
                      "  echo 'worker 1 giving up'; exit 3\nfi\n", kForever));
   Subprocess proc = Launch();
-  const std::optional<int> status =
-      WaitForExit(proc.pid, std::chrono::seconds(20));
+  const std::optional<int> status = WaitForExit(proc.pid, std::chrono::seconds(20));
   const std::string out = proc.out();
   EXPECT_EQ(ExitCode(status), 1) << out << proc.err();
   EXPECT_TRUE(absl::StrContains(out, "[worker1] worker 1 giving up\n")) << out;
-  EXPECT_TRUE(absl::StrContains(
-      out, "launch: worker1 exited with code 3; stopping all roles\n"))
-      << out;
+  EXPECT_TRUE(absl::StrContains(out, "launch: worker1 exited with code 3; stopping all roles\n")) << out;
   // The verdict comes after the role's last output.
   EXPECT_LT(out.find("giving up"), out.find("exited with code 3")) << out;
   const std::vector<pid_t> pids = WrittenPids({"ps0", "worker0", "worker1"});
@@ -253,9 +229,7 @@ TEST_F(LaunchTest, RoleKilledBySignalIsAFailure) {
   Setup(1, 1, kForever, absl::StrCat(WaitForAll({"ps0"}), "kill -9 $$\n"));
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out();
-  EXPECT_TRUE(absl::StrContains(
-      proc.out(),
-      "launch: worker0 was killed by signal 9 (Killed); stopping all roles"))
+  EXPECT_TRUE(absl::StrContains(proc.out(), "launch: worker0 was killed by signal 9 (Killed); stopping all roles"))
       << proc.out();
   ExpectNoRoleProcessesLeft(WrittenPids({"ps0", "worker0"}));
 }
@@ -267,12 +241,8 @@ TEST_F(LaunchTest, RoleRejectingTheConfigMakesExitCodeTwo) {
             std::string(kForever));
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out();
-  EXPECT_TRUE(absl::StrContains(proc.out(),
-                                "[worker0] exp.yaml: field x: expected y\n"))
-      << proc.out();
-  EXPECT_TRUE(absl::StrContains(
-      proc.out(), "launch: worker0 exited with code 2; stopping all roles"))
-      << proc.out();
+  EXPECT_TRUE(absl::StrContains(proc.out(), "[worker0] exp.yaml: field x: expected y\n")) << proc.out();
+  EXPECT_TRUE(absl::StrContains(proc.out(), "launch: worker0 exited with code 2; stopping all roles")) << proc.out();
   ExpectNoRoleProcessesLeft(WrittenPids({"ps0", "worker0", "worker1"}));
 }
 
@@ -289,21 +259,17 @@ TEST_F(LaunchTest, PsStillRunningAfterWorkersFinishedIsStopped) {
 
 TEST_F(LaunchTest, RolesIgnoringSigtermAreKilledAfterGrace) {
   // The worker fails only once the PS ignores SIGTERM.
-  Setup(1, 1,
-        "trap '' TERM\ntouch \"$RUN_DIR/ps_ready\"\n" + std::string(kForever),
+  Setup(1, 1, "trap '' TERM\ntouch \"$RUN_DIR/ps_ready\"\n" + std::string(kForever),
         "while [ ! -e \"$RUN_DIR/ps_ready\" ]; do sleep 0.02; done\nexit 1\n");
   Subprocess proc = Launch({"--grace_s", "1"});
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out();
-  EXPECT_TRUE(absl::StrContains(
-      proc.out(),
-      "launch: ps0 still running 1s after SIGTERM; sending SIGKILL"))
+  EXPECT_TRUE(absl::StrContains(proc.out(), "launch: ps0 still running 1s after SIGTERM; sending SIGKILL"))
       << proc.out();
   ExpectNoRoleProcessesLeft(WrittenPids({"ps0", "worker0"}));
 }
 
 TEST_F(LaunchTest, TimeoutStopsRolesAndNamesThem) {
-  Setup(1, 2, kForever,
-        "if [ \"$INDEX\" = 0 ]; then exit 0; fi\n" + std::string(kForever));
+  Setup(1, 2, kForever, "if [ \"$INDEX\" = 0 ]; then exit 0; fi\n" + std::string(kForever));
   Subprocess proc = Launch({"--timeout_s", "2"});
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out();
   EXPECT_TRUE(absl::StrContains(proc.out(),
@@ -313,8 +279,7 @@ TEST_F(LaunchTest, TimeoutStopsRolesAndNamesThem) {
   ExpectNoRoleProcessesLeft(WrittenPids({"ps0", "worker0", "worker1"}));
 }
 
-class LaunchSignalTest : public LaunchTest,
-                         public ::testing::WithParamInterface<int> {};
+class LaunchSignalTest : public LaunchTest, public ::testing::WithParamInterface<int> {};
 
 TEST_P(LaunchSignalTest, SignalToLauncherTearsDownChildren) {
   const int signo = GetParam();
@@ -324,18 +289,14 @@ TEST_P(LaunchSignalTest, SignalToLauncherTearsDownChildren) {
   for (pid_t pid : pids) ASSERT_TRUE(ProcessAlive(pid));
   ASSERT_EQ(kill(proc.pid, signo), 0);
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 128 + signo) << proc.out();
-  EXPECT_TRUE(absl::StrContains(
-      proc.out(), absl::StrCat("launch: received SIG", sigabbrev_np(signo),
-                               "; stopping all roles")))
+  EXPECT_TRUE(
+      absl::StrContains(proc.out(), absl::StrCat("launch: received SIG", sigabbrev_np(signo), "; stopping all roles")))
       << proc.out();
   ExpectNoRoleProcessesLeft(pids);
 }
 
-INSTANTIATE_TEST_SUITE_P(IntAndTerm, LaunchSignalTest,
-                         ::testing::Values(SIGINT, SIGTERM),
-                         [](const auto& info) {
-                           return std::string(sigabbrev_np(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(IntAndTerm, LaunchSignalTest, ::testing::Values(SIGINT, SIGTERM),
+                         [](const auto& info) { return std::string(sigabbrev_np(info.param)); });
 
 TEST_F(LaunchTest, ChildrenDieWhenTheLauncherIsKilled) {
   Setup(1, 2, kForever, kForever);
@@ -344,10 +305,8 @@ TEST_F(LaunchTest, ChildrenDieWhenTheLauncherIsKilled) {
   ASSERT_EQ(kill(proc.pid, SIGKILL), 0);
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), -SIGKILL);
   for (pid_t pid : pids) {
-    EXPECT_TRUE(WaitUntil([&] {
-      return !ProcessAlive(pid) && LiveGroupMembers(pid).empty();
-    })) << "role pid "
-        << pid << " survived the launcher";
+    EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pid) && LiveGroupMembers(pid).empty(); }))
+        << "role pid " << pid << " survived the launcher";
   }
   // Should the test fail, leave no fakes behind.
   for (pid_t pid : pids) {
@@ -375,9 +334,7 @@ TEST_F(LaunchTest, MissingRoleBinaryIsReported) {
   fs::remove(bin_dir_ + "/pstrain-worker");
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1);
-  EXPECT_TRUE(absl::StrContains(
-      proc.err(), "cannot execute " + bin_dir_ + "/pstrain-worker"))
-      << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.err(), "cannot execute " + bin_dir_ + "/pstrain-worker")) << proc.err();
   EXPECT_FALSE(Exists(run_dir_ + "/ps0.pid"));
 }
 
@@ -389,42 +346,33 @@ TEST_F(LaunchTest, TextProtoConfigStartsItsHosts) {
             "worker_hosts: [\"c:1\"]\n}\n");
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out();
-  EXPECT_TRUE(absl::StrContains(proc.out(), "launch: all 3 roles finished"))
-      << proc.out();
-  for (const char* role : {"ps0", "ps1", "worker0"})
-    EXPECT_TRUE(Exists(run_dir_ + "/" + role + ".log")) << role;
+  EXPECT_TRUE(absl::StrContains(proc.out(), "launch: all 3 roles finished")) << proc.out();
+  for (const char* role : {"ps0", "ps1", "worker0"}) EXPECT_TRUE(Exists(run_dir_ + "/" + role + ".log")) << role;
 }
 
-TEST_F(LaunchTest,
-       DefaultsFindRolesBesideTheLauncherAndMakeATimestampedRunDir) {
+TEST_F(LaunchTest, DefaultsFindRolesBesideTheLauncherAndMakeATimestampedRunDir) {
   Setup(1, 1, kPsServe, kWorkerOk);
   const std::string own_launcher = bin_dir_ + "/pstrain-launch";
   fs::copy_file(launcher_, own_launcher);
-  fs::permissions(own_launcher, fs::perms::owner_all | fs::perms::group_read |
-                                    fs::perms::group_exec);
+  fs::permissions(own_launcher, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
   const std::string cwd = dir_ / "work";
   fs::create_directories(cwd);
   Subprocess proc = Spawn({own_launcher, config_}, dir_.path(), cwd);
   ASSERT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
 
   std::vector<std::string> runs;
-  for (const auto& entry : fs::directory_iterator(cwd + "/runs"))
-    runs.push_back(entry.path().filename());
+  for (const auto& entry : fs::directory_iterator(cwd + "/runs")) runs.push_back(entry.path().filename());
   ASSERT_EQ(runs.size(), 1u);
-  EXPECT_TRUE(std::regex_match(runs[0], std::regex(R"(exp-\d{8}-\d{6})")))
-      << runs[0];
+  EXPECT_TRUE(std::regex_match(runs[0], std::regex(R"(exp-\d{8}-\d{6})"))) << runs[0];
   const std::string run = "runs/" + runs[0];
   EXPECT_TRUE(Exists(cwd + "/" + run + "/worker0.log"));
-  EXPECT_TRUE(absl::StrContains(proc.out(), "result: " + run + "/result.json"))
-      << proc.out();
+  EXPECT_TRUE(absl::StrContains(proc.out(), "result: " + run + "/result.json")) << proc.out();
 }
 
 TEST_F(LaunchTest, UsageErrorWithoutConfig) {
   Subprocess proc = Spawn({launcher_}, dir_.path());
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2);
-  EXPECT_TRUE(
-      absl::StrContains(proc.err(), "expected exactly one CONFIG argument"))
-      << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.err(), "expected exactly one CONFIG argument")) << proc.err();
 }
 
 }  // namespace

@@ -21,15 +21,13 @@ namespace {
 absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": cannot open config file: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot open config file: ", std::strerror(errno)));
   }
   std::string text;
   struct stat st;
   absl::Status status;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status =
-        absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    status = absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
   } else {
     char buf[8192];
     while (true) {
@@ -39,8 +37,7 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
       } else if (n == 0) {
         break;
       } else if (errno != EINTR) {
-        status = absl::InvalidArgumentError(absl::StrCat(
-            path, ": cannot read config file: ", std::strerror(errno)));
+        status = absl::InvalidArgumentError(absl::StrCat(path, ": cannot read config file: ", std::strerror(errno)));
         break;
       }
     }
@@ -51,8 +48,7 @@ absl::StatusOr<std::string> ReadConfigFile(const std::string& path) {
 }
 
 bool IsTextProtoPath(absl::string_view path) {
-  for (absl::string_view ext :
-       {".pbtxt", ".textproto", ".prototxt", ".txtpb"}) {
+  for (absl::string_view ext : {".pbtxt", ".textproto", ".prototxt", ".txtpb"}) {
     if (absl::EndsWithIgnoreCase(path, ext)) return true;
   }
   return false;
@@ -60,14 +56,12 @@ bool IsTextProtoPath(absl::string_view path) {
 
 // ---- YAML -----------------------------------------------------------------
 
-absl::StatusOr<int> CountYamlList(const YAML::Node& cluster, const char* key,
-                                  absl::string_view name) {
+absl::StatusOr<int> CountYamlList(const YAML::Node& cluster, const char* key, absl::string_view name) {
   const YAML::Node list = cluster[key];
   if (!list || list.IsNull()) return 0;
   if (!list.IsSequence()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ": cluster.", key, " must be a list of host:port strings (line ",
-        list.Mark().line + 1, ")"));
+        name, ": cluster.", key, " must be a list of host:port strings (line ", list.Mark().line + 1, ")"));
   }
   return static_cast<int>(list.size());
 }
@@ -82,14 +76,11 @@ struct Token {
 
 // Splits text-format input into words, string literals and the punctuation
 // that structures it. Comments are dropped.
-absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view s,
-                                            absl::string_view name) {
+absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view s, absl::string_view name) {
   std::vector<Token> tokens;
   int line = 1;
   size_t i = 0;
-  auto is_punct = [](char c) {
-    return absl::string_view("{}<>[]:,;").find(c) != absl::string_view::npos;
-  };
+  auto is_punct = [](char c) { return absl::string_view("{}<>[]:,;").find(c) != absl::string_view::npos; };
   while (i < s.size()) {
     const char c = s[i];
     if (c == '\n') {
@@ -117,8 +108,7 @@ absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view s,
         }
       }
       if (!closed) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name, ":", start_line, ": unterminated string literal"));
+        return absl::InvalidArgumentError(absl::StrCat(name, ":", start_line, ": unterminated string literal"));
       }
       tokens.push_back({Token::kString, std::move(value), start_line});
     } else if (is_punct(c)) {
@@ -126,8 +116,8 @@ absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view s,
       ++i;
     } else {
       size_t j = i;
-      while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j])) &&
-             !is_punct(s[j]) && s[j] != '#' && s[j] != '"' && s[j] != '\'') {
+      while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j])) && !is_punct(s[j]) && s[j] != '#' &&
+             s[j] != '"' && s[j] != '\'') {
         ++j;
       }
       tokens.push_back({Token::kWord, std::string(s.substr(i, j - i)), line});
@@ -138,30 +128,23 @@ absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view s,
   return tokens;
 }
 
-bool IsPunct(const Token& t, char c) {
-  return t.kind == Token::kPunct && t.text[0] == c;
-}
+bool IsPunct(const Token& t, char c) { return t.kind == Token::kPunct && t.text[0] == c; }
 
 // Parses the value of a `ps_hosts` / `worker_hosts` field starting at
 // tokens[*pos] (just after the field name) and returns how many hosts it holds.
-absl::StatusOr<int> CountTextProtoValue(const std::vector<Token>& tokens,
-                                        size_t* pos, const std::string& field,
+absl::StatusOr<int> CountTextProtoValue(const std::vector<Token>& tokens, size_t* pos, const std::string& field,
                                         absl::string_view name) {
   size_t& p = *pos;
   auto error = [&](const Token& t, absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ":", t.line, ": cluster.", field, ": expected ", what));
+    return absl::InvalidArgumentError(absl::StrCat(name, ":", t.line, ": cluster.", field, ": expected ", what));
   };
-  if (!IsPunct(tokens[p], ':'))
-    return error(tokens[p], "':' after the field name");
+  if (!IsPunct(tokens[p], ':')) return error(tokens[p], "':' after the field name");
   ++p;
   if (tokens[p].kind == Token::kString) {
-    while (tokens[p].kind == Token::kString)
-      ++p;  // adjacent literals concatenate
+    while (tokens[p].kind == Token::kString) ++p;  // adjacent literals concatenate
     return 1;
   }
-  if (!IsPunct(tokens[p], '['))
-    return error(tokens[p], "a quoted host:port or a [...] list");
+  if (!IsPunct(tokens[p], '[')) return error(tokens[p], "a quoted host:port or a [...] list");
   ++p;
   int count = 0;
   if (IsPunct(tokens[p], ']')) {
@@ -169,44 +152,38 @@ absl::StatusOr<int> CountTextProtoValue(const std::vector<Token>& tokens,
     return 0;
   }
   while (true) {
-    if (tokens[p].kind != Token::kString)
-      return error(tokens[p], "a quoted host:port in the list");
+    if (tokens[p].kind != Token::kString) return error(tokens[p], "a quoted host:port in the list");
     while (tokens[p].kind == Token::kString) ++p;
     ++count;
     if (IsPunct(tokens[p], ']')) {
       ++p;
       return count;
     }
-    if (!IsPunct(tokens[p], ','))
-      return error(tokens[p], "',' or ']' in the list");
+    if (!IsPunct(tokens[p], ',')) return error(tokens[p], "',' or ']' in the list");
     ++p;
   }
 }
 
 }  // namespace
 
-absl::StatusOr<HostCounts> CountHostsInYaml(absl::string_view text,
-                                            absl::string_view name) {
+absl::StatusOr<HostCounts> CountHostsInYaml(absl::string_view text, absl::string_view name) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": not valid YAML: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": not valid YAML: ", e.what()));
   }
   HostCounts counts;
   if (!root || root.IsNull()) return counts;
   if (!root.IsMap()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": the top level must be a map of config fields"));
+    return absl::InvalidArgumentError(absl::StrCat(name, ": the top level must be a map of config fields"));
   }
   try {
     const YAML::Node cluster = root["cluster"];
     if (!cluster || cluster.IsNull()) return counts;
     if (!cluster.IsMap()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          name, ": cluster must be a map with ps_hosts and worker_hosts (line ",
-          cluster.Mark().line + 1, ")"));
+          name, ": cluster must be a map with ps_hosts and worker_hosts (line ", cluster.Mark().line + 1, ")"));
     }
     absl::StatusOr<int> ps = CountYamlList(cluster, "ps_hosts", name);
     if (!ps.ok()) return ps.status();
@@ -220,8 +197,7 @@ absl::StatusOr<HostCounts> CountHostsInYaml(absl::string_view text,
   return counts;
 }
 
-absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text,
-                                                 absl::string_view name) {
+absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text, absl::string_view name) {
   absl::StatusOr<std::vector<Token>> tokenized = Tokenize(text, name);
   if (!tokenized.ok()) return tokenized.status();
   const std::vector<Token>& tokens = *tokenized;
@@ -236,11 +212,9 @@ absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text,
     if (t.kind == Token::kPunct && (t.text[0] == '{' || t.text[0] == '<')) {
       open.push_back(t.text[0] == '{' ? '}' : '>');
       ++p;
-    } else if (t.kind == Token::kPunct &&
-               (t.text[0] == '}' || t.text[0] == '>')) {
+    } else if (t.kind == Token::kPunct && (t.text[0] == '}' || t.text[0] == '>')) {
       if (open.empty() || open.back() != t.text[0]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ":", t.line, ": unbalanced '", t.text, "'"));
+        return absl::InvalidArgumentError(absl::StrCat(name, ":", t.line, ": unbalanced '", t.text, "'"));
       }
       open.pop_back();
       if (static_cast<int>(open.size()) < cluster_depth) cluster_depth = -1;
@@ -250,12 +224,10 @@ absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text,
       if (IsPunct(tokens[p], ':')) ++p;
       if (!IsPunct(tokens[p], '{') && !IsPunct(tokens[p], '<')) {
         return absl::InvalidArgumentError(
-            absl::StrCat(name, ":", tokens[p].line,
-                         ": cluster: expected '{' to open the message"));
+            absl::StrCat(name, ":", tokens[p].line, ": cluster: expected '{' to open the message"));
       }
       cluster_depth = 1;  // the '{' is consumed by the next iteration
-    } else if (t.kind == Token::kWord && depth == cluster_depth &&
-               (t.text == "ps_hosts" || t.text == "worker_hosts")) {
+    } else if (t.kind == Token::kWord && depth == cluster_depth && (t.text == "ps_hosts" || t.text == "worker_hosts")) {
       ++p;
       absl::StatusOr<int> n = CountTextProtoValue(tokens, &p, t.text, name);
       if (!n.ok()) return n.status();
@@ -266,8 +238,7 @@ absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text,
   }
   if (!open.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(name, ": unexpected end of file: missing '",
-                     std::string(1, open.back()), "'"));
+        absl::StrCat(name, ": unexpected end of file: missing '", std::string(1, open.back()), "'"));
   }
   return counts;
 }
@@ -275,16 +246,14 @@ absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text,
 absl::StatusOr<HostCounts> CountHosts(const std::string& path) {
   absl::StatusOr<std::string> text = ReadConfigFile(path);
   if (!text.ok()) return text.status();
-  absl::StatusOr<HostCounts> counts = IsTextProtoPath(path)
-                                          ? CountHostsInTextProto(*text, path)
-                                          : CountHostsInYaml(*text, path);
+  absl::StatusOr<HostCounts> counts =
+      IsTextProtoPath(path) ? CountHostsInTextProto(*text, path) : CountHostsInYaml(*text, path);
   if (!counts.ok()) return counts;
   if (counts->num_workers == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path,
-        ": cluster.worker_hosts lists no workers; the launcher starts one "
-        "process "
-        "per host listed in cluster.ps_hosts and cluster.worker_hosts"));
+    return absl::InvalidArgumentError(absl::StrCat(path,
+                                                   ": cluster.worker_hosts lists no workers; the launcher starts one "
+                                                   "process "
+                                                   "per host listed in cluster.ps_hosts and cluster.worker_hosts"));
   }
   return counts;
 }

@@ -28,14 +28,12 @@ absl::StatusOr<HostCounts> CountHosts(const std::string& path);
 
 // The two readers on text already in memory; `name` only labels messages.
 // Neither requires a worker; CountHosts does.
-absl::StatusOr<HostCounts> CountHostsInYaml(absl::string_view text,
-                                            absl::string_view name);
+absl::StatusOr<HostCounts> CountHostsInYaml(absl::string_view text, absl::string_view name);
 // Counts `ps_hosts:` / `worker_hosts:` fields (a single string or a `[...]`
 // list each) directly inside a top-level `cluster { ... }` (or `< ... >`)
 // block. Scans tokens (strings, `#` comments, nesting) rather than parsing
 // against the schema.
-absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text,
-                                                 absl::string_view name);
+absl::StatusOr<HostCounts> CountHostsInTextProto(absl::string_view text, absl::string_view name);
 
 }  // namespace pstrain::launch
 

@@ -36,9 +36,7 @@ DEFINE_string(bin_dir, "",
               "Directory holding pstrain-ps and pstrain-worker; default: this "
               "executable's directory");
 DEFINE_int32(timeout_s, 0, "Overall deadline in seconds; 0: none");
-DEFINE_int32(
-    grace_s, 5,
-    "Seconds between SIGTERM and SIGKILL, and that PS may outlive the workers");
+DEFINE_int32(grace_s, 5, "Seconds between SIGTERM and SIGKILL, and that PS may outlive the workers");
 
 namespace {
 
@@ -92,11 +90,9 @@ std::string DefaultRunDir(const std::string& config) {
   return absl::StrCat("runs/", fs::path(config).stem().string(), "-", stamp);
 }
 
-std::string HostList(const std::vector<int>& ports, size_t begin,
-                     size_t count) {
+std::string HostList(const std::vector<int>& ports, size_t begin, size_t count) {
   std::vector<std::string> hosts;
-  for (size_t i = begin; i < begin + count; ++i)
-    hosts.push_back(absl::StrCat("127.0.0.1:", ports[i]));
+  for (size_t i = begin; i < begin + count; ++i) hosts.push_back(absl::StrCat("127.0.0.1:", ports[i]));
   return absl::StrJoin(hosts, ",");
 }
 
@@ -125,57 +121,46 @@ int main(int argc, char** argv) {
       "Starts every PS and worker of CONFIG's cluster on this machine.");
   gflags::ParseCommandLineFlags(&own_argc, &own_argv, /*remove_flags=*/true);
   if (own_argc != 2) {
-    return Fail(2, absl::StrCat("expected exactly one CONFIG argument\nusage: ",
-                                argv[0], " ", gflags::ProgramUsage()));
+    return Fail(2, absl::StrCat("expected exactly one CONFIG argument\nusage: ", argv[0], " ", gflags::ProgramUsage()));
   }
   const std::string config = own_argv[1];
-  if (FLAGS_timeout_s < 0 || FLAGS_grace_s < 0)
-    return Fail(2, "--timeout_s and --grace_s must be >= 0");
+  if (FLAGS_timeout_s < 0 || FLAGS_grace_s < 0) return Fail(2, "--timeout_s and --grace_s must be >= 0");
 
-  absl::StatusOr<pstrain::launch::HostCounts> counts =
-      pstrain::launch::CountHosts(config);
+  absl::StatusOr<pstrain::launch::HostCounts> counts = pstrain::launch::CountHosts(config);
   if (!counts.ok()) return Fail(2, std::string(counts.status().message()));
 
   std::string bin_dir = FLAGS_bin_dir;
   if (bin_dir.empty()) {
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    if (ec)
-      return Fail(
-          1, absl::StrCat("cannot find my own executable (/proc/self/exe): ",
-                          ec.message()));
+    if (ec) return Fail(1, absl::StrCat("cannot find my own executable (/proc/self/exe): ", ec.message()));
     bin_dir = self.parent_path().string();
   }
-  const std::string run_dir =
-      FLAGS_run_dir.empty() ? DefaultRunDir(config) : FLAGS_run_dir;
+  const std::string run_dir = FLAGS_run_dir.empty() ? DefaultRunDir(config) : FLAGS_run_dir;
   {
     std::error_code ec;
     fs::create_directories(run_dir, ec);
     if (ec || !fs::is_directory(run_dir)) {
-      return Fail(1, absl::StrCat("cannot create run directory ", run_dir, ": ",
-                                  ec ? ec.message() : "not a directory"));
+      return Fail(1,
+                  absl::StrCat("cannot create run directory ", run_dir, ": ", ec ? ec.message() : "not a directory"));
     }
   }
 
   const int num_ps = counts->num_ps;
   const int num_workers = counts->num_workers;
-  absl::StatusOr<std::vector<int>> ports =
-      pstrain::launch::PickFreeLoopbackPorts(num_ps + num_workers);
+  absl::StatusOr<std::vector<int>> ports = pstrain::launch::PickFreeLoopbackPorts(num_ps + num_workers);
   if (!ports.ok()) return Fail(1, std::string(ports.status().message()));
   const std::string ps_hosts = HostList(*ports, 0, num_ps);
   const std::string worker_hosts = HostList(*ports, num_ps, num_workers);
 
   std::vector<RoleSpec> roles;
-  auto add_role = [&](const char* kind, const char* binary, int index,
-                      bool is_ps) {
+  auto add_role = [&](const char* kind, const char* binary, int index, bool is_ps) {
     RoleSpec role;
     role.name = absl::StrCat(kind, index);
     role.is_ps = is_ps;
     role.binary = (fs::path(bin_dir) / binary).string();
-    role.args = {absl::StrCat("--config=", config),
-                 absl::StrCat("--index=", index),
-                 absl::StrCat("--ps_hosts=", ps_hosts),
-                 absl::StrCat("--worker_hosts=", worker_hosts),
+    role.args = {absl::StrCat("--config=", config), absl::StrCat("--index=", index),
+                 absl::StrCat("--ps_hosts=", ps_hosts), absl::StrCat("--worker_hosts=", worker_hosts),
                  absl::StrCat("--run_dir=", run_dir)};
     role.args.insert(role.args.end(), extra_args.begin(), extra_args.end());
     roles.push_back(std::move(role));
@@ -191,35 +176,28 @@ int main(int argc, char** argv) {
   // steal them from the PS and the other workers.
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   for (int i = 0; i < num_ps; ++i) add_role("ps", "pstrain-ps", i, true);
-  for (int i = 0; i < num_workers; ++i)
-    add_role("worker", "pstrain-worker", i, false);
+  for (int i = 0; i < num_workers; ++i) add_role("worker", "pstrain-worker", i, false);
 
   ClusterOptions options;
   options.log_dir = run_dir;
   options.grace = absl::Seconds(FLAGS_grace_s);
   options.timeout = absl::Seconds(FLAGS_timeout_s);
   options.interrupt_fd = InstallSignalPipe();
-  if (options.interrupt_fd < 0)
-    return Fail(
-        1, absl::StrCat("cannot create signal pipe: ", std::strerror(errno)));
+  if (options.interrupt_fd < 0) return Fail(1, absl::StrCat("cannot create signal pipe: ", std::strerror(errno)));
 
-  Print(absl::StrCat("launch: ", num_ps, " PS and ", num_workers,
-                     " workers from ", config, "; run dir ", run_dir));
-  Print(absl::StrCat("launch: --ps_hosts=", ps_hosts,
-                     " --worker_hosts=", worker_hosts));
+  Print(absl::StrCat("launch: ", num_ps, " PS and ", num_workers, " workers from ", config, "; run dir ", run_dir));
+  Print(absl::StrCat("launch: --ps_hosts=", ps_hosts, " --worker_hosts=", worker_hosts));
   ClusterProcesses cluster(options);
   if (absl::Status status = cluster.Start(roles); !status.ok()) {
     return Fail(1, std::string(status.message()));
   }
   const pstrain::launch::ClusterOutcome outcome = cluster.Wait();
   if (outcome.exit_code != 0) {
-    Print(absl::StrCat("launch: failed: ", outcome.reason, "; logs in ",
-                       run_dir));
+    Print(absl::StrCat("launch: failed: ", outcome.reason, "; logs in ", run_dir));
     return outcome.exit_code;
   }
   const std::string result = (fs::path(run_dir) / "result.json").string();
-  Print(absl::StrCat("launch: all ", roles.size(),
-                     " roles finished; result: ", result));
+  Print(absl::StrCat("launch: all ", roles.size(), " roles finished; result: ", result));
   if (std::ifstream in(result); in) {
     std::ostringstream text;
     text << in.rdbuf();
