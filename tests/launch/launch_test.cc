@@ -1,7 +1,11 @@
 // pstrain-launch end to end, as a real subprocess, with fake role binaries:
 // small shell scripts named pstrain-ps and pstrain-worker in a temp --bin_dir.
 // Every fake writes its pid to RUN_DIR/<role>.pid and its argv (one per line)
-// to RUN_DIR/<role>.args before doing what the test asks.
+// to RUN_DIR/<role>.args before doing what the test asks. Run with
+// --check_config (the launcher's check before it starts anything), a fake
+// writes its argv to <test dir>/<job>.check_args and does what the test asks
+// of the check (by default: accept). The last tests use the real role
+// binaries, whose check mode refuses what the roles would refuse.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -57,15 +61,27 @@ touch "$RUN_DIR/$ROLE.done"
 exit 0
 )sh";
 
-std::string FakeRole(const std::string& kind, const std::string& body) {
+// Accepts the config, as the real roles' check mode does.
+constexpr char kCheckOk[] = "echo \"config ok: $CONFIG\"\nexit 0\n";
+
+std::string FakeRole(const std::string& kind, const std::string& body, const std::string& check_dir,
+                     const std::string& check_body) {
   return absl::StrCat(R"sh(#!/bin/sh
 for a in "$@"; do
   case "$a" in
+    --config=*) CONFIG="${a#--config=}" ;;
     --index=*) INDEX="${a#--index=}" ;;
     --run_dir=*) RUN_DIR="${a#--run_dir=}" ;;
     --worker_hosts=*) WORKER_HOSTS="${a#--worker_hosts=}" ;;
+    --check_config) CHECK=1 ;;
   esac
 done
+if [ -n "$CHECK" ]; then
+  printf '%s\n' "$@" >> ")sh",
+                      check_dir, "/", kind, R"sh(.check_args"
+)sh",
+                      check_body, R"sh(
+fi
 ROLE=)sh",
                       kind, R"sh($INDEX
 NUM_WORKERS=$(echo "$WORKER_HOSTS" | tr ',' '\n' | wc -l)
@@ -93,16 +109,31 @@ class LaunchTest : public ::testing::Test {
   }
 
   // Writes the fakes and a YAML config with `num_ps` PS and `num_workers`
-  // workers.
-  void Setup(int num_ps, int num_workers, const std::string& ps_body, const std::string& worker_body) {
-    WriteExecutable(bin_dir_ + "/pstrain-ps", FakeRole("ps", ps_body));
-    WriteExecutable(bin_dir_ + "/pstrain-worker", FakeRole("worker", worker_body));
-    std::string yaml = "experiment: fake\ncluster:\n  ps_hosts: [";
+  // workers. The fakes' check mode runs `ps_check` / `worker_check`.
+  void Setup(int num_ps, int num_workers, const std::string& ps_body, const std::string& worker_body,
+             const std::string& ps_check = kCheckOk, const std::string& worker_check = kCheckOk) {
+    WriteExecutable(bin_dir_ + "/pstrain-ps", FakeRole("ps", ps_body, dir_.path(), ps_check));
+    WriteExecutable(bin_dir_ + "/pstrain-worker", FakeRole("worker", worker_body, dir_.path(), worker_check));
+    std::string yaml = "name: fake\ncluster:\n  ps_hosts: [";
     for (int i = 0; i < num_ps; ++i) absl::StrAppend(&yaml, i ? ", " : "", "ps", i, ":1");
     absl::StrAppend(&yaml, "]\n  worker_hosts: [");
     for (int i = 0; i < num_workers; ++i) absl::StrAppend(&yaml, i ? ", " : "", "w", i, ":1");
     absl::StrAppend(&yaml, "]\n");
     WriteFile(config_, yaml);
+  }
+
+  // The argv a fake was given in check mode, one entry per line; empty if it
+  // was never checked.
+  std::vector<std::string> CheckArgs(const std::string& job) {
+    return absl::StrSplit(ReadFile(dir_ / (job + ".check_args")), '\n', absl::SkipEmpty());
+  }
+
+  // No role was started: no role wrote a pid file or a log appeared.
+  void ExpectNothingStarted(const std::vector<std::string>& roles) {
+    for (const std::string& role : roles) {
+      EXPECT_FALSE(Exists(run_dir_ + "/" + role + ".pid")) << role;
+      EXPECT_FALSE(Exists(run_dir_ + "/" + role + ".log")) << role;
+    }
   }
 
   Subprocess Launch(const std::vector<std::string>& extra = {}) {
@@ -373,6 +404,167 @@ TEST_F(LaunchTest, UsageErrorWithoutConfig) {
   Subprocess proc = Spawn({launcher_}, dir_.path());
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2);
   EXPECT_TRUE(absl::StrContains(proc.err(), "expected exactly one CONFIG argument")) << proc.err();
+}
+
+TEST_F(LaunchTest, ChecksEachRoleBinaryOnceWithItsRunArgumentsBeforeStartingAny) {
+  Setup(2, 2, kPsServe, kWorkerOk);
+  Subprocess proc = Launch({"--", "--batch_size=7"});
+  ASSERT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.out(), "launch: the config is accepted by ps and worker (--check_config)\n"))
+      << proc.out();
+  for (const std::string job : {"ps", "worker"}) {
+    std::vector<std::string> expected =
+        absl::StrSplit(ReadFile(run_dir_ + "/" + job + "0.args"), '\n', absl::SkipEmpty());
+    ASSERT_EQ(expected.size(), 6u) << job;
+    expected.insert(expected.begin() + 5, "--check_config");  // before the extra args
+    EXPECT_EQ(CheckArgs(job), expected) << job;               // once, as index 0, with the run's cluster and run dir
+  }
+}
+
+TEST_F(LaunchTest, RoleRefusingInCheckModeExitsTwoWithItsMessageAndStartsNothing) {
+  Setup(1, 2, kForever, kForever, kCheckOk,
+        "echo \"error: $CONFIG: field 'model.name': expected a registered model, got 'x'\" >&2\nexit 2\n");
+  Subprocess proc = Launch();
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.err(), absl::StrCat("launch: worker refuses the config: ", config_,
+                                                         ": field 'model.name': expected a registered model, got "
+                                                         "'x'; nothing was started\n")))
+      << proc.err();
+  EXPECT_EQ(CheckArgs("ps").size(), 6u);  // the PS was asked first and accepted
+  ExpectNothingStarted({"ps0", "worker0", "worker1"});
+  EXPECT_FALSE(Exists(run_dir_)) << "a refused config leaves no run directory";
+}
+
+TEST_F(LaunchTest, WithoutPsOnlyTheWorkerBinaryIsChecked) {
+  Setup(0, 1, kForever, kWorkerOk, "echo 'error: must not be asked' >&2\nexit 2\n");
+  Subprocess proc = Launch();
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
+  EXPECT_TRUE(CheckArgs("ps").empty());
+  EXPECT_FALSE(CheckArgs("worker").empty());
+  EXPECT_TRUE(absl::StrContains(proc.out(), "launch: the config is accepted by worker (--check_config)\n"))
+      << proc.out();
+}
+
+TEST_F(LaunchTest, CheckThatDoesNotFinishIsKilledAtItsDeadline) {
+  Setup(1, 1, kForever, kForever, kForever);
+  const auto begin = std::chrono::steady_clock::now();
+  Subprocess proc = Launch({"--check_timeout_s", "1"});
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid, std::chrono::seconds(20))), 1) << proc.out() << proc.err();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(15));
+  EXPECT_TRUE(absl::StrContains(proc.err(), "launch: ps did not finish checking the config within 1s (" + bin_dir_ +
+                                                "/pstrain-ps --check_config); it was killed; nothing was started"))
+      << proc.err();
+  ExpectNothingStarted({"ps0", "worker0"});
+}
+
+TEST_F(LaunchTest, BadCheckTimeoutIsAUsageError) {
+  Setup(1, 1, kForever, kForever);
+  Subprocess proc = Launch({"--check_timeout_s", "0"});
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2);
+  EXPECT_TRUE(absl::StrContains(proc.err(), "--check_timeout_s must be > 0")) << proc.err();
+  EXPECT_TRUE(CheckArgs("ps").empty());
+}
+
+struct BadHosts {
+  const char* name;
+  const char* cluster;  // the cluster section of the config
+  const char* error;    // what the launcher says after "<config>"
+};
+
+class BadHostsTest : public LaunchTest, public ::testing::WithParamInterface<BadHosts> {};
+
+// The roles would refuse these host lists; the launcher, which replaces them
+// with loopback ports, must refuse them as well, before asking any role.
+TEST_P(BadHostsTest, IsRefusedWithExitTwoNamingTheFieldAndNothingStarts) {
+  Setup(1, 1, kForever, kForever);
+  WriteFile(config_, absl::StrCat("name: fake\ncluster: ", GetParam().cluster, "\n"));
+  Subprocess proc = Launch();
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.err(), absl::StrCat("launch: ", config_, GetParam().error))) << proc.err();
+  EXPECT_TRUE(CheckArgs("ps").empty());
+  EXPECT_TRUE(CheckArgs("worker").empty());
+  ExpectNothingStarted({"ps0", "worker0"});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Hosts, BadHostsTest,
+    ::testing::Values(
+        BadHosts{"PortOutOfRange", "{ps_hosts: [localhost:2222], worker_hosts: [localhost:99999]}",
+                 ": field 'cluster.worker_hosts[0]': expected host:port"},
+        BadHosts{"NoPort", "{ps_hosts: [localhost], worker_hosts: [localhost:2]}",
+                 ": field 'cluster.ps_hosts[0]': expected host:port"},
+        BadHosts{"Duplicate", "{ps_hosts: [localhost:2], worker_hosts: [localhost:3, localhost:2]}",
+                 ": field 'cluster.worker_hosts[1]': expected a host:port no other task uses, got 'localhost:2'"},
+        BadHosts{"NoWorker", "{ps_hosts: [localhost:2]}",
+                 ": field 'cluster.worker_hosts': expected at least one host:port, got none"},
+        BadHosts{"NotAList", "{worker_hosts: localhost:2}",
+                 ":2: field 'cluster.worker_hosts': expected a list of string values, got 'localhost:2'"},
+        BadHosts{"UnknownKey", "{workers: [localhost:2]}",
+                 ":2: unknown field 'cluster.workers' (did you mean 'worker_hosts'?); the valid keys of 'cluster' "
+                 "(ClusterConfig) are: ps_hosts, worker_hosts"}),
+    [](const ::testing::TestParamInfo<BadHosts>& info) { return std::string(info.param.name); });
+
+// The real pstrain-ps and pstrain-worker in check mode: what the launcher
+// does not know (model names, strategies) is refused by the roles, before
+// any role starts.
+class RealRolesTest : public LaunchTest {
+ protected:
+  void SetUp() override {
+    LaunchTest::SetUp();
+    for (const char* binary : {"pstrain-ps", "pstrain-worker"}) {
+      ASSERT_TRUE(Exists(BinDir() + "/" + binary)) << binary << " not built";
+    }
+  }
+  // The launcher with the real role binaries.
+  Subprocess LaunchReal() { return Spawn({launcher_, config_, "--run_dir", run_dir_}, dir_.path()); }
+
+  // A config the roles accept, with `extra` appended.
+  void WriteConfig(const std::string& extra, const std::string& worker_hosts = "[localhost:2223]") {
+    WriteFile(config_, absl::StrCat("name: real\n"
+                                    "cluster: {ps_hosts: [localhost:2222], worker_hosts: ",
+                                    worker_hosts,
+                                    "}\n"
+                                    "data: {source: synthetic, synthetic_examples: 64}\n"
+                                    "train: {batch_size_per_device: 8, steps: 2, evaluate: false}\n",
+                                    extra));
+  }
+
+  void ExpectRefused(const Subprocess& proc, const std::string& field) {
+    EXPECT_TRUE(absl::StrContains(proc.err(), absl::StrCat("refuses the config: ", config_, ": field '", field, "'")))
+        << proc.err();
+    EXPECT_TRUE(absl::StrContains(proc.err(), "; nothing was started")) << proc.err();
+    EXPECT_TRUE(absl::StartsWith(proc.err(), "launch: worker refuses") ||
+                absl::StartsWith(proc.err(), "launch: ps refuses"))
+        << proc.err();
+    ExpectNothingStarted({"ps0", "worker0"});
+  }
+};
+
+TEST_F(RealRolesTest, MalformedWorkerHostIsRefusedNamingTheField) {
+  WriteConfig("", "[localhost:99999]");
+  Subprocess proc = LaunchReal();
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.err(), absl::StrCat(config_,
+                                                         ": field 'cluster.worker_hosts[0]': expected "
+                                                         "host:port with a port in 1..65535")))
+      << proc.err();
+  ExpectNothingStarted({"ps0", "worker0"});
+}
+
+TEST_F(RealRolesTest, UnknownModelIsRefusedByTheRolesCheck) {
+  WriteConfig("model: {name: resnet9000}\n");
+  Subprocess proc = LaunchReal();
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();
+  ExpectRefused(proc, "model.name");
+  EXPECT_TRUE(absl::StrContains(proc.err(), "resnet9000")) << proc.err();
+}
+
+TEST_F(RealRolesTest, UnknownVariableUpdateIsRefusedByTheRolesCheck) {
+  WriteConfig("variable_update: ring_allreduce\n");
+  Subprocess proc = LaunchReal();
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();
+  ExpectRefused(proc, "variable_update");
+  EXPECT_TRUE(absl::StrContains(proc.err(), "ring_allreduce")) << proc.err();
 }
 
 }  // namespace
