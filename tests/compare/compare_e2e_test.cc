@@ -215,7 +215,11 @@ TEST_F(FakeLaunchTest, MalformedMatrixExitsTwo) {
   const CompareRun run =
       RunCompare({dir_ / "m.yaml", "--out", dir_ / "out", "--bin_dir", bin_.path()}, dir_);
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_THAT(run.err, HasSubstr("variant 'a': unknown key 'wrokers'"));
+  // The config loader's message: file, line, field, a hint and the valid keys.
+  EXPECT_THAT(run.err, HasSubstr(dir_ / "m.yaml:2: unknown field 'variants[0].wrokers' (did you mean 'workers'?); "
+                                        "the valid keys of 'variants[0]' (ComparisonVariant) are: label, set, "
+                                        "workers, ps"));
+  EXPECT_FALSE(Exists(dir_ / "out/launched"));
 }
 
 TEST_F(FakeLaunchTest, DryRunValidatesAndRunsNothing) {

@@ -1,23 +1,27 @@
-// Comparison matrices: parsing, deep merging, the workers/ps shorthands, and
-// errors that name the matrix file, the variant label and the field.
+// Comparison matrices: reading with the config loader, merging (messages
+// field by field, scalars and lists replaced), the workers/ps shorthands, the
+// written config.yaml, and errors that name the matrix file, the variant label
+// and the field.
 #include "tools/compare/matrix.h"
-
-#include <yaml-cpp/yaml.h>
 
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/config/config_loader.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/util/process_test_util.h"
 
 namespace pstrain::compare {
 namespace {
 
+using ::google::protobuf::util::MessageDifferencer;
 using ::pstrain::test::Exists;
 using ::pstrain::test::ReadFile;
 using ::pstrain::test::TempDir;
 using ::pstrain::test::WriteFile;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr char kBase[] = R"yaml(name: tiny
@@ -37,14 +41,14 @@ class MatrixTest : public ::testing::Test {
   void SetUp() override {
     std::filesystem::create_directories(dir_ / "configs");
     WriteFile(dir_ / "base.yaml", kBase);
+    WriteFile(dir_ / "bad.yaml", "train: {steps: x}\n");
   }
-  // Writes `text` as <dir>/configs/m.yaml (base is then "../base.yaml").
-  absl::StatusOr<Matrix> Load(const std::string& text) {
-    path_ = dir_ / "configs/m.yaml";
+  // Writes `text` as <dir>/configs/<name> (base is then "../base.yaml").
+  absl::StatusOr<Matrix> Load(const std::string& text, const std::string& name = "m.yaml") {
+    path_ = dir_ / ("configs/" + name);
     WriteFile(path_, text);
     return LoadMatrix(path_);
   }
-  YAML::Node VariantYaml(const Matrix& m, int i) { return YAML::Load(m.variants[i].yaml); }
 
   TempDir dir_;
   std::string path_;
@@ -58,31 +62,50 @@ TEST(SlugTest, LowercasesAndCollapsesPunctuation) {
   EXPECT_EQ(Slug(std::string(39, 'a') + " bc"), std::string(39, 'a'));
 }
 
-TEST(MergeTest, MapsMergeScalarsAndSequencesReplace) {
-  absl::StatusOr<std::string> merged = MergeYamlText("a: 1\nb: {x: 1, y: [1, 2, 3], z: {p: 1}}\nc: [1, 2]\n",
-                                                     "b: {y: [9], z: {q: 2}, w: new}\nc: [3]\nd: added\n");
-  ASSERT_TRUE(merged.ok()) << merged.status();
-  const YAML::Node n = YAML::Load(*merged);
-  EXPECT_EQ(n["a"].as<int>(), 1);
-  EXPECT_EQ(n["b"]["x"].as<int>(), 1);
-  ASSERT_EQ(n["b"]["y"].size(), 1u);
-  EXPECT_EQ(n["b"]["y"][0].as<int>(), 9);
-  EXPECT_EQ(n["b"]["z"]["p"].as<int>(), 1);
-  EXPECT_EQ(n["b"]["z"]["q"].as<int>(), 2);
-  EXPECT_EQ(n["b"]["w"].as<std::string>(), "new");
-  ASSERT_EQ(n["c"].size(), 1u);
-  EXPECT_EQ(n["d"].as<std::string>(), "added");
+TEST(MergeConfigTest, MessagesMergeFieldByFieldScalarsAndListsReplace) {
+  ExperimentConfig config;
+  config.set_name("base");
+  config.set_consistency("sync");
+  config.mutable_model()->set_name("mlp");
+  config.mutable_model()->add_hidden_units(128);
+  config.mutable_model()->add_hidden_units(32);
+  config.mutable_train()->set_steps(10);
+  config.mutable_train()->set_batch_size_per_device(8);
+  config.mutable_cluster()->add_worker_hosts("a:1");
+
+  ExperimentConfig patch;
+  patch.set_consistency("async");
+  patch.mutable_model()->add_hidden_units(64);
+  patch.mutable_train()->set_steps(30);
+  patch.mutable_optimizer()->set_learning_rate(0.5f);
+  MergeConfig(patch, &config);
+
+  EXPECT_EQ(config.name(), "base");                             // not in the patch: kept
+  EXPECT_EQ(config.consistency(), "async");                     // scalar replaced
+  EXPECT_EQ(config.model().name(), "mlp");                      // sibling of a replaced list: kept
+  EXPECT_THAT(config.model().hidden_units(), ElementsAre(64));  // list replaced, not appended to
+  EXPECT_EQ(config.train().steps(), 30);
+  EXPECT_EQ(config.train().batch_size_per_device(), 8);
+  EXPECT_FLOAT_EQ(config.optimizer().learning_rate(), 0.5f);  // a new section
+  EXPECT_FALSE(config.optimizer().has_name());                // ... with only what the patch set
+  EXPECT_THAT(config.cluster().worker_hosts(), ElementsAre("a:1"));
 }
 
-TEST(MergeTest, AMapReplacesAScalarAndQuotedStringsStayStrings) {
-  absl::StatusOr<std::string> merged = MergeYamlText("a: 1\ns: x\n", "a: {k: v}\ns: \"\"\nt: \"null\"\n");
-  ASSERT_TRUE(merged.ok()) << merged.status();
-  const YAML::Node n = YAML::Load(*merged);
-  EXPECT_EQ(n["a"]["k"].as<std::string>(), "v");
-  ASSERT_TRUE(n["s"].IsScalar()) << *merged;
-  EXPECT_EQ(n["s"].Scalar(), "");
-  ASSERT_TRUE(n["t"].IsScalar()) << *merged;
-  EXPECT_EQ(n["t"].Scalar(), "null");
+TEST(MergeConfigTest, RepeatedMessagesAreReplacedAsAWhole) {
+  ComparisonMatrix config;
+  config.set_name("m");
+  config.add_variants()->set_label("a");
+  config.add_variants()->set_label("b");
+  config.mutable_overrides()->mutable_train()->set_steps(5);
+  ComparisonMatrix patch;
+  patch.add_variants()->set_label("c");
+  patch.mutable_overrides()->set_consistency("ssp");
+  MergeConfig(patch, &config);
+  ASSERT_EQ(config.variants_size(), 1);
+  EXPECT_EQ(config.variants(0).label(), "c");
+  EXPECT_EQ(config.name(), "m");
+  EXPECT_EQ(config.overrides().train().steps(), 5);
+  EXPECT_EQ(config.overrides().consistency(), "ssp");
 }
 
 TEST_F(MatrixTest, MergesBaseOverridesSetAndShorthandsInOrder) {
@@ -95,36 +118,42 @@ variants:
     set: {consistency: async, train: {steps: 30}, model: {hidden_units: [8, 4]}}
     workers: 2
     ps: 3
+  - {label: "no ps", set: {variable_update: allreduce}, ps: 0}
 )yaml");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->name, "demo");
   EXPECT_EQ(m->base_path, (std::filesystem::path(dir_.path()) / "base.yaml").string());
   EXPECT_EQ(m->baseline, 0);
-  ASSERT_EQ(m->variants.size(), 2u);
+  ASSERT_EQ(m->variants.size(), 3u);
   EXPECT_EQ(m->variants[0].dir_name, "01-sync-1-worker");
   EXPECT_EQ(m->variants[1].dir_name, "02-async-2-workers");
-  EXPECT_EQ(m->variants[1].line, 6);
 
-  const YAML::Node v0 = VariantYaml(*m, 0);
-  EXPECT_EQ(v0["name"].as<std::string>(), "demo-sync-1-worker");
-  EXPECT_EQ(v0["train"]["steps"].as<int>(), 20);                 // overrides
-  EXPECT_EQ(v0["train"]["batch_size_per_device"].as<int>(), 8);  // base kept
-  EXPECT_TRUE(v0["train"]["evaluate"].as<bool>());
-  EXPECT_EQ(v0["consistency"].as<std::string>(), "sync");
-  EXPECT_EQ(v0["cluster"]["worker_hosts"].size(), 1u);
-  EXPECT_EQ(v0["data"]["source"].as<std::string>(), "synthetic");
+  const ExperimentConfig& v0 = m->variants[0].config;
+  EXPECT_EQ(v0.name(), "demo-sync-1-worker");
+  EXPECT_EQ(v0.train().steps(), 20);                 // overrides
+  EXPECT_EQ(v0.train().batch_size_per_device(), 8);  // base kept
+  EXPECT_TRUE(v0.train().evaluate());
+  EXPECT_EQ(v0.consistency(), "sync");
+  EXPECT_THAT(v0.cluster().worker_hosts(), ElementsAre("localhost:2223"));
+  EXPECT_EQ(v0.data().source(), "synthetic");
+  EXPECT_THAT(v0.model().hidden_units(), ElementsAre(16));
 
-  const YAML::Node v1 = VariantYaml(*m, 1);
-  EXPECT_EQ(v1["consistency"].as<std::string>(), "async");
-  EXPECT_EQ(v1["train"]["steps"].as<int>(), 30);  // set beats overrides
-  EXPECT_TRUE(v1["train"]["evaluate"].as<bool>());
-  EXPECT_FLOAT_EQ(v1["optimizer"]["learning_rate"].as<float>(), 0.1f);
-  ASSERT_EQ(v1["model"]["hidden_units"].size(), 2u);  // sequences replace
-  EXPECT_EQ(v1["model"]["hidden_units"][1].as<int>(), 4);
-  ASSERT_EQ(v1["cluster"]["worker_hosts"].size(), 2u);
-  EXPECT_EQ(v1["cluster"]["worker_hosts"][1].as<std::string>(), absl::StrCat("localhost:", kWorkerShorthandPort + 1));
-  ASSERT_EQ(v1["cluster"]["ps_hosts"].size(), 3u);
-  EXPECT_EQ(v1["cluster"]["ps_hosts"][2].as<std::string>(), absl::StrCat("localhost:", kPsShorthandPort + 2));
+  const ExperimentConfig& v1 = m->variants[1].config;
+  EXPECT_EQ(v1.consistency(), "async");
+  EXPECT_EQ(v1.train().steps(), 30);  // set beats overrides
+  EXPECT_TRUE(v1.train().evaluate());
+  EXPECT_FLOAT_EQ(v1.optimizer().learning_rate(), 0.1f);
+  EXPECT_EQ(v1.optimizer().name(), "momentum");
+  EXPECT_THAT(v1.model().hidden_units(), ElementsAre(8, 4));  // lists replace
+  EXPECT_EQ(v1.model().name(), "mlp");
+  EXPECT_THAT(v1.cluster().worker_hosts(), ElementsAre(absl::StrCat("localhost:", kWorkerShorthandPort),
+                                                       absl::StrCat("localhost:", kWorkerShorthandPort + 1)));
+  ASSERT_EQ(v1.cluster().ps_hosts_size(), 3);
+  EXPECT_EQ(v1.cluster().ps_hosts(2), absl::StrCat("localhost:", kPsShorthandPort + 2));
+
+  const ExperimentConfig& v2 = m->variants[2].config;
+  EXPECT_EQ(v2.cluster().ps_hosts_size(), 0);  // ps: 0 empties the list
+  EXPECT_THAT(v2.cluster().worker_hosts(), ElementsAre("localhost:2223"));
 }
 
 TEST_F(MatrixTest, DefaultsNameToStemAndFindsTheBaselineByLabel) {
@@ -135,6 +164,7 @@ variants: [{label: one}, {label: two, workers: 2}, {label: three}]
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->name, "m");
   EXPECT_EQ(m->baseline, 1);
+  EXPECT_EQ(m->variants[2].config.name(), "m-three");
 }
 
 TEST_F(MatrixTest, AcceptsAProtobufTextBase) {
@@ -145,33 +175,61 @@ all_reduce_spec: ""
 )");
   absl::StatusOr<Matrix> m = Load("base: ../base.pbtxt\nvariants: [{label: a, workers: 3}]\n");
   ASSERT_TRUE(m.ok()) << m.status();
-  const YAML::Node v = VariantYaml(*m, 0);
-  EXPECT_EQ(v["train"]["steps"].as<int>(), 7);
-  EXPECT_EQ(v["cluster"]["worker_hosts"].size(), 3u);
-  EXPECT_EQ(v["cluster"]["ps_hosts"][0].as<std::string>(), "localhost:1");
+  const ExperimentConfig& v = m->variants[0].config;
+  EXPECT_EQ(v.train().steps(), 7);
+  EXPECT_EQ(v.cluster().worker_hosts_size(), 3);
+  EXPECT_THAT(v.cluster().ps_hosts(), ElementsAre("localhost:1"));
 }
 
-TEST_F(MatrixTest, PrepareWritesAndValidatesEveryConfig) {
+TEST_F(MatrixTest, AcceptsAProtobufTextMatrix) {
+  absl::StatusOr<Matrix> m = Load(R"(name: "text"
+base: "../base.yaml"
+overrides { train { steps: 3 } }
+variants { label: "a" workers: 2 }
+variants { label: "b" set { consistency: "async" } }
+baseline: "b"
+)",
+                                  "m.pbtxt");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->name, "text");
+  EXPECT_EQ(m->baseline, 1);
+  EXPECT_EQ(m->variants[0].config.cluster().worker_hosts_size(), 2);
+  EXPECT_EQ(m->variants[1].config.consistency(), "async");
+  EXPECT_EQ(m->variants[1].config.train().steps(), 3);
+}
+
+TEST_F(MatrixTest, PrepareWritesReadsBackAndValidatesEveryConfig) {
   absl::StatusOr<Matrix> m = Load(R"yaml(name: demo
 base: ../base.yaml
 variants:
   - {label: "sync", workers: 2}
-  - {label: "async", set: {consistency: async}, workers: 2, ps: 2}
+  - {label: "async: 'quoted' \"label\"", set: {consistency: async, data: {path: "/data/a b: c"}}, workers: 2, ps: 2}
 )yaml");
   ASSERT_TRUE(m.ok()) << m.status();
+  const ExperimentConfig merged = m->variants[1].config;
   TempDir out;
   ASSERT_TRUE(PrepareVariants(*m, out.path()).ok());
   for (const Variant& v : m->variants) {
     EXPECT_EQ(v.config_path, out / (v.dir_name + "/config.yaml"));
-    EXPECT_TRUE(Exists(v.config_path));
     EXPECT_THAT(ReadFile(v.config_path), HasSubstr("# Generated by pstrain-compare"));
   }
+  // What was written is what was merged: it reads back to the same message.
+  EXPECT_TRUE(MessageDifferencer::Equals(m->variants[1].config, merged))
+      << m->variants[1].config.DebugString() << "\nvs\n"
+      << merged.DebugString();
+  absl::StatusOr<ExperimentConfig> reread = ReadExperimentConfig(m->variants[1].config_path);
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  EXPECT_EQ(reread->data().path(), "/data/a b: c");
+  EXPECT_TRUE(reread->has_all_reduce_spec());  // the base's explicit "" survives
   EXPECT_EQ(m->variants[0].config.consistency(), "sync");
   EXPECT_EQ(m->variants[0].config.cluster().worker_hosts_size(), 2);
   EXPECT_EQ(m->variants[1].config.consistency(), "async");
   EXPECT_EQ(m->variants[1].config.cluster().ps_hosts_size(), 2);
-  EXPECT_EQ(m->variants[1].config.name(), "demo-async");
+  EXPECT_EQ(m->variants[1].config.name(), "demo-async-quoted-label");
   EXPECT_EQ(m->variants[1].config.train().steps(), 10);
+  const std::string text = ReadFile(m->variants[1].config_path);
+  EXPECT_THAT(text, HasSubstr("\nconsistency: async\n"));
+  EXPECT_THAT(text, HasSubstr("  worker_hosts: [localhost:21000, localhost:21001]\n"));
 }
 
 TEST_F(MatrixTest, SemanticErrorNamesMatrixLabelAndFieldAndWritesEveryConfig) {
@@ -185,10 +243,9 @@ variants:
   TempDir out;
   const absl::Status status = PrepareVariants(*m, out.path());
   ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr(path_));
-  EXPECT_THAT(status.message(), HasSubstr("variant 'too many replicas'"));
-  EXPECT_THAT(status.message(), HasSubstr("line 4"));
-  EXPECT_THAT(status.message(), HasSubstr("'replicas_to_aggregate'"));
+  EXPECT_THAT(status.message(), HasSubstr(path_ + ": variant 'too many replicas' (#2): "));
+  EXPECT_THAT(status.message(), HasSubstr(out / "02-too-many-replicas/config.yaml"));
+  EXPECT_THAT(status.message(), HasSubstr("field 'replicas_to_aggregate'"));
   EXPECT_TRUE(Exists(out / "03-later/config.yaml"));
 }
 
@@ -198,10 +255,11 @@ TEST_F(MatrixTest, UnknownModelIsCaughtBeforeAnythingRuns) {
   TempDir out;
   const absl::Status status = PrepareVariants(*m, out.path());
   EXPECT_THAT(status.message(), HasSubstr("variant 'x'"));
-  EXPECT_THAT(std::string(status.message()), HasSubstr("model.name"));
+  EXPECT_THAT(status.message(), HasSubstr("model.name"));
+  EXPECT_THAT(status.message(), HasSubstr("resnet9000"));
 }
 
-TEST_F(MatrixTest, UnknownFieldInSetNamesMatrixLineLabelAndField) {
+TEST_F(MatrixTest, UnknownFieldInSetIsReportedByTheLoaderWithLineFieldAndValidKeys) {
   absl::StatusOr<Matrix> m = Load(R"yaml(base: ../base.yaml
 variants:
   - label: ok
@@ -209,16 +267,17 @@ variants:
     set: {train: {batch_sise: 3}}
 )yaml");
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(m.status().message(), HasSubstr(path_ + ":5: variant 'typo': set: "));
-  EXPECT_THAT(m.status().message(), HasSubstr("'train.batch_sise'"));
-  EXPECT_THAT(m.status().message(), ::testing::Not(HasSubstr("snippet")));
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), HasSubstr(path_ + ":5: unknown field 'variants[1].set.train.batch_sise'"));
+  EXPECT_THAT(m.status().message(), HasSubstr("did you mean 'batch_size_per_device'?"));
+  EXPECT_THAT(m.status().message(), HasSubstr("(TrainConfig) are: batch_size_per_device, steps,"));
 }
 
-TEST_F(MatrixTest, WrongTypeInOverridesIsReportedAsOverrides) {
+TEST_F(MatrixTest, WrongTypeInOverridesIsReportedAtItsLine) {
   absl::StatusOr<Matrix> m = Load("base: ../base.yaml\noverrides: {train: {steps: many}}\nvariants: [{label: a}]\n");
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(m.status().message(), HasSubstr(path_ + ":2: overrides: "));
-  EXPECT_THAT(m.status().message(), HasSubstr("'train.steps'"));
+  EXPECT_THAT(m.status().message(),
+              HasSubstr(path_ + ":2: field 'overrides.train.steps': expected an integer, got 'many'"));
 }
 
 struct BadMatrix {
@@ -239,33 +298,45 @@ TEST_P(BadMatrixTest, IsRejectedWithAUsefulMessage) {
 
 INSTANTIATE_TEST_SUITE_P(
     Errors, BadMatrixTest,
-    ::testing::Values(BadMatrix{"UnknownTopKey", "base: ../base.yaml\nvariant: []\n",
-                                ":2: unknown key 'variant'; the valid keys of a matrix are: name,"},
-                      BadMatrix{"MissingBase", "variants: [{label: a}]\n", "missing key 'base'"},
-                      BadMatrix{"BaseNotFound", "base: nope.yaml\nvariants: [{label: a}]\n", ":1: base: "},
-                      BadMatrix{"NoVariants", "base: ../base.yaml\nvariants: []\n", "non-empty list"},
-                      BadMatrix{"MissingLabel", "base: ../base.yaml\nvariants: [{workers: 2}]\n",
-                                "variant #1: expected a non-empty 'label'"},
-                      BadMatrix{"DuplicateLabel", "base: ../base.yaml\nvariants: [{label: a}, {label: a}]\n",
-                                "variant 'a': the label is used twice"},
-                      BadMatrix{"UnknownVariantKey", "base: ../base.yaml\nvariants:\n  - label: a\n    wokers: 2\n",
-                                ":4: variant 'a': unknown key 'wokers'; the valid keys of a variant are: label, "
-                                "set, workers, ps"},
-                      BadMatrix{"ZeroWorkers", "base: ../base.yaml\nvariants: [{label: a, workers: 0}]\n",
-                                "variant 'a': workers: expected an integer in [1, 512], got '0'"},
-                      BadMatrix{"TextPs", "base: ../base.yaml\nvariants: [{label: a, ps: two}]\n",
-                                "variant 'a': ps: expected an integer"},
-                      BadMatrix{"WorkersAndHosts",
-                                "base: ../base.yaml\nvariants: [{label: a, workers: 2, set: {cluster: "
-                                "{worker_hosts: ['h:1']}}}]\n",
-                                "give either 'workers: N' or 'set: cluster: worker_hosts'"},
-                      BadMatrix{"SetNotAMap", "base: ../base.yaml\nvariants: [{label: a, set: [1]}]\n",
-                                "variant 'a': set: expected a map"},
-                      BadMatrix{"UnknownBaseline",
-                                "base: ../base.yaml\nbaseline: zz\nvariants: [{label: a}, {label: b}]\n",
-                                ":2: baseline: 'zz' is not a variant label; the labels are: 'a', 'b'"},
-                      BadMatrix{"InvalidYaml", "base: ../base.yaml\nvariants: [{label: a}\n", "invalid YAML"},
-                      BadMatrix{"NotAMap", "- a\n- b\n", "expected a map with the keys"}),
+    ::testing::Values(
+        BadMatrix{"UnknownTopKey", "base: ../base.yaml\nvariant: []\n",
+                  ":2: unknown field 'variant' (did you mean 'variants'?); the valid keys of top-level "
+                  "(ComparisonMatrix) are: name, description, base, overrides, baseline, variants"},
+        BadMatrix{"MissingBase", "variants: [{label: a}]\n", ": field 'base': expected the path of the experiment"},
+        BadMatrix{"BaseNotFound", "base: nope.yaml\nvariants: [{label: a}]\n",
+                  "m.yaml: field 'base': " /* then the base's own error */},
+        BadMatrix{"BaseNotFoundNamesIt", "base: nope.yaml\nvariants: [{label: a}]\n",
+                  "/configs/nope.yaml: cannot read config file: no such file"},
+        BadMatrix{"BadBase", "base: ../bad.yaml\nvariants: [{label: a}]\n",
+                  "bad.yaml:1: field 'train.steps': expected an integer, got 'x'"},
+        BadMatrix{"NoVariants", "base: ../base.yaml\nvariants: []\n",
+                  ": field 'variants': expected a non-empty list of variants"},
+        BadMatrix{"MissingLabel", "base: ../base.yaml\nvariants: [{workers: 2}]\n",
+                  ": field 'variants[0].label': expected a non-empty label"},
+        BadMatrix{"DuplicateLabel", "base: ../base.yaml\nvariants: [{label: a}, {label: a}]\n",
+                  ": variant 'a' (#2): field 'variants[1].label': expected a label no other variant has, got 'a' "
+                  "again"},
+        BadMatrix{"UnknownVariantKey", "base: ../base.yaml\nvariants:\n  - label: a\n    wokers: 2\n",
+                  ":4: unknown field 'variants[0].wokers' (did you mean 'workers'?); the valid keys of "
+                  "'variants[0]' (ComparisonVariant) are: label, set, workers, ps"},
+        BadMatrix{"ZeroWorkers", "base: ../base.yaml\nvariants: [{label: a, workers: 0}]\n",
+                  ": variant 'a' (#1): field 'variants[0].workers': expected an integer in [1, 512], got 0"},
+        BadMatrix{"TooManyPs", "base: ../base.yaml\nvariants: [{label: a, ps: 513}]\n",
+                  ": variant 'a' (#1): field 'variants[0].ps': expected an integer in [0, 512], got 513"},
+        BadMatrix{"TextPs", "base: ../base.yaml\nvariants: [{label: a, ps: two}]\n",
+                  ":2: field 'variants[0].ps': expected an integer, got 'two'"},
+        BadMatrix{"WorkersAndHosts",
+                  "base: ../base.yaml\nvariants: [{label: a, workers: 2, set: {cluster: {worker_hosts: ['h:1']}}}]\n",
+                  "field 'variants[0].workers': expected either 'workers: N' or 'set: {cluster: {worker_hosts: "
+                  "[...]}}', not both"},
+        BadMatrix{"SetNotAMap", "base: ../base.yaml\nvariants: [{label: a, set: [1]}]\n",
+                  ":2: field 'variants[0].set': expected a map of ExperimentConfig fields, got a list"},
+        BadMatrix{"UnknownBaseline", "base: ../base.yaml\nbaseline: zz\nvariants: [{label: a}, {label: b}]\n",
+                  ": field 'baseline': expected one of the variant labels 'a', 'b', got 'zz'"},
+        BadMatrix{"EmptyName", "name: \"\"\nbase: ../base.yaml\nvariants: [{label: a}]\n",
+                  ": field 'name': expected a non-empty name"},
+        BadMatrix{"InvalidYaml", "base: ../base.yaml\nvariants: [{label: a}\n", "invalid YAML"},
+        BadMatrix{"NotAMap", "- a\n- b\n", "expected a map of ComparisonMatrix fields at the top level"}),
     [](const ::testing::TestParamInfo<BadMatrix>& info) { return info.param.name; });
 
 }  // namespace

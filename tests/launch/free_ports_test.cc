@@ -28,8 +28,7 @@ TEST(FreePortsTest, PortsAreDistinctAndBindable) {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(port);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
-        << "port " << port;
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << "port " << port;
     EXPECT_EQ(listen(fd, 1), 0) << "port " << port;
   }
   for (int fd : fds) close(fd);

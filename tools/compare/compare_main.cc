@@ -209,7 +209,9 @@ int main(int argc, char** argv) {
       return Fail(
           2, absl::StrCat("cannot create output directory ", out_dir, ": ", ec ? ec.message() : "not a directory"));
     }
-    fs::copy_file(matrix_path, fs::path(out_dir) / "matrix.yaml", fs::copy_options::overwrite_existing, ec);
+    // A copy of what was run, in its own format (matrix.yaml or matrix.pbtxt, ...).
+    const std::string copy = absl::StrCat("matrix", fs::path(matrix_path).extension().string());
+    fs::copy_file(matrix_path, fs::path(out_dir) / copy, fs::copy_options::overwrite_existing, ec);
   }
   if (absl::Status status = PrepareVariants(matrix, out_dir); !status.ok()) {
     return Fail(

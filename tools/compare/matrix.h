@@ -1,5 +1,6 @@
 // Comparison matrices: one base experiment config plus a list of variants,
-// each a deep-merged set of config changes (see docs/COMPARE.md).
+// each a set of config changes (schema: pstrain.ComparisonMatrix in
+// proto/compare.proto; user guide: docs/COMPARE.md).
 //
 //   name: single_node_strategies
 //   base: ../fashion_mnist_mlp_sync.yaml      # relative to the matrix file
@@ -9,13 +10,16 @@
 //     - {label: "sync, 1 worker", workers: 1}
 //     - {label: "async, 2 workers", set: {consistency: async}, workers: 2, ps: 2}
 //
-// A variant's config is, in order: the base config (YAML or protobuf text,
-// read with ReadExperimentConfig), `name` set to "<matrix name>-<slug>",
-// `overrides`, the variant's `set`, then the `workers`/`ps` shorthands. Maps
-// merge key by key; scalars and sequences replace.
+// The matrix is read with ReadConfigMessage (YAML or protobuf text, by
+// extension), so unknown keys and wrong types, in the matrix and inside
+// `overrides` / `set`, are reported with the file, the line, the field and
+// the valid keys. A variant's config is, in order: the base config (read with
+// ReadExperimentConfig), `name` set to "<matrix name>-<slug>", `overrides`,
+// the variant's `set`, then the `workers`/`ps` shorthands, merged with
+// MergeConfig.
 //
-// Errors are absl::InvalidArgumentError naming the matrix file (with the line
-// when the matrix itself is malformed), the variant label and the field.
+// Errors are absl::InvalidArgumentError naming the matrix file, the variant
+// label and the field.
 #pragma once
 
 #include <string>
@@ -24,6 +28,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "google/protobuf/message.h"
+#include "proto/compare.pb.h"
 #include "proto/config.pb.h"
 
 namespace pstrain::compare {
@@ -33,11 +39,10 @@ struct Variant {
   int index = 0;      // 0-based position in the matrix.
   // "<nn>-<slug of label>", e.g. "02-sync-2-workers": the variant's directory.
   std::string dir_name;
-  int line = 0;      // 1-based line of the variant in the matrix file.
-  std::string yaml;  // The merged config, as YAML text.
-  // Filled by PrepareVariants: the parsed and validated config, and the path
-  // its YAML was written to.
+  // The merged config (LoadMatrix); after PrepareVariants, the config read
+  // back from config_path and validated.
   ExperimentConfig config;
+  // Filled by PrepareVariants: where the merged config was written.
   std::string config_path;
 };
 
@@ -62,27 +67,30 @@ inline constexpr int kMaxShorthandCount = 512;
 // ("variant").
 std::string Slug(std::string_view label);
 
-// Reads and parses the matrix file at `path` and its base config, and merges
-// every variant's YAML. Does not validate the merged configs (see
-// PrepareVariants).
+// Merges `patch` into `config` (both of the same message type), field by
+// field: a message field set in `patch` is merged recursively; a scalar or a
+// repeated field set in `patch` replaces `config`'s as a whole (a list is not
+// appended to, unlike Message::MergeFrom). Fields not set in `patch` are left
+// alone.
+void MergeConfig(const google::protobuf::Message& patch, google::protobuf::Message* config);
+
+// Reads the matrix file at `path` (ReadConfigMessage) and its base config,
+// checks the matrix (labels, shorthands, baseline) and merges every variant's
+// config. Does not validate the merged configs (see PrepareVariants).
 absl::StatusOr<Matrix> LoadMatrix(const std::string& path);
 
-// LoadMatrix on text already read; `path` names the file in errors and
-// anchors the relative `base` path.
-absl::StatusOr<Matrix> ParseMatrix(std::string_view text, const std::string& path);
+// LoadMatrix on a matrix already read; `path` names the file in errors,
+// anchors the relative `base` path and gives the default name.
+absl::StatusOr<Matrix> BuildMatrix(const ComparisonMatrix& spec, const std::string& path);
 
-// Deep merge of YAML text (exposed for tests): `patch` merged into `base`;
-// maps merge recursively, everything else replaces. Returns the YAML text.
-absl::StatusOr<std::string> MergeYamlText(std::string_view base, std::string_view patch);
-
-// For every variant: writes its YAML to <out_dir>/<dir_name>/config.yaml
-// (creating the directory), parses it with ParseExperimentYaml and checks it
-// with ValidateExperimentConfig (with the checks of every module linked into
-// the binary: pstrain-compare links all of them), filling `config` and
-// `config_path`. Returns the first error:
-//   "<matrix>: variant 'sync, 2 workers' (#2): <out>/02-.../config.yaml:7: field 'train.steps':
-//   ..."
-// Every variant's config.yaml is written before any is validated.
+// For every variant: writes its merged config as YAML (MessageToYaml) to
+// <out_dir>/<dir_name>/config.yaml (creating the directory); then reads each
+// file back with ReadExperimentConfig and checks it with
+// ValidateExperimentConfig (with the checks of every module linked into the
+// binary: pstrain-compare links all of them), filling `config` and
+// `config_path`. Every variant's config.yaml is written before any is
+// validated. Returns the first error:
+//   "<matrix>: variant 'sync, 2 workers' (#2): <out>/02-.../config.yaml: field 'replicas_to_aggregate': ..."
 absl::Status PrepareVariants(Matrix& matrix, const std::string& out_dir);
 
 }  // namespace pstrain::compare

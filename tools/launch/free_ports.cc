@@ -23,15 +23,13 @@ struct SocketSet {
 };
 
 absl::Status SocketError(const char* call) {
-  return absl::InternalError(
-      absl::StrCat("choosing a free port: ", call, ": ", std::strerror(errno)));
+  return absl::InternalError(absl::StrCat("choosing a free port: ", call, ": ", std::strerror(errno)));
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<int>> PickFreeLoopbackPorts(int n) {
-  if (n < 0)
-    return absl::InvalidArgumentError("PickFreeLoopbackPorts: negative count");
+  if (n < 0) return absl::InvalidArgumentError("PickFreeLoopbackPorts: negative count");
   SocketSet sockets;
   std::vector<int> ports;
   ports.reserve(n);

@@ -1,13 +1,17 @@
 // pstrain-launch: runs a whole experiment cluster on this machine.
 //
 //   pstrain-launch CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N]
-//                  [--grace_s N] [-- extra args passed to every role]
+//                  [--grace_s N] [--check_timeout_s N] [-- extra args passed to every role]
 //
-// Counts cluster.ps_hosts / cluster.worker_hosts in CONFIG, gives every role a
-// free loopback port, starts <bin_dir>/pstrain-ps and <bin_dir>/pstrain-worker
-// once per host, prefixes their output with the role name and supervises them
-// (see process_group.h for the policy). Exit codes: 0 success, 1 a role failed
-// or the run timed out, 2 bad config (here or in a role), 128+N on signal N.
+// Reads CONFIG with the config library and checks its host lists
+// (ValidateHosts), gives every role a free loopback port, then runs each role
+// binary once with the arguments it will run with plus --check_config (the PS
+// only when the cluster has one), so a config any role would refuse is refused
+// before anything starts. Then starts <bin_dir>/pstrain-ps and
+// <bin_dir>/pstrain-worker once per host, prefixes their output with the role
+// name and supervises them (see process_group.h for the policy). Exit codes:
+// 0 success, 1 a role failed or the run timed out, 2 bad config (here, in a
+// role's check, or in a role), 128+N on signal N.
 #include <fcntl.h>
 #include <gflags/gflags.h>
 #include <signal.h>
@@ -25,9 +29,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config/cluster.h"
+#include "common/config/config_loader.h"
 #include "tools/launch/free_ports.h"
-#include "tools/launch/host_count.h"
 #include "tools/launch/process_group.h"
+#include "tools/launch/role_check.h"
 
 DEFINE_string(run_dir, "",
               "Run directory for logs and result.json; default runs/<config "
@@ -36,9 +42,10 @@ DEFINE_string(bin_dir, "",
               "Directory holding pstrain-ps and pstrain-worker; default: this "
               "executable's directory");
 DEFINE_int32(timeout_s, 0, "Overall deadline in seconds; 0: none");
-DEFINE_int32(
-    grace_s, 5,
-    "Seconds between SIGTERM and SIGKILL, and that PS may outlive the workers");
+DEFINE_int32(grace_s, 5, "Seconds between SIGTERM and SIGKILL, and that PS may outlive the workers");
+DEFINE_int32(check_timeout_s, 30,
+             "Deadline in seconds of each role binary's --check_config run, "
+             "before anything starts");
 
 namespace {
 
@@ -69,9 +76,6 @@ int InstallSignalPipe() {
   sa.sa_flags = SA_RESTART;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  // An inherited SIGCHLD=SIG_IGN would make the kernel reap the roles for us
-  // and hide their exit codes.
-  signal(SIGCHLD, SIG_DFL);
   return fds[0];
 }
 
@@ -83,6 +87,7 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
+// runs/<config stem>-<YYYYmmdd-HHMMSS>.
 std::string DefaultRunDir(const std::string& config) {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
@@ -92,11 +97,9 @@ std::string DefaultRunDir(const std::string& config) {
   return absl::StrCat("runs/", fs::path(config).stem().string(), "-", stamp);
 }
 
-std::string HostList(const std::vector<int>& ports, size_t begin,
-                     size_t count) {
+std::string HostList(const std::vector<int>& ports, size_t begin, size_t count) {
   std::vector<std::string> hosts;
-  for (size_t i = begin; i < begin + count; ++i)
-    hosts.push_back(absl::StrCat("127.0.0.1:", ports[i]));
+  for (size_t i = begin; i < begin + count; ++i) hosts.push_back(absl::StrCat("127.0.0.1:", ports[i]));
   return absl::StrJoin(hosts, ",");
 }
 
@@ -121,63 +124,60 @@ int main(int argc, char** argv) {
   char** own_argv = own_args.data();
   gflags::SetUsageMessage(
       "CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N] [--grace_s N] "
-      "[-- extra role args]\n"
-      "Starts every PS and worker of CONFIG's cluster on this machine.");
+      "[--check_timeout_s N] [-- extra role args]\n"
+      "Checks CONFIG with every role binary (--check_config), then starts every PS "
+      "and worker of its cluster on this machine.");
   gflags::ParseCommandLineFlags(&own_argc, &own_argv, /*remove_flags=*/true);
   if (own_argc != 2) {
-    return Fail(2, absl::StrCat("expected exactly one CONFIG argument\nusage: ",
-                                argv[0], " ", gflags::ProgramUsage()));
+    return Fail(2, absl::StrCat("expected exactly one CONFIG argument\nusage: ", argv[0], " ", gflags::ProgramUsage()));
   }
   const std::string config = own_argv[1];
-  if (FLAGS_timeout_s < 0 || FLAGS_grace_s < 0)
-    return Fail(2, "--timeout_s and --grace_s must be >= 0");
+  if (FLAGS_timeout_s < 0 || FLAGS_grace_s < 0) return Fail(2, "--timeout_s and --grace_s must be >= 0");
+  if (FLAGS_check_timeout_s <= 0) return Fail(2, "--check_timeout_s must be > 0");
+  // An inherited SIGCHLD=SIG_IGN would make the kernel reap the checks and
+  // the roles for us and hide their exit codes.
+  signal(SIGCHLD, SIG_DFL);
 
-  absl::StatusOr<pstrain::launch::HostCounts> counts =
-      pstrain::launch::CountHosts(config);
-  if (!counts.ok()) return Fail(2, std::string(counts.status().message()));
+  // The config as every role reads it; its host lists must be valid although
+  // the roles get loopback ports instead: each role checks them too.
+  absl::StatusOr<pstrain::ExperimentConfig> experiment = pstrain::ReadExperimentConfig(config);
+  if (!experiment.ok()) return Fail(2, std::string(experiment.status().message()));
+  if (absl::Status status = pstrain::ValidateHosts(experiment->cluster(), config); !status.ok()) {
+    return Fail(2, std::string(status.message()));
+  }
 
   std::string bin_dir = FLAGS_bin_dir;
   if (bin_dir.empty()) {
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    if (ec)
-      return Fail(
-          1, absl::StrCat("cannot find my own executable (/proc/self/exe): ",
-                          ec.message()));
+    if (ec) return Fail(1, absl::StrCat("cannot find my own executable (/proc/self/exe): ", ec.message()));
     bin_dir = self.parent_path().string();
   }
-  const std::string run_dir =
-      FLAGS_run_dir.empty() ? DefaultRunDir(config) : FLAGS_run_dir;
-  {
-    std::error_code ec;
-    fs::create_directories(run_dir, ec);
-    if (ec || !fs::is_directory(run_dir)) {
-      return Fail(1, absl::StrCat("cannot create run directory ", run_dir, ": ",
-                                  ec ? ec.message() : "not a directory"));
-    }
-  }
+  const std::string run_dir = FLAGS_run_dir.empty() ? DefaultRunDir(config) : FLAGS_run_dir;
 
-  const int num_ps = counts->num_ps;
-  const int num_workers = counts->num_workers;
-  absl::StatusOr<std::vector<int>> ports =
-      pstrain::launch::PickFreeLoopbackPorts(num_ps + num_workers);
+  const int num_ps = experiment->cluster().ps_hosts_size();
+  const int num_workers = experiment->cluster().worker_hosts_size();
+  absl::StatusOr<std::vector<int>> ports = pstrain::launch::PickFreeLoopbackPorts(num_ps + num_workers);
   if (!ports.ok()) return Fail(1, std::string(ports.status().message()));
   const std::string ps_hosts = HostList(*ports, 0, num_ps);
   const std::string worker_hosts = HostList(*ports, num_ps, num_workers);
 
+  // A role's arguments; the check adds --check_config before the extra args.
+  auto role_args = [&](int index, bool check) {
+    std::vector<std::string> args = {
+        absl::StrCat("--config=", config), absl::StrCat("--index=", index), absl::StrCat("--ps_hosts=", ps_hosts),
+        absl::StrCat("--worker_hosts=", worker_hosts), absl::StrCat("--run_dir=", run_dir)};
+    if (check) args.push_back(pstrain::launch::kCheckConfigFlag);
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    return args;
+  };
   std::vector<RoleSpec> roles;
-  auto add_role = [&](const char* kind, const char* binary, int index,
-                      bool is_ps) {
+  auto add_role = [&](const char* kind, const char* binary, int index, bool is_ps) {
     RoleSpec role;
     role.name = absl::StrCat(kind, index);
     role.is_ps = is_ps;
     role.binary = (fs::path(bin_dir) / binary).string();
-    role.args = {absl::StrCat("--config=", config),
-                 absl::StrCat("--index=", index),
-                 absl::StrCat("--ps_hosts=", ps_hosts),
-                 absl::StrCat("--worker_hosts=", worker_hosts),
-                 absl::StrCat("--run_dir=", run_dir)};
-    role.args.insert(role.args.end(), extra_args.begin(), extra_args.end());
+    role.args = role_args(index, /*check=*/false);
     roles.push_back(std::move(role));
   };
   // The workers share this machine's cores: unless the user chose, give each
@@ -191,35 +191,59 @@ int main(int argc, char** argv) {
   // steal them from the PS and the other workers.
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   for (int i = 0; i < num_ps; ++i) add_role("ps", "pstrain-ps", i, true);
-  for (int i = 0; i < num_workers; ++i)
-    add_role("worker", "pstrain-worker", i, false);
+  for (int i = 0; i < num_workers; ++i) add_role("worker", "pstrain-worker", i, false);
+
+  // Every distinct role binary validates the config as it will run it (index
+  // 0 stands for all of its job); the first refusal stops everything.
+  std::vector<std::string> checked;
+  struct Check {
+    const char* kind;
+    const char* binary;
+    int count;
+  };
+  for (const Check& check : {Check{"ps", "pstrain-ps", num_ps}, Check{"worker", "pstrain-worker", num_workers}}) {
+    if (check.count == 0) continue;
+    const absl::Status status =
+        pstrain::launch::CheckRoleConfig(check.kind, (fs::path(bin_dir) / check.binary).string(),
+                                         role_args(0, /*check=*/true), absl::Seconds(FLAGS_check_timeout_s));
+    if (!status.ok()) {
+      return Fail(status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
+                  absl::StrCat(status.message(), "; nothing was started"));
+    }
+    checked.push_back(check.kind);
+  }
+
+  {
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    if (ec || !fs::is_directory(run_dir)) {
+      return Fail(1,
+                  absl::StrCat("cannot create run directory ", run_dir, ": ", ec ? ec.message() : "not a directory"));
+    }
+  }
 
   ClusterOptions options;
   options.log_dir = run_dir;
   options.grace = absl::Seconds(FLAGS_grace_s);
   options.timeout = absl::Seconds(FLAGS_timeout_s);
   options.interrupt_fd = InstallSignalPipe();
-  if (options.interrupt_fd < 0)
-    return Fail(
-        1, absl::StrCat("cannot create signal pipe: ", std::strerror(errno)));
+  if (options.interrupt_fd < 0) return Fail(1, absl::StrCat("cannot create signal pipe: ", std::strerror(errno)));
 
-  Print(absl::StrCat("launch: ", num_ps, " PS and ", num_workers,
-                     " workers from ", config, "; run dir ", run_dir));
-  Print(absl::StrCat("launch: --ps_hosts=", ps_hosts,
-                     " --worker_hosts=", worker_hosts));
+  Print(absl::StrCat("launch: ", num_ps, " PS and ", num_workers, " workers from ", config, "; run dir ", run_dir));
+  Print(absl::StrCat("launch: the config is accepted by ", absl::StrJoin(checked, " and "), " (",
+                     pstrain::launch::kCheckConfigFlag, ")"));
+  Print(absl::StrCat("launch: --ps_hosts=", ps_hosts, " --worker_hosts=", worker_hosts));
   ClusterProcesses cluster(options);
   if (absl::Status status = cluster.Start(roles); !status.ok()) {
     return Fail(1, std::string(status.message()));
   }
   const pstrain::launch::ClusterOutcome outcome = cluster.Wait();
   if (outcome.exit_code != 0) {
-    Print(absl::StrCat("launch: failed: ", outcome.reason, "; logs in ",
-                       run_dir));
+    Print(absl::StrCat("launch: failed: ", outcome.reason, "; logs in ", run_dir));
     return outcome.exit_code;
   }
   const std::string result = (fs::path(run_dir) / "result.json").string();
-  Print(absl::StrCat("launch: all ", roles.size(),
-                     " roles finished; result: ", result));
+  Print(absl::StrCat("launch: all ", roles.size(), " roles finished; result: ", result));
   if (std::ifstream in(result); in) {
     std::ostringstream text;
     text << in.rdbuf();

@@ -25,8 +25,7 @@ constexpr auto kReapTick = std::chrono::milliseconds(100);
 constexpr auto kDrainLimit = std::chrono::seconds(1);
 
 // Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void ExecChild(const char* path, char* const argv[], int out_fd,
-                            int null_fd, pid_t parent) {
+[[noreturn]] void ExecChild(const char* path, char* const argv[], int out_fd, int null_fd, pid_t parent) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The parent may have died before prctl took effect; then nobody supervises
@@ -56,15 +55,12 @@ std::string SignalName(int sig) {
   return name ? absl::StrCat("SIG", name) : absl::StrCat("signal ", sig);
 }
 
-bool ExitedOk(int wait_status) {
-  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
-}
+bool ExitedOk(int wait_status) { return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0; }
 
 }  // namespace
 
 std::string DescribeWaitStatus(int wait_status) {
-  if (WIFEXITED(wait_status))
-    return absl::StrCat("code ", WEXITSTATUS(wait_status));
+  if (WIFEXITED(wait_status)) return absl::StrCat("code ", WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
     const int sig = WTERMSIG(wait_status);
     const char* what = strsignal(sig);
@@ -84,8 +80,7 @@ struct ClusterProcesses::Role {
   int wait_status = 0;
 };
 
-ClusterProcesses::ClusterProcesses(ClusterOptions options)
-    : options_(std::move(options)) {}
+ClusterProcesses::ClusterProcesses(ClusterOptions options) : options_(std::move(options)) {}
 
 ClusterProcesses::~ClusterProcesses() {
   KillAndReapAll();
@@ -102,19 +97,15 @@ std::vector<pid_t> ClusterProcesses::pids() const {
 }
 
 absl::Status ClusterProcesses::Start(const std::vector<RoleSpec>& specs) {
-  if (!roles_.empty())
-    return absl::FailedPreconditionError(
-        "ClusterProcesses::Start called twice");
+  if (!roles_.empty()) return absl::FailedPreconditionError("ClusterProcesses::Start called twice");
   std::set<std::string> names;
   for (const RoleSpec& spec : specs) {
     if (spec.name.empty() || !names.insert(spec.name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("role name '", spec.name, "' is empty or repeated"));
+      return absl::InvalidArgumentError(absl::StrCat("role name '", spec.name, "' is empty or repeated"));
     }
     if (access(spec.binary.c_str(), X_OK) != 0) {
       return absl::FailedPreconditionError(
-          absl::StrCat("cannot execute ", spec.binary, " (for ", spec.name,
-                       "): ", std::strerror(errno)));
+          absl::StrCat("cannot execute ", spec.binary, " (for ", spec.name, "): ", std::strerror(errno)));
     }
   }
   // Everything that can fail without side effects happens before the first
@@ -124,24 +115,19 @@ absl::Status ClusterProcesses::Start(const std::vector<RoleSpec>& specs) {
     role->spec = spec;
     role->prefix = absl::StrCat("[", spec.name, "] ");
     if (!options_.log_dir.empty()) {
-      const std::string path =
-          absl::StrCat(options_.log_dir, "/", spec.name, ".log");
-      role->log_fd =
-          open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      const std::string path = absl::StrCat(options_.log_dir, "/", spec.name, ".log");
+      role->log_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (role->log_fd < 0) {
-        const absl::Status error = absl::FailedPreconditionError(
-            absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
-        roles_
-            .clear();  // no children yet; the logs already opened leak nothing
+        const absl::Status error =
+            absl::FailedPreconditionError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+        roles_.clear();  // no children yet; the logs already opened leak nothing
         return error;
       }
     }
     roles_.push_back(std::move(role));
   }
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (null_fd < 0)
-    return absl::InternalError(
-        absl::StrCat("open /dev/null: ", std::strerror(errno)));
+  if (null_fd < 0) return absl::InternalError(absl::StrCat("open /dev/null: ", std::strerror(errno)));
 
   start_time_ = Clock::now();
   const pid_t parent = getpid();
@@ -149,8 +135,7 @@ absl::Status ClusterProcesses::Start(const std::vector<RoleSpec>& specs) {
   for (auto& role : roles_) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
-      status = absl::InternalError(absl::StrCat("pipe for ", role->spec.name,
-                                                ": ", std::strerror(errno)));
+      status = absl::InternalError(absl::StrCat("pipe for ", role->spec.name, ": ", std::strerror(errno)));
       break;
     }
     std::vector<char*> argv;
@@ -170,8 +155,7 @@ absl::Status ClusterProcesses::Start(const std::vector<RoleSpec>& specs) {
     close(fds[1]);
     if (pid < 0) {
       close(fds[0]);
-      status = absl::InternalError(absl::StrCat(
-          "fork for ", role->spec.name, ": ", std::strerror(fork_errno)));
+      status = absl::InternalError(absl::StrCat("fork for ", role->spec.name, ": ", std::strerror(fork_errno)));
       break;
     }
     setpgid(pid, pid);  // also done by the child; whichever runs first wins
@@ -190,8 +174,7 @@ absl::Status ClusterProcesses::Start(const std::vector<RoleSpec>& specs) {
 void ClusterProcesses::WriteOut(const std::string& text) {
   size_t done = 0;
   while (!out_broken_ && done < text.size()) {
-    const ssize_t n =
-        write(options_.out_fd, text.data() + done, text.size() - done);
+    const ssize_t n = write(options_.out_fd, text.data() + done, text.size() - done);
     if (n > 0) {
       done += n;
     } else if (n < 0 && errno == EINTR) {
@@ -205,13 +188,9 @@ void ClusterProcesses::WriteOut(const std::string& text) {
   }
 }
 
-void ClusterProcesses::Say(const std::string& message) {
-  WriteOut(absl::StrCat("launch: ", message, "\n"));
-}
+void ClusterProcesses::Say(const std::string& message) { WriteOut(absl::StrCat("launch: ", message, "\n")); }
 
-void ClusterProcesses::EmitLine(Role& role, absl::string_view line) {
-  WriteOut(absl::StrCat(role.prefix, line, "\n"));
-}
+void ClusterProcesses::EmitLine(Role& role, absl::string_view line) { WriteOut(absl::StrCat(role.prefix, line, "\n")); }
 
 bool ClusterProcesses::ReadFromRole(Role& role) {
   char buf[16384];
@@ -244,9 +223,7 @@ bool ClusterProcesses::ReadFromRole(Role& role) {
       // Cut pieces while more of the line is known to follow them.
       size_t cut = 0;
       while (role.partial.size() - cut > kMaxLineBytes) {
-        absl::StrAppend(
-            &out, role.prefix,
-            absl::string_view(role.partial).substr(cut, kMaxLineBytes), "\n");
+        absl::StrAppend(&out, role.prefix, absl::string_view(role.partial).substr(cut, kMaxLineBytes), "\n");
         cut += kMaxLineBytes;
       }
       role.partial.erase(0, cut);
@@ -270,8 +247,7 @@ void ClusterProcesses::ClosePipe(Role& role) {
 }
 
 bool ClusterProcesses::AllReaped() const {
-  return std::all_of(roles_.begin(), roles_.end(),
-                     [](const auto& r) { return r->reaped; });
+  return std::all_of(roles_.begin(), roles_.end(), [](const auto& r) { return r->reaped; });
 }
 
 std::string ClusterProcesses::RunningRoles() const {
@@ -301,17 +277,13 @@ void ClusterProcesses::OnRoleExit(Role& role) {
   const std::string& name = role.spec.name;
   const std::string how = DescribeWaitStatus(role.wait_status);
   const bool ok = ExitedOk(role.wait_status);
-  const std::string verb =
-      WIFSIGNALED(role.wait_status) ? "was killed by " : "exited with ";
+  const std::string verb = WIFSIGNALED(role.wait_status) ? "was killed by " : "exited with ";
   switch (phase_) {
     case Phase::kRunning:
     case Phase::kWaitingForPs: {
       if (!ok) {
-        const int code = phase_ == Phase::kRunning &&
-                                 WIFEXITED(role.wait_status) &&
-                                 WEXITSTATUS(role.wait_status) == 2
-                             ? 2
-                             : 1;
+        const int code =
+            phase_ == Phase::kRunning && WIFEXITED(role.wait_status) && WEXITSTATUS(role.wait_status) == 2 ? 2 : 1;
         const std::string reason = absl::StrCat(name, " ", verb, how);
         Say(absl::StrCat(reason, "; stopping all roles"));
         BeginTeardown(code, reason);
@@ -320,12 +292,10 @@ void ClusterProcesses::OnRoleExit(Role& role) {
       Say(absl::StrCat(name, " finished"));
       if (AllReaped()) return;  // Wait() reports success
       const bool workers_done =
-          std::all_of(roles_.begin(), roles_.end(),
-                      [](const auto& r) { return r->spec.is_ps || r->reaped; });
+          std::all_of(roles_.begin(), roles_.end(), [](const auto& r) { return r->spec.is_ps || r->reaped; });
       if (phase_ == Phase::kRunning && workers_done) {
         phase_ = Phase::kWaitingForPs;
-        phase_deadline_ =
-            Clock::now() + absl::ToChronoNanoseconds(options_.grace);
+        phase_deadline_ = Clock::now() + absl::ToChronoNanoseconds(options_.grace);
       }
       return;
     }
@@ -357,8 +327,7 @@ void ClusterProcesses::OnInterrupt(int signo) {
   const std::string name = SignalName(signo);
   if (phase_ == Phase::kStopping || phase_ == Phase::kKilling) {
     if (phase_ == Phase::kStopping && !AllReaped()) {
-      Say(absl::StrCat("received ", name, " while stopping; killing ",
-                       RunningRoles()));
+      Say(absl::StrCat("received ", name, " while stopping; killing ", RunningRoles()));
       phase_ = Phase::kKilling;
       KillAll(SIGKILL);
     }
@@ -372,27 +341,23 @@ void ClusterProcesses::OnInterrupt(int signo) {
 void ClusterProcesses::CheckDeadlines(Clock::time_point now) {
   if (AllReaped()) return;
   const bool has_timeout = options_.timeout > absl::ZeroDuration();
-  if ((phase_ == Phase::kRunning || phase_ == Phase::kWaitingForPs) &&
-      has_timeout &&
+  if ((phase_ == Phase::kRunning || phase_ == Phase::kWaitingForPs) && has_timeout &&
       now >= start_time_ + absl::ToChronoNanoseconds(options_.timeout)) {
     const std::string reason =
-        absl::StrCat("timed out after ", absl::FormatDuration(options_.timeout),
-                     "; still running: ", RunningRoles());
+        absl::StrCat("timed out after ", absl::FormatDuration(options_.timeout), "; still running: ", RunningRoles());
     Say(absl::StrCat(reason, "; stopping all roles"));
     BeginTeardown(1, reason);
     return;
   }
   if (phase_ == Phase::kWaitingForPs && now >= phase_deadline_) {
-    const std::string reason = absl::StrCat(
-        "all workers finished but ", RunningRoles(), " still running ",
-        absl::FormatDuration(options_.grace), " later");
+    const std::string reason = absl::StrCat("all workers finished but ", RunningRoles(), " still running ",
+                                            absl::FormatDuration(options_.grace), " later");
     Say(absl::StrCat(reason, "; stopping it"));
     BeginTeardown(1, reason);
     return;
   }
   if (phase_ == Phase::kStopping && now >= phase_deadline_) {
-    Say(absl::StrCat(RunningRoles(), " still running ",
-                     absl::FormatDuration(options_.grace),
+    Say(absl::StrCat(RunningRoles(), " still running ", absl::FormatDuration(options_.grace),
                      " after SIGTERM; sending SIGKILL"));
     phase_ = Phase::kKilling;
     KillAll(SIGKILL);
@@ -405,9 +370,7 @@ ClusterOutcome ClusterProcesses::Wait() {
     ReapExited();
     const Clock::time_point now = Clock::now();
     CheckDeadlines(now);
-    const bool pipes_open =
-        std::any_of(roles_.begin(), roles_.end(),
-                    [](const auto& r) { return r->pipe_fd >= 0; });
+    const bool pipes_open = std::any_of(roles_.begin(), roles_.end(), [](const auto& r) { return r->pipe_fd >= 0; });
     if (AllReaped()) {
       if (!pipes_open) break;
       if (!drain_deadline) drain_deadline = now + kDrainLimit;
@@ -419,23 +382,17 @@ ClusterOutcome ClusterProcesses::Wait() {
 
     // Sleep until output, a signal, the next reap tick or the next deadline.
     auto wake = now + kReapTick;
-    if (phase_ == Phase::kWaitingForPs || phase_ == Phase::kStopping)
-      wake = std::min(wake, phase_deadline_);
-    if (options_.timeout > absl::ZeroDuration() && phase_ != Phase::kStopping &&
-        phase_ != Phase::kKilling) {
-      wake = std::min(
-          wake, start_time_ + absl::ToChronoNanoseconds(options_.timeout));
+    if (phase_ == Phase::kWaitingForPs || phase_ == Phase::kStopping) wake = std::min(wake, phase_deadline_);
+    if (options_.timeout > absl::ZeroDuration() && phase_ != Phase::kStopping && phase_ != Phase::kKilling) {
+      wake = std::min(wake, start_time_ + absl::ToChronoNanoseconds(options_.timeout));
     }
     if (drain_deadline) wake = std::min(wake, *drain_deadline);
-    const int timeout_ms = static_cast<int>(std::max<int64_t>(
-        0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now)
-                   .count() +
-               1));
+    const int timeout_ms = static_cast<int>(
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1));
 
     std::vector<pollfd> fds;
     std::vector<Role*> fd_roles;
-    if (options_.interrupt_fd >= 0)
-      fds.push_back({options_.interrupt_fd, POLLIN, 0});
+    if (options_.interrupt_fd >= 0) fds.push_back({options_.interrupt_fd, POLLIN, 0});
     for (auto& role : roles_) {
       if (role->pipe_fd < 0) continue;
       fds.push_back({role->pipe_fd, POLLIN, 0});
@@ -449,21 +406,18 @@ ClusterOutcome ClusterProcesses::Wait() {
       if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
         unsigned char signals[64];
         const ssize_t n = read(options_.interrupt_fd, signals, sizeof(signals));
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-          options_.interrupt_fd = -1;
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) options_.interrupt_fd = -1;
         for (ssize_t k = 0; k < n; ++k) OnInterrupt(signals[k]);
       }
       i = 1;
     }
     for (size_t k = 0; k < fd_roles.size(); ++k) {
-      if (fds[i + k].revents & (POLLIN | POLLHUP | POLLERR))
-        ReadFromRole(*fd_roles[k]);
+      if (fds[i + k].revents & (POLLIN | POLLHUP | POLLERR)) ReadFromRole(*fd_roles[k]);
     }
   }
 
   outcome_.exits.clear();
-  for (const auto& role : roles_)
-    outcome_.exits.push_back({role->spec.name, role->pid, role->wait_status});
+  for (const auto& role : roles_) outcome_.exits.push_back({role->spec.name, role->pid, role->wait_status});
   if (!outcome_set_) {
     outcome_.exit_code = 0;
     outcome_.reason.clear();

@@ -50,9 +50,9 @@ namespace pstrain::launch {
 
 // One process to start.
 struct RoleSpec {
-  std::string name;    // "ps0", "worker1": output prefix and log file stem
-  bool is_ps = false;  // PS roles are expected to exit once the workers have
-  std::string binary;  // executable path, run with execv (no PATH search)
+  std::string name;               // "ps0", "worker1": output prefix and log file stem
+  bool is_ps = false;             // PS roles are expected to exit once the workers have
+  std::string binary;             // executable path, run with execv (no PATH search)
   std::vector<std::string> args;  // argv[1..]; argv[0] is `binary`
 };
 
