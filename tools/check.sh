@@ -93,7 +93,9 @@ stage_tsan() {
   local tests=(transport_test ps_test worker_cluster_test ssp_test kv_store_test gloo_collective_test)
   cmake --build "$dir" -j"$JOBS" --target sanitizer_canary "${tests[@]}"
   say "tsan: built ($(elapsed "$start"))"
-  export TSAN_OPTIONS="suppressions=$ROOT/tools/tsan.supp:ignore_noninstrumented_modules=1:halt_on_error=1:second_deadlock_stack=1"
+  # Lock order is absl's to check (tests/util/test_main.cc); TSan's own
+  # detector stops at 64 held locks, and a PS push may hold one per variable.
+  export TSAN_OPTIONS="suppressions=$ROOT/tools/tsan.supp:ignore_noninstrumented_modules=1:halt_on_error=1:detect_deadlocks=0"
   canary "$dir/bin/sanitizer_canary" race "data race"
   "$dir/bin/sanitizer_canary" guarded
   (cd "$dir" && ctest -j"$JOBS" --timeout 900 --output-on-failure -L concurrent)

@@ -110,8 +110,8 @@ class LaunchTest : public ::testing::Test {
 
   // Writes the fakes and a YAML config with `num_ps` PS and `num_workers`
   // workers. The fakes' check mode runs `ps_check` / `worker_check`.
-  void Setup(int num_ps, int num_workers, const std::string& ps_body, const std::string& worker_body,
-             const std::string& ps_check = kCheckOk, const std::string& worker_check = kCheckOk) {
+  void PrepareRoles(int num_ps, int num_workers, const std::string& ps_body, const std::string& worker_body,
+                    const std::string& ps_check = kCheckOk, const std::string& worker_check = kCheckOk) {
     WriteExecutable(bin_dir_ + "/pstrain-ps", FakeRole("ps", ps_body, dir_.path(), ps_check));
     WriteExecutable(bin_dir_ + "/pstrain-worker", FakeRole("worker", worker_body, dir_.path(), worker_check));
     std::string yaml = "name: fake\ncluster:\n  ps_hosts: [";
@@ -190,7 +190,7 @@ class LaunchTest : public ::testing::Test {
 };
 
 TEST_F(LaunchTest, SuccessPrefixesOutputPassesFlagsAndPrintsResult) {
-  Setup(1, 2, kPsServe, kWorkerOk);
+  PrepareRoles(1, 2, kPsServe, kWorkerOk);
   Subprocess proc = Launch({"--", "--batch_size=7", "positional"});
   ASSERT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
   const std::string out = proc.out();
@@ -240,9 +240,9 @@ TEST_F(LaunchTest, SuccessPrefixesOutputPassesFlagsAndPrintsResult) {
 }
 
 TEST_F(LaunchTest, WorkerFailureStopsAllRolesAndLeavesNoProcesses) {
-  Setup(1, 2, kForever,
-        absl::StrCat("if [ \"$INDEX\" = 1 ]; then\n", WaitForAll({"ps0", "worker0"}),
-                     "  echo 'worker 1 giving up'; exit 3\nfi\n", kForever));
+  PrepareRoles(1, 2, kForever,
+               absl::StrCat("if [ \"$INDEX\" = 1 ]; then\n", WaitForAll({"ps0", "worker0"}),
+                            "  echo 'worker 1 giving up'; exit 3\nfi\n", kForever));
   Subprocess proc = Launch();
   const std::optional<int> status = WaitForExit(proc.pid, std::chrono::seconds(20));
   const std::string out = proc.out();
@@ -257,7 +257,7 @@ TEST_F(LaunchTest, WorkerFailureStopsAllRolesAndLeavesNoProcesses) {
 }
 
 TEST_F(LaunchTest, RoleKilledBySignalIsAFailure) {
-  Setup(1, 1, kForever, absl::StrCat(WaitForAll({"ps0"}), "kill -9 $$\n"));
+  PrepareRoles(1, 1, kForever, absl::StrCat(WaitForAll({"ps0"}), "kill -9 $$\n"));
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out();
   EXPECT_TRUE(absl::StrContains(proc.out(), "launch: worker0 was killed by signal 9 (Killed); stopping all roles"))
@@ -266,10 +266,10 @@ TEST_F(LaunchTest, RoleKilledBySignalIsAFailure) {
 }
 
 TEST_F(LaunchTest, RoleRejectingTheConfigMakesExitCodeTwo) {
-  Setup(1, 2, kForever,
-        "if [ \"$INDEX\" = 0 ]; then echo 'exp.yaml: field x: expected y' >&2; "
-        "exit 2; fi\n" +
-            std::string(kForever));
+  PrepareRoles(1, 2, kForever,
+               "if [ \"$INDEX\" = 0 ]; then echo 'exp.yaml: field x: expected y' >&2; "
+               "exit 2; fi\n" +
+                   std::string(kForever));
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out();
   EXPECT_TRUE(absl::StrContains(proc.out(), "[worker0] exp.yaml: field x: expected y\n")) << proc.out();
@@ -278,7 +278,7 @@ TEST_F(LaunchTest, RoleRejectingTheConfigMakesExitCodeTwo) {
 }
 
 TEST_F(LaunchTest, PsStillRunningAfterWorkersFinishedIsStopped) {
-  Setup(1, 2, kForever, absl::StrCat(WaitForAll({"ps0"}), "exit 0\n"));
+  PrepareRoles(1, 2, kForever, absl::StrCat(WaitForAll({"ps0"}), "exit 0\n"));
   Subprocess proc = Launch({"--grace_s", "1"});
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out();
   EXPECT_TRUE(absl::StrContains(proc.out(),
@@ -290,8 +290,8 @@ TEST_F(LaunchTest, PsStillRunningAfterWorkersFinishedIsStopped) {
 
 TEST_F(LaunchTest, RolesIgnoringSigtermAreKilledAfterGrace) {
   // The worker fails only once the PS ignores SIGTERM.
-  Setup(1, 1, "trap '' TERM\ntouch \"$RUN_DIR/ps_ready\"\n" + std::string(kForever),
-        "while [ ! -e \"$RUN_DIR/ps_ready\" ]; do sleep 0.02; done\nexit 1\n");
+  PrepareRoles(1, 1, "trap '' TERM\ntouch \"$RUN_DIR/ps_ready\"\n" + std::string(kForever),
+               "while [ ! -e \"$RUN_DIR/ps_ready\" ]; do sleep 0.02; done\nexit 1\n");
   Subprocess proc = Launch({"--grace_s", "1"});
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out();
   EXPECT_TRUE(absl::StrContains(proc.out(), "launch: ps0 still running 1s after SIGTERM; sending SIGKILL"))
@@ -300,7 +300,7 @@ TEST_F(LaunchTest, RolesIgnoringSigtermAreKilledAfterGrace) {
 }
 
 TEST_F(LaunchTest, TimeoutStopsRolesAndNamesThem) {
-  Setup(1, 2, kForever, "if [ \"$INDEX\" = 0 ]; then exit 0; fi\n" + std::string(kForever));
+  PrepareRoles(1, 2, kForever, "if [ \"$INDEX\" = 0 ]; then exit 0; fi\n" + std::string(kForever));
   Subprocess proc = Launch({"--timeout_s", "2"});
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out();
   EXPECT_TRUE(absl::StrContains(proc.out(),
@@ -314,7 +314,7 @@ class LaunchSignalTest : public LaunchTest, public ::testing::WithParamInterface
 
 TEST_P(LaunchSignalTest, SignalToLauncherTearsDownChildren) {
   const int signo = GetParam();
-  Setup(1, 2, kForever, kForever);
+  PrepareRoles(1, 2, kForever, kForever);
   Subprocess proc = Launch();
   const std::vector<pid_t> pids = Pids({"ps0", "worker0", "worker1"});
   for (pid_t pid : pids) ASSERT_TRUE(ProcessAlive(pid));
@@ -330,7 +330,7 @@ INSTANTIATE_TEST_SUITE_P(IntAndTerm, LaunchSignalTest, ::testing::Values(SIGINT,
                          [](const auto& info) { return std::string(sigabbrev_np(info.param)); });
 
 TEST_F(LaunchTest, ChildrenDieWhenTheLauncherIsKilled) {
-  Setup(1, 2, kForever, kForever);
+  PrepareRoles(1, 2, kForever, kForever);
   Subprocess proc = Launch();
   const std::vector<pid_t> pids = Pids({"ps0", "worker0", "worker1"});
   ASSERT_EQ(kill(proc.pid, SIGKILL), 0);
@@ -346,7 +346,7 @@ TEST_F(LaunchTest, ChildrenDieWhenTheLauncherIsKilled) {
 }
 
 TEST_F(LaunchTest, MalformedConfigExitsTwoNamingTheFileAndStartsNothing) {
-  Setup(1, 1, kForever, kForever);
+  PrepareRoles(1, 1, kForever, kForever);
   WriteFile(config_, "cluster: {ps_hosts: [a:1\n");
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2);
@@ -361,7 +361,7 @@ TEST_F(LaunchTest, MalformedConfigExitsTwoNamingTheFileAndStartsNothing) {
 }
 
 TEST_F(LaunchTest, MissingRoleBinaryIsReported) {
-  Setup(1, 1, kForever, kForever);
+  PrepareRoles(1, 1, kForever, kForever);
   fs::remove(bin_dir_ + "/pstrain-worker");
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1);
@@ -370,7 +370,7 @@ TEST_F(LaunchTest, MissingRoleBinaryIsReported) {
 }
 
 TEST_F(LaunchTest, TextProtoConfigStartsItsHosts) {
-  Setup(0, 0, kPsServe, kWorkerOk);
+  PrepareRoles(0, 0, kPsServe, kWorkerOk);
   config_ = dir_ / "exp.pbtxt";
   WriteFile(config_,
             "cluster {\n  ps_hosts: \"a:1\"\n  ps_hosts: \"b:1\"\n  "
@@ -382,7 +382,7 @@ TEST_F(LaunchTest, TextProtoConfigStartsItsHosts) {
 }
 
 TEST_F(LaunchTest, DefaultsFindRolesBesideTheLauncherAndMakeATimestampedRunDir) {
-  Setup(1, 1, kPsServe, kWorkerOk);
+  PrepareRoles(1, 1, kPsServe, kWorkerOk);
   const std::string own_launcher = bin_dir_ + "/pstrain-launch";
   fs::copy_file(launcher_, own_launcher);
   fs::permissions(own_launcher, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
@@ -407,7 +407,7 @@ TEST_F(LaunchTest, UsageErrorWithoutConfig) {
 }
 
 TEST_F(LaunchTest, ChecksEachRoleBinaryOnceWithItsRunArgumentsBeforeStartingAny) {
-  Setup(2, 2, kPsServe, kWorkerOk);
+  PrepareRoles(2, 2, kPsServe, kWorkerOk);
   Subprocess proc = Launch({"--", "--batch_size=7"});
   ASSERT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
   EXPECT_TRUE(absl::StrContains(proc.out(), "launch: the config is accepted by ps and worker (--check_config)\n"))
@@ -422,8 +422,8 @@ TEST_F(LaunchTest, ChecksEachRoleBinaryOnceWithItsRunArgumentsBeforeStartingAny)
 }
 
 TEST_F(LaunchTest, RoleRefusingInCheckModeExitsTwoWithItsMessageAndStartsNothing) {
-  Setup(1, 2, kForever, kForever, kCheckOk,
-        "echo \"error: $CONFIG: field 'model.name': expected a registered model, got 'x'\" >&2\nexit 2\n");
+  PrepareRoles(1, 2, kForever, kForever, kCheckOk,
+               "echo \"error: $CONFIG: field 'model.name': expected a registered model, got 'x'\" >&2\nexit 2\n");
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();
   EXPECT_TRUE(absl::StrContains(proc.err(), absl::StrCat("launch: worker refuses the config: ", config_,
@@ -436,7 +436,7 @@ TEST_F(LaunchTest, RoleRefusingInCheckModeExitsTwoWithItsMessageAndStartsNothing
 }
 
 TEST_F(LaunchTest, WithoutPsOnlyTheWorkerBinaryIsChecked) {
-  Setup(0, 1, kForever, kWorkerOk, "echo 'error: must not be asked' >&2\nexit 2\n");
+  PrepareRoles(0, 1, kForever, kWorkerOk, "echo 'error: must not be asked' >&2\nexit 2\n");
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
   EXPECT_TRUE(CheckArgs("ps").empty());
@@ -446,7 +446,7 @@ TEST_F(LaunchTest, WithoutPsOnlyTheWorkerBinaryIsChecked) {
 }
 
 TEST_F(LaunchTest, CheckThatDoesNotFinishIsKilledAtItsDeadline) {
-  Setup(1, 1, kForever, kForever, kForever);
+  PrepareRoles(1, 1, kForever, kForever, kForever);
   const auto begin = std::chrono::steady_clock::now();
   Subprocess proc = Launch({"--check_timeout_s", "1"});
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid, std::chrono::seconds(20))), 1) << proc.out() << proc.err();
@@ -458,7 +458,7 @@ TEST_F(LaunchTest, CheckThatDoesNotFinishIsKilledAtItsDeadline) {
 }
 
 TEST_F(LaunchTest, BadCheckTimeoutIsAUsageError) {
-  Setup(1, 1, kForever, kForever);
+  PrepareRoles(1, 1, kForever, kForever);
   Subprocess proc = Launch({"--check_timeout_s", "0"});
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2);
   EXPECT_TRUE(absl::StrContains(proc.err(), "--check_timeout_s must be > 0")) << proc.err();
@@ -476,7 +476,7 @@ class BadHostsTest : public LaunchTest, public ::testing::WithParamInterface<Bad
 // The roles would refuse these host lists; the launcher, which replaces them
 // with loopback ports, must refuse them as well, before asking any role.
 TEST_P(BadHostsTest, IsRefusedWithExitTwoNamingTheFieldAndNothingStarts) {
-  Setup(1, 1, kForever, kForever);
+  PrepareRoles(1, 1, kForever, kForever);
   WriteFile(config_, absl::StrCat("name: fake\ncluster: ", GetParam().cluster, "\n"));
   Subprocess proc = Launch();
   EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();

@@ -8,7 +8,6 @@
 // cmake/tsan_absl.cmake).
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -42,9 +41,11 @@ int Racy() {
 }
 
 int OutOfBounds(int n) {
-  std::unique_ptr<int[]> values(new int[n]);
-  std::memset(values.get(), 0, n * sizeof(int));
-  return values[n];  // one past the end
+  int* values = new int[n];
+  std::memset(values, 0, n * sizeof(int));
+  const int past_the_end = values[n];
+  delete[] values;
+  return past_the_end;
 }
 
 }  // namespace
