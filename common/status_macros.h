@@ -10,10 +10,10 @@
 #define PSTRAIN_CONCAT_INNER(a, b) a##b
 #define PSTRAIN_CONCAT(a, b) PSTRAIN_CONCAT_INNER(a, b)
 
-#define PSTRAIN_RETURN_IF_ERROR(expr)                   \
-  do {                                                  \
-    ::absl::Status pstrain_status_ = (expr);            \
-    if (!pstrain_status_.ok()) return pstrain_status_;  \
+#define PSTRAIN_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status pstrain_status_ = (expr);           \
+    if (!pstrain_status_.ok()) return pstrain_status_; \
   } while (0)
 
 #define PSTRAIN_ASSIGN_OR_RETURN(lhs, expr) \

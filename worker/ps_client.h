@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/transport/transport.h"
 #include "common/placement.h"
+#include "common/transport/transport.h"
 #include "models/model.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"

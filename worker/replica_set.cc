@@ -8,7 +8,7 @@
 namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig& config, int replicas,
-                                                              const ReplicaOptions& options) {
+                                                               const ReplicaOptions& options) {
   if (replicas < 1) return absl::InvalidArgumentError("devices_per_worker must be >= 1");
   std::unique_ptr<ReplicaSet> set(new ReplicaSet);
   const bool gpu = options.device_kind == DeviceKind::kCuda;
@@ -18,8 +18,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     return absl::FailedPreconditionError(absl::StrCat("device gpu: ", why.message()));
   }
   for (int r = 0; r < replicas; ++r) {
-    const Device device =
-        gpu ? Device{DeviceKind::kCuda, (options.worker_index * replicas + r) % gpus} : Device::Cpu();
+    const Device device = gpu ? Device{DeviceKind::kCuda, (options.worker_index * replicas + r) % gpus} : Device::Cpu();
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> context, CreateDeviceContext(device));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, context.get()));
     set->contexts_.push_back(std::move(context));

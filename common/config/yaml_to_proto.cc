@@ -97,18 +97,15 @@ class YamlWalker {
 
   // `node` must be a map (or null) of `message`'s fields. `path` is the dotted
   // path of `message` itself ("" at the top level).
-  absl::Status WalkMessage(const YAML::Node& node, const std::string& path, int line,
-                           Message* message) const {
+  absl::Status WalkMessage(const YAML::Node& node, const std::string& path, int line, Message* message) const {
     const Descriptor* desc = message->GetDescriptor();
     if (node.IsNull()) return absl::OkStatus();
     if (!node.IsMap() && path.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(Where(LineOf(node, line)), " expected a map of ", desc->name(),
-                       " fields at the top level, got ", Describe(node)));
+      return absl::InvalidArgumentError(absl::StrCat(Where(LineOf(node, line)), " expected a map of ", desc->name(),
+                                                     " fields at the top level, got ", Describe(node)));
     }
     if (!node.IsMap()) {
-      return FieldError(LineOf(node, line), path,
-                        absl::StrCat("a map of ", desc->name(), " fields"), Describe(node));
+      return FieldError(LineOf(node, line), path, absl::StrCat("a map of ", desc->name(), " fields"), Describe(node));
     }
     std::map<std::string, int> seen;  // field name -> line it was first given on
     for (const auto& kv : node) {
@@ -131,8 +128,8 @@ class YamlWalker {
   }
 
  private:
-  absl::Status WalkField(const YAML::Node& value, const std::string& path, int line,
-                         const FieldDescriptor* field, Message* message) const {
+  absl::Status WalkField(const YAML::Node& value, const std::string& path, int line, const FieldDescriptor* field,
+                         Message* message) const {
     const Reflection* refl = message->GetReflection();
     if (!field->is_repeated()) {
       if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
@@ -143,16 +140,14 @@ class YamlWalker {
     refl->ClearField(message, field);
     if (value.IsNull()) return absl::OkStatus();
     if (!value.IsSequence()) {
-      return FieldError(line, path, absl::StrCat("a list of ", TypeWord(field), " values"),
-                        Describe(value));
+      return FieldError(line, path, absl::StrCat("a list of ", TypeWord(field), " values"), Describe(value));
     }
     for (size_t i = 0; i < value.size(); ++i) {
       const YAML::Node item = value[i];
       const std::string item_path = absl::StrCat(path, "[", i, "]");
       const int item_line = LineOf(item, line);
       if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        PSTRAIN_RETURN_IF_ERROR(
-            WalkMessage(item, item_path, item_line, refl->AddMessage(message, field)));
+        PSTRAIN_RETURN_IF_ERROR(WalkMessage(item, item_path, item_line, refl->AddMessage(message, field)));
       } else {
         PSTRAIN_RETURN_IF_ERROR(SetScalar(item, item_path, item_line, field, message));
       }
@@ -162,8 +157,8 @@ class YamlWalker {
 
   // Converts a scalar node by the field's type; sets it (singular) or appends
   // it (repeated).
-  absl::Status SetScalar(const YAML::Node& node, const std::string& path, int line,
-                         const FieldDescriptor* field, Message* message) const {
+  absl::Status SetScalar(const YAML::Node& node, const std::string& path, int line, const FieldDescriptor* field,
+                         Message* message) const {
     const Reflection* refl = message->GetReflection();
     const bool rep = field->is_repeated();
     if (!node.IsScalar()) {
@@ -191,8 +186,7 @@ class YamlWalker {
                                  : std::numeric_limits<uint64_t>::max();
         uint64_t v = 0;
         if (!absl::SimpleAtoi(text, &v) || v > max) {
-          return FieldError(line, path, absl::StrCat("a non-negative integer in [0, ", max, "]"),
-                            Describe(node));
+          return FieldError(line, path, absl::StrCat("a non-negative integer in [0, ", max, "]"), Describe(node));
         }
         if (field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32) {
           rep ? refl->AddUInt32(message, field, static_cast<uint32_t>(v))
@@ -213,8 +207,7 @@ class YamlWalker {
           // text of FLT_MAX, "3.4028235e+38", is slightly above it).
           constexpr double kFloatLimit = 0x1.ffffffp+127;
           if (std::fabs(v) >= kFloatLimit) {
-            return FieldError(line, path, "a number within the range of a 32-bit float",
-                              Describe(node));
+            return FieldError(line, path, "a number within the range of a 32-bit float", Describe(node));
           }
           rep ? refl->AddFloat(message, field, static_cast<float>(v))
               : refl->SetFloat(message, field, static_cast<float>(v));
@@ -251,13 +244,12 @@ class YamlWalker {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int64_t> ParseInt(const YAML::Node& node, const std::string& path, int line,
-                                   int64_t min, int64_t max) const {
+  absl::StatusOr<int64_t> ParseInt(const YAML::Node& node, const std::string& path, int line, int64_t min,
+                                   int64_t max) const {
     int64_t v = 0;
     if (absl::SimpleAtoi(node.Scalar(), &v) && v >= min && v <= max) return v;
     if (LooksLikeInteger(node.Scalar())) {
-      return FieldError(line, path, absl::StrCat("an integer in [", min, ", ", max, "]"),
-                        Describe(node));
+      return FieldError(line, path, absl::StrCat("an integer in [", min, ", ", max, "]"), Describe(node));
     }
     return FieldError(line, path, "an integer", Describe(node));
   }
@@ -314,10 +306,9 @@ class YamlWalker {
     return "";
   }
 
-  absl::Status FieldError(int line, absl::string_view path, absl::string_view expected,
-                          absl::string_view got) const {
-    return absl::InvalidArgumentError(absl::StrCat(Where(line), " field '", path, "': expected ",
-                                                   expected, ", got ", got));
+  absl::Status FieldError(int line, absl::string_view path, absl::string_view expected, absl::string_view got) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(line), " field '", path, "': expected ", expected, ", got ", got));
   }
 
   absl::Status UnknownField(int line, const std::string& parent_path, const std::string& name,
@@ -352,11 +343,10 @@ class YamlWalker {
     } else if (name.size() >= 4 && best_prefix_distance <= 1) {
       hint = absl::StrCat(" (did you mean '", best_prefix, "'?)");
     }
-    const std::string owner = parent_path.empty() ? std::string("top-level")
-                                                  : absl::StrCat("'", parent_path, "'");
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(line), " unknown field '", path, "'", hint, "; the valid keys of ", owner, " (",
-        desc->name(), ") are: ", absl::StrJoin(keys, ", ")));
+    const std::string owner = parent_path.empty() ? std::string("top-level") : absl::StrCat("'", parent_path, "'");
+    return absl::InvalidArgumentError(absl::StrCat(Where(line), " unknown field '", path, "'", hint,
+                                                   "; the valid keys of ", owner, " (", desc->name(),
+                                                   ") are: ", absl::StrJoin(keys, ", ")));
   }
 
   std::string Where(int line) const {
@@ -515,17 +505,14 @@ absl::Status ParseYamlIntoMessage(std::string_view yaml, std::string_view filena
   try {
     docs = YAML::LoadAll(std::string(yaml));
   } catch (const YAML::Exception& e) {
-    const std::string where =
-        e.mark.is_null() ? absl::StrCat(file, ":")
-                         : absl::StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ":");
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, " invalid YAML: ", e.msg, TabHint(yaml, e.mark)));
+    const std::string where = e.mark.is_null() ? absl::StrCat(file, ":")
+                                               : absl::StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ":");
+    return absl::InvalidArgumentError(absl::StrCat(where, " invalid YAML: ", e.msg, TabHint(yaml, e.mark)));
   }
   if (docs.empty()) return absl::OkStatus();
   if (docs.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ":", LineOf(docs[1], 0), ": expected one YAML document, got ",
-                     docs.size(), " (remove the '---' separators)"));
+    return absl::InvalidArgumentError(absl::StrCat(file, ":", LineOf(docs[1], 0), ": expected one YAML document, got ",
+                                                   docs.size(), " (remove the '---' separators)"));
   }
   try {
     return YamlWalker(filename).WalkMessage(docs[0], "", 1, message);

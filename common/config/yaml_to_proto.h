@@ -31,8 +31,7 @@ namespace pstrain {
 
 // Parses `yaml` (named `filename` in errors) into `message`, which is merged
 // into (not cleared first). On error `message` may be partly filled.
-absl::Status ParseYamlIntoMessage(std::string_view yaml, std::string_view filename,
-                                  google::protobuf::Message* message);
+absl::Status ParseYamlIntoMessage(std::string_view yaml, std::string_view filename, google::protobuf::Message* message);
 
 // The fields set in `message` as a YAML document (ending in a newline):
 // nested messages as block maps indented by two spaces, repeated scalars as

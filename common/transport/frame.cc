@@ -71,8 +71,7 @@ absl::Status IncomingFrame::Read(void* dst, size_t n) {
 
 namespace pstrain {
 
-absl::Status IncomingFrame::ConsumeFloats(size_t n,
-                                          absl::FunctionRef<void(size_t, const float*, size_t)> fn) {
+absl::Status IncomingFrame::ConsumeFloats(size_t n, absl::FunctionRef<void(size_t, const float*, size_t)> fn) {
   if (n % sizeof(float) != 0) return absl::InvalidArgumentError(absl::StrCat(n, " bytes is not whole floats"));
   size_t next = 0;  // index of the next element to hand out
   alignas(16) float carry_storage[1];

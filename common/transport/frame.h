@@ -60,8 +60,7 @@ class IncomingFrame {
   // Hands the next `n` bytes (a multiple of 4) to `fn` as aligned float runs:
   // fn(first_element_index, floats, count). Pieces that split a float or are
   // misaligned go through a small aligned scratch buffer.
-  absl::Status ConsumeFloats(size_t n,
-                             absl::FunctionRef<void(size_t first, const float* data, size_t count)> fn);
+  absl::Status ConsumeFloats(size_t n, absl::FunctionRef<void(size_t first, const float* data, size_t count)> fn);
 
   // Splits a wire frame (varint32 header length, header, payload) held in
   // `pieces` into header and payload.

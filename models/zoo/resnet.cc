@@ -28,8 +28,7 @@ namespace {
 constexpr double kBnEpsilon = 1e-5;
 
 // One bottleneck block reading `input`; returns its output node.
-int Bottleneck(ModelBuilder& b, const std::string& name, int input, int64_t width, int64_t stride,
-               bool downsample) {
+int Bottleneck(ModelBuilder& b, const std::string& name, int input, int64_t width, int64_t stride, bool downsample) {
   auto add = [&](const std::string& local, const LayerSpec& spec, int from) {
     return b.Add(absl::StrCat(name, "/", local), spec, {from});
   };
@@ -71,13 +70,17 @@ absl::StatusOr<std::unique_ptr<Model>> BuildResnet(const ModelConfig& config, De
   return b.Finish(b.Then("fc", zoo::Dense(config.num_classes())));
 }
 
-[[maybe_unused]] const bool kRegistered =
-    RegisterModel("resnet50",
-                  [](const ModelConfig& c, DeviceContext* ctx) { return BuildResnet(c, ctx, {3, 4, 6, 3}); }) &&
-    RegisterModel("resnet101",
-                  [](const ModelConfig& c, DeviceContext* ctx) { return BuildResnet(c, ctx, {3, 4, 23, 3}); }) &&
-    RegisterModel("resnet152",
-                  [](const ModelConfig& c, DeviceContext* ctx) { return BuildResnet(c, ctx, {3, 8, 36, 3}); });
+[[maybe_unused]] const bool kRegistered = RegisterModel("resnet50",
+                                                        [](const ModelConfig& c, DeviceContext* ctx) {
+                                                          return BuildResnet(c, ctx, {3, 4, 6, 3});
+                                                        }) &&
+                                          RegisterModel("resnet101",
+                                                        [](const ModelConfig& c, DeviceContext* ctx) {
+                                                          return BuildResnet(c, ctx, {3, 4, 23, 3});
+                                                        }) &&
+                                          RegisterModel("resnet152", [](const ModelConfig& c, DeviceContext* ctx) {
+                                            return BuildResnet(c, ctx, {3, 8, 36, 3});
+                                          });
 
 }  // namespace
 }  // namespace pstrain

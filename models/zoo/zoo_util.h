@@ -66,9 +66,7 @@ inline LayerSpec Dropout(double rate, int64_t seed) {
 }
 
 // Output length of a convolution or pooling window along one axis (floor mode).
-inline int64_t WindowOut(int64_t in, int64_t k, int64_t stride, int64_t pad) {
-  return (in + 2 * pad - k) / stride + 1;
-}
+inline int64_t WindowOut(int64_t in, int64_t k, int64_t stride, int64_t pad) { return (in + 2 * pad - k) / stride + 1; }
 
 // conv (no bias) -> batch_norm -> relu, as nodes "<name>/conv", "<name>/bn"
 // and "<name>/relu" (variables "<name>/conv/weights", "<name>/bn/...").

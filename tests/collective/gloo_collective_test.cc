@@ -1,8 +1,6 @@
 // Gloo collectives with ranks as threads of this process: TCP over loopback,
 // rendezvous through the chief's KvStoreService served over inproc or gRPC
 // (rank 0 uses the service's table directly, as the chief does).
-#include "worker/collective/collective.h"
-
 #include <atomic>
 #include <functional>
 #include <iostream>
@@ -20,6 +18,7 @@
 #include "common/transport/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/collective/collective.h"
 // Pins gRPC's callback completion queue for the whole binary (see there).
 #include "tests/transport/grpc_keepalive.h"
 #include "worker/collective/kv_store.h"
@@ -302,9 +301,8 @@ TEST(GlooCollectiveFailureTest, RankThatNeverJoinsFailsTheOthersNamingIt) {
     SCOPED_TRACE(absl::StrCat("rank ", r));
     std::cerr << "rank " << r << " after " << took[r] << ": " << status[r] << "\n";
     EXPECT_TRUE(absl::IsDeadlineExceeded(status[r])) << status[r];
-    EXPECT_THAT(status[r].message(),
-                AllOf(HasSubstr(absl::StrCat("rank ", r, " of 3")), HasSubstr("rank 2 has not joined"),
-                      HasSubstr("3s"), HasSubstr(prefix)));
+    EXPECT_THAT(status[r].message(), AllOf(HasSubstr(absl::StrCat("rank ", r, " of 3")),
+                                           HasSubstr("rank 2 has not joined"), HasSubstr("3s"), HasSubstr(prefix)));
     EXPECT_GE(took[r], absl::Milliseconds(2500));
     EXPECT_LT(took[r], absl::Seconds(8));
   }

@@ -253,7 +253,6 @@ TEST(InMemoryKeyValueStoreTest, DeadlineInThePastProbesOnce) {
   EXPECT_EQ(store.size(), 1u);
 }
 
-
 // Malformed and unknown requests are rejected without touching the table.
 TEST(KvStoreServiceTest, RejectsBadRequests) {
   KvStoreService service;

@@ -17,8 +17,7 @@ using ::pstrain::test::WriteExecutable;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-VariantOutcome Ok(const std::string& label, int workers, double ips,
-                  const std::string& consistency = "sync") {
+VariantOutcome Ok(const std::string& label, int workers, double ips, const std::string& consistency = "sync") {
   VariantOutcome o;
   o.label = label;
   o.run_dir = "out/" + label;
@@ -48,9 +47,8 @@ VariantOutcome Failed(const std::string& label) {
 }
 
 std::vector<ReportRow> Rows() {
-  return ComputeReport({Ok("sync 1", 1, 1000), Ok("sync 2", 2, 1800),
-                        Ok("async 2", 2, 1900, "async"), Failed("sync 4")},
-                       0);
+  return ComputeReport(
+      {Ok("sync 1", 1, 1000), Ok("sync 2", 2, 1800), Ok("async 2", 2, 1900, "async"), Failed("sync 4")}, 0);
 }
 
 TEST(ChartTest, DataHasOneTabSeparatedLinePerVariant) {
@@ -87,8 +85,7 @@ TEST(ChartTest, ScriptDrawsBothFormatsBothPanelsAndALegend) {
 TEST(ChartTest, LongLabelsAreRotated) {
   std::vector<VariantOutcome> outcomes;
   for (int i = 0; i < 8; ++i)
-    outcomes.push_back(Ok("parameter server, synchronous, worker count " + std::to_string(i), i + 1,
-                          100.0 * (i + 1)));
+    outcomes.push_back(Ok("parameter server, synchronous, worker count " + std::to_string(i), i + 1, 100.0 * (i + 1)));
   EXPECT_THAT(ChartScript(ComputeReport(outcomes, 0), {"t", "s"}), HasSubstr("rotate by"));
 }
 
@@ -112,8 +109,7 @@ TEST(ChartTest, MissingGnuplotStillWritesTheScriptAndSaysSo) {
 TEST(ChartTest, FailingGnuplotIsAnErrorWithItsOutput) {
   TempDir out;
   TempDir bin;
-  WriteExecutable(bin / "gnuplot",
-                  "#!/bin/sh\necho 'line 3: undefined variable: oops' >&2\nexit 1\n");
+  WriteExecutable(bin / "gnuplot", "#!/bin/sh\necho 'line 3: undefined variable: oops' >&2\nexit 1\n");
   const absl::Status status = DrawChart(Rows(), {"t", "s"}, out.path(), bin / "gnuplot");
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(status.message(), HasSubstr("exit code 1"));

@@ -70,9 +70,7 @@ CompareRun RunCompare(const std::vector<std::string>& args, const TempDir& captu
   return run;
 }
 
-std::vector<std::string> Lines(const std::string& text) {
-  return absl::StrSplit(text, '\n', absl::SkipEmpty());
-}
+std::vector<std::string> Lines(const std::string& text) { return absl::StrSplit(text, '\n', absl::SkipEmpty()); }
 
 TEST(CompareE2eTest, TinyMatrixThroughTheRealLauncher) {
   TempDir dir;
@@ -174,8 +172,7 @@ variants:
   - {label: third}
 )yaml");
   const std::string out = dir_ / "out";
-  const CompareRun run =
-      RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path()}, dir_);
+  const CompareRun run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path()}, dir_);
   EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
   EXPECT_THAT(run.out, ContainsRegex(R"(\[1/3\] first +\.\.\. ok)"));
   EXPECT_THAT(run.out, HasSubstr("broken ... FAILED (exit 1): failed: worker1 exited with code 1; "
@@ -198,8 +195,7 @@ variants:
   - {label: "bad momentum", set: {optimizer: {name: momentum, momentum: 1.5}}}
 )yaml");
   const std::string out = dir_ / "out";
-  const CompareRun run =
-      RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path()}, dir_);
+  const CompareRun run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path()}, dir_);
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
   EXPECT_THAT(run.err, HasSubstr(dir_ / "m.yaml"));
   EXPECT_THAT(run.err, HasSubstr("variant 'bad momentum'"));
@@ -212,8 +208,7 @@ variants:
 
 TEST_F(FakeLaunchTest, MalformedMatrixExitsTwo) {
   WriteFile(dir_ / "m.yaml", "base: base.yaml\nvariants: [{label: a, wrokers: 2}]\n");
-  const CompareRun run =
-      RunCompare({dir_ / "m.yaml", "--out", dir_ / "out", "--bin_dir", bin_.path()}, dir_);
+  const CompareRun run = RunCompare({dir_ / "m.yaml", "--out", dir_ / "out", "--bin_dir", bin_.path()}, dir_);
   EXPECT_EQ(run.exit_code, 2);
   // The config loader's message: file, line, field, a hint and the valid keys.
   EXPECT_THAT(run.err, HasSubstr(dir_ / "m.yaml:2: unknown field 'variants[0].wrokers' (did you mean 'workers'?); "
@@ -225,8 +220,7 @@ TEST_F(FakeLaunchTest, MalformedMatrixExitsTwo) {
 TEST_F(FakeLaunchTest, DryRunValidatesAndRunsNothing) {
   WriteFile(dir_ / "m.yaml", "base: base.yaml\nvariants: [{label: a}, {label: b, workers: 4}]\n");
   const std::string out = dir_ / "out";
-  const CompareRun run =
-      RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--dry_run"}, dir_);
+  const CompareRun run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--dry_run"}, dir_);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("[2/2] b: parameter_server, sync, 1 PS, 4 workers"));
   EXPECT_THAT(run.out, HasSubstr("nothing was run"));
@@ -237,17 +231,16 @@ TEST_F(FakeLaunchTest, DryRunValidatesAndRunsNothing) {
 TEST_F(FakeLaunchTest, MissingGnuplotIsAWarningUnlessRequired) {
   WriteFile(dir_ / "m.yaml", "base: base.yaml\nvariants: [{label: a}]\n");
   const std::string out = dir_ / "out";
-  CompareRun run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--gnuplot",
-                               "/nonexistent/gnuplot"},
-                              dir_);
+  CompareRun run =
+      RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--gnuplot", "/nonexistent/gnuplot"}, dir_);
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.err, HasSubstr("warning: no chart: gnuplot not found"));
   EXPECT_TRUE(Exists(out + "/results.csv"));
   EXPECT_TRUE(Exists(out + "/results.md"));
   EXPECT_THAT(ReadFile(out + "/results.md"), Not(HasSubstr("chart.png")));
-  run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--gnuplot",
-                    "/nonexistent/gnuplot", "--require_chart"},
-                   dir_);
+  run = RunCompare(
+      {dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path(), "--gnuplot", "/nonexistent/gnuplot", "--require_chart"},
+      dir_);
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_THAT(run.err, HasSubstr("error: no chart"));
 }

@@ -59,7 +59,9 @@ TEST_F(ClusterProcessTest, KilledWorkerMakesSyncPsExitNamingIt) {
   Subprocess victim = StartRole("pstrain-worker", 1, config, ps_hosts, worker_hosts);
 
   ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(victim.out(), "images/sec"); }, seconds(60)))
-      << "worker 1 never made progress:\n" << victim.err() << "\nPS:\n" << ps.err();
+      << "worker 1 never made progress:\n"
+      << victim.err() << "\nPS:\n"
+      << ps.err();
   kill(victim.pid, SIGKILL);
   WaitForExit(victim.pid, seconds(5));
 
@@ -105,16 +107,18 @@ struct BadConfigCase {
 };
 
 const BadConfigCase kBadConfigs[] = {
-    {"BatchZero", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ntrain: {batch_size_per_device: 0}\n",
+    {"BatchZero",
+     "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ntrain: {batch_size_per_device: 0}\n",
      "train.batch_size_per_device"},
     {"UnknownField", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ntrain: {batch: 3}\n",
      "train.batch"},
     {"NoWorkers", "cluster: {ps_hosts: ['localhost:1']}\n", "worker_hosts"},
     {"MalformedHost", "cluster: {ps_hosts: ['localhost'], worker_hosts: ['localhost:2']}\n", "cluster.ps_hosts"},
-    {"WrongType", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\noptimizer: {learning_rate: fast}\n",
+    {"WrongType",
+     "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\noptimizer: {learning_rate: fast}\n",
      "optimizer.learning_rate"},
-    {"UnreadableData", "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ndata: {path: /nonexistent}\n",
-     "data.path"},
+    {"UnreadableData",
+     "cluster: {ps_hosts: ['localhost:1'], worker_hosts: ['localhost:2']}\ndata: {path: /nonexistent}\n", "data.path"},
 };
 
 void PrintTo(const BadConfigCase& c, std::ostream* os) { *os << c.name; }
@@ -153,9 +157,10 @@ TEST(BadConfigLaunchTest, LauncherExitsTwoAndStartsNothingThatSurvives) {
 
 TEST(BadFlagsTest, MalformedHostFlagExitsTwo) {
   TempDir dir;
-  Subprocess role = Spawn({BinDir() + "/pstrain-worker", "--config=" + SourcePath("configs/fashion_mnist_mlp_sync.yaml"),
-                           "--index=0", "--ps_hosts=localhost:99999"},
-                          dir.path());
+  Subprocess role =
+      Spawn({BinDir() + "/pstrain-worker", "--config=" + SourcePath("configs/fashion_mnist_mlp_sync.yaml"), "--index=0",
+             "--ps_hosts=localhost:99999"},
+            dir.path());
   std::optional<int> status = WaitForExit(role.pid, seconds(30));
   EXPECT_TRUE(Exited(status, 2)) << role.err();
   EXPECT_TRUE(absl::StrContains(role.err(), "99999")) << role.err();

@@ -15,8 +15,8 @@ RunResult LaunchAndRead(const std::string& config) {
   Subprocess launch = Spawn({BinDir() + "/pstrain-launch", SourcePath(config), "--run_dir", run_dir}, dir.path());
   std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
   EXPECT_TRUE(status.has_value()) << "pstrain-launch did not finish in 5 minutes";
-  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-      << "launch failed:\n" << launch.out() << launch.err();
+  EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "launch failed:\n"
+                                                                         << launch.out() << launch.err();
   absl::StatusOr<RunResult> result = ReadResultJson(run_dir + "/result.json");
   EXPECT_TRUE(result.ok()) << result.status() << "\n" << launch.out();
   return result.ok() ? *result : RunResult{};

@@ -191,8 +191,8 @@ class PsHarness {
   }
 
   // Starts a pull; the result lands in the returned object.
-  std::shared_ptr<PendingPull> PullAsync(const std::vector<std::string>& names, int64_t min_version,
-                                         int64_t timeout_ms, int worker = 0) {
+  std::shared_ptr<PendingPull> PullAsync(const std::vector<std::string>& names, int64_t min_version, int64_t timeout_ms,
+                                         int worker = 0) {
     auto pending = std::make_shared<PendingPull>();
     CallOptions options;
     options.deadline = absl::Now() + absl::Seconds(60);

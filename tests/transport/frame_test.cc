@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <ostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -297,7 +297,9 @@ TEST(FrameConsumeTest, FromOutgoingViewsChunksAndKeepsOwnersAlive) {
     EXPECT_FALSE(wa.expired());
     EXPECT_FALSE(wb.expired());
     const char* first = nullptr;
-    ASSERT_TRUE(in.Consume(6, [&](const char* d, size_t) { if (first == nullptr) first = d; }).ok());
+    ASSERT_TRUE(in.Consume(6, [&](const char* d, size_t) {
+                    if (first == nullptr) first = d;
+                  }).ok());
     EXPECT_EQ(first, a_data);  // no copy
     EXPECT_EQ(ReadAll(in), "world");
   }
@@ -404,16 +406,12 @@ TEST_P(ConsumeFloatsSplitTest, YieldsOriginalFloatsWithIndices) {
 
 INSTANTIATE_TEST_SUITE_P(
     Splits, ConsumeFloatsSplitTest,
-    ::testing::Values(SplitCase{"AlignedOnePiece", 0, {}, false},
-                      SplitCase{"MisalignedOnePiece1", 1, {}, false},
-                      SplitCase{"MisalignedOnePiece2", 2, {}, false},
-                      SplitCase{"MisalignedOnePiece3", 3, {}, false},
+    ::testing::Values(SplitCase{"AlignedOnePiece", 0, {}, false}, SplitCase{"MisalignedOnePiece1", 1, {}, false},
+                      SplitCase{"MisalignedOnePiece2", 2, {}, false}, SplitCase{"MisalignedOnePiece3", 3, {}, false},
                       SplitCase{"AlignedSplitMidFloat", 0, {6, 4097, 3}, false},
                       SplitCase{"MisalignedSplitMidFloat", 1, {5, 4, 4095, 2}, false},
-                      SplitCase{"TwoBytePieces", 0, {2}, true},
-                      SplitCase{"ThreeBytePieces", 1, {3}, true},
-                      SplitCase{"FiveBytePieces", 3, {5}, true},
-                      SplitCase{"OneBytePieces", 0, {1}, true},
+                      SplitCase{"TwoBytePieces", 0, {2}, true}, SplitCase{"ThreeBytePieces", 1, {3}, true},
+                      SplitCase{"FiveBytePieces", 3, {5}, true}, SplitCase{"OneBytePieces", 0, {1}, true},
                       SplitCase{"FloatOverThreePieces", 0, {2, 1, 1}, true},
                       SplitCase{"FloatOverThreePiecesOnce", 0, {2, 1, 1}, false},
                       SplitCase{"MixedSmallAndLarge", 2, {1, 1, 1, 1, 7, 1, 2, 1000, 3, 1, 1}, true}),

@@ -126,9 +126,7 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   }
 
   // An address no server listens on.
-  std::string NowhereAddress() {
-    return is_grpc() ? absl::StrCat("127.0.0.1:", UnusedPort()) : "inproc-nobody-here:1";
-  }
+  std::string NowhereAddress() { return is_grpc() ? absl::StrCat("127.0.0.1:", UnusedPort()) : "inproc-nobody-here:1"; }
 
   // Completes one call through holding_ so the connection is up before a
   // test measures deadlines.
@@ -265,9 +263,8 @@ TEST_P(TransportTest, ResponseChunkOwnersReleasedAfterCall) {
 }
 
 TEST_P(TransportTest, RequestChunkOwnersReleasedAfterErrorAndDeadline) {
-  FunctionHandler failing([](std::string_view, IncomingFrame, Responder respond) {
-    respond(absl::InternalError("nope"), {});
-  });
+  FunctionHandler failing(
+      [](std::string_view, IncomingFrame, Responder respond) { respond(absl::InternalError("nope"), {}); });
   std::unique_ptr<Channel> channel = Connect(Serve(&failing));
   auto released = std::make_shared<std::atomic<bool>>(false);
   {
@@ -311,9 +308,9 @@ TEST_P(TransportTest, HandlerAnswersLaterFromAnotherThread) {
 TEST_P(TransportTest, ErrorStatusPropagatesCodeAndMessage) {
   std::unique_ptr<Channel> channel = Connect(Serve(&echo_));
   const std::vector<absl::StatusCode> codes = {
-      absl::StatusCode::kInvalidArgument, absl::StatusCode::kNotFound, absl::StatusCode::kFailedPrecondition,
-      absl::StatusCode::kResourceExhausted, absl::StatusCode::kInternal, absl::StatusCode::kDeadlineExceeded,
-      absl::StatusCode::kUnavailable, absl::StatusCode::kAlreadyExists};
+      absl::StatusCode::kInvalidArgument,   absl::StatusCode::kNotFound,     absl::StatusCode::kFailedPrecondition,
+      absl::StatusCode::kResourceExhausted, absl::StatusCode::kInternal,     absl::StatusCode::kDeadlineExceeded,
+      absl::StatusCode::kUnavailable,       absl::StatusCode::kAlreadyExists};
   for (absl::StatusCode code : codes) {
     SCOPED_TRACE(absl::StatusCodeToString(code));
     const std::string message = "sync step 41: waiting for gradients of fc1/weights from workers [1]";
@@ -546,7 +543,12 @@ TEST(InprocTransportTest, FramesAreHandedOverWithoutCopy) {
   InprocTransport transport;
   const void* seen = nullptr;
   FunctionHandler handler([&](std::string_view, IncomingFrame request, Responder respond) {
-    request.Consume(request.remaining(), [&](const char* d, size_t) { if (seen == nullptr) seen = d; }).IgnoreError();
+    request
+        .Consume(request.remaining(),
+                 [&](const char* d, size_t) {
+                   if (seen == nullptr) seen = d;
+                 })
+        .IgnoreError();
     respond(absl::OkStatus(), {});
   });
   absl::StatusOr<std::unique_ptr<Server>> server = transport.Serve("zc:1", &handler);

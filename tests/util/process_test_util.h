@@ -29,9 +29,7 @@ namespace pstrain::test {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "pstrain_test_XXXXXX")
-            .string();
+    std::string tmpl = (std::filesystem::temp_directory_path() / "pstrain_test_XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
     path_ = tmpl;
   }
@@ -40,9 +38,7 @@ class TempDir {
     std::filesystem::remove_all(path_, ec);
   }
   const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const {
-    return path_ + "/" + name;
-  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
 
  private:
   std::string path_;
@@ -66,14 +62,10 @@ inline std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-inline bool Exists(const std::string& path) {
-  return access(path.c_str(), F_OK) == 0;
-}
+inline bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 // Polls `done` every 20 ms until it holds or `limit` passes.
-inline bool WaitUntil(
-    const std::function<bool()>& done,
-    std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+inline bool WaitUntil(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
@@ -107,16 +99,14 @@ inline std::vector<pid_t> LiveGroupMembers(pid_t pgid) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
     if (pid <= 0 || *end != '\0') continue;
-    const std::string stat =
-        ReadFile(std::string("/proc/") + entry->d_name + "/stat");
+    const std::string stat = ReadFile(std::string("/proc/") + entry->d_name + "/stat");
     const size_t paren = stat.rfind(')');
     if (paren == std::string::npos) continue;
     std::istringstream fields(stat.substr(paren + 2));
     char state = 0;
     long ppid = 0, pgrp = 0;
     fields >> state >> ppid >> pgrp;
-    if (pgrp == pgid && state != 'Z')
-      members.push_back(static_cast<pid_t>(pid));
+    if (pgrp == pgid && state != 'Z') members.push_back(static_cast<pid_t>(pid));
   }
   closedir(dir);
   return members;
@@ -139,8 +129,7 @@ struct Subprocess {
 
 // Starts `argv` (argv[0] is the executable path) in `cwd` with the current
 // environment; output goes to <capture_dir>/{stdout,stderr}.
-inline Subprocess Spawn(const std::vector<std::string>& argv,
-                        const std::string& capture_dir,
+inline Subprocess Spawn(const std::vector<std::string>& argv, const std::string& capture_dir,
                         const std::string& cwd = "") {
   Subprocess proc;
   proc.stdout_path = capture_dir + "/stdout";
@@ -149,10 +138,8 @@ inline Subprocess Spawn(const std::vector<std::string>& argv,
   std::vector<char*> c_argv;
   for (std::string& a : args) c_argv.push_back(a.data());
   c_argv.push_back(nullptr);
-  const int out = open(proc.stdout_path.c_str(),
-                       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  const int err = open(proc.stderr_path.c_str(),
-                       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int out = open(proc.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int err = open(proc.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   proc.pid = fork();
   if (proc.pid == 0) {
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
@@ -168,11 +155,9 @@ inline Subprocess Spawn(const std::vector<std::string>& argv,
 
 // Waits for `pid` up to `limit`; returns its wait status, or nullopt after
 // killing it with SIGKILL when it did not exit in time.
-inline std::optional<int> WaitForExit(
-    pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+inline std::optional<int> WaitForExit(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds(30)) {
   int status = 0;
-  const bool exited =
-      WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, limit);
+  const bool exited = WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, limit);
   if (exited) return status;
   kill(pid, SIGKILL);
   waitpid(pid, &status, 0);
@@ -182,9 +167,7 @@ inline std::optional<int> WaitForExit(
 // The directory holding the pstrain executables: $PSTRAIN_BIN_DIR (set by
 // ctest), else the directory of the running test binary (also build/bin).
 inline std::string BinDir() {
-  if (const char* dir = std::getenv("PSTRAIN_BIN_DIR");
-      dir != nullptr && *dir != '\0')
-    return dir;
+  if (const char* dir = std::getenv("PSTRAIN_BIN_DIR"); dir != nullptr && *dir != '\0') return dir;
   return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
 }
 

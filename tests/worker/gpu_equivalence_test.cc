@@ -83,19 +83,19 @@ TEST_P(GpuEquivalenceTest, MatchesOneCpuDeviceWithTheWholeBatch) {
   EXPECT_LT(MaxRelativeDifference(run->final_params, reference), kTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Strategies, GpuEquivalenceTest,
-    ::testing::Values(
-        // Host mirrors: two workers may share one GPU.
-        GpuCase{"ps_2workers_host_mirrors", "parameter_server", "", "cpu", 2, 1, 2, 1},
-        GpuCase{"replicated_pscpu_2replicas", "replicated", "pscpu", "cpu", 1, 2, 0, 1},
-        // Gradients summed on their owner GPU (replicas may share one GPU).
-        GpuCase{"ps_local_parameter_device_gpu_3replicas", "parameter_server", "", "gpu", 2, 3, 2, 1},
-        // NCCL: one GPU per rank.
-        GpuCase{"replicated_nccl_2gpus", "replicated", "nccl", "cpu", 1, 2, 0, 2},
-        GpuCase{"allreduce_nccl_2workers", "allreduce", "", "cpu", 2, 1, 0, 2},
-        GpuCase{"allreduce_nccl_2workers_2gpus", "allreduce", "", "cpu", 2, 2, 0, 4}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Strategies, GpuEquivalenceTest,
+                         ::testing::Values(
+                             // Host mirrors: two workers may share one GPU.
+                             GpuCase{"ps_2workers_host_mirrors", "parameter_server", "", "cpu", 2, 1, 2, 1},
+                             GpuCase{"replicated_pscpu_2replicas", "replicated", "pscpu", "cpu", 1, 2, 0, 1},
+                             // Gradients summed on their owner GPU (replicas may share one GPU).
+                             GpuCase{"ps_local_parameter_device_gpu_3replicas", "parameter_server", "", "gpu", 2, 3, 2,
+                                     1},
+                             // NCCL: one GPU per rank.
+                             GpuCase{"replicated_nccl_2gpus", "replicated", "nccl", "cpu", 1, 2, 0, 2},
+                             GpuCase{"allreduce_nccl_2workers", "allreduce", "", "cpu", 2, 1, 0, 2},
+                             GpuCase{"allreduce_nccl_2workers_2gpus", "allreduce", "", "cpu", 2, 2, 0, 4}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(GpuWorkerTest, WithoutAUsableGpuTheRunFailsNamingTheDevice) {
   if (UsableGpus() > 0) GTEST_SKIP() << "this machine has a usable GPU";

@@ -3,8 +3,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
 #include "common/transport/inproc/inproc_transport.h"
+#include "glog/logging.h"
 #include "ps/ps_runner.h"
 #include "worker/trainer.h"
 

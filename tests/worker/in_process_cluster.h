@@ -12,10 +12,10 @@
 namespace pstrain {
 
 struct ClusterRun {
-  RunResult chief;                                // worker 0's result
-  std::vector<std::vector<float>> final_params;   // chief's final pull, model order
-  std::vector<absl::Status> ps_status;            // per shard
-  std::vector<absl::Status> worker_status;        // per worker
+  RunResult chief;                               // worker 0's result
+  std::vector<std::vector<float>> final_params;  // chief's final pull, model order
+  std::vector<absl::Status> ps_status;           // per shard
+  std::vector<absl::Status> worker_status;       // per worker
 };
 
 // Fills cluster.ps_hosts/worker_hosts with in-process addresses for

@@ -41,11 +41,10 @@ TEST(GradientOwnersTest, GreedyByBytesSpreadsTheLoad) {
   const std::vector<Variable>& vars = replicas->device_variables(0);
   ASSERT_EQ(owners.size(), vars.size());
   // The largest variable (hidden1 weights, 784x32) gets a replica to itself.
-  const size_t largest = std::max_element(vars.begin(), vars.end(),
-                                          [](const Variable& a, const Variable& b) {
-                                            return a.grad.num_bytes() < b.grad.num_bytes();
-                                          }) -
-                         vars.begin();
+  const size_t largest =
+      std::max_element(vars.begin(), vars.end(),
+                       [](const Variable& a, const Variable& b) { return a.grad.num_bytes() < b.grad.num_bytes(); }) -
+      vars.begin();
   for (size_t v = 0; v < vars.size(); ++v) {
     if (v != largest) {
       EXPECT_NE(owners[v], owners[largest]) << vars[v].name;

@@ -94,13 +94,13 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   EXPECT_LT(MaxRelativeDifference(run->final_params, single->final_params), 2e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Strategies, StrategyEquivalenceTest,
-    ::testing::Values(StrategyCase{"ps_2workers_2devices", "parameter_server", "", 2, 2, 2},
-                      StrategyCase{"replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0},
-                      StrategyCase{"replicated_none_3devices", "replicated", "none", 1, 3, 0},
-                      StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Strategies, StrategyEquivalenceTest,
+                         ::testing::Values(StrategyCase{"ps_2workers_2devices", "parameter_server", "", 2, 2, 2},
+                                           StrategyCase{"replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0},
+                                           StrategyCase{"replicated_none_3devices", "replicated", "none", 1, 3, 0},
+                                           StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none",
+                                                        2, 2, 2}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // allreduce runs real Gloo TCP rings, so its workers get loopback addresses
 // (the chief's rendezvous store is served over the in-process transport).
@@ -123,7 +123,8 @@ TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   config.set_fusion_threshold_bytes(c.fusion_threshold_bytes);
   config.mutable_timeouts()->set_startup_seconds(20);
   config.mutable_cluster()->clear_ps_hosts();
-  for (int w = 0; w < c.workers; ++w) config.mutable_cluster()->add_worker_hosts("127.0.0.1:" + std::to_string(41000 + w));
+  for (int w = 0; w < c.workers; ++w)
+    config.mutable_cluster()->add_worker_hosts("127.0.0.1:" + std::to_string(41000 + w));
   config.mutable_train()->set_batch_size_per_device(kBatch);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();

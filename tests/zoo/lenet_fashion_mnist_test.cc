@@ -18,9 +18,9 @@ namespace {
 TEST(LenetFashionMnistTest, SyncLenetReachesTargetAccuracyWithinThreeEpochs) {
   TempDir dir;
   const std::string run_dir = dir.path() + "/run";
-  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", SourcePath("configs/fashion_mnist_lenet_sync.yaml"),
-                             "--run_dir", run_dir},
-                            dir.path());
+  Subprocess launch =
+      Spawn({BinDir() + "/pstrain-launch", SourcePath("configs/fashion_mnist_lenet_sync.yaml"), "--run_dir", run_dir},
+            dir.path());
   std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(9));
   ASSERT_TRUE(status.has_value()) << "pstrain-launch did not finish in 9 minutes";
   ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "launch failed:\n" << launch.out() << launch.err();

@@ -72,8 +72,8 @@ class ZooModelTest : public ::testing::Test {
 
 TEST_F(ZooModelTest, EveryZooModelIsRegistered) {
   std::vector<std::string> names = RegisteredModels();
-  for (const char* name : {"trivial", "mlp", "lenet", "alexnet", "vgg16", "resnet50", "resnet101", "resnet152",
-                           "inception3"}) {
+  for (const char* name :
+       {"trivial", "mlp", "lenet", "alexnet", "vgg16", "resnet50", "resnet101", "resnet152", "inception3"}) {
     EXPECT_THAT(names, Contains(name));
   }
 }
@@ -145,9 +145,9 @@ struct ResnetCase {
 };
 
 TEST_F(ZooModelTest, ResnetsHaveTorchvisionParameterCounts) {
-  for (const ResnetCase& c : {ResnetCase{"resnet50", 25557032, {3, 4, 6, 3}},
-                              ResnetCase{"resnet101", 44549160, {3, 4, 23, 3}},
-                              ResnetCase{"resnet152", 60192808, {3, 8, 36, 3}}}) {
+  for (const ResnetCase& c :
+       {ResnetCase{"resnet50", 25557032, {3, 4, 6, 3}}, ResnetCase{"resnet101", 44549160, {3, 4, 23, 3}},
+        ResnetCase{"resnet152", 60192808, {3, 8, 36, 3}}}) {
     SCOPED_TRACE(c.name);
     auto model = Create(c.name, {3, 224, 224}, 1000);
     ASSERT_NE(model, nullptr);
@@ -231,12 +231,12 @@ TEST_F(ZooModelTest, TooSmallInputsAreRejectedWithTheMinimum) {
 
 TEST_F(ZooModelTest, SmallInputsBuildForEveryModel) {
   for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{{"lenet", {1, 28, 28}},
-                                                                             {"alexnet", {3, 32, 32}},
-                                                                             {"vgg16", {3, 32, 32}},
-                                                                             {"resnet50", {3, 32, 32}},
-                                                                             {"resnet101", {3, 32, 32}},
-                                                                             {"resnet152", {3, 32, 32}},
-                                                                             {"inception3", {3, 75, 75}}}) {
+                                                                              {"alexnet", {3, 32, 32}},
+                                                                              {"vgg16", {3, 32, 32}},
+                                                                              {"resnet50", {3, 32, 32}},
+                                                                              {"resnet101", {3, 32, 32}},
+                                                                              {"resnet152", {3, 32, 32}},
+                                                                              {"inception3", {3, 75, 75}}}) {
     auto model = Create(name, shape, 10);
     ASSERT_NE(model, nullptr) << name;
     EXPECT_EQ(model->LayerShapes().back().second, Shape{10}) << name;

@@ -54,8 +54,7 @@ ExperimentConfig TrainingConfig(const ZooCase& c) {
 }
 
 // The values InitializeVariables gives the model the chief builds.
-std::vector<std::vector<float>> InitialParameters(const ExperimentConfig& config,
-                                                  std::vector<std::string>* names) {
+std::vector<std::vector<float>> InitialParameters(const ExperimentConfig& config, std::vector<std::string>* names) {
   auto ctx = CreateDeviceContext(Device::Cpu());
   CHECK(ctx.ok()) << ctx.status();
   auto model = CreateModel(config.model(), ctx->get());
@@ -95,8 +94,8 @@ TEST_P(ZooTrainingTest, TrainsAFewSyncStepsUnderAParameterServer) {
     }
     if (!changed) unchanged.push_back(names[v]);
   }
-  EXPECT_TRUE(unchanged.empty()) << unchanged.size() << " of " << initial.size()
-                                 << " variables did not change, e.g. " << unchanged.front();
+  EXPECT_TRUE(unchanged.empty()) << unchanged.size() << " of " << initial.size() << " variables did not change, e.g. "
+                                 << unchanged.front();
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, ZooTrainingTest,

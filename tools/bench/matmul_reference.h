@@ -9,10 +9,10 @@ namespace pstrain::bench {
 
 struct MatmulReference {
   int64_t m = 0, n = 0, k = 0;
-  int reps = 0;            // timed repetitions (one untimed warm-up runs first)
+  int reps = 0;             // timed repetitions (one untimed warm-up runs first)
   double best_seconds = 0;  // fastest repetition
-  double gflops = 0;       // 2*m*n*k / best_seconds / 1e9 (the figure benchmarks compare with)
-  double mean_gflops = 0;  // over all timed repetitions
+  double gflops = 0;        // 2*m*n*k / best_seconds / 1e9 (the figure benchmarks compare with)
+  double mean_gflops = 0;   // over all timed repetitions
 };
 
 // C = A * B with row-major fp32 A [m, k], B [k, n] (filled with small

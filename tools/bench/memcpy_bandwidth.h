@@ -8,9 +8,9 @@
 namespace pstrain::bench {
 
 struct MemcpyBandwidth {
-  int64_t bytes = 0;      // bytes copied in the timed loop
-  double seconds = 0;     // time the timed loop took
-  double mean_gbps = 0;   // bytes * 8 / seconds / 1e9 over the whole loop
+  int64_t bytes = 0;     // bytes copied in the timed loop
+  double seconds = 0;    // time the timed loop took
+  double mean_gbps = 0;  // bytes * 8 / seconds / 1e9 over the whole loop
   // The best of the loop's ~10 equal time slices (each at least one copy),
   // bytes * 8 / seconds / 1e9: on a shared machine a slice where another
   // process took the core does not drag the yardstick down. This is the

@@ -165,8 +165,8 @@ std::vector<ProfileRow> ParseVerbose(const std::string& text, int64_t steps, dou
     if (f.size() < 11) continue;
     // oneDNN 2.x names newer primitive versions "pooling_v2", "softmax_v2".
     std::string kind = f[3];
-    if (const size_t v = kind.rfind("_v"); v != std::string::npos && v + 2 < kind.size() &&
-                                           std::isdigit(static_cast<unsigned char>(kind[v + 2]))) {
+    if (const size_t v = kind.rfind("_v");
+        v != std::string::npos && v + 2 < kind.size() && std::isdigit(static_cast<unsigned char>(kind[v + 2]))) {
       kind.resize(v);
     }
     const std::string& impl = f[4];
@@ -228,13 +228,14 @@ absl::Status ValidateModelBenchOptions(const ModelBenchOptions& o) {
   if (o.device == "gpu" && o.profile) {
     return absl::InvalidArgumentError("--profile reads oneDNN's verbose output: CPU only (use nsys on a GPU)");
   }
-  if (o.batch_size <= 0) return absl::InvalidArgumentError(absl::StrCat("--batch_size must be > 0, got ", o.batch_size));
+  if (o.batch_size <= 0)
+    return absl::InvalidArgumentError(absl::StrCat("--batch_size must be > 0, got ", o.batch_size));
   if (o.steps <= 0) return absl::InvalidArgumentError(absl::StrCat("--steps must be > 0, got ", o.steps));
   if (o.warmup < 0) return absl::InvalidArgumentError(absl::StrCat("--warmup must be >= 0, got ", o.warmup));
   if (!o.input_shape.empty()) {
     if (o.input_shape.size() != 3 || *std::min_element(o.input_shape.begin(), o.input_shape.end()) <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("--input_shape must be three positive dims C,H,W, got ",
-                                                     absl::StrJoin(o.input_shape, ",")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input_shape must be three positive dims C,H,W, got ", absl::StrJoin(o.input_shape, ",")));
     }
   }
   if (o.num_classes <= 1) {
@@ -389,16 +390,16 @@ std::string FormatModelBenchSummary(const ModelBenchResult& r) {
   std::string out;
   absl::StrAppendFormat(&out, "%-22s %.3f GFLOP training (= 3 x %.3f GFLOP forward; multiply-add = 2 FLOPs)\n",
                         "FLOPs per image:", r.gflop_per_image, r.forward_gflop_per_image);
-  absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (images/sec x training FLOPs per image)\n", "Achieved:",
-                        r.achieved_gflops);
-  absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (%s %dx%dx%d fp32, best of %d%s)\n", "Matmul reference:",
-                        r.matmul.gflops, r.matmul_name, r.matmul.m, r.matmul.n, r.matmul.k, r.matmul.reps,
-                        r.device == "gpu" ? "" : absl::StrCat(", ", r.threads, " threads"));
+  absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (images/sec x training FLOPs per image)\n",
+                        "Achieved:", r.achieved_gflops);
+  absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (%s %dx%dx%d fp32, best of %d%s)\n",
+                        "Matmul reference:", r.matmul.gflops, r.matmul_name, r.matmul.m, r.matmul.n, r.matmul.k,
+                        r.matmul.reps, r.device == "gpu" ? "" : absl::StrCat(", ", r.threads, " threads"));
   absl::StrAppendFormat(&out, "%-22s %.3f (achieved / matmul)\n", "Ratio:", r.ratio);
-  absl::StrAppendFormat(&out, "%-22s %.2f images/sec, %.1f GFLOP/s, ratio %.3f\n", "Fastest step:",
-                        r.best_images_per_sec, r.best_achieved_gflops, r.best_ratio);
-  absl::StrAppendFormat(&out, "%-22s %.2f GiB (%d bytes, ru_maxrss)\n", "Peak RSS:",
-                        static_cast<double>(r.peak_rss_bytes) / (1 << 30), r.peak_rss_bytes);
+  absl::StrAppendFormat(&out, "%-22s %.2f images/sec, %.1f GFLOP/s, ratio %.3f\n",
+                        "Fastest step:", r.best_images_per_sec, r.best_achieved_gflops, r.best_ratio);
+  absl::StrAppendFormat(&out, "%-22s %.2f GiB (%d bytes, ru_maxrss)\n",
+                        "Peak RSS:", static_cast<double>(r.peak_rss_bytes) / (1 << 30), r.peak_rss_bytes);
   return out;
 }
 
@@ -410,9 +411,9 @@ std::string FormatModelBenchProfile(const ModelBenchResult& r) {
   absl::StrAppendFormat(&out, "%-22s %-9s %-17s %10s %6s %8s %9s  %s\n", "layer type", "phase", "pass", "ms/step",
                         "%wall", "calls", "GFLOP/s", "implementations");
   for (const ProfileRow& row : r.profile) {
-    const std::string gflops =
-        row.gflop_per_step > 0 && row.ms_per_step > 0 ? absl::StrFormat("%.1f", row.gflop_per_step / row.ms_per_step * 1e3)
-                                                      : "-";
+    const std::string gflops = row.gflop_per_step > 0 && row.ms_per_step > 0
+                                   ? absl::StrFormat("%.1f", row.gflop_per_step / row.ms_per_step * 1e3)
+                                   : "-";
     absl::StrAppendFormat(&out, "%-22s %-9s %-17s %10.2f %5.1f%% %8.0f %9s  %s\n", row.layer_type, row.phase,
                           row.pass.empty() ? "-" : row.pass, row.ms_per_step,
                           r.profile_step_ms > 0 ? 100 * row.ms_per_step / r.profile_step_ms : 0, row.calls_per_step,
@@ -430,16 +431,18 @@ std::string FormatModelBenchProfile(const ModelBenchResult& r) {
 
 std::string FormatModelBenchJson(const ModelBenchResult& r) {
   std::string out = absl::StrFormat(
-      "{\"model\":%s,\"device\":%s,\"matmul_reference\":%s,\"batch_size\":%d,\"steps\":%d,\"warmup\":%d,\"input_shape\":[%s],\"num_classes\":%d,"
+      "{\"model\":%s,\"device\":%s,\"matmul_reference\":%s,\"batch_size\":%d,\"steps\":%d,\"warmup\":%d,\"input_"
+      "shape\":[%s],\"num_classes\":%d,"
       "\"threads\":%d,\"num_parameters\":%d,\"images_per_sec\":%s,\"images_per_sec_stddev\":%s,"
       "\"forward_gflop_per_image\":%s,\"gflop_per_image\":%s,\"achieved_gflops\":%s,\"matmul_gflops\":%s,"
       "\"matmul_size\":%d,\"ratio\":%s,\"best_images_per_sec\":%s,\"best_achieved_gflops\":%s,"
       "\"best_ratio\":%s,\"peak_rss_bytes\":%d,\"setup_seconds\":%s",
-      JsonString(r.model), JsonString(r.device), JsonString(r.matmul_name), r.batch_size, r.steps, r.warmup, absl::StrJoin(r.input_shape, ","), r.num_classes,
-      r.threads, r.num_parameters, JsonNumber(r.images_per_sec), JsonNumber(r.images_per_sec_stddev),
-      JsonNumber(r.forward_gflop_per_image), JsonNumber(r.gflop_per_image), JsonNumber(r.achieved_gflops),
-      JsonNumber(r.matmul.gflops), r.matmul.m, JsonNumber(r.ratio), JsonNumber(r.best_images_per_sec),
-      JsonNumber(r.best_achieved_gflops), JsonNumber(r.best_ratio), r.peak_rss_bytes, JsonNumber(r.setup_seconds));
+      JsonString(r.model), JsonString(r.device), JsonString(r.matmul_name), r.batch_size, r.steps, r.warmup,
+      absl::StrJoin(r.input_shape, ","), r.num_classes, r.threads, r.num_parameters, JsonNumber(r.images_per_sec),
+      JsonNumber(r.images_per_sec_stddev), JsonNumber(r.forward_gflop_per_image), JsonNumber(r.gflop_per_image),
+      JsonNumber(r.achieved_gflops), JsonNumber(r.matmul.gflops), r.matmul.m, JsonNumber(r.ratio),
+      JsonNumber(r.best_images_per_sec), JsonNumber(r.best_achieved_gflops), JsonNumber(r.best_ratio), r.peak_rss_bytes,
+      JsonNumber(r.setup_seconds));
   if (r.profile_step_ms > 0) {
     absl::StrAppendFormat(&out, ",\"profile_step_ms\":%s,\"profile_dnnl_ms\":%s,\"profile\":[",
                           JsonNumber(r.profile_step_ms), JsonNumber(r.profile_dnnl_ms));
@@ -448,9 +451,9 @@ std::string FormatModelBenchJson(const ModelBenchResult& r) {
       absl::StrAppendFormat(&out,
                             "%s{\"layer_type\":%s,\"phase\":%s,\"pass\":%s,\"ms_per_step\":%s,\"calls_per_step\":%s,"
                             "\"gflop_per_step\":%s,\"implementations\":%s}",
-                            i == 0 ? "" : ",", JsonString(row.layer_type), JsonString(row.phase),
-                            JsonString(row.pass), JsonNumber(row.ms_per_step), JsonNumber(row.calls_per_step),
-                            JsonNumber(row.gflop_per_step), JsonString(row.implementations));
+                            i == 0 ? "" : ",", JsonString(row.layer_type), JsonString(row.phase), JsonString(row.pass),
+                            JsonNumber(row.ms_per_step), JsonNumber(row.calls_per_step), JsonNumber(row.gflop_per_step),
+                            JsonString(row.implementations));
     }
     out += "]";
   }

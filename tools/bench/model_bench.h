@@ -45,16 +45,16 @@ struct ModelBenchOptions {
   // "cpu" (oneDNN; reference: oneDNN sgemm) or "gpu" (GPU 0, CUDA layers;
   // reference: cuBLAS sgemm, gpu_matmul_reference.h; no profile).
   std::string device = "cpu";
-  int batch_size = 32;           // > 0
-  int64_t steps = 10;            // measured steps, > 0
-  int64_t warmup = 2;            // untimed steps first, >= 0
-  Shape input_shape;             // [C, H, W]; empty: DefaultInputShape(model)
-  int num_classes = 1000;        // > 1
-  uint64_t seed = 1;             // variables and synthetic batch
-  int64_t matmul_size = 2048;    // > 0
-  int matmul_reps = 10;          // > 0; half run before the model is built, half after
+  int batch_size = 32;         // > 0
+  int64_t steps = 10;          // measured steps, > 0
+  int64_t warmup = 2;          // untimed steps first, >= 0
+  Shape input_shape;           // [C, H, W]; empty: DefaultInputShape(model)
+  int num_classes = 1000;      // > 1
+  uint64_t seed = 1;           // variables and synthetic batch
+  int64_t matmul_size = 2048;  // > 0
+  int matmul_reps = 10;        // > 0; half run before the model is built, half after
   bool profile = false;
-  int64_t profile_steps = 2;     // > 0 when profile
+  int64_t profile_steps = 2;  // > 0 when profile
   // Receives the banner and one tf_cnn_benchmarks progress line per measured
   // step as they happen; null: nothing printed while running.
   std::ostream* progress = nullptr;
@@ -68,7 +68,7 @@ struct ProfileRow {
   std::string pass;        // oneDNN prop kind ("forward_training", "backward_data", ...) or "" when merged
   double ms_per_step = 0;
   double calls_per_step = 0;
-  double gflop_per_step = 0;  // convolutions and inner products only, else 0
+  double gflop_per_step = 0;    // convolutions and inner products only, else 0
   std::string implementations;  // oneDNN implementations seen, e.g. "jit:avx2,gemm:jit"
 };
 
@@ -81,7 +81,7 @@ struct ModelBenchResult {
   int64_t warmup = 0;
   int threads = 0;  // oneDNN's OpenMP threads
   int64_t num_parameters = 0;
-  double setup_seconds = 0;  // create + initialise the model
+  double setup_seconds = 0;          // create + initialise the model
   std::vector<double> step_seconds;  // measured steps
   std::vector<float> losses;         // measured steps
   double images_per_sec = 0;         // mean of per-step images/sec (tf_cnn_benchmarks)

@@ -36,15 +36,15 @@
 namespace pstrain::bench {
 
 struct PsBenchOptions {
-  int workers = 1;                  // >= 1
-  int servers = 1;                  // >= 1
-  int64_t key_bytes = 1 << 20;      // > 0, a multiple of 4
-  int keys = 8;                     // >= 1
-  std::string transport = "grpc";   // a registered transport ("grpc", "inproc")
-  double seconds = 2.0;             // per phase when rounds == 0; > 0
-  int64_t rounds = 0;               // per worker per phase; 0: run for `seconds`
-  int64_t warmup_rounds = 2;        // per worker before each phase; >= 0
-  double memcpy_seconds = 0.5;      // > 0
+  int workers = 1;                 // >= 1
+  int servers = 1;                 // >= 1
+  int64_t key_bytes = 1 << 20;     // > 0, a multiple of 4
+  int keys = 8;                    // >= 1
+  std::string transport = "grpc";  // a registered transport ("grpc", "inproc")
+  double seconds = 2.0;            // per phase when rounds == 0; > 0
+  int64_t rounds = 0;              // per worker per phase; 0: run for `seconds`
+  int64_t warmup_rounds = 2;       // per worker before each phase; >= 0
+  double memcpy_seconds = 0.5;     // > 0
   std::string placement = "round_robin";
 };
 
@@ -62,9 +62,9 @@ struct PhaseCost {
 };
 
 struct PhaseResult {
-  int64_t rounds = 0;         // timed rounds, all workers together
-  double max_seconds = 0;     // the slowest worker's timed seconds
-  double gbps = 0;            // summed per-worker goodput
+  int64_t rounds = 0;            // timed rounds, all workers together
+  double max_seconds = 0;        // the slowest worker's timed seconds
+  double gbps = 0;               // summed per-worker goodput
   double push_call_seconds = 0;  // time inside PsClient::Push, all workers
   double pull_call_seconds = 0;  // time inside PsClient::Pull, all workers
   PhaseCost cost;
@@ -80,9 +80,9 @@ struct PsBenchResult {
   double ratio = 0;  // pushpull.gbps / memcpy_gbps
 
   // Accounting, all workers and phases together, warm-up included.
-  int64_t push_calls = 0;     // PsClient::Push calls (each sends every key once)
-  int64_t pull_calls = 0;     // PsClient::Pull calls (each fetches every key once)
-  int64_t init_bytes = 0;     // bytes the chief's Init installed (keys * key_bytes)
+  int64_t push_calls = 0;  // PsClient::Push calls (each sends every key once)
+  int64_t pull_calls = 0;  // PsClient::Pull calls (each fetches every key once)
+  int64_t init_bytes = 0;  // bytes the chief's Init installed (keys * key_bytes)
   // What the shards reported when they returned (final_stats), in shard order.
   std::vector<ShardLoad> shard_loads;
   int64_t shard_bytes_in = 0;   // summed over shards: init + pushes

@@ -34,8 +34,7 @@ bool RowOk(const ReportRow& row) { return row.outcome.ok && row.outcome.result.h
 // A label safe for one tab-separated chart.dat field.
 std::string DataField(const std::string& text) {
   std::string out;
-  for (const char c : text)
-    out += (c == '\t' || c == '\n' || c == '\r') ? ' ' : (c == '"' ? '\'' : c);
+  for (const char c : text) out += (c == '\t' || c == '\n' || c == '\r') ? ' ' : (c == '"' ? '\'' : c);
   return out.empty() ? "-" : out;
 }
 
@@ -122,20 +121,18 @@ std::string ChartData(const std::vector<ReportRow>& rows) {
     if (RowOk(row)) {
       const RunResult& r = *row.outcome.result;
       const double eff = std::isfinite(row.scaling_efficiency) ? row.scaling_efficiency * 100 : 0;
-      fields.insert(fields.end(),
-                    {absl::StrFormat("%.6g", r.images_per_sec),
-                     absl::StrFormat("%.6g", r.images_per_sec_stddev),
-                     absl::StrCat(groups.colour_of_row[i]), FormatRate(r.images_per_sec),
-                     std::isfinite(row.speedup) ? FormatSpeedup(row.speedup) : std::string(),
-                     absl::StrFormat("%.4g", eff),
-                     std::isfinite(row.scaling_efficiency) ? FormatPercent(row.scaling_efficiency)
-                                                           : std::string("-")});
+      fields.insert(
+          fields.end(),
+          {absl::StrFormat("%.6g", r.images_per_sec), absl::StrFormat("%.6g", r.images_per_sec_stddev),
+           absl::StrCat(groups.colour_of_row[i]), FormatRate(r.images_per_sec),
+           std::isfinite(row.speedup) ? FormatSpeedup(row.speedup) : std::string(), absl::StrFormat("%.4g", eff),
+           std::isfinite(row.scaling_efficiency) ? FormatPercent(row.scaling_efficiency) : std::string("-")});
     } else {
-      fields.insert(fields.end(), {"0", "0", absl::StrCat(groups.colour_of_row[i]),
-                                   row.outcome.exit_code < 0
-                                       ? std::string("not run")
-                                       : absl::StrCat("failed (exit ", row.outcome.exit_code, ")"),
-                                   "", "0", "failed"});
+      fields.insert(fields.end(),
+                    {"0", "0", absl::StrCat(groups.colour_of_row[i]),
+                     row.outcome.exit_code < 0 ? std::string("not run")
+                                               : absl::StrCat("failed (exit ", row.outcome.exit_code, ")"),
+                     "", "0", "failed"});
     }
     data += absl::StrJoin(fields, "\t") + "\n";
   }
@@ -157,8 +154,7 @@ std::string ChartScript(const std::vector<ReportRow>& rows, const ChartText& tex
     }
     const RunResult& r = *row.outcome.result;
     ymax = std::max(ymax, r.images_per_sec + std::max(0.0, r.images_per_sec_stddev));
-    if (std::isfinite(row.scaling_efficiency))
-      effmax = std::max(effmax, row.scaling_efficiency * 100);
+    if (std::isfinite(row.scaling_efficiency)) effmax = std::max(effmax, row.scaling_efficiency * 100);
   }
   if (ymax <= 0) ymax = 1;
 
@@ -182,13 +178,11 @@ std::string ChartScript(const std::vector<ReportRow>& rows, const ChartText& tex
   int baseline = -1;
   for (size_t i = 0; i < rows.size(); ++i)
     if (rows[i].is_baseline) baseline = static_cast<int>(i);
-  absl::StrAppend(
-      &gp, "title = ", Quote(text.title), "\n", "subtitle = ", Quote(text.subtitle), "\n",
-      "baseline = ", baseline, "\n",
-      "# Tick label of a row: its label, the baseline's with a second line.\n",
-      "tick(i, l) = strcol(l) . (column(i) == baseline ? \"\\n(baseline)\" : \"\")\n\n");
-  absl::StrAppend(&gp, "do for [format in \"svg png\"] {\n", "  reset\n",
-                  "  if (format eq \"svg\") {\n",
+  absl::StrAppend(&gp, "title = ", Quote(text.title), "\n", "subtitle = ", Quote(text.subtitle), "\n",
+                  "baseline = ", baseline, "\n",
+                  "# Tick label of a row: its label, the baseline's with a second line.\n",
+                  "tick(i, l) = strcol(l) . (column(i) == baseline ? \"\\n(baseline)\" : \"\")\n\n");
+  absl::StrAppend(&gp, "do for [format in \"svg png\"] {\n", "  reset\n", "  if (format eq \"svg\") {\n",
                   absl::StrFormat("    set terminal svg size %d,%d dynamic noenhanced font "
                                   "\"DejaVu Sans,13\" background rgb \"white\"\n",
                                   width, height),
@@ -207,8 +201,7 @@ std::string ChartScript(const std::vector<ReportRow>& rows, const ChartText& tex
                   "  set style fill solid 0.85 border rgb \"#444444\"\n", "  set boxwidth 0.62\n",
                   "  set xrange [-0.6:n-0.4]\n", "  set border 3 lc rgb \"#444444\"\n",
                   "  set xtics nomirror scale 0\n", "  set ytics nomirror\n",
-                  "  set grid ytics lc rgb \"#DDDDDD\" dt 1\n",
-                  "  set lmargin 13\n  set rmargin 4\n");
+                  "  set grid ytics lc rgb \"#DDDDDD\" dt 1\n", "  set lmargin 13\n  set rmargin 4\n");
   if (rotate) {
     absl::StrAppend(&gp, "  set xtics rotate by 25 right\n");
   } else {
@@ -223,8 +216,7 @@ std::string ChartScript(const std::vector<ReportRow>& rows, const ChartText& tex
   // Top panel: throughput.
   absl::StrAppend(
       &gp, "\n  # Throughput: images/sec ± stddev, speed-up over the baseline above each bar.\n",
-      absl::StrFormat("  set origin 0, %.3f\n  set size 1, %.3f\n", eff_share,
-                      1 - eff_share - title_share + 0.04),
+      absl::StrFormat("  set origin 0, %.3f\n  set size 1, %.3f\n", eff_share, 1 - eff_share - title_share + 0.04),
       "  set title subtitle font \",11\" tc rgb \"#444444\"\n",
       "  set ylabel \"images/sec (all workers; mean ± stddev)\"\n", "  set yrange [0:ymax]\n",
       "  set key top left horizontal maxcols 4 reverse Left samplen 1.5 spacing 1.1 box lc rgb "
@@ -237,8 +229,7 @@ std::string ChartScript(const std::vector<ReportRow>& rows, const ChartText& tex
       "       \"\" using 1:($3+$4):7 with labels offset 0,0.8 font \",11\" tc rgb \"#000000\" "
       "notitle");
   for (size_t g = 0; g < groups.names.size(); ++g) {
-    absl::StrAppend(&gp, ", \\\n       NaN with boxes lt ", g % kNumColours + 1, " title ",
-                    Quote(groups.names[g]));
+    absl::StrAppend(&gp, ", \\\n       NaN with boxes lt ", g % kNumColours + 1, " title ", Quote(groups.names[g]));
   }
   if (any_failed) {
     absl::StrAppend(&gp, ", \\\n       NaN with boxes lt ", kNumColours + 1, " title \"failed\"");
@@ -246,20 +237,18 @@ std::string ChartScript(const std::vector<ReportRow>& rows, const ChartText& tex
   absl::StrAppend(&gp, "\n");
 
   // Bottom panel: scaling efficiency.
-  absl::StrAppend(
-      &gp, "\n  # Scaling efficiency: speed-up / (devices / baseline devices); 100% = linear.\n",
-      absl::StrFormat("  set origin 0, 0\n  set size 1, %.3f\n", eff_share),
-      "  set title \"scaling efficiency = speed-up ÷ (devices ÷ baseline devices); dashed line: "
-      "100% = linear scaling\" font \",11\" tc rgb \"#444444\"\n",
-      "  set ylabel \"scaling efficiency\"\n", "  set yrange [0:effmax]\n",
-      "  set style textbox opaque noborder margins 1,1\n", "  set format y \"%g%%\"\n",
-      "  unset key\n",
-      "  set arrow 1 from graph 0, first 100 to graph 1, first 100 nohead dt 2 lw 1.5 lc rgb "
-      "\"#666666\" back\n",
-      "  plot \"chart.dat\" using 1:8:5:xticlabels(tick(1, 2)) with boxes lc variable notitle, "
-      "\\\n",
-      "       \"\" using 1:8:9 with labels boxed offset 0,0.9 font \",10\" notitle\n",
-      "  unset multiplot\n", "  set output\n", "}\n");
+  absl::StrAppend(&gp, "\n  # Scaling efficiency: speed-up / (devices / baseline devices); 100% = linear.\n",
+                  absl::StrFormat("  set origin 0, 0\n  set size 1, %.3f\n", eff_share),
+                  "  set title \"scaling efficiency = speed-up ÷ (devices ÷ baseline devices); dashed line: "
+                  "100% = linear scaling\" font \",11\" tc rgb \"#444444\"\n",
+                  "  set ylabel \"scaling efficiency\"\n", "  set yrange [0:effmax]\n",
+                  "  set style textbox opaque noborder margins 1,1\n", "  set format y \"%g%%\"\n", "  unset key\n",
+                  "  set arrow 1 from graph 0, first 100 to graph 1, first 100 nohead dt 2 lw 1.5 lc rgb "
+                  "\"#666666\" back\n",
+                  "  plot \"chart.dat\" using 1:8:5:xticlabels(tick(1, 2)) with boxes lc variable notitle, "
+                  "\\\n",
+                  "       \"\" using 1:8:9 with labels boxed offset 0,0.9 font \",10\" notitle\n",
+                  "  unset multiplot\n", "  set output\n", "}\n");
   return gp;
 }
 
@@ -275,12 +264,11 @@ std::string FindGnuplot(const std::string& gnuplot) {
   return "";
 }
 
-absl::Status DrawChart(const std::vector<ReportRow>& rows, const ChartText& text,
-                       const std::string& out_dir, const std::string& gnuplot_path) {
+absl::Status DrawChart(const std::vector<ReportRow>& rows, const ChartText& text, const std::string& out_dir,
+                       const std::string& gnuplot_path) {
   const fs::path dir(out_dir);
   if (absl::Status s = WriteText((dir / "chart.dat").string(), ChartData(rows)); !s.ok()) return s;
-  if (absl::Status s = WriteText((dir / "chart.gp").string(), ChartScript(rows, text)); !s.ok())
-    return s;
+  if (absl::Status s = WriteText((dir / "chart.gp").string(), ChartScript(rows, text)); !s.ok()) return s;
   if (gnuplot_path.empty()) {
     return absl::NotFoundError(
         "gnuplot not found on PATH, so no chart.svg/chart.png (install it, e.g. `apt-get install "
@@ -309,16 +297,14 @@ absl::Status DrawChart(const std::vector<ReportRow>& rows, const ChartText& text
     if (errno != EINTR) return absl::InternalError("waiting for gnuplot failed");
   }
   const bool exited_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  const bool drawn = fs::exists(dir / "chart.svg", ec) &&
-                     fs::file_size(dir / "chart.svg", ec) > 0 &&
+  const bool drawn = fs::exists(dir / "chart.svg", ec) && fs::file_size(dir / "chart.svg", ec) > 0 &&
                      fs::exists(dir / "chart.png", ec) && fs::file_size(dir / "chart.png", ec) > 0;
   if (!exited_ok || !drawn) {
-    const std::string how =
-        WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
-                          : absl::StrCat("signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    const std::string how = WIFEXITED(status) ? absl::StrCat("exit code ", WEXITSTATUS(status))
+                                              : absl::StrCat("signal ", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     return absl::InternalError(absl::StrCat(gnuplot_path, " chart.gp failed (", how,
-                                            drawn ? "" : ", chart.svg/chart.png missing", "); see ",
-                                            log_path, ":\n", Tail(log_path, 8)));
+                                            drawn ? "" : ", chart.svg/chart.png missing", "); see ", log_path, ":\n",
+                                            Tail(log_path, 8)));
   }
   return absl::OkStatus();
 }

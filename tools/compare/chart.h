@@ -40,7 +40,7 @@ std::string FindGnuplot(const std::string& gnuplot = "gnuplot");
 // chart.gp` there (its output goes to out_dir/chart.log). NOT_FOUND when
 // `gnuplot_path` is empty; INTERNAL when gnuplot fails or leaves no
 // chart.svg/chart.png (the message ends with the tail of chart.log).
-absl::Status DrawChart(const std::vector<ReportRow>& rows, const ChartText& text,
-                       const std::string& out_dir, const std::string& gnuplot_path);
+absl::Status DrawChart(const std::vector<ReportRow>& rows, const ChartText& text, const std::string& out_dir,
+                       const std::string& gnuplot_path);
 
 }  // namespace pstrain::compare

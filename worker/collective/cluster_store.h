@@ -27,8 +27,8 @@ class ClusterStore {
 
  private:
   ClusterStore() = default;
-  KvStoreService service_;                         // chief
-  std::unique_ptr<Server> server_;                 // chief
+  KvStoreService service_;                          // chief
+  std::unique_ptr<Server> server_;                  // chief
   std::unique_ptr<TransportKeyValueStore> remote_;  // others
   KeyValueStore* store_ = nullptr;
 };

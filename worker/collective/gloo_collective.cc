@@ -70,8 +70,7 @@ class GlooCollective : public Collective {
       gloo::AllreduceOptions opts(context_);
       opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
       opts.setOutput(data, count);
-      opts.setReduceFunction(
-          static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
       opts.setTag(tag);
       opts.setTimeout(ToMillis(timeout_));
       gloo::allreduce(opts);
@@ -110,9 +109,8 @@ class GlooCollective : public Collective {
   absl::Status Run(const std::string& what, Op op) {
     absl::MutexLock lock(&mu_);
     if (!broken_.ok()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("gloo communicator \"", prefix_, "\" (rank ", rank_, " of ", size_,
-                       ") is broken by an earlier error: ", broken_.message()));
+      return absl::FailedPreconditionError(absl::StrCat("gloo communicator \"", prefix_, "\" (rank ", rank_, " of ",
+                                                        size_, ") is broken by an earlier error: ", broken_.message()));
     }
     if (size_ == 1) return absl::OkStatus();  // nothing to exchange
     const uint32_t tag = next_tag_++;
@@ -157,8 +155,8 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(const GlooOptio
   if (options.timeout <= absl::ZeroDuration()) return absl::InvalidArgumentError("gloo: timeout must be > 0");
   const absl::Duration connect_timeout =
       options.connect_timeout > absl::ZeroDuration() ? options.connect_timeout : options.timeout;
-  const std::string who = absl::StrCat("rank ", options.rank, " of ", options.size, " (rendezvous \"",
-                                       options.prefix, "\", host ", options.host, ")");
+  const std::string who = absl::StrCat("rank ", options.rank, " of ", options.size, " (rendezvous \"", options.prefix,
+                                       "\", host ", options.host, ")");
 
   gloo::transport::tcp::attr attr;
   if (if_nametoindex(options.host.c_str()) != 0) {

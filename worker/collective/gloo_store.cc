@@ -22,9 +22,7 @@ GlooKvStore::GlooKvStore(KeyValueStore* store, std::string prefix, absl::Duratio
 
 std::string GlooKvStore::Key(const std::string& key) const { return absl::StrCat(prefix_, "/", key); }
 
-absl::Time GlooKvStore::DeadlineFor(absl::Duration timeout) const {
-  return std::min(absl::Now() + timeout, deadline_);
-}
+absl::Time GlooKvStore::DeadlineFor(absl::Duration timeout) const { return std::min(absl::Now() + timeout, deadline_); }
 
 absl::Status GlooKvStore::last_error() const {
   absl::MutexLock lock(&mu_);

@@ -54,8 +54,7 @@ InMemoryKeyValueStore::~InMemoryKeyValueStore() {
   }
   if (reaper_.joinable()) reaper_.join();
   for (const auto& w : orphans) {
-    w->done(absl::UnavailableError(
-        absl::StrCat("kv store shut down while waiting for ", DescribeKeys(w->keys))));
+    w->done(absl::UnavailableError(absl::StrCat("kv store shut down while waiting for ", DescribeKeys(w->keys))));
   }
 }
 
@@ -163,8 +162,8 @@ void InMemoryKeyValueStore::CancelWaiters(const absl::Status& status) {
     cancelled.swap(waiters_);
   }
   for (const auto& w : cancelled) {
-    w->done(absl::Status(status.code(), absl::StrCat(status.message(), " (while waiting for ",
-                                                     DescribeKeys(w->keys), ")")));
+    w->done(absl::Status(status.code(),
+                         absl::StrCat(status.message(), " (while waiting for ", DescribeKeys(w->keys), ")")));
   }
 }
 
@@ -207,9 +206,7 @@ size_t InMemoryKeyValueStore::size() const {
 
 // ---- KvStoreService ----
 
-bool KvStoreService::Handles(std::string_view method) {
-  return method == kSet || method == kGet || method == kWait;
-}
+bool KvStoreService::Handles(std::string_view method) { return method == kSet || method == kGet || method == kWait; }
 
 void KvStoreService::Handle(std::string_view method, IncomingFrame request, Responder respond) {
   collective::KvRequest req;
@@ -222,9 +219,9 @@ void KvStoreService::Handle(std::string_view method, IncomingFrame request, Resp
     return;
   }
   if (req.keys_size() == 0 || (method != kWait && req.keys_size() != 1)) {
-    respond(absl::InvalidArgumentError(
-                absl::StrCat(Sv(method), ": expected ", method == kWait ? "at least one key" : "exactly one key",
-                             ", got ", req.keys_size())),
+    respond(absl::InvalidArgumentError(absl::StrCat(Sv(method), ": expected ",
+                                                    method == kWait ? "at least one key" : "exactly one key", ", got ",
+                                                    req.keys_size())),
             {});
     return;
   }
@@ -241,16 +238,15 @@ void KvStoreService::Handle(std::string_view method, IncomingFrame request, Resp
     deadline += absl::Milliseconds(req.wait_ms());
   }
   const bool want_value = method == kGet;
-  store_.WaitAsync(std::move(keys), deadline,
-                   [respond, want_value](absl::StatusOr<std::vector<std::string>> values) {
-                     if (!values.ok()) {
-                       respond(values.status(), {});
-                       return;
-                     }
-                     collective::KvResponse response;
-                     if (want_value) response.set_value(std::move(values->front()));
-                     respond(absl::OkStatus(), OutgoingFrame::FromHeader(response));
-                   });
+  store_.WaitAsync(std::move(keys), deadline, [respond, want_value](absl::StatusOr<std::vector<std::string>> values) {
+    if (!values.ok()) {
+      respond(values.status(), {});
+      return;
+    }
+    collective::KvResponse response;
+    if (want_value) response.set_value(std::move(values->front()));
+    respond(absl::OkStatus(), OutgoingFrame::FromHeader(response));
+  });
 }
 
 // ---- TransportKeyValueStore ----
@@ -258,8 +254,8 @@ void KvStoreService::Handle(std::string_view method, IncomingFrame request, Resp
 TransportKeyValueStore::TransportKeyValueStore(std::unique_ptr<Channel> channel, std::string address)
     : channel_(std::move(channel)), address_(std::move(address)) {}
 
-absl::StatusOr<std::unique_ptr<TransportKeyValueStore>> TransportKeyValueStore::Connect(
-    Transport* transport, const std::string& address) {
+absl::StatusOr<std::unique_ptr<TransportKeyValueStore>> TransportKeyValueStore::Connect(Transport* transport,
+                                                                                        const std::string& address) {
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, transport->Connect(address));
   return std::make_unique<TransportKeyValueStore>(std::move(channel), address);
 }
@@ -292,8 +288,8 @@ absl::Status TransportKeyValueStore::Call(std::string_view method, const std::ve
       if (response_value != nullptr) {
         collective::KvResponse resp;
         if (!response.ParseHeader(&resp)) {
-          return absl::InternalError(absl::StrCat("kv store at ", address_, ": ", Sv(method), " ",
-                                                  DescribeKeys(keys), ": malformed response header"));
+          return absl::InternalError(absl::StrCat("kv store at ", address_, ": ", Sv(method), " ", DescribeKeys(keys),
+                                                  ": malformed response header"));
         }
         *response_value = std::move(*resp.mutable_value());
       }
@@ -310,8 +306,7 @@ absl::Status TransportKeyValueStore::Call(std::string_view method, const std::ve
   if (absl::IsDeadlineExceeded(last)) {
     if (method == kSet) {
       return absl::DeadlineExceededError(absl::StrCat("kv store at ", address_, ": setting ", DescribeKeys(keys),
-                                                      " not acknowledged within ", waited, " (", last.message(),
-                                                      ")"));
+                                                      " not acknowledged within ", waited, " (", last.message(), ")"));
     }
     return absl::DeadlineExceededError(absl::StrCat("kv store at ", address_, ": ", DescribeKeys(keys),
                                                     " not set within ", waited, " (", last.message(), ")"));
@@ -320,9 +315,8 @@ absl::Status TransportKeyValueStore::Call(std::string_view method, const std::ve
     return absl::UnavailableError(absl::StrCat("kv store at ", address_, " unreachable for ", waited, " (", Sv(method),
                                                " ", DescribeKeys(keys), "): ", last.message()));
   }
-  return absl::Status(last.code(),
-                      absl::StrCat("kv store at ", address_, ": ", Sv(method), " ", DescribeKeys(keys), ": ",
-                                   last.message()));
+  return absl::Status(last.code(), absl::StrCat("kv store at ", address_, ": ", Sv(method), " ", DescribeKeys(keys),
+                                                ": ", last.message()));
 }
 
 absl::Status TransportKeyValueStore::Set(const std::string& key, std::string value, absl::Time deadline) {

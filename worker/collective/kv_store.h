@@ -76,10 +76,8 @@ class InMemoryKeyValueStore : public KeyValueStore {
   using WaiterList = std::vector<std::shared_ptr<Waiter>>;
 
   bool AllSetLocked(const std::vector<std::string>& keys) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::string> ValuesLocked(const std::vector<std::string>& keys) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<std::string> MissingLocked(const std::vector<std::string>& keys) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> ValuesLocked(const std::vector<std::string>& keys) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> MissingLocked(const std::vector<std::string>& keys) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReaperLoop();
 
   mutable absl::Mutex mu_;

@@ -51,13 +51,13 @@ absl::StatusOr<std::unique_ptr<NcclGroup>> NcclGroup::Create(const NcclGroupOpti
   } else {
     auto value = options.store->Get(options.key, join_deadline);
     if (!value.ok()) {
-      return absl::Status(value.status().code(), absl::StrCat("worker ", options.worker_index,
-                                                              ": waiting for the NCCL unique id from the chief: ",
-                                                              value.status().message()));
+      return absl::Status(value.status().code(),
+                          absl::StrCat("worker ", options.worker_index,
+                                       ": waiting for the NCCL unique id from the chief: ", value.status().message()));
     }
     if (value->size() != sizeof(id.internal)) {
-      return absl::InternalError(absl::StrCat("NCCL unique id from the store has ", value->size(), " bytes, want ",
-                                              sizeof(id.internal)));
+      return absl::InternalError(
+          absl::StrCat("NCCL unique id from the store has ", value->size(), " bytes, want ", sizeof(id.internal)));
     }
     std::memcpy(id.internal, value->data(), sizeof(id.internal));
   }
@@ -137,8 +137,8 @@ absl::Status NcclGroup::WaitForComms(absl::Time deadline, const char* what) {
       }
       if (absl::Now() > deadline) {
         AbortAll();
-        return Fail(absl::DeadlineExceededError(absl::StrCat("worker ", options_.worker_index, ": ", what,
-                                                             ": peers did not answer within the deadline")));
+        return Fail(absl::DeadlineExceededError(
+            absl::StrCat("worker ", options_.worker_index, ": ", what, ": peers did not answer within the deadline")));
       }
       absl::SleepFor(kPoll);
     }
@@ -163,8 +163,8 @@ absl::Status NcclGroup::Check(int replica, ncclResult_t result, const char* what
       }
       if (state != ncclSuccess) {
         AbortAll();
-        return Fail(absl::InternalError(absl::StrCat("worker ", options_.worker_index, ": ", what, ": ",
-                                                     NcclError(state))));
+        return Fail(
+            absl::InternalError(absl::StrCat("worker ", options_.worker_index, ": ", what, ": ", NcclError(state))));
       }
     }
     return absl::OkStatus();
@@ -173,13 +173,12 @@ absl::Status NcclGroup::Check(int replica, ncclResult_t result, const char* what
   return Fail(absl::InternalError(absl::StrCat("worker ", options_.worker_index, ": ", what, ": ", NcclError(result))));
 }
 
-#define PSTRAIN_NCCL_BROKEN_GUARD()             \
-  do {                                          \
-    absl::MutexLock lock(&mu_);                 \
-    if (!broken_.ok()) {                        \
-      return absl::FailedPreconditionError(     \
-          absl::StrCat("NCCL group is broken: ", broken_.message())); \
-    }                                           \
+#define PSTRAIN_NCCL_BROKEN_GUARD()                                                                    \
+  do {                                                                                                 \
+    absl::MutexLock lock(&mu_);                                                                        \
+    if (!broken_.ok()) {                                                                               \
+      return absl::FailedPreconditionError(absl::StrCat("NCCL group is broken: ", broken_.message())); \
+    }                                                                                                  \
   } while (0)
 
 absl::Status NcclGroup::AllReduceMean(int replica, float* data, size_t count, cudaStream_t stream) {
@@ -199,8 +198,7 @@ absl::Status NcclGroup::AllReduceSum(int replica, float* data, size_t count, cud
 absl::Status NcclGroup::Broadcast(int replica, float* data, size_t count, int root, cudaStream_t stream) {
   PSTRAIN_NCCL_BROKEN_GUARD();
   if (count == 0) return absl::OkStatus();
-  return Check(replica, ncclBroadcast(data, data, count, ncclFloat32, root, comms_[replica], stream),
-               "ncclBroadcast");
+  return Check(replica, ncclBroadcast(data, data, count, ncclFloat32, root, comms_[replica], stream), "ncclBroadcast");
 }
 
 absl::Status NcclGroup::Wait(int replica, cudaStream_t stream) {
@@ -223,9 +221,9 @@ absl::Status NcclGroup::Wait(int replica, cudaStream_t stream) {
     }
     if (absl::Now() > deadline) {
       AbortAll();
-      return Fail(absl::DeadlineExceededError(absl::StrCat(
-          "worker ", options_.worker_index, ": NCCL collective did not finish within ",
-          absl::FormatDuration(options_.op_timeout), " (a peer died or stopped participating)")));
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat("worker ", options_.worker_index, ": NCCL collective did not finish within ",
+                       absl::FormatDuration(options_.op_timeout), " (a peer died or stopped participating)")));
     }
     absl::SleepFor(kPoll);
   }
