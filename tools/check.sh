@@ -68,11 +68,17 @@ absl_source() {
   if [ -f "$dir/absl/synchronization/mutex.cc" ] && [ "$(cat "$dir/.version" 2>/dev/null)" = "$version" ]; then
     echo "$dir"; return
   fi
-  local sources=/etc/apt/sources.list.d/pstrain-deb-src.sources
+  local sources=/etc/apt/sources.list.d/pstrain-deb-src.sources sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
   if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ && ! grep -qs '^deb-src' /etc/apt/sources.list; then
-    # The binary archives' entries, for sources.
-    sed -n '/^Types:/,/^$/p' /etc/apt/sources.list.d/debian.sources | sed 's/^Types: deb$/Types: deb-src/' > "$sources"
-    ${SUDO:-} apt-get update -qq >&2
+    # The binary archives' entries, for sources (deb822 or one-line format).
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+      sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | $sudo tee "$sources" > /dev/null
+    else
+      sources=/etc/apt/sources.list.d/pstrain-deb-src.list
+      grep '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' | $sudo tee "$sources" > /dev/null
+    fi
+    $sudo apt-get update -qq >&2
   fi
   local tmp; tmp="$(mktemp -d)"
   (cd "$tmp" && apt-get source --download-only -qq "abseil=$(dpkg-query -W -f='${source:Version}' libabsl-dev)" >&2)
