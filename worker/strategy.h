@@ -47,7 +47,7 @@ struct StrategyContext {
 // the parameter servers' load, when there are parameter servers.
 struct ClusterReport {
   std::vector<WorkerReport> workers;
-  std::vector<ShardLoadSummary> ps_load;
+  std::vector<ShardLoad> ps_load;
   std::vector<int> lost_workers;
 };
 

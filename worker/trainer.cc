@@ -178,22 +178,22 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   PSTRAIN_ASSIGN_OR_RETURN(ClusterReport cluster, strategy->Finish(report));
 
   RunResult result;
-  result.experiment = config.name();
-  result.model = model.name();
-  result.variable_update = config.variable_update();
-  result.local_parameter_device = config.local_parameter_device();
-  result.all_reduce_spec = config.all_reduce_spec();
-  result.consistency = config.consistency();
-  result.staleness = config.staleness();
-  result.transport = config.transport();
-  result.num_ps = config.cluster().ps_hosts_size();
-  result.num_workers = num_workers;
-  result.devices_per_worker = devices;
-  result.device = config.device();
-  result.batch_size_per_device = batch;
-  result.global_batch_size = static_cast<int64_t>(batch) * num_workers * devices;
-  result.steps = total_steps;
-  result.ps_load = cluster.ps_load;
+  result.set_experiment(config.name());
+  result.set_model(model.name());
+  result.set_variable_update(config.variable_update());
+  result.set_local_parameter_device(config.local_parameter_device());
+  result.set_all_reduce_spec(config.all_reduce_spec());
+  result.set_consistency(config.consistency());
+  result.set_staleness(config.staleness());
+  result.set_transport(config.transport());
+  result.set_num_ps(config.cluster().ps_hosts_size());
+  result.set_num_workers(num_workers);
+  result.set_devices_per_worker(devices);
+  result.set_device(config.device());
+  result.set_batch_size_per_device(batch);
+  result.set_global_batch_size(static_cast<int64_t>(batch) * num_workers * devices);
+  result.set_steps(total_steps);
+  for (const ShardLoad& load : cluster.ps_load) *result.add_ps_load() = load;
   // Workers run concurrently, so their rates add up.
   double rate = 0, variance = 0, loss_sum = 0;
   for (const WorkerReport& r : cluster.workers) {
@@ -201,11 +201,11 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     variance += r.images_per_sec_stddev() * r.images_per_sec_stddev();
     loss_sum += r.final_loss();
   }
-  result.images_per_sec = rate;
-  result.images_per_sec_stddev = std::sqrt(variance);
-  result.final_loss = loss_sum / cluster.workers.size();
+  result.set_images_per_sec(rate);
+  result.set_images_per_sec_stddev(std::sqrt(variance));
+  result.set_final_loss(loss_sum / cluster.workers.size());
   if (!chief) {
-    result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    result.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
     return result;
   }
   if (!cluster.lost_workers.empty()) {
@@ -227,15 +227,15 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   if (evaluate) {
     replicas->SyncModelValues(0);  // the final values may sit in host mirrors
     EvalResult eval = EvaluateOn(model, data.test, config.train().eval_batch_size());
-    result.test_accuracy = eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0;
-    std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", *result.test_accuracy,
+    result.set_test_accuracy(eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0);
+    std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", result.test_accuracy(),
                                  eval.correct, eval.examples, eval.mean_loss)
               << std::endl;
   }
-  std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec,
-                               result.images_per_sec_stddev, num_workers, devices)
+  std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec(),
+                               result.images_per_sec_stddev(), num_workers, devices)
             << std::endl;
-  result.wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  result.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   if (!options.run_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.run_dir, ec);

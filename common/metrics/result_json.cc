@@ -11,60 +11,28 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/struct.pb.h"
+#include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace pstrain {
 namespace {
 
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-// The one list of fields, in output order; `f(name, field)` for each. Writer
-// and reader both walk it, so they cannot disagree.
-template <typename R, typename F>
-void ForEachField(R& r, F&& f) {
-  f("experiment", r.experiment);
-  f("model", r.model);
-  f("variable_update", r.variable_update);
-  f("local_parameter_device", r.local_parameter_device);
-  f("all_reduce_spec", r.all_reduce_spec);
-  f("consistency", r.consistency);
-  f("staleness", r.staleness);
-  f("transport", r.transport);
-  f("num_ps", r.num_ps);
-  f("num_workers", r.num_workers);
-  f("devices_per_worker", r.devices_per_worker);
-  f("device", r.device);
-  f("batch_size_per_device", r.batch_size_per_device);
-  f("global_batch_size", r.global_batch_size);
-  f("steps", r.steps);
-  f("images_per_sec", r.images_per_sec);
-  f("images_per_sec_stddev", r.images_per_sec_stddev);
-  f("final_loss", r.final_loss);
-  f("test_accuracy", r.test_accuracy);
-  f("wall_seconds", r.wall_seconds);
-}
-
-template <typename S, typename F>
-void ForEachShardField(S& s, F&& f) {
-  f("shard", s.shard);
-  f("variables", s.variables);
-  f("variable_bytes", s.variable_bytes);
-  f("bytes_in", s.bytes_in);
-  f("bytes_out", s.bytes_out);
-  f("applied_updates", s.applied_updates);
-  f("dropped_gradients", s.dropped_gradients);
-  f("apply_seconds", s.apply_seconds);
-}
-
 // ---- Writing ----
 
-std::string JsonValue(const std::string& s) {
+std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
@@ -100,18 +68,51 @@ std::string JsonValue(const std::string& s) {
   return out + "\"";
 }
 
-std::string JsonValue(int v) { return absl::StrCat(v); }
-std::string JsonValue(int64_t v) { return absl::StrCat(v); }
-
 // Shortest text that reads back as the same double; null for NaN and infinities.
-std::string JsonValue(double v) {
+std::string JsonDouble(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, end);
 }
 
-std::string JsonValue(const std::optional<double>& v) { return v.has_value() ? JsonValue(*v) : "null"; }
+// The JSON value of singular field `f` of `m`: null for an optional field
+// that is not set.
+std::string JsonField(const Message& m, const FieldDescriptor* f) {
+  const Reflection* r = m.GetReflection();
+  if (f->has_presence() && !r->HasField(m, f)) return "null";
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      return JsonString(r->GetString(m, f));
+    case FieldDescriptor::CPPTYPE_INT32:
+      return absl::StrCat(r->GetInt32(m, f));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return absl::StrCat(r->GetInt64(m, f));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return absl::StrCat(r->GetUInt32(m, f));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return absl::StrCat(r->GetUInt64(m, f));
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return JsonDouble(r->GetDouble(m, f));
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return JsonDouble(r->GetFloat(m, f));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return r->GetBool(m, f) ? "true" : "false";
+    default:
+      LOG(FATAL) << "result.json: field " << f->full_name() << " has a type the writer does not know";
+  }
+  return "null";
+}
+
+// {"a": 1, "b": "x"}: a message of scalar fields on one line.
+std::string JsonObject(const Message& m) {
+  std::vector<std::string> parts;
+  const auto* d = m.GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    parts.push_back(absl::StrCat(JsonString(d->field(i)->name()), ": ", JsonField(m, d->field(i))));
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
+}
 
 // ---- Reading ----
 
@@ -138,91 +139,114 @@ std::string KindName(const Value& v) {
   }
 }
 
-absl::Status Convert(const Value& v, const std::string& origin, absl::string_view name, std::string* out) {
-  if (v.kind_case() != Value::kStringValue) return FieldError(origin, name, "expected a string, got " + KindName(v));
-  *out = v.string_value();
-  return absl::OkStatus();
-}
-
-template <typename Int>
-absl::Status ConvertInt(const Value& v, const std::string& origin, absl::string_view name, Int* out) {
-  if (v.kind_case() != Value::kNumberValue) return FieldError(origin, name, "expected an integer, got " + KindName(v));
+// An integer JSON number (numbers travel as doubles: exact up to 2^53)
+// within [lo, hi].
+absl::StatusOr<int64_t> IntegerOf(const Value& v, double lo, double hi) {
+  if (v.kind_case() != Value::kNumberValue) {
+    return absl::InvalidArgumentError(absl::StrCat("expected an integer, got ", KindName(v)));
+  }
   const double d = v.number_value();
-  // Numbers travel as doubles: integers are exact up to 2^53.
   constexpr double kExact = 9007199254740992.0;
-  if (d != std::trunc(d) || std::abs(d) > kExact || d < static_cast<double>(std::numeric_limits<Int>::min()) ||
-      d > static_cast<double>(std::numeric_limits<Int>::max())) {
-    return FieldError(origin, name, absl::StrCat("expected an integer in range, got ", d));
+  if (d != std::trunc(d) || std::abs(d) > kExact || d < lo || d > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("expected an integer in range, got ", d));
   }
-  *out = static_cast<Int>(d);
-  return absl::OkStatus();
+  return static_cast<int64_t>(d);
 }
 
-absl::Status Convert(const Value& v, const std::string& origin, absl::string_view name, int* out) {
-  return ConvertInt(v, origin, name, out);
-}
-absl::Status Convert(const Value& v, const std::string& origin, absl::string_view name, int64_t* out) {
-  return ConvertInt(v, origin, name, out);
-}
-
-// null reads as NaN: that is how non-finite values are written.
-absl::Status Convert(const Value& v, const std::string& origin, absl::string_view name, double* out) {
-  if (v.kind_case() == Value::kNullValue) {
-    *out = std::numeric_limits<double>::quiet_NaN();
-  } else if (v.kind_case() == Value::kNumberValue) {
-    *out = v.number_value();
-  } else {
-    return FieldError(origin, name, "expected a number or null, got " + KindName(v));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Convert(const Value& v, const std::string& origin, absl::string_view name, std::optional<double>* out) {
-  if (v.kind_case() == Value::kNullValue) {
-    out->reset();
+// Sets singular scalar field `f` of `m` from `v`.
+absl::Status SetField(const Value& v, const FieldDescriptor* f, Message* m) {
+  const Reflection* r = m->GetReflection();
+  if (v.kind_case() == Value::kNullValue && f->has_presence()) {
+    r->ClearField(m, f);  // absent
     return absl::OkStatus();
   }
-  double d;
-  absl::Status s = Convert(v, origin, name, &d);
-  if (s.ok()) *out = d;
-  return s;
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_STRING:
+      if (v.kind_case() != Value::kStringValue) {
+        return absl::InvalidArgumentError(absl::StrCat("expected a string, got ", KindName(v)));
+      }
+      r->SetString(m, f, v.string_value());
+      return absl::OkStatus();
+    case FieldDescriptor::CPPTYPE_INT32: {
+      absl::StatusOr<int64_t> i =
+          IntegerOf(v, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+      if (!i.ok()) return i.status();
+      r->SetInt32(m, f, static_cast<int32_t>(*i));
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_INT64: {
+      absl::StatusOr<int64_t> i =
+          IntegerOf(v, static_cast<double>(std::numeric_limits<int64_t>::min()),
+                    static_cast<double>(std::numeric_limits<int64_t>::max()));
+      if (!i.ok()) return i.status();
+      r->SetInt64(m, f, *i);
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+    case FieldDescriptor::CPPTYPE_FLOAT: {
+      double d;
+      if (v.kind_case() == Value::kNullValue) {
+        d = std::numeric_limits<double>::quiet_NaN();  // how non-finite values are written
+      } else if (v.kind_case() == Value::kNumberValue) {
+        d = v.number_value();
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("expected a number or null, got ", KindName(v)));
+      }
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
+        r->SetDouble(m, f, d);
+      } else {
+        r->SetFloat(m, f, static_cast<float>(d));
+      }
+      return absl::OkStatus();
+    }
+    case FieldDescriptor::CPPTYPE_BOOL:
+      if (v.kind_case() != Value::kBoolValue) {
+        return absl::InvalidArgumentError(absl::StrCat("expected a boolean, got ", KindName(v)));
+      }
+      r->SetBool(m, f, v.bool_value());
+      return absl::OkStatus();
+    default:
+      return absl::InternalError(absl::StrCat("field ", f->full_name(), " has a type the reader does not know"));
+  }
 }
 
-// Reads every field named by `for_each` from `obj` into `target`; the first error wins.
-template <typename T, typename ForEach>
-absl::Status ReadFields(const Struct& obj, const std::string& origin, T& target, ForEach for_each) {
-  absl::Status status;
-  for_each(target, [&](absl::string_view name, auto& field) {
-    if (!status.ok()) return;
-    auto it = obj.fields().find(std::string(name));
+// Reads the scalar fields of `m` from `obj`. A field numbered at most
+// `required_up_to` must be there; the others may be absent.
+absl::Status ReadObject(const Struct& obj, const std::string& origin, int required_up_to, Message* m) {
+  const auto* d = m->GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) continue;
+    auto it = obj.fields().find(f->name());
     if (it == obj.fields().end()) {
-      status = FieldError(origin, name, "missing");
-      return;
+      if (f->number() <= required_up_to) return FieldError(origin, f->name(), "missing");
+      continue;
     }
-    status = Convert(it->second, origin, name, &field);
-  });
-  return status;
+    if (absl::Status s = SetField(it->second, f, m); !s.ok()) return FieldError(origin, f->name(), s.message());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 std::string ToJson(const RunResult& result) {
   std::vector<std::string> lines;
-  ForEachField(result, [&](absl::string_view name, const auto& v) {
-    lines.push_back(absl::StrCat("  \"", name, "\": ", JsonValue(v)));
-  });
-  std::vector<std::string> shards;
-  for (const ShardLoadSummary& s : result.ps_load) {
-    std::vector<std::string> parts;
-    ForEachShardField(s, [&](absl::string_view name, const auto& v) {
-      parts.push_back(absl::StrCat("\"", name, "\": ", JsonValue(v)));
-    });
-    shards.push_back(absl::StrCat("    {", absl::StrJoin(parts, ", "), "}"));
-  }
-  if (shards.empty()) {
-    lines.push_back("  \"ps_load\": []");
-  } else {
-    lines.push_back(absl::StrCat("  \"ps_load\": [\n", absl::StrJoin(shards, ",\n"), "\n  ]"));
+  const auto* d = RunResult::descriptor();
+  const Reflection* r = result.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (!f->is_repeated()) {
+      lines.push_back(absl::StrCat("  ", JsonString(f->name()), ": ", JsonField(result, f)));
+      continue;
+    }
+    CHECK(f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) << "result.json: repeated scalars are not written";
+    std::vector<std::string> items;
+    for (int k = 0; k < r->FieldSize(result, f); ++k) {
+      items.push_back(absl::StrCat("    ", JsonObject(r->GetRepeatedMessage(result, f, k))));
+    }
+    lines.push_back(items.empty() ? absl::StrCat("  ", JsonString(f->name()), ": []")
+                                  : absl::StrCat("  ", JsonString(f->name()), ": [\n", absl::StrJoin(items, ",\n"),
+                                                 "\n  ]"));
   }
   return absl::StrCat("{\n", absl::StrJoin(lines, ",\n"), "\n}\n");
 }
@@ -258,24 +282,26 @@ absl::StatusOr<RunResult> ParseResultJson(const std::string& json, const std::st
         absl::StrCat(origin, ": not a JSON object: ", absl::string_view(msg.data(), msg.size())));
   }
   RunResult result;
-  absl::Status s = ReadFields(root, origin, result, [](auto& r, auto&& f) { ForEachField(r, f); });
-  if (!s.ok()) return s;
-  auto it = root.fields().find("ps_load");
-  if (it != root.fields().end()) {
+  if (absl::Status s = ReadObject(root, origin, kLastContractField, &result); !s.ok()) return s;
+  const auto* d = RunResult::descriptor();
+  const Reflection* r = result.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (!f->is_repeated()) continue;
+    auto it = root.fields().find(f->name());
+    if (it == root.fields().end()) continue;  // e.g. ps_load of an older file
     const Value& list = it->second;
     if (list.kind_case() != Value::kListValue) {
-      return FieldError(origin, "ps_load", "expected an array, got " + KindName(list));
+      return FieldError(origin, f->name(), "expected an array, got " + KindName(list));
     }
-    for (int i = 0; i < list.list_value().values_size(); ++i) {
-      const Value& item = list.list_value().values(i);
-      const std::string where = absl::StrCat(origin, ": ps_load[", i, "]");
+    for (int k = 0; k < list.list_value().values_size(); ++k) {
+      const Value& item = list.list_value().values(k);
+      const std::string where = absl::StrCat(origin, ": ", f->name(), "[", k, "]");
       if (item.kind_case() != Value::kStructValue) {
         return absl::InvalidArgumentError(absl::StrCat(where, ": expected an object, got ", KindName(item)));
       }
-      ShardLoadSummary shard;
-      s = ReadFields(item.struct_value(), where, shard, [](auto& r, auto&& f) { ForEachShardField(r, f); });
-      if (!s.ok()) return s;
-      result.ps_load.push_back(shard);
+      // Every field of an element may be absent (files written before it existed).
+      if (absl::Status s = ReadObject(item.struct_value(), where, 0, r->AddMessage(&result, f)); !s.ok()) return s;
     }
   }
   return result;

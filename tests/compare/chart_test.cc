@@ -23,17 +23,17 @@ VariantOutcome Ok(const std::string& label, int workers, double ips, const std::
   o.run_dir = "out/" + label;
   o.ok = true;
   RunResult r;
-  r.model = "mlp";
-  r.variable_update = "parameter_server";
-  r.local_parameter_device = "cpu";
-  r.consistency = consistency;
-  r.num_ps = 1;
-  r.num_workers = workers;
-  r.devices_per_worker = 1;
-  r.device = "cpu";
-  r.images_per_sec = ips;
-  r.images_per_sec_stddev = ips / 20;
-  r.final_loss = 0.4;
+  r.set_model("mlp");
+  r.set_variable_update("parameter_server");
+  r.set_local_parameter_device("cpu");
+  r.set_consistency(consistency);
+  r.set_num_ps(1);
+  r.set_num_workers(workers);
+  r.set_devices_per_worker(1);
+  r.set_device("cpu");
+  r.set_images_per_sec(ips);
+  r.set_images_per_sec_stddev(ips / 20);
+  r.set_final_loss(0.4);
   o.result = r;
   return o;
 }

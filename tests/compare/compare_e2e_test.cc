@@ -95,16 +95,16 @@ TEST(CompareE2eTest, TinyMatrixThroughTheRealLauncher) {
     EXPECT_TRUE(Exists(run_dir + "/launch.log")) << name;
     absl::StatusOr<RunResult> result = ReadResultJson(run_dir + "/result.json");
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(result->steps, 20);
-    EXPECT_GT(result->images_per_sec, 0);
-    EXPECT_TRUE(result->test_accuracy.has_value());
+    EXPECT_EQ(result->steps(), 20);
+    EXPECT_GT(result->images_per_sec(), 0);
+    EXPECT_TRUE(result->has_test_accuracy());
   }
   absl::StatusOr<RunResult> async = ReadResultJson(out + "/02-async-2-workers/result.json");
   ASSERT_TRUE(async.ok());
-  EXPECT_EQ(async->consistency, "async");
-  EXPECT_EQ(async->num_workers, 2);
-  EXPECT_EQ(async->num_ps, 2);
-  EXPECT_EQ(async->experiment, "tiny_matrix-async-2-workers");
+  EXPECT_EQ(async->consistency(), "async");
+  EXPECT_EQ(async->num_workers(), 2);
+  EXPECT_EQ(async->num_ps(), 2);
+  EXPECT_EQ(async->experiment(), "tiny_matrix-async-2-workers");
 
   const std::vector<std::string> csv = Lines(ReadFile(out + "/results.csv"));
   ASSERT_EQ(csv.size(), 3u);

@@ -15,24 +15,24 @@ using ::testing::HasSubstr;
 
 RunResult Result(int workers, double ips, const std::string& consistency = "sync", int devices_per_worker = 1) {
   RunResult r;
-  r.experiment = "exp";
-  r.model = "mlp";
-  r.variable_update = "parameter_server";
-  r.local_parameter_device = "cpu";
-  r.consistency = consistency;
-  r.transport = "grpc";
-  r.num_ps = 2;
-  r.num_workers = workers;
-  r.devices_per_worker = devices_per_worker;
-  r.device = "cpu";
-  r.batch_size_per_device = 64;
-  r.global_batch_size = 64 * workers * devices_per_worker;
-  r.steps = 300;
-  r.images_per_sec = ips;
-  r.images_per_sec_stddev = ips / 10;
-  r.final_loss = 0.5;
-  r.test_accuracy = 0.8125;
-  r.wall_seconds = 4.5;
+  r.set_experiment("exp");
+  r.set_model("mlp");
+  r.set_variable_update("parameter_server");
+  r.set_local_parameter_device("cpu");
+  r.set_consistency(consistency);
+  r.set_transport("grpc");
+  r.set_num_ps(2);
+  r.set_num_workers(workers);
+  r.set_devices_per_worker(devices_per_worker);
+  r.set_device("cpu");
+  r.set_batch_size_per_device(64);
+  r.set_global_batch_size(64 * workers * devices_per_worker);
+  r.set_steps(300);
+  r.set_images_per_sec(ips);
+  r.set_images_per_sec_stddev(ips / 10);
+  r.set_final_loss(0.5);
+  r.set_test_accuracy(0.8125);
+  r.set_wall_seconds(4.5);
   return r;
 }
 
@@ -98,21 +98,21 @@ TEST(ReportTest, FailedVariantsAndAFailedBaselineGiveNaN) {
 TEST(ReportTest, StrategySummaryNamesWhatTellsVariantsApart) {
   RunResult r = Result(2, 1);
   EXPECT_EQ(StrategySummary(r), "parameter_server · sync");
-  r.consistency = "ssp";
-  r.staleness = 3;
+  r.set_consistency("ssp");
+  r.set_staleness(3);
   EXPECT_EQ(StrategySummary(r), "parameter_server · ssp (staleness 3)");
-  r.local_parameter_device = "gpu";
+  r.set_local_parameter_device("gpu");
   EXPECT_EQ(StrategySummary(r), "parameter_server · ssp (staleness 3) · params on gpu");
   RunResult rep = Result(1, 1);
-  rep.variable_update = "replicated";
-  rep.num_ps = 0;  // no parameter servers: consistency does not apply
-  rep.all_reduce_spec = "nccl";
+  rep.set_variable_update("replicated");
+  rep.set_num_ps(0);  // no parameter servers: consistency does not apply
+  rep.set_all_reduce_spec("nccl");
   EXPECT_EQ(StrategySummary(rep), "replicated · nccl");
 }
 
 TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
   RunResult no_eval = Result(2, 1800.5, "async");
-  no_eval.test_accuracy.reset();
+  no_eval.clear_test_accuracy();
   const std::string csv =
       FormatCsv(ComputeReport({Ok("one, sync", Result(1, 1000)), Ok("two", no_eval), Failed("three", 2)}, 0));
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());

@@ -24,36 +24,36 @@ RunResult LaunchAndRead(const std::string& config) {
 
 TEST(TrainingTest, SyncMlpReachesTargetAccuracyWithinThreeEpochs) {
   RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_sync.yaml");
-  EXPECT_EQ(result.consistency, "sync");
-  EXPECT_EQ(result.num_ps, 2);
-  EXPECT_EQ(result.num_workers, 2);
-  ASSERT_TRUE(result.test_accuracy.has_value());
-  EXPECT_GE(*result.test_accuracy, 0.85);
-  EXPECT_GT(result.images_per_sec, 0);
-  EXPECT_EQ(result.ps_load.size(), 2u);
+  EXPECT_EQ(result.consistency(), "sync");
+  EXPECT_EQ(result.num_ps(), 2);
+  EXPECT_EQ(result.num_workers(), 2);
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85);
+  EXPECT_GT(result.images_per_sec(), 0);
+  EXPECT_EQ(result.ps_load().size(), 2u);
 }
 
 TEST(TrainingTest, AsyncMlpReachesTargetAccuracyWithinThreeEpochs) {
   RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_async.yaml");
-  EXPECT_EQ(result.consistency, "async");
-  ASSERT_TRUE(result.test_accuracy.has_value());
-  EXPECT_GE(*result.test_accuracy, 0.84);
+  EXPECT_EQ(result.consistency(), "async");
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.84);
 }
 
 TEST(TrainingTest, AsyncWithFourWorkersReachesTargetAccuracy) {
   RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_async4.yaml");
-  EXPECT_EQ(result.num_workers, 4);
-  ASSERT_TRUE(result.test_accuracy.has_value());
-  EXPECT_GE(*result.test_accuracy, 0.84);
+  EXPECT_EQ(result.num_workers(), 4);
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.84);
 }
 
 TEST(TrainingTest, SspWithFourWorkersReachesTargetAccuracy) {
   RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_ssp4.yaml");
-  EXPECT_EQ(result.consistency, "ssp");
-  EXPECT_EQ(result.staleness, 2);
-  EXPECT_EQ(result.num_workers, 4);
-  ASSERT_TRUE(result.test_accuracy.has_value());
-  EXPECT_GE(*result.test_accuracy, 0.84);
+  EXPECT_EQ(result.consistency(), "ssp");
+  EXPECT_EQ(result.staleness(), 2);
+  EXPECT_EQ(result.num_workers(), 4);
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.84);
 }
 
 }  // namespace

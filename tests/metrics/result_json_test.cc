@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace pstrain {
@@ -18,54 +19,75 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
+ShardLoad Load(int shard, int64_t variables, int64_t variable_bytes, int64_t bytes_in, int64_t bytes_out,
+               int64_t applied_updates, int64_t dropped_gradients, double apply_seconds) {
+  ShardLoad l;
+  l.set_shard(shard);
+  l.set_variables(variables);
+  l.set_variable_bytes(variable_bytes);
+  l.set_bytes_in(bytes_in);
+  l.set_bytes_out(bytes_out);
+  l.set_applied_updates(applied_updates);
+  l.set_dropped_gradients(dropped_gradients);
+  l.set_apply_seconds(apply_seconds);
+  return l;
+}
+
 RunResult Sample() {
   RunResult r;
-  r.experiment = "fashion_mnist_mlp_sync";
-  r.model = "mlp";
-  r.variable_update = "parameter_server";
-  r.local_parameter_device = "cpu";
-  r.all_reduce_spec = "";
-  r.consistency = "ssp";
-  r.staleness = 3;
-  r.transport = "grpc";
-  r.num_ps = 2;
-  r.num_workers = 4;
-  r.devices_per_worker = 1;
-  r.device = "cpu";
-  r.batch_size_per_device = 32;
-  r.global_batch_size = 128;
-  r.steps = 5000000000LL;  // Beyond 32 bits.
-  r.images_per_sec = 12345.678901234567;
-  r.images_per_sec_stddev = 0.1;
-  r.final_loss = 0.3141592653589793;
-  r.test_accuracy = 0.8731;
-  r.wall_seconds = 61.25;
-  r.ps_load = {{0, 3, 1024, 4096, 8192, 10, 0, 0.5}, {1, 2, 2048, 1LL << 40, 7, 11, 2, 1e-6}};
+  r.set_experiment("fashion_mnist_mlp_sync");
+  r.set_model("mlp");
+  r.set_variable_update("parameter_server");
+  r.set_local_parameter_device("cpu");
+  r.set_all_reduce_spec("");
+  r.set_consistency("ssp");
+  r.set_staleness(3);
+  r.set_transport("grpc");
+  r.set_num_ps(2);
+  r.set_num_workers(4);
+  r.set_devices_per_worker(1);
+  r.set_device("cpu");
+  r.set_batch_size_per_device(32);
+  r.set_global_batch_size(128);
+  r.set_steps(5000000000LL);  // Beyond 32 bits.
+  r.set_images_per_sec(12345.678901234567);
+  r.set_images_per_sec_stddev(0.1);
+  r.set_final_loss(0.3141592653589793);
+  r.set_test_accuracy(0.8731);
+  r.set_wall_seconds(61.25);
+  *r.add_ps_load() = Load(0, 3, 1024, 4096, 8192, 10, 0, 0.5);
+  *r.add_ps_load() = Load(1, 2, 2048, 1LL << 40, 7, 11, 2, 1e-6);
+  r.mutable_ps_load(1)->set_ssp_blocked_pulls(7);
+  r.mutable_ps_load(1)->set_ssp_wait_seconds(0.25);
   return r;
 }
 
 void ExpectSame(const RunResult& a, const RunResult& b) {
-  EXPECT_EQ(a.experiment, b.experiment);
-  EXPECT_EQ(a.model, b.model);
-  EXPECT_EQ(a.variable_update, b.variable_update);
-  EXPECT_EQ(a.local_parameter_device, b.local_parameter_device);
-  EXPECT_EQ(a.all_reduce_spec, b.all_reduce_spec);
-  EXPECT_EQ(a.consistency, b.consistency);
-  EXPECT_EQ(a.staleness, b.staleness);
-  EXPECT_EQ(a.transport, b.transport);
-  EXPECT_EQ(a.num_ps, b.num_ps);
-  EXPECT_EQ(a.num_workers, b.num_workers);
-  EXPECT_EQ(a.devices_per_worker, b.devices_per_worker);
-  EXPECT_EQ(a.device, b.device);
-  EXPECT_EQ(a.batch_size_per_device, b.batch_size_per_device);
-  EXPECT_EQ(a.global_batch_size, b.global_batch_size);
-  EXPECT_EQ(a.steps, b.steps);
-  EXPECT_EQ(a.images_per_sec, b.images_per_sec);  // Exact: doubles are written round-trip.
-  EXPECT_EQ(a.images_per_sec_stddev, b.images_per_sec_stddev);
-  EXPECT_EQ(a.final_loss, b.final_loss);
-  EXPECT_EQ(a.test_accuracy, b.test_accuracy);
-  EXPECT_EQ(a.wall_seconds, b.wall_seconds);
-  EXPECT_EQ(a.ps_load, b.ps_load);
+  EXPECT_EQ(a.experiment(), b.experiment());
+  EXPECT_EQ(a.model(), b.model());
+  EXPECT_EQ(a.variable_update(), b.variable_update());
+  EXPECT_EQ(a.local_parameter_device(), b.local_parameter_device());
+  EXPECT_EQ(a.all_reduce_spec(), b.all_reduce_spec());
+  EXPECT_EQ(a.consistency(), b.consistency());
+  EXPECT_EQ(a.staleness(), b.staleness());
+  EXPECT_EQ(a.transport(), b.transport());
+  EXPECT_EQ(a.num_ps(), b.num_ps());
+  EXPECT_EQ(a.num_workers(), b.num_workers());
+  EXPECT_EQ(a.devices_per_worker(), b.devices_per_worker());
+  EXPECT_EQ(a.device(), b.device());
+  EXPECT_EQ(a.batch_size_per_device(), b.batch_size_per_device());
+  EXPECT_EQ(a.global_batch_size(), b.global_batch_size());
+  EXPECT_EQ(a.steps(), b.steps());
+  EXPECT_EQ(a.images_per_sec(), b.images_per_sec());  // Exact: doubles are written round-trip.
+  EXPECT_EQ(a.images_per_sec_stddev(), b.images_per_sec_stddev());
+  EXPECT_EQ(a.final_loss(), b.final_loss());
+  EXPECT_EQ(a.test_accuracy(), b.test_accuracy());
+  EXPECT_EQ(a.wall_seconds(), b.wall_seconds());
+  ASSERT_EQ(a.ps_load_size(), b.ps_load_size());
+  for (int i = 0; i < a.ps_load_size(); ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a.ps_load(i), b.ps_load(i)))
+        << a.ps_load(i).DebugString() << " vs " << b.ps_load(i).DebugString();
+  }
 }
 
 std::string TempPath(absl::string_view name) { return absl::StrCat(::testing::TempDir(), "/result_json_", name); }
@@ -117,6 +139,21 @@ TEST(ResultJsonTest, ContractFieldsOnePerLineInOrderThenPsLoad) {
               HasSubstr("{\"shard\": 1, \"variables\": 2, \"variable_bytes\": 2048, \"bytes_in\": 1099511627776"));
 }
 
+// The shards' ssp statistics travel in ps_load; a file written before they
+// existed still reads (its shards without them).
+TEST(ResultJsonTest, SspStatisticsReachPsLoadAndOlderFilesStillRead) {
+  const std::string json = ToJson(Sample());
+  EXPECT_THAT(json, HasSubstr("\"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25}"));
+  const std::string older = absl::StrReplaceAll(
+      json, {{", \"ssp_blocked_pulls\": 0, \"ssp_wait_seconds\": 0}", "}"}, {", \"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25}", "}"}});
+  ASSERT_THAT(older, ::testing::Not(HasSubstr("ssp_")));
+  absl::StatusOr<RunResult> back = ParseResultJson(older, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->ps_load_size(), 2);
+  EXPECT_EQ(back->ps_load(1).bytes_in(), 1LL << 40);
+  EXPECT_EQ(back->ps_load(1).ssp_blocked_pulls(), 0);
+}
+
 TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   RunResult r;
   const std::string json = ToJson(r);
@@ -128,29 +165,29 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
 
 TEST(ResultJsonTest, AbsentAccuracyIsNull) {
   RunResult r = Sample();
-  r.test_accuracy.reset();
+  r.clear_test_accuracy();
   const std::string json = ToJson(r);
   EXPECT_THAT(json, HasSubstr("  \"test_accuracy\": null,\n"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_FALSE(back->test_accuracy.has_value());
+  EXPECT_FALSE(back->has_test_accuracy());
 }
 
 TEST(ResultJsonTest, QuotesAndControlCharactersAreEscaped) {
   RunResult r = Sample();
-  r.experiment = "say \"hi\"\\ back\nslash\ttab \x01 caf\xc3\xa9";
+  r.set_experiment("say \"hi\"\\ back\nslash\ttab \x01 caf\xc3\xa9");
   const std::string json = ToJson(r);
   EXPECT_THAT(json, HasSubstr(R"("experiment": "say \"hi\"\\ back\nslash\ttab \u0001 café",)"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->experiment, r.experiment);
+  EXPECT_EQ(back->experiment(), r.experiment());
 }
 
 TEST(ResultJsonTest, NonFiniteNumbersAreWrittenAsNullAndReadAsNaN) {
   RunResult r = Sample();
-  r.final_loss = std::numeric_limits<double>::quiet_NaN();
-  r.images_per_sec_stddev = std::numeric_limits<double>::infinity();
-  r.test_accuracy = std::numeric_limits<double>::quiet_NaN();
+  r.set_final_loss(std::numeric_limits<double>::quiet_NaN());
+  r.set_images_per_sec_stddev(std::numeric_limits<double>::infinity());
+  r.set_test_accuracy(std::numeric_limits<double>::quiet_NaN());
   const std::string json = ToJson(r);
   EXPECT_THAT(json, AllOf(HasSubstr("  \"final_loss\": null,\n"), HasSubstr("  \"images_per_sec_stddev\": null,\n"),
                           HasSubstr("  \"test_accuracy\": null,\n")));
@@ -158,9 +195,9 @@ TEST(ResultJsonTest, NonFiniteNumbersAreWrittenAsNullAndReadAsNaN) {
   EXPECT_THAT(json, ::testing::Not(HasSubstr("inf")));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_TRUE(std::isnan(back->final_loss));
-  EXPECT_TRUE(std::isnan(back->images_per_sec_stddev));
-  EXPECT_FALSE(back->test_accuracy.has_value());
+  EXPECT_TRUE(std::isnan(back->final_loss()));
+  EXPECT_TRUE(std::isnan(back->images_per_sec_stddev()));
+  EXPECT_FALSE(back->has_test_accuracy());
 }
 
 TEST(ResultJsonTest, UnknownFieldsAreIgnoredAndPsLoadIsOptional) {
@@ -169,8 +206,8 @@ TEST(ResultJsonTest, UnknownFieldsAreIgnoredAndPsLoadIsOptional) {
   json = json.substr(0, json.find(",\n  \"ps_load\"")) + "\n}\n";
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status() << "\n" << json;
-  EXPECT_EQ(back->experiment, "fashion_mnist_mlp_sync");
-  EXPECT_TRUE(back->ps_load.empty());
+  EXPECT_EQ(back->experiment(), "fashion_mnist_mlp_sync");
+  EXPECT_TRUE(back->ps_load().empty());
 }
 
 TEST(ResultJsonTest, ErrorsNameTheFileAndField) {
@@ -210,11 +247,11 @@ TEST(ResultJsonTest, WriteReplacesAnExistingFileAndReportsBadDirectories) {
   const std::string path = TempPath("replace.json");
   RunResult r = Sample();
   ASSERT_TRUE(WriteResultJson(r, path).ok());
-  r.experiment = "second";
+  r.set_experiment("second");
   ASSERT_TRUE(WriteResultJson(r, path).ok());
   absl::StatusOr<RunResult> back = ReadResultJson(path);
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->experiment, "second");
+  EXPECT_EQ(back->experiment(), "second");
   std::filesystem::remove(path);
 
   absl::Status s = WriteResultJson(r, TempPath("no_such_dir/result.json"));

@@ -77,7 +77,7 @@ TEST_P(GpuEquivalenceTest, MatchesOneCpuDeviceWithTheWholeBatch) {
   config.mutable_train()->set_batch_size_per_device(kBatch);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->chief.global_batch_size, kBatch * c.workers * c.devices);
+  EXPECT_EQ(run->chief.global_batch_size(), kBatch * c.workers * c.devices);
   const std::vector<std::vector<float>> reference = CpuReference(kBatch * c.workers * c.devices);
   ASSERT_FALSE(reference.empty());
   EXPECT_LT(MaxRelativeDifference(run->final_params, reference), kTolerance);

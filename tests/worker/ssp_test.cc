@@ -2,6 +2,7 @@
 // slowest live worker is more than `staleness` steps behind it.
 #include "absl/synchronization/notification.h"
 #include "common/transport/frame.h"
+#include "common/metrics/result_json.h"
 #include "gtest/gtest.h"
 #include "ps/shard.h"
 #include "tests/worker/in_process_cluster.h"
@@ -133,8 +134,10 @@ TEST(SspClusterTest, FourWorkersTrainWithStalenessTwo) {
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
   int64_t applied = 0;
-  for (const auto& load : run->chief.ps_load) applied += load.applied_updates;
+  for (const auto& load : run->chief.ps_load()) applied += load.applied_updates();
   EXPECT_EQ(applied, 4 * 15 * 4);  // every push applied: 4 workers x 15 steps x 4 variables
+  // The shards' ssp statistics reach the chief's result.json.
+  EXPECT_NE(ToJson(run->chief).find("\"ssp_blocked_pulls\": "), std::string::npos) << ToJson(run->chief);
 }
 
 }  // namespace

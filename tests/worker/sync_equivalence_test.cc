@@ -50,9 +50,9 @@ TEST(SyncEquivalenceTest, PartitionedVariablesGiveTheSameParameters) {
   absl::StatusOr<ClusterRun> split = RunInProcessCluster(partitioned);
   ASSERT_TRUE(split.ok()) << split.status();
   int64_t variables_on_shards = 0;
-  for (const auto& load : split->chief.ps_load) {
-    EXPECT_GT(load.variables, 0);
-    variables_on_shards += load.variables;
+  for (const auto& load : split->chief.ps_load()) {
+    EXPECT_GT(load.variables(), 0);
+    variables_on_shards += load.variables();
   }
   EXPECT_GT(variables_on_shards, 6);  // more keys than variables: something was split
 
@@ -87,7 +87,7 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   config.mutable_train()->set_batch_size_per_device(kBatch);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->chief.global_batch_size, kBatch * c.workers * c.devices);
+  EXPECT_EQ(run->chief.global_batch_size(), kBatch * c.workers * c.devices);
 
   absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), kBatch * c.workers * c.devices);
   ASSERT_TRUE(single.ok()) << single.status();
@@ -128,7 +128,7 @@ TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   config.mutable_train()->set_batch_size_per_device(kBatch);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->chief.num_workers, c.workers);
+  EXPECT_EQ(run->chief.num_workers(), c.workers);
 
   absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), kBatch * c.workers * c.devices);
   ASSERT_TRUE(single.ok()) << single.status();
@@ -166,15 +166,15 @@ TEST(SyncEquivalenceTest, ResultDescribesTheRun) {
   config.mutable_train()->set_steps(20);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->chief.num_workers, 2);
-  EXPECT_EQ(run->chief.num_ps, 2);
-  EXPECT_EQ(run->chief.global_batch_size, 16);
-  EXPECT_EQ(run->chief.steps, 20);
-  ASSERT_TRUE(run->chief.test_accuracy.has_value());
-  EXPECT_GT(*run->chief.test_accuracy, 0.2);  // well above chance (0.1) after 20 steps
-  ASSERT_EQ(run->chief.ps_load.size(), 2u);
+  EXPECT_EQ(run->chief.num_workers(), 2);
+  EXPECT_EQ(run->chief.num_ps(), 2);
+  EXPECT_EQ(run->chief.global_batch_size(), 16);
+  EXPECT_EQ(run->chief.steps(), 20);
+  ASSERT_TRUE(run->chief.has_test_accuracy());
+  EXPECT_GT(run->chief.test_accuracy(), 0.2);  // well above chance (0.1) after 20 steps
+  ASSERT_EQ(run->chief.ps_load().size(), 2u);
   int64_t applied = 0;
-  for (const auto& load : run->chief.ps_load) applied += load.applied_updates;
+  for (const auto& load : run->chief.ps_load()) applied += load.applied_updates();
   EXPECT_EQ(applied, 20 * 6);  // 6 variables of the MLP, one update per step each
 }
 
@@ -194,11 +194,11 @@ TEST(SyncBackupWorkersTest, FewerReplicasToAggregateThanWorkersRunsToCompletion)
   // accounting: every variable advanced at least 12 steps (each worker's
   // pulled versions increase), and each of the 4 x 12 pushes of a variable
   // was either dropped or is part of an update of at most 3 contributions.
-  ASSERT_FALSE(run->chief.ps_load.empty());
-  for (const auto& load : run->chief.ps_load) {
-    ASSERT_GT(load.variables, 0);
-    EXPECT_GE(load.applied_updates, 12 * load.variables) << "shard " << load.shard;
-    EXPECT_GE(load.dropped_gradients + 3 * load.applied_updates, 4 * 12 * load.variables) << "shard " << load.shard;
+  ASSERT_FALSE(run->chief.ps_load().empty());
+  for (const auto& load : run->chief.ps_load()) {
+    ASSERT_GT(load.variables(), 0);
+    EXPECT_GE(load.applied_updates(), 12 * load.variables()) << "shard " << load.shard();
+    EXPECT_GE(load.dropped_gradients() + 3 * load.applied_updates(), 4 * 12 * load.variables()) << "shard " << load.shard();
   }
 }
 
@@ -211,9 +211,9 @@ TEST(AsyncTrainingTest, EveryGradientIsAppliedOnArrival) {
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
   int64_t applied = 0;
-  for (const auto& load : run->chief.ps_load) applied += load.applied_updates;
+  for (const auto& load : run->chief.ps_load()) applied += load.applied_updates();
   EXPECT_EQ(applied, 2 * 10 * 6);  // every push of every worker, per variable
-  EXPECT_TRUE(std::isfinite(run->chief.final_loss));
+  EXPECT_TRUE(std::isfinite(run->chief.final_loss()));
 }
 
 }  // namespace

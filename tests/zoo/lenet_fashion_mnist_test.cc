@@ -26,16 +26,16 @@ TEST(LenetFashionMnistTest, SyncLenetReachesTargetAccuracyWithinThreeEpochs) {
   ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "launch failed:\n" << launch.out() << launch.err();
   absl::StatusOr<RunResult> result = ReadResultJson(run_dir + "/result.json");
   ASSERT_TRUE(result.ok()) << result.status() << "\n" << launch.out();
-  EXPECT_EQ(result->model, "lenet");
-  EXPECT_EQ(result->consistency, "sync");
-  EXPECT_EQ(result->num_ps, 2);
-  EXPECT_EQ(result->num_workers, 2);
-  ASSERT_TRUE(result->test_accuracy.has_value());
-  EXPECT_GE(*result->test_accuracy, 0.89);
-  RecordProperty("test_accuracy", std::to_string(*result->test_accuracy));
-  RecordProperty("wall_seconds", std::to_string(result->wall_seconds));
-  std::cout << "lenet sync: test_accuracy " << *result->test_accuracy << ", " << result->wall_seconds << " s, "
-            << result->images_per_sec << " images/sec" << std::endl;
+  EXPECT_EQ(result->model(), "lenet");
+  EXPECT_EQ(result->consistency(), "sync");
+  EXPECT_EQ(result->num_ps(), 2);
+  EXPECT_EQ(result->num_workers(), 2);
+  ASSERT_TRUE(result->has_test_accuracy());
+  EXPECT_GE(result->test_accuracy(), 0.89);
+  RecordProperty("test_accuracy", std::to_string(result->test_accuracy()));
+  RecordProperty("wall_seconds", std::to_string(result->wall_seconds()));
+  std::cout << "lenet sync: test_accuracy " << result->test_accuracy() << ", " << result->wall_seconds() << " s, "
+            << result->images_per_sec() << " images/sec" << std::endl;
 }
 
 }  // namespace

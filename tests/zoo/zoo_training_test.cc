@@ -77,11 +77,11 @@ TEST_P(ZooTrainingTest, TrainsAFewSyncStepsUnderAParameterServer) {
 
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_TRUE(std::isfinite(run->chief.final_loss)) << run->chief.final_loss;
-  EXPECT_GT(run->chief.final_loss, 0);
+  EXPECT_TRUE(std::isfinite(run->chief.final_loss())) << run->chief.final_loss();
+  EXPECT_GT(run->chief.final_loss(), 0);
   // ln(10) = 2.3 at chance; the softmax clamp makes a diverged model 69.
-  EXPECT_LT(run->chief.final_loss, 25);
-  EXPECT_EQ(run->chief.steps, 3);
+  EXPECT_LT(run->chief.final_loss(), 25);
+  EXPECT_EQ(run->chief.steps(), 3);
 
   ASSERT_EQ(run->final_params.size(), initial.size());
   std::vector<std::string> unchanged;

@@ -123,8 +123,8 @@ std::string ChartData(const std::vector<ReportRow>& rows) {
       const double eff = std::isfinite(row.scaling_efficiency) ? row.scaling_efficiency * 100 : 0;
       fields.insert(
           fields.end(),
-          {absl::StrFormat("%.6g", r.images_per_sec), absl::StrFormat("%.6g", r.images_per_sec_stddev),
-           absl::StrCat(groups.colour_of_row[i]), FormatRate(r.images_per_sec),
+          {absl::StrFormat("%.6g", r.images_per_sec()), absl::StrFormat("%.6g", r.images_per_sec_stddev()),
+           absl::StrCat(groups.colour_of_row[i]), FormatRate(r.images_per_sec()),
            std::isfinite(row.speedup) ? FormatSpeedup(row.speedup) : std::string(), absl::StrFormat("%.4g", eff),
            std::isfinite(row.scaling_efficiency) ? FormatPercent(row.scaling_efficiency) : std::string("-")});
     } else {
@@ -153,7 +153,7 @@ std::string ChartScript(const std::vector<ReportRow>& rows, const ChartText& tex
       continue;
     }
     const RunResult& r = *row.outcome.result;
-    ymax = std::max(ymax, r.images_per_sec + std::max(0.0, r.images_per_sec_stddev));
+    ymax = std::max(ymax, r.images_per_sec() + std::max(0.0, r.images_per_sec_stddev()));
     if (std::isfinite(row.scaling_efficiency)) effmax = std::max(effmax, row.scaling_efficiency * 100);
   }
   if (ymax <= 0) ymax = 1;

@@ -66,13 +66,13 @@ std::string MarkdownCell(const std::string& text) {
 
 }  // namespace
 
-int DevicesTotal(const RunResult& result) { return result.num_workers * std::max(1, result.devices_per_worker); }
+int DevicesTotal(const RunResult& result) { return result.num_workers() * std::max(1, result.devices_per_worker()); }
 
 std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes, int baseline) {
   std::vector<ReportRow> rows;
   const RunResult* base = nullptr;
   if (baseline >= 0 && baseline < static_cast<int>(outcomes.size()) && outcomes[baseline].ok &&
-      outcomes[baseline].result.has_value() && outcomes[baseline].result->images_per_sec > 0 &&
+      outcomes[baseline].result.has_value() && outcomes[baseline].result->images_per_sec() > 0 &&
       DevicesTotal(*outcomes[baseline].result) > 0) {
     base = &*outcomes[baseline].result;
   }
@@ -84,7 +84,7 @@ std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes
     row.scaling_efficiency = kNaN;
     if (base != nullptr && row.outcome.ok && row.outcome.result.has_value()) {
       const RunResult& r = *row.outcome.result;
-      row.speedup = r.images_per_sec / base->images_per_sec;
+      row.speedup = r.images_per_sec() / base->images_per_sec();
       const double device_ratio = static_cast<double>(DevicesTotal(r)) / static_cast<double>(DevicesTotal(*base));
       if (device_ratio > 0) row.scaling_efficiency = row.speedup / device_ratio;
     }
@@ -94,17 +94,17 @@ std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes
 }
 
 std::string StrategySummary(const RunResult& r) {
-  std::vector<std::string> parts = {r.variable_update.empty() ? "?" : r.variable_update};
-  if (r.num_ps > 0) {  // consistency is the parameter servers' rule
-    if (r.staleness > 0) {
-      parts.push_back(absl::StrCat(r.consistency, " (staleness ", r.staleness, ")"));
-    } else if (!r.consistency.empty()) {
-      parts.push_back(r.consistency);
+  std::vector<std::string> parts = {r.variable_update().empty() ? "?" : r.variable_update()};
+  if (r.num_ps() > 0) {  // consistency is the parameter servers' rule
+    if (r.staleness() > 0) {
+      parts.push_back(absl::StrCat(r.consistency(), " (staleness ", r.staleness(), ")"));
+    } else if (!r.consistency().empty()) {
+      parts.push_back(r.consistency());
     }
   }
-  if (!r.all_reduce_spec.empty()) parts.push_back(r.all_reduce_spec);
-  if (!r.local_parameter_device.empty() && r.local_parameter_device != "cpu")
-    parts.push_back(absl::StrCat("params on ", r.local_parameter_device));
+  if (!r.all_reduce_spec().empty()) parts.push_back(r.all_reduce_spec());
+  if (!r.local_parameter_device().empty() && r.local_parameter_device() != "cpu")
+    parts.push_back(absl::StrCat("params on ", r.local_parameter_device()));
   return absl::StrJoin(parts, " · ");
 }
 
@@ -160,26 +160,26 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
     std::vector<std::string> fields = {o.label};
     if (o.result.has_value()) {
       const RunResult& r = *o.result;
-      for (std::string value : {r.experiment,
-                                r.model,
-                                r.variable_update,
-                                r.local_parameter_device,
-                                r.all_reduce_spec,
-                                r.consistency,
-                                absl::StrCat(r.staleness),
-                                r.transport,
-                                absl::StrCat(r.num_ps),
-                                absl::StrCat(r.num_workers),
-                                absl::StrCat(r.devices_per_worker),
-                                r.device,
-                                absl::StrCat(r.batch_size_per_device),
-                                absl::StrCat(r.global_batch_size),
-                                absl::StrCat(r.steps),
-                                Shortest(r.images_per_sec),
-                                Shortest(r.images_per_sec_stddev),
-                                Shortest(r.final_loss),
-                                r.test_accuracy.has_value() ? Shortest(*r.test_accuracy) : std::string(),
-                                Shortest(r.wall_seconds)}) {
+      for (std::string value : {r.experiment(),
+                                r.model(),
+                                r.variable_update(),
+                                r.local_parameter_device(),
+                                r.all_reduce_spec(),
+                                r.consistency(),
+                                absl::StrCat(r.staleness()),
+                                r.transport(),
+                                absl::StrCat(r.num_ps()),
+                                absl::StrCat(r.num_workers()),
+                                absl::StrCat(r.devices_per_worker()),
+                                r.device(),
+                                absl::StrCat(r.batch_size_per_device()),
+                                absl::StrCat(r.global_batch_size()),
+                                absl::StrCat(r.steps()),
+                                Shortest(r.images_per_sec()),
+                                Shortest(r.images_per_sec_stddev()),
+                                Shortest(r.final_loss()),
+                                r.has_test_accuracy() ? Shortest(r.test_accuracy()) : std::string(),
+                                Shortest(r.wall_seconds())}) {
         fields.push_back(std::move(value));
       }
     } else {
@@ -217,14 +217,14 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
     cells.push_back({
         MarkdownCell(label),
         MarkdownCell(StrategySummary(r)),
-        r.num_ps > 0 ? absl::StrCat(r.num_ps) : std::string(kDash),
-        absl::StrCat(r.num_workers, " × ", r.devices_per_worker, " ", r.device),
-        absl::StrCat(FormatRate(r.images_per_sec), " ± ", FormatRate(r.images_per_sec_stddev)),
+        r.num_ps() > 0 ? absl::StrCat(r.num_ps()) : std::string(kDash),
+        absl::StrCat(r.num_workers(), " × ", r.devices_per_worker(), " ", r.device()),
+        absl::StrCat(FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev())),
         FormatSpeedup(row.speedup),
         FormatPercent(row.scaling_efficiency),
-        std::isfinite(r.final_loss) ? absl::StrFormat("%.4f", r.final_loss) : std::string(kDash),
-        r.test_accuracy.has_value() && std::isfinite(*r.test_accuracy)
-            ? absl::StrFormat("%.2f%%", *r.test_accuracy * 100)
+        std::isfinite(r.final_loss()) ? absl::StrFormat("%.4f", r.final_loss()) : std::string(kDash),
+        r.has_test_accuracy() && std::isfinite(r.test_accuracy())
+            ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
             : std::string(kDash),
     });
   }
@@ -259,11 +259,11 @@ std::string CommonSettings(const std::vector<ReportRow>& rows) {
     if (!row.outcome.ok || !row.outcome.result.has_value()) continue;
     const RunResult& r = *row.outcome.result;
     ++ok;
-    models.insert(r.model);
-    batches.insert(absl::StrCat(r.batch_size_per_device));
-    steps.insert(absl::StrCat(r.steps));
-    devices.insert(r.device);
-    transports.insert(r.transport);
+    models.insert(r.model());
+    batches.insert(absl::StrCat(r.batch_size_per_device()));
+    steps.insert(absl::StrCat(r.steps()));
+    devices.insert(r.device());
+    transports.insert(r.transport());
   }
   if (ok == 0) return "";
   std::vector<std::string> parts;

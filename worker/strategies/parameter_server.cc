@@ -173,11 +173,7 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
     if (s0.done_size() + s0.lost_size() >= context_.num_workers - 1) {
       for (const WorkerReport& r : s0.done()) report.workers.push_back(r);
       report.lost_workers.assign(s0.lost().begin(), s0.lost().end());
-      for (const StatsResponse& s : stats) {
-        const ShardLoad& l = s.load();
-        report.ps_load.push_back({l.shard(), l.variables(), l.variable_bytes(), l.bytes_in(), l.bytes_out(),
-                                  l.applied_updates(), l.dropped_gradients(), l.apply_seconds()});
-      }
+      for (const StatsResponse& s : stats) report.ps_load.push_back(s.load());
       break;
     }
     absl::SleepFor(absl::Milliseconds(50));
