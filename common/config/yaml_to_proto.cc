@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -383,39 +384,7 @@ bool CanBePlain(absl::string_view s) {
   return true;
 }
 
-// A YAML double-quoted scalar. Bytes >= 0x80 pass through (the text is UTF-8).
-std::string DoubleQuoted(absl::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          absl::StrAppend(&out, absl::StrFormat("\\x%02x", static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
-std::string YamlString(absl::string_view s) { return CanBePlain(s) ? std::string(s) : DoubleQuoted(s); }
+std::string YamlString(absl::string_view s) { return CanBePlain(s) ? std::string(s) : QuoteString(s); }
 
 // Shortest text that reads back as exactly `value` (float or double).
 template <typename T>

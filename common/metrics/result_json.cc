@@ -16,9 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
+#include "glog/logging.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/struct.pb.h"
-#include "glog/logging.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace pstrain {
@@ -32,41 +33,7 @@ using google::protobuf::Value;
 
 // ---- Writing ----
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);  // UTF-8 passes through unchanged.
-        }
-    }
-  }
-  return out + "\"";
-}
+std::string JsonString(const std::string& s) { return QuoteString(s); }
 
 // Shortest text that reads back as the same double; null for NaN and infinities.
 std::string JsonDouble(double v) {
@@ -175,9 +142,8 @@ absl::Status SetField(const Value& v, const FieldDescriptor* f, Message* m) {
       return absl::OkStatus();
     }
     case FieldDescriptor::CPPTYPE_INT64: {
-      absl::StatusOr<int64_t> i =
-          IntegerOf(v, static_cast<double>(std::numeric_limits<int64_t>::min()),
-                    static_cast<double>(std::numeric_limits<int64_t>::max()));
+      absl::StatusOr<int64_t> i = IntegerOf(v, static_cast<double>(std::numeric_limits<int64_t>::min()),
+                                            static_cast<double>(std::numeric_limits<int64_t>::max()));
       if (!i.ok()) return i.status();
       r->SetInt64(m, f, *i);
       return absl::OkStatus();
@@ -244,9 +210,9 @@ std::string ToJson(const RunResult& result) {
     for (int k = 0; k < r->FieldSize(result, f); ++k) {
       items.push_back(absl::StrCat("    ", JsonObject(r->GetRepeatedMessage(result, f, k))));
     }
-    lines.push_back(items.empty() ? absl::StrCat("  ", JsonString(f->name()), ": []")
-                                  : absl::StrCat("  ", JsonString(f->name()), ": [\n", absl::StrJoin(items, ",\n"),
-                                                 "\n  ]"));
+    lines.push_back(items.empty()
+                        ? absl::StrCat("  ", JsonString(f->name()), ": []")
+                        : absl::StrCat("  ", JsonString(f->name()), ": [\n", absl::StrJoin(items, ",\n"), "\n  ]"));
   }
   return absl::StrCat("{\n", absl::StrJoin(lines, ",\n"), "\n}\n");
 }

@@ -152,7 +152,7 @@ TEST(MessageToYamlTest, StringsAreQuotedWhenYamlWouldReadThemAsSomethingElse) {
       {"say \"hi\"", "\"say \\\"hi\\\"\""},
       {"back\\slash", "\"back\\\\slash\""},
       {"two\nlines", "\"two\\nlines\""},
-      {"bell\a", "\"bell\\x07\""},
+      {"bell\a", "\"bell\\u0007\""},
       {"*alias", "\"*alias\""},
       {"&anchor", "\"&anchor\""},
       {"!tag", "\"!tag\""},

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tools/launch/child_exec.h"
 #include "tools/launch/process_group.h"
 
 namespace pstrain::launch {
@@ -22,28 +23,6 @@ namespace {
 
 constexpr size_t kMaxOutputBytes = 64 * 1024;
 constexpr int kPollMillis = 20;
-
-// Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void ExecCheck(const char* path, char* const argv[], int out_fd, int null_fd, pid_t parent) {
-  setpgid(0, 0);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127);  // the caller died before prctl
-  dup2(null_fd, STDIN_FILENO);
-  dup2(out_fd, STDOUT_FILENO);
-  dup2(out_fd, STDERR_FILENO);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  execv(path, argv);
-  const char msg[] = "launch: exec failed: ";
-  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
-  (void)!write(STDERR_FILENO, path, strlen(path));
-  (void)!write(STDERR_FILENO, "\n", 1);
-  _exit(127);
-}
 
 // Appends what can be read from `fd` now; false once it is closed (EOF or error).
 bool ReadAvailable(int fd, std::string* out) {
@@ -87,7 +66,7 @@ absl::StatusOr<CheckRun> RunCheckCommand(const std::string& binary, const std::v
   }
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid == 0) ExecCheck(argv[0], argv.data(), fds[1], null_fd, parent);
+  if (pid == 0) ExecChild(argv[0], argv.data(), fds[1], null_fd, parent);
   const int fork_errno = errno;
   close(fds[1]);
   close(null_fd);
