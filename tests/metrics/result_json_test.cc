@@ -144,8 +144,9 @@ TEST(ResultJsonTest, ContractFieldsOnePerLineInOrderThenPsLoad) {
 TEST(ResultJsonTest, SspStatisticsReachPsLoadAndOlderFilesStillRead) {
   const std::string json = ToJson(Sample());
   EXPECT_THAT(json, HasSubstr("\"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25}"));
-  const std::string older = absl::StrReplaceAll(
-      json, {{", \"ssp_blocked_pulls\": 0, \"ssp_wait_seconds\": 0}", "}"}, {", \"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25}", "}"}});
+  const std::string older =
+      absl::StrReplaceAll(json, {{", \"ssp_blocked_pulls\": 0, \"ssp_wait_seconds\": 0}", "}"},
+                                 {", \"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25}", "}"}});
   ASSERT_THAT(older, ::testing::Not(HasSubstr("ssp_")));
   absl::StatusOr<RunResult> back = ParseResultJson(older, "mem");
   ASSERT_TRUE(back.ok()) << back.status();

@@ -1,8 +1,8 @@
 // Stale synchronous parallel: a fast worker is held back exactly when the
 // slowest live worker is more than `staleness` steps behind it.
 #include "absl/synchronization/notification.h"
-#include "common/transport/frame.h"
 #include "common/metrics/result_json.h"
+#include "common/transport/frame.h"
 #include "gtest/gtest.h"
 #include "ps/shard.h"
 #include "tests/worker/in_process_cluster.h"

@@ -198,7 +198,8 @@ TEST(SyncBackupWorkersTest, FewerReplicasToAggregateThanWorkersRunsToCompletion)
   for (const auto& load : run->chief.ps_load()) {
     ASSERT_GT(load.variables(), 0);
     EXPECT_GE(load.applied_updates(), 12 * load.variables()) << "shard " << load.shard();
-    EXPECT_GE(load.dropped_gradients() + 3 * load.applied_updates(), 4 * 12 * load.variables()) << "shard " << load.shard();
+    EXPECT_GE(load.dropped_gradients() + 3 * load.applied_updates(), 4 * 12 * load.variables())
+        << "shard " << load.shard();
   }
 }
 

@@ -174,8 +174,7 @@ std::string StatusLine(const VariantOutcome& outcome, double seconds) {
   const RunResult& r = *outcome.result;
   std::string line = absl::StrCat("ok  ", FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
                                   " images/sec", absl::StrFormat(", final loss %.4f", r.final_loss()));
-  if (r.has_test_accuracy())
-    absl::StrAppend(&line, absl::StrFormat(", test accuracy %.2f%%", r.test_accuracy() * 100));
+  if (r.has_test_accuracy()) absl::StrAppend(&line, absl::StrFormat(", test accuracy %.2f%%", r.test_accuracy() * 100));
   absl::StrAppend(&line, absl::StrFormat("  (%.1f s)", seconds));
   return line;
 }
