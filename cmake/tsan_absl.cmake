@@ -11,6 +11,14 @@
 # PSTRAIN_ABSL_SOURCE_DIR: an abseil source tree of the installed version
 # (tools/check.sh fetches it with `apt-get source abseil`). Its headers are
 # not used: the installed ones (with Debian's inline namespace) are.
+#
+# SpinLock's out-of-line slow path (base/internal/spinlock.cc) stays Debian's
+# uninstrumented one on purpose: Debian's libraries (absl::Now in
+# libabsl_time, for one) inline SpinLock::Lock without TSan's annotations and
+# call SlowLock; an instrumented SlowLock then "diverts" a lock TSan never saw
+# begin and the TSan runtime aborts (CHECK failed: ignore_sync > 0) whenever
+# two threads contend for that lock. Uninstrumented, SlowLock is invisible to
+# TSan from both kinds of caller, which is what the inline annotations expect.
 set(PSTRAIN_ABSL_SOURCE_DIR "" CACHE PATH "abseil source tree matching the installed headers (TSan builds)")
 if(NOT EXISTS "${PSTRAIN_ABSL_SOURCE_DIR}/absl/synchronization/mutex.cc")
   message(FATAL_ERROR "PSTRAIN_SANITIZE=thread needs -DPSTRAIN_ABSL_SOURCE_DIR=<abseil source of the installed "
@@ -26,7 +34,6 @@ add_library(pstrain_tsan_absl OBJECT
   ${_absl}/synchronization/internal/per_thread_sem.cc
   ${_absl}/synchronization/internal/waiter.cc
   ${_absl}/synchronization/internal/graphcycles.cc
-  ${_absl}/base/internal/spinlock.cc
   ${_absl}/base/internal/thread_identity.cc
   ${_absl}/base/internal/low_level_alloc.cc)
 target_compile_options(pstrain_tsan_absl PRIVATE -w)
