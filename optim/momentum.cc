@@ -1,5 +1,5 @@
 // Momentum SGD as in TensorFlow's MomentumOptimizer:
-//   v' = m * v + (g + wd * w);   w' = w - lr * v'
+//   v' = m * v + (s * g + wd * w);   w' = w - lr * v'   (s: the step's gradient scale)
 // (CUDA: optim/cuda/momentum.cc.)
 #include "optim/optimizer.h"
 
@@ -11,12 +11,20 @@ class Momentum : public Optimizer {
   explicit Momentum(const OptimizerConfig& config)
       : momentum_(config.momentum()), weight_decay_(config.weight_decay()) {}
   int num_slots() const override { return 1; }
-  void Apply(const float* w, const float* g, int64_t n, float lr, float* const* slots, float* out) const override {
+  void Apply(const float* w, const float* g, int64_t n, const OptimizerStep& step, float* const* slots,
+             float* out) const override {
     float* v = slots[0];
-    const float m = momentum_, wd = weight_decay_;
-    for (int64_t i = 0; i < n; ++i) {
-      v[i] = m * v[i] + (g[i] + wd * w[i]);
-      out[i] = w[i] - lr * v[i];
+    const float m = momentum_, wd = weight_decay_, lr = step.learning_rate, s = step.gradient_scale;
+    if (s == 1.0f) {  // the same arithmetic as s * g with s == 1, one multiply less
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] = m * v[i] + (g[i] + wd * w[i]);
+        out[i] = w[i] - lr * v[i];
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        v[i] = m * v[i] + (s * g[i] + wd * w[i]);
+        out[i] = w[i] - lr * v[i];
+      }
     }
   }
 

@@ -7,7 +7,9 @@
 // has a CPU implementation; a CUDA one is optional (a GPU strategy asks for
 // it and says so when it is missing).
 //
-// Apply() reads `old_value` and writes `new_value` (distinct buffers on a PS,
+// Apply() reads `old_value` and the gradient, scaled by the step's
+// `gradient_scale` (the mean of a sum costs no extra pass over memory), and
+// writes `new_value` (distinct buffers on a PS,
 // whose readers may still be sending the old one; the same buffer for
 // in-place updates, which must work too), updating the optimizer's
 // per-variable slot arrays in place. Every optimizer is elementwise, so a
@@ -29,14 +31,22 @@
 
 namespace pstrain {
 
+// The step-wide inputs of one update.
+struct OptimizerStep {
+  float learning_rate = 0;
+  // The gradient used is gradient_scale * grad (e.g. 1/N for the mean of N
+  // summed gradients).
+  float gradient_scale = 1;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // Per-variable state arrays of the variable's length (e.g. 1 for momentum),
   // zero-initialised by the caller.
   virtual int num_slots() const = 0;
-  virtual void Apply(const float* old_value, const float* grad, int64_t n, float learning_rate, float* const* slots,
-                     float* new_value) const = 0;
+  virtual void Apply(const float* old_value, const float* grad, int64_t n, const OptimizerStep& step,
+                     float* const* slots, float* new_value) const = 0;
 };
 
 // Where a device optimizer queues its work: a cudaStream_t for

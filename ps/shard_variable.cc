@@ -18,7 +18,16 @@ void VariableLocks::Release() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 std::shared_ptr<Buffer> VariableUpdater::NextBuffer(ShardVariable& var) {
-  if (var.spare != nullptr && var.spare.use_count() == 1) return std::move(var.spare);
+  if (var.spare != nullptr) {
+    // use_count() is a relaxed read: seeing the pulls' references gone does
+    // not order their reads of the bytes before our writes. Copying the
+    // pointer is an acquire-release increment of the same count, which
+    // follows (and so synchronises with) the last reader's release; two
+    // owners then mean that nobody else holds the spare, and nobody can take
+    // it anew (only var, under var.mu, hands it out).
+    const std::shared_ptr<Buffer> probe = var.spare;
+    if (probe.use_count() == 2) return std::move(var.spare);
+  }
   return Buffer::Allocate(var.bytes());
 }
 
@@ -38,7 +47,8 @@ absl::Status VariableUpdater::ApplyFromWire(ShardVariable& var, IncomingFrame& p
   std::vector<float*> slots(var.slots.size());
   absl::Status read = payload.ConsumeFloats(var.bytes(), [&](size_t first, const float* g, size_t count) {
     for (size_t s = 0; s < slots.size(); ++s) slots[s] = slot_arrays[s].data() + first;
-    optimizer_->Apply(old_value + first, g, static_cast<int64_t>(count), lr, slots.data(), new_value + first);
+    optimizer_->Apply(old_value + first, g, static_cast<int64_t>(count), {.learning_rate = lr}, slots.data(),
+                      new_value + first);
   });
   // Unreachable for a validated push (its payload size was checked before
   // anything changed); should it happen, the value and version stay as they
@@ -48,16 +58,16 @@ absl::Status VariableUpdater::ApplyFromWire(ShardVariable& var, IncomingFrame& p
   return absl::OkStatus();
 }
 
-void VariableUpdater::ApplyMean(ShardVariable& var, std::vector<float>& sum, int count, int64_t global_step) const {
-  const float scale = 1.0f / static_cast<float>(count);
-  if (scale != 1.0f) {
-    for (float& g : sum) g *= scale;
-  }
+void VariableUpdater::ApplyMean(ShardVariable& var, const std::vector<float>& sum, int count,
+                                int64_t global_step) const {
   std::shared_ptr<Buffer> next = NextBuffer(var);
   std::vector<float*> slots;
   for (auto& slot : var.slots) slots.push_back(slot.data());
-  optimizer_->Apply(static_cast<const float*>(var.value->data()), sum.data(), var.n, schedule_.At(global_step),
-                    slots.data(), static_cast<float*>(next->data()));
+  // The mean is taken inside the optimizer's pass (gradient_scale).
+  const OptimizerStep step{.learning_rate = schedule_.At(global_step),
+                           .gradient_scale = 1.0f / static_cast<float>(count)};
+  optimizer_->Apply(static_cast<const float*>(var.value->data()), sum.data(), var.n, step, slots.data(),
+                    static_cast<float*>(next->data()));
   Publish(var, std::move(next));
 }
 

@@ -79,8 +79,8 @@ class VariableUpdater {
   // applied range by range as they arrive (no copy of the gradient).
   absl::Status ApplyFromWire(ShardVariable& var, IncomingFrame& payload, int64_t global_step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
-  // Publishes update(var, sum / count); scales `sum` in place.
-  void ApplyMean(ShardVariable& var, std::vector<float>& sum, int count, int64_t global_step) const
+  // Publishes update(var, sum / count).
+  void ApplyMean(ShardVariable& var, const std::vector<float>& sum, int count, int64_t global_step) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
 
  private:

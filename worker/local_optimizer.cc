@@ -30,14 +30,14 @@ absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> LocalOptimizer::For
   return optimizers;
 }
 
-void LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step) {
-  const float lr = schedule_.At(step);
+void LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale) {
+  const OptimizerStep update{.learning_rate = schedule_.At(step), .gradient_scale = gradient_scale};
   for (size_t v = 0; v < variables.size(); ++v) {
     Variable& var = variables[v];
     const int64_t n = var.value.num_elements();
     std::vector<float*> slots;
     for (auto& slot : slots_[v]) slots.push_back(slot.data());
-    optimizer_->Apply(var.value.data(), var.grad.data(), n, lr, slots.data(), var.value.data());  // in place
+    optimizer_->Apply(var.value.data(), var.grad.data(), n, update, slots.data(), var.value.data());  // in place
   }
 }
 

@@ -24,8 +24,9 @@ class LocalOptimizer {
   static absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> ForReplicas(const OptimizerConfig& config,
                                                                                   ReplicaSet& replicas,
                                                                                   int64_t total_steps);
-  // w <- update(w, grad) for every variable, as global step `step`.
-  void Apply(std::vector<Variable>& variables, int64_t step);
+  // w <- update(w, gradient_scale * grad) for every variable, as global step
+  // `step` (gradient_scale: e.g. 1/N when the gradients hold sums of N).
+  void Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale = 1.0f);
 
  private:
   LocalOptimizer(std::unique_ptr<Optimizer> optimizer, LearningRateSchedule schedule)

@@ -12,8 +12,10 @@ class CudaMomentum : public Optimizer {
         weight_decay_(config.weight_decay()),
         stream_(static_cast<cudaStream_t>(stream)) {}
   int num_slots() const override { return 1; }
-  void Apply(const float* w, const float* g, int64_t n, float lr, float* const* slots, float* out) const override {
-    cuda::MomentumKernel(w, g, n, lr, momentum_, weight_decay_, slots[0], out, stream_);
+  void Apply(const float* w, const float* g, int64_t n, const OptimizerStep& step, float* const* slots,
+             float* out) const override {
+    cuda::MomentumKernel(w, g, n, step.learning_rate, step.gradient_scale, momentum_, weight_decay_, slots[0], out,
+                         stream_);
   }
 
  private:

@@ -4,13 +4,17 @@
 namespace pstrain::cuda {
 namespace {
 
-__global__ void Sgd(const float *w, const float *g, int64_t n, float lr, float wd, float *out) {
-  PSTRAIN_GRID_STRIDE(i, n) out[i] = w[i] - lr * (g[i] + wd * w[i]);
+// s == 1 takes g as is, as the CPU code does (the same arithmetic).
+__device__ inline float Scaled(float s, float g) { return s == 1.0f ? g : s * g; }
+
+__global__ void Sgd(const float *w, const float *g, int64_t n, float lr, float s, float wd, float *out) {
+  PSTRAIN_GRID_STRIDE(i, n) out[i] = w[i] - lr * (Scaled(s, g[i]) + wd * w[i]);
 }
 
-__global__ void Momentum(const float *w, const float *g, int64_t n, float lr, float m, float wd, float *v, float *out) {
+__global__ void Momentum(const float *w, const float *g, int64_t n, float lr, float s, float m, float wd, float *v,
+                         float *out) {
   PSTRAIN_GRID_STRIDE(i, n) {
-    const float vi = m * v[i] + (g[i] + wd * w[i]);
+    const float vi = m * v[i] + (Scaled(s, g[i]) + wd * w[i]);
     v[i] = vi;
     out[i] = w[i] - lr * vi;
   }
@@ -18,13 +22,14 @@ __global__ void Momentum(const float *w, const float *g, int64_t n, float lr, fl
 
 }  // namespace
 
-void SgdKernel(const float *w, const float *g, int64_t n, float lr, float wd, float *out, cudaStream_t stream) {
-  if (n > 0) Sgd<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(w, g, n, lr, wd, out);
+void SgdKernel(const float *w, const float *g, int64_t n, float lr, float s, float wd, float *out,
+               cudaStream_t stream) {
+  if (n > 0) Sgd<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(w, g, n, lr, s, wd, out);
 }
 
-void MomentumKernel(const float *w, const float *g, int64_t n, float lr, float m, float wd, float *v, float *out,
-                    cudaStream_t stream) {
-  if (n > 0) Momentum<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(w, g, n, lr, m, wd, v, out);
+void MomentumKernel(const float *w, const float *g, int64_t n, float lr, float s, float m, float wd, float *v,
+                    float *out, cudaStream_t stream) {
+  if (n > 0) Momentum<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(w, g, n, lr, s, m, wd, v, out);
 }
 
 }  // namespace pstrain::cuda

@@ -10,10 +10,10 @@
 
 namespace pstrain::cuda {
 
-// out[i] = w[i] - lr * (g[i] + wd * w[i])                      (optim/sgd.cc)
-void SgdKernel(const float* w, const float* g, int64_t n, float lr, float wd, float* out, cudaStream_t stream);
-// v[i] = m * v[i] + (g[i] + wd * w[i]);  out[i] = w[i] - lr * v[i]   (optim/momentum.cc)
-void MomentumKernel(const float* w, const float* g, int64_t n, float lr, float m, float wd, float* v, float* out,
-                    cudaStream_t stream);
+// out[i] = w[i] - lr * (s * g[i] + wd * w[i])                      (optim/sgd.cc)
+void SgdKernel(const float* w, const float* g, int64_t n, float lr, float s, float wd, float* out, cudaStream_t stream);
+// v[i] = m * v[i] + (s * g[i] + wd * w[i]);  out[i] = w[i] - lr * v[i]   (optim/momentum.cc)
+void MomentumKernel(const float* w, const float* g, int64_t n, float lr, float s, float m, float wd, float* v,
+                    float* out, cudaStream_t stream);
 
 }  // namespace pstrain::cuda

@@ -10,8 +10,9 @@ class CudaSgd : public Optimizer {
   CudaSgd(const OptimizerConfig& config, DeviceStream stream)
       : weight_decay_(config.weight_decay()), stream_(static_cast<cudaStream_t>(stream)) {}
   int num_slots() const override { return 0; }
-  void Apply(const float* w, const float* g, int64_t n, float lr, float* const* slots, float* out) const override {
-    cuda::SgdKernel(w, g, n, lr, weight_decay_, out, stream_);
+  void Apply(const float* w, const float* g, int64_t n, const OptimizerStep& step, float* const* slots,
+             float* out) const override {
+    cuda::SgdKernel(w, g, n, step.learning_rate, step.gradient_scale, weight_decay_, out, stream_);
   }
 
  private:

@@ -67,8 +67,9 @@ TEST_P(CudaOptimizerTest, MatchesTheCpuOptimizerElementForElement) {
   for (int step = 0; step < 3; ++step) {  // slots carry state across steps
     std::vector<float*> slots;
     for (auto& slot : cpu_slots) slots.push_back(slot.data());
-    (*cpu)->Apply(w.data(), g.data(), n, 0.05f, slots.data(), w.data());
-    (*gpu)->Apply(gw, gg, n, 0.05f, gpu_slots.data(), gw);
+    const OptimizerStep update{.learning_rate = 0.05f, .gradient_scale = step == 1 ? 0.25f : 1.0f};
+    (*cpu)->Apply(w.data(), g.data(), n, update, slots.data(), w.data());
+    (*gpu)->Apply(gw, gg, n, update, gpu_slots.data(), gw);
   }
   const std::vector<float> from_gpu = Download(gw, n);
   for (int i = 0; i < n; ++i) ASSERT_NEAR(from_gpu[i], w[i], 1e-6f * (1.0f + std::fabs(w[i]))) << i;

@@ -49,7 +49,7 @@ TEST(SgdTest, ThreeUpdatesWithWeightDecay) {
   std::vector<float> w = {1.0f, -2.0f};
   for (int k = 0; k < 3; ++k) {
     std::vector<float> out(2, 12345.0f);
-    sgd->Apply(w.data(), kGrads[k].data(), 2, 0.5f, nullptr, out.data());
+    sgd->Apply(w.data(), kGrads[k].data(), 2, {.learning_rate = 0.5f}, nullptr, out.data());
     EXPECT_EQ(out, expected[k]) << "update " << k;
     w = out;
   }
@@ -59,7 +59,7 @@ TEST(SgdTest, NoWeightDecayAndLearningRateArgument) {
   std::unique_ptr<Optimizer> sgd = Make(Config("sgd", 123.0f, 0.0f, 0.0f));
   std::vector<float> w = {1.0f, 2.0f, 3.0f}, g = {1.0f, -1.0f, 0.5f}, out(3);
   // The learning rate passed to Apply wins (schedules live outside).
-  sgd->Apply(w.data(), g.data(), 3, 0.25f, nullptr, out.data());
+  sgd->Apply(w.data(), g.data(), 3, {.learning_rate = 0.25f}, nullptr, out.data());
   EXPECT_THAT(out, ElementsAre(0.75f, 2.25f, 2.875f));
   EXPECT_THAT(w, ElementsAre(1.0f, 2.0f, 3.0f)) << "old value must not be written";
 }
@@ -75,7 +75,7 @@ TEST(MomentumTest, ThreeUpdatesWithWeightDecay) {
   for (int k = 0; k < 3; ++k) {
     std::vector<float> out(2, 12345.0f);
     float* slots[] = {v.data()};
-    mom->Apply(w.data(), kGrads[k].data(), 2, 0.5f, slots, out.data());
+    mom->Apply(w.data(), kGrads[k].data(), 2, {.learning_rate = 0.5f}, slots, out.data());
     EXPECT_EQ(out, expected_w[k]) << "update " << k;
     EXPECT_EQ(v, expected_v[k]) << "update " << k;
     w = out;
@@ -92,7 +92,7 @@ TEST(MomentumTest, RealisticValuesMatchDoubleReference) {
     std::vector<float> g(n), out(n);
     for (int i = 0; i < n; ++i) g[i] = std::cos(0.37f * i + k);
     float* slots[] = {v.data()};
-    mom->Apply(w.data(), g.data(), n, 0.05f, slots, out.data());
+    mom->Apply(w.data(), g.data(), n, {.learning_rate = 0.05f}, slots, out.data());
     for (int i = 0; i < n; ++i) {
       vd[i] = static_cast<double>(0.9f) * vd[i] + (g[i] + static_cast<double>(1e-4f) * wd[i]);
       wd[i] = wd[i] - static_cast<double>(0.05f) * vd[i];
@@ -120,15 +120,40 @@ TEST(MomentumTest, SplitRangesEqualOneCall) {
   for (int k = 0; k < 3; ++k) {
     std::vector<float> out_whole(n), out_split(n);
     float* s_whole[] = {v_whole.data()};
-    mom->Apply(w_whole.data(), g.data(), n, 0.1f, s_whole, out_whole.data());
+    mom->Apply(w_whole.data(), g.data(), n, {.learning_rate = 0.1f}, s_whole, out_whole.data());
     float* s_first[] = {v_split.data()};
-    mom->Apply(w_split.data(), g.data(), split, 0.1f, s_first, out_split.data());
+    mom->Apply(w_split.data(), g.data(), split, {.learning_rate = 0.1f}, s_first, out_split.data());
     float* s_second[] = {v_split.data() + split};
-    mom->Apply(w_split.data() + split, g.data() + split, n - split, 0.1f, s_second, out_split.data() + split);
+    mom->Apply(w_split.data() + split, g.data() + split, n - split, {.learning_rate = 0.1f}, s_second,
+               out_split.data() + split);
     EXPECT_EQ(out_split, out_whole) << "update " << k;
     EXPECT_EQ(v_split, v_whole) << "update " << k;
     w_whole = out_whole;
     w_split = out_split;
+  }
+}
+
+// The gradient scale is applied inside the update: scaling by s equals
+// updating with s * g computed beforehand, exactly, for every optimizer.
+TEST(OptimizerTest, GradientScaleEqualsAPrescaledGradient) {
+  for (const char* name : {"sgd", "momentum"}) {
+    std::unique_ptr<Optimizer> opt = Make(Config(name, 0.05f, 0.9f, 1e-4f));
+    const int n = 513;
+    std::vector<float> w(n), g(n), prescaled(n);
+    for (int i = 0; i < n; ++i) {
+      w[i] = std::sin(0.3f * i);
+      g[i] = std::cos(0.11f * i) * 3.0f;
+      prescaled[i] = 0.25f * g[i];
+    }
+    std::vector<float> v_scaled(n, 0.0f), v_pre(n, 0.0f), w_scaled = w, w_pre = w;
+    for (int k = 0; k < 3; ++k) {
+      float* s1[] = {v_scaled.data()};
+      float* s2[] = {v_pre.data()};
+      opt->Apply(w_scaled.data(), g.data(), n, {.learning_rate = 0.05f, .gradient_scale = 0.25f}, s1, w_scaled.data());
+      opt->Apply(w_pre.data(), prescaled.data(), n, {.learning_rate = 0.05f}, s2, w_pre.data());
+    }
+    EXPECT_EQ(w_scaled, w_pre) << name;
+    EXPECT_EQ(v_scaled, v_pre) << name;
   }
 }
 

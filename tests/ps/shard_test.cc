@@ -824,7 +824,7 @@ TEST(PsShardAsyncTest, MomentumFromSplitPayloadMatchesWholeUpdate) {
   std::vector<float> ref = w.values, slot(n, 0.0f), out(n);
   for (const Var& g : grads) {
     float* slots[] = {slot.data()};
-    (*opt)->Apply(ref.data(), g.values.data(), n, 0.1f, slots, out.data());
+    (*opt)->Apply(ref.data(), g.values.data(), n, {.learning_rate = 0.1f}, slots, out.data());
     ref = out;
   }
   for (const std::vector<size_t>& chunks :

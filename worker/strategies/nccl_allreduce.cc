@@ -108,7 +108,8 @@ class NcclAllReduceStrategy : public Strategy {
         float* value = cuda::DevicePtr(vars[v].value);
         std::vector<float*> slots;
         for (const Tensor& slot : rep.slots[v]) slots.push_back(cuda::DevicePtr(slot));
-        rep.optimizer->Apply(value, cuda::DevicePtr(vars[v].grad), vars[v].value.num_elements(), lr, slots.data(),
+        rep.optimizer->Apply(value, cuda::DevicePtr(vars[v].grad), vars[v].value.num_elements(), {.learning_rate = lr},
+                             slots.data(),
                              value);  // in place, on ctx.stream()
       }
       errors[r] = group_->Wait(r, ctx.stream());
