@@ -10,6 +10,9 @@
 //   * Find() of an unknown name is NotFound listing the known names, so a
 //     typo in a config reads "unknown optimizer 'momentun'; known: momentum, sgd".
 //   * Names() is sorted; config validation takes its allowed values from it.
+//   * A part that exists but is not built here (a library missing at build
+//     time) can register its name with the reason instead, so a config naming
+//     it is refused with that reason rather than as a typo.
 //   * Thread-safe. Entries are returned by copy (they are small: factories
 //     and descriptions), so no lock is held while one runs.
 // Each registry is one function-local static of the module that owns the
@@ -45,16 +48,38 @@ class Registry {
   bool Register(const std::string& name, Entry entry) {
     absl::MutexLock lock(&mu_);
     const bool inserted = entries_.emplace(name, std::move(entry)).second;
-    CHECK(inserted) << kind_ << " '" << name << "' is registered twice (two files claim the name)";
+    CHECK(inserted && unavailable_.find(name) == unavailable_.end())
+        << kind_ << " '" << name << "' is registered twice (two files claim the name)";
     return true;
   }
 
-  // The entry of `name`, or NotFound naming the known ones.
+  // Records that `name` exists but is not part of this build, and why (e.g.
+  // "this pstrain was built without UCX: install libucx-dev and configure
+  // with -DPSTRAIN_WITH_UCX=ON"). Find() then says so; Names() leaves it out.
+  bool RegisterUnavailable(const std::string& name, std::string reason) {
+    absl::MutexLock lock(&mu_);
+    CHECK(entries_.find(name) == entries_.end() && unavailable_.emplace(name, std::move(reason)).second)
+        << kind_ << " '" << name << "' is registered twice (two files claim the name)";
+    return true;
+  }
+
+  // The entry of `name`; FailedPrecondition with the reason for a name this
+  // build lacks; NotFound naming the known ones otherwise.
   absl::StatusOr<Entry> Find(absl::string_view name) const {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(name);
-    if (it == entries_.end()) return absl::NotFoundError(UnknownMessageLocked(name));
-    return it->second;
+    if (it != entries_.end()) return it->second;
+    if (auto missing = unavailable_.find(name); missing != unavailable_.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(kind_, " '", name, "' is not available: ", missing->second));
+    }
+    return absl::NotFoundError(UnknownMessageLocked(name));
+  }
+
+  // Why `name` is not in this build; empty when it is, or is unknown.
+  std::string UnavailableReason(absl::string_view name) const {
+    absl::MutexLock lock(&mu_);
+    auto it = unavailable_.find(name);
+    return it == unavailable_.end() ? std::string() : it->second;
   }
 
   bool Contains(absl::string_view name) const {
@@ -85,6 +110,7 @@ class Registry {
   const std::string kind_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry, std::less<>> entries_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string, std::less<>> unavailable_ ABSL_GUARDED_BY(mu_);  // name -> reason
 };
 
 }  // namespace pstrain

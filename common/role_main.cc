@@ -57,7 +57,10 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   flags.worker_hosts = FLAGS_worker_hosts;
   RoleSetup setup;
   setup.config = *std::move(config);
-  absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config);
+  absl::StatusOr<MpiRank> mpi =
+      MpiRankFromEnvironment(std::getenv("OMPI_COMM_WORLD_RANK"), std::getenv("OMPI_COMM_WORLD_SIZE"));
+  if (!mpi.ok()) fail(std::string(mpi.status().message()));
+  absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *mpi);
   if (!role.ok()) {
     std::string message(role.status().message());
     if (message.find(FLAGS_config) == std::string::npos) message = FLAGS_config + ": " + message;
@@ -69,8 +72,9 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
     fail(std::string(s.message()));
   }
   if (FLAGS_check_config) {
+    setup.check_only = true;
     std::cout << "config ok: " << FLAGS_config << " (" << RoleToString(setup.role) << ")" << std::endl;
-    std::exit(0);
+    return setup;
   }
   setup.run_dir = FLAGS_run_dir;
   if (setup.run_dir.empty()) {

@@ -4,9 +4,11 @@
 //
 // Flags: --config=FILE (required), --index=N, --job_name, --task_index,
 // --ps_hosts, --worker_hosts (comma-separated host:port), --run_dir,
-// --check_config (validate everything this role would, print "config ok"
-// and exit 0, or the error and exit 2; start nothing: what pstrain-launch
-// asks of every role before it starts any).
+// --check_config (validate everything this role would, print "config ok:
+// <file> (<role>)" and then what launching it needs, one "needs: <what>" line
+// each (today "needs: mpirun" when the workers must be the ranks of one
+// mpirun), and exit 0; or print the error and exit 2; start nothing: what
+// pstrain-launch asks of every role before it starts any).
 #pragma once
 
 #include <string>
@@ -22,6 +24,9 @@ struct RoleSetup {
   // Where outputs go: --run_dir, or by default runs/<experiment>-<time>/ in
   // the current directory (created when something is written there).
   std::string run_dir;
+  // --check_config: the config passed; the binary prints what launching it
+  // needs and exits 0 instead of running.
+  bool check_only = false;
 };
 
 // Parses flags (gflags) and sets up logging. On a bad config or bad flags it

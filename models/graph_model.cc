@@ -67,6 +67,7 @@ class GraphModel final : public Model {
         params_.push_back(&p);
       }
     }
+    PlaceGradientsContiguously();
   }
 
   const std::string& name() const override { return name_; }
@@ -201,6 +202,26 @@ class GraphModel final : public Model {
   // Gradients (and fan-out scratch) laid out as the activations they belong
   // to, with the buffer sharing described above; replanned when an
   // activation was reallocated.
+  // Every parameter's gradient becomes a view into one buffer, in variable
+  // order, so a run of consecutive variables is one contiguous range (the
+  // all-reduce reduces a fusion bucket in place, without packing it).
+  void PlaceGradientsContiguously() {
+    int64_t total = 0;
+    for (const Parameter* p : params_) total += p->grad.num_elements();
+    if (total == 0) return;
+    const Tensor arena = ctx_->Allocate({total});
+    char* base = static_cast<char*>(arena.raw());
+    int64_t offset = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Parameter& p = *params_[i];
+      const size_t bytes = static_cast<size_t>(p.grad.num_elements()) * sizeof(float);
+      p.grad = Tensor(p.grad.shape(), DType::kFloat32,
+                      Buffer::Borrow(base + offset * sizeof(float), bytes, arena.buffer()), arena.device());
+      variables_[i].grad = p.grad;
+      offset += p.grad.num_elements();
+    }
+  }
+
   void AllocateGradients() {
     if (!gradient_plan_stale_) return;
     gradient_plan_stale_ = false;
@@ -320,7 +341,7 @@ class GraphModel final : public Model {
   std::vector<Node> nodes_;  // nodes_.back() is the logits
   std::unique_ptr<LossLayer> loss_;
   std::vector<Variable> variables_;
-  std::vector<const Parameter*> params_;  // parallel to variables_
+  std::vector<Parameter*> params_;  // parallel to variables_
 
   std::vector<Tensor> outputs_;  // [node]; outputs_[0] is the images
   // Gradient plan, remade when an activation is reallocated.

@@ -21,6 +21,8 @@ namespace pstrain {
 
 // On a GPU model, value and grad are device tensors (Tensor::on_host() is
 // false); they are read and written through the model's DeviceContext.
+// The gradients of a model's variables are views into one contiguous buffer
+// in variable order: consecutive variables' gradients are adjacent.
 struct Variable {
   std::string name;
   Tensor value;  // the model's working copy (what forward reads)

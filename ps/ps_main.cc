@@ -12,6 +12,7 @@
 int main(int argc, char** argv) {
   using namespace pstrain;
   RoleSetup setup = InitRole(&argc, &argv, RoleKind::kPs);
+  if (setup.check_only) return 0;
   TransportOptions transport_options;
   transport_options.max_message_bytes = setup.config.max_message_bytes();
   absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTransport(setup.config.transport(), transport_options);

@@ -9,6 +9,8 @@ PACKAGES=(
   libabsl-dev libgoogle-glog-dev libgflags-dev
   libboost-dev libboost-system-dev
   libdnnl-dev zlib1g-dev libyaml-cpp-dev libgloo-dev
+  # the mpi collective (Open MPI) and mpirun
+  libopenmpi-dev openmpi-bin
   gnuplot-nox
   libgtest-dev libgmock-dev
   dataset-fashion-mnist

@@ -28,8 +28,18 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     set->mirrors_.resize(replicas);
     for (int r = 0; r < replicas; ++r) {
       DeviceContext& ctx = *set->contexts_[r];
-      for (const Variable& v : set->models_[r]->variables()) {
-        set->mirrors_[r].push_back({v.name, ctx.AllocateHost(v.value.shape()), ctx.AllocateHost(v.grad.shape())});
+      const std::vector<Variable>& vars = set->models_[r]->variables();
+      // The mirrors' gradients are adjacent in variable order too (as the
+      // model's are), so host all-reduces work on buckets in place.
+      int64_t total = 0;
+      for (const Variable& v : vars) total += v.grad.num_elements();
+      const Tensor arena = ctx.AllocateHost({std::max<int64_t>(total, 1)});
+      int64_t offset = 0;
+      for (const Variable& v : vars) {
+        const size_t bytes = static_cast<size_t>(v.grad.num_elements()) * sizeof(float);
+        Tensor grad(v.grad.shape(), DType::kFloat32, Buffer::Borrow(arena.data() + offset, bytes, arena.buffer()));
+        set->mirrors_[r].push_back({v.name, ctx.AllocateHost(v.value.shape()), grad});
+        offset += v.grad.num_elements();
       }
     }
   }

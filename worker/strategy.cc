@@ -37,6 +37,17 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
                                 "whose variables live on parameter servers)"),
                    absl::StrCat("'", c.local_parameter_device(), "'"));
   }
+  if (!entry.reads_collective) {
+    for (const char* field : {"collective", "hierarchical_allreduce", "workers_per_host"}) {
+      const auto* f = ExperimentConfig::descriptor()->FindFieldByName(field);
+      if (c.GetReflection()->HasField(c, f)) {
+        return ck.Fail(field,
+                       absl::StrCat("unset for variable_update ", name, " (it applies to the strategies that ",
+                                    "all-reduce between workers)"),
+                       "a value");
+      }
+    }
+  }
   if (entry.check) PSTRAIN_RETURN_IF_ERROR(entry.check(c, ck));
   const StrategyNeeds needs = entry.needs(c);
   if (needs.parameter_servers && c.cluster().ps_hosts().empty()) {

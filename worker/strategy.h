@@ -89,9 +89,11 @@ struct StrategyNeeds {
   // False when the strategy reduces on the devices first and downloads the
   // result itself (local_parameter_device gpu).
   bool download_gradients = true;
-  // The collective library it synchronises through: "gloo", "nccl", or ""
-  // (none, or parameter servers).
+  // The collective library it synchronises through (worker/collective/
+  // collective.h: "gloo", "mpi", "nccl"), or "" (none, or parameter servers).
   std::string collective;
+  // The workers must be the ranks of one mpirun (pstrain-launch starts it).
+  bool launched_by_mpirun = false;
 };
 
 // A strategy's registry entry: everything the rest of the system asks of a
@@ -105,6 +107,9 @@ struct StrategyEntry {
   // It places variables on GPUs with local_parameter_device gpu (others
   // must leave it cpu).
   bool local_parameter_device_gpu = false;
+  // It reads `collective`, `hierarchical_allreduce` and `workers_per_host`
+  // (others must leave them unset).
+  bool reads_collective = false;
   // What the worker must provide for `config` (one `check` accepted).
   std::function<StrategyNeeds(const ExperimentConfig& config)> needs;
   // Its own config rules beyond the above (null: none).

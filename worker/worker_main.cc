@@ -7,11 +7,17 @@
 
 #include "common/role_main.h"
 #include "common/transport/transport.h"
+#include "worker/strategy.h"
 #include "worker/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace pstrain;
   RoleSetup setup = InitRole(&argc, &argv, RoleKind::kWorker);
+  if (setup.check_only) {
+    absl::StatusOr<StrategyNeeds> needs = NeedsOf(setup.config);
+    if (needs.ok() && needs->launched_by_mpirun) std::cout << "needs: mpirun" << std::endl;
+    return 0;
+  }
   TransportOptions transport_options;
   transport_options.max_message_bytes = setup.config.max_message_bytes();
   absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTransport(setup.config.transport(), transport_options);

@@ -214,8 +214,20 @@ absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source
   return absl::OkStatus();
 }
 
+absl::StatusOr<MpiRank> MpiRankFromEnvironment(const char* rank, const char* size) {
+  MpiRank mpi;
+  if (rank == nullptr && size == nullptr) return mpi;
+  if (rank == nullptr || size == nullptr || !absl::SimpleAtoi(rank, &mpi.rank) || !absl::SimpleAtoi(size, &mpi.size) ||
+      mpi.size < 1 || mpi.rank < 0 || mpi.rank >= mpi.size) {
+    return absl::InvalidArgumentError(absl::StrCat("OMPI_COMM_WORLD_RANK='", rank == nullptr ? "" : rank,
+                                                   "' and OMPI_COMM_WORLD_SIZE='", size == nullptr ? "" : size,
+                                                   "': expected a rank in [0, size)"));
+  }
+  return mpi;
+}
+
 absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
-                                 ExperimentConfig* config) {
+                                 ExperimentConfig* config, const MpiRank& mpi) {
   ClusterConfig* cluster = config->mutable_cluster();
   std::string ps_source = "config file", worker_source = "config file";
 
@@ -279,12 +291,21 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
     role_source = tf->has_chief && tf->task_type == "worker"
                       ? absl::StrCat(task, " (worker ", role.index, " counting the chief)")
                       : task;
+  } else if (mpi.rank >= 0 && binary_role == RoleKind::kWorker) {
+    role.index = mpi.rank;
+    role_source = absl::StrCat("OMPI_COMM_WORLD_RANK=", mpi.rank, " (mpirun)");
+    if (mpi.size != hosts.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("mpirun started ", mpi.size,
+                                                     " ranks (OMPI_COMM_WORLD_SIZE=", mpi.size, ") but ", list_name,
+                                                     " has ", DescribeList(hosts), ": run one rank per worker"));
+    }
   } else if (hosts.size() == 1) {
     role_source = "the default index 0";
   } else {
     return absl::InvalidArgumentError(absl::StrCat("no task index given for this ", KindName(binary_role),
-                                                   ": pass --index (or --task_index) or set TF_CONFIG; ", list_name,
-                                                   " has ", DescribeList(hosts)));
+                                                   ": pass --index (or --task_index), set TF_CONFIG or start it with "
+                                                   "mpirun; ",
+                                                   list_name, " has ", DescribeList(hosts)));
   }
   if (role.index >= hosts.size()) {
     return absl::InvalidArgumentError(

@@ -50,6 +50,16 @@ struct ClusterFlags {
 // says so (worker/strategy.h).
 absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source);
 
+// The rank mpirun gives a process (OMPI_COMM_WORLD_RANK / _SIZE); rank -1:
+// not started by mpirun.
+struct MpiRank {
+  int rank = -1;
+  int size = 0;
+};
+// From the two variables' values (null: unset). InvalidArgument when one is
+// missing or they do not make a rank in [0, size).
+absl::StatusOr<MpiRank> MpiRankFromEnvironment(const char* rank, const char* size);
+
 // Applies TF_CONFIG (JSON text; null or blank means unset) and then the flags
 // onto config->cluster, validates the result (ValidateHosts) and decides this
 // process's role. `binary_role` is the job the binary runs (pstrain-ps =>
@@ -63,13 +73,15 @@ absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source
 //   - task type "chief" is worker 0; with a chief list, worker i is worker i+1.
 //   - "environment" and "rpc_layer" are accepted and ignored.
 // The role: if the flags give an index (--index or --task_index) it is used
-// with the binary's job; otherwise TF_CONFIG's task; otherwise index 0 when
-// the binary's host list has exactly one entry; otherwise an error. Every job
-// named (--job_name, TF_CONFIG task type) must be the binary's.
+// with the binary's job; otherwise TF_CONFIG's task; otherwise, for a worker
+// started by mpirun, its MPI rank (and mpirun's size must be the number of
+// workers); otherwise index 0 when the binary's host list has exactly one
+// entry; otherwise an error. Every job named (--job_name, TF_CONFIG task
+// type) must be the binary's.
 //
 // Errors (InvalidArgument) name their source: "--index=3 is out of range ...",
 // "TF_CONFIG: ...". On error `config` may be partly updated.
 absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
-                                 ExperimentConfig* config);
+                                 ExperimentConfig* config, const MpiRank& mpi = {});
 
 }  // namespace pstrain

@@ -69,6 +69,17 @@ class ConfigChecker {
                 Num(v));
   }
 
+  // `value` must be a name `registry` holds; a name it knows but this build
+  // lacks is refused with the reason.
+  template <typename Entry>
+  absl::Status Registered(absl::string_view path, absl::string_view value, const Registry<Entry>& registry) const {
+    const std::vector<std::string> names = registry.Names();
+    if (std::find(names.begin(), names.end(), value) != names.end()) return absl::OkStatus();
+    const std::string reason = registry.UnavailableReason(value);
+    return Fail(path, absl::StrCat("one of ", absl::StrJoin(names, ", ")),
+                reason.empty() ? absl::StrCat("'", value, "'") : absl::StrCat("'", value, "' (", reason, ")"));
+  }
+
   // `value` must be one of `allowed` (e.g. a registry's Names()).
   absl::Status OneOf(absl::string_view path, absl::string_view value, const std::vector<std::string>& allowed) const {
     if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return absl::OkStatus();

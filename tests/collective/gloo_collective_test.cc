@@ -78,9 +78,9 @@ struct RankOptions {
 
 // Options of rank `rank` of `size` on loopback, reaching the store through
 // `client` (null: the chief's own table).
-GlooOptions LoopbackOptions(Chief& chief, KeyValueStore* client, int rank, int size, const std::string& prefix,
-                            const RankOptions& timing) {
-  GlooOptions options;
+CollectiveOptions LoopbackOptions(Chief& chief, KeyValueStore* client, int rank, int size, const std::string& prefix,
+                                  const RankOptions& timing) {
+  CollectiveOptions options;
   options.rank = rank;
   options.size = size;
   options.host = "127.0.0.1";
@@ -100,7 +100,7 @@ void RunRanks(Chief& chief, int ranks, const RankOptions& rank_options,
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
       std::unique_ptr<KeyValueStore> client = chief.StoreFor(r);
-      const GlooOptions options = LoopbackOptions(chief, client.get(), r, ranks, prefix, rank_options);
+      const CollectiveOptions options = LoopbackOptions(chief, client.get(), r, ranks, prefix, rank_options);
       absl::StatusOr<std::unique_ptr<Collective>> collective = CreateGlooCollective(options);
       ASSERT_TRUE(collective.ok()) << "rank " << r << ": " << collective.status();
       EXPECT_EQ((*collective)->rank(), r);
@@ -236,25 +236,25 @@ INSTANTIATE_TEST_SUITE_P(Ranks, GlooCollectiveTest,
 
 TEST(GlooCollectiveOptionsTest, BadOptionsAreInvalidArgument) {
   InMemoryKeyValueStore store;
-  GlooOptions ok;
+  CollectiveOptions ok;
   ok.host = "127.0.0.1";
   ok.store = &store;
   auto bad = [&](auto mutate) {
-    GlooOptions o = ok;
+    CollectiveOptions o = ok;
     mutate(o);
     return CreateGlooCollective(o).status();
   };
-  EXPECT_TRUE(absl::IsInvalidArgument(bad([](GlooOptions& o) { o.size = 0; })));
-  EXPECT_TRUE(absl::IsInvalidArgument(bad([](GlooOptions& o) { o.rank = 1; })));
-  EXPECT_TRUE(absl::IsInvalidArgument(bad([](GlooOptions& o) { o.rank = -1; })));
-  EXPECT_TRUE(absl::IsInvalidArgument(bad([](GlooOptions& o) { o.store = nullptr; })));
-  EXPECT_TRUE(absl::IsInvalidArgument(bad([](GlooOptions& o) { o.host = ""; })));
-  EXPECT_TRUE(absl::IsInvalidArgument(bad([](GlooOptions& o) { o.timeout = absl::ZeroDuration(); })));
+  EXPECT_TRUE(absl::IsInvalidArgument(bad([](CollectiveOptions& o) { o.size = 0; })));
+  EXPECT_TRUE(absl::IsInvalidArgument(bad([](CollectiveOptions& o) { o.rank = 1; })));
+  EXPECT_TRUE(absl::IsInvalidArgument(bad([](CollectiveOptions& o) { o.rank = -1; })));
+  EXPECT_TRUE(absl::IsInvalidArgument(bad([](CollectiveOptions& o) { o.store = nullptr; })));
+  EXPECT_TRUE(absl::IsInvalidArgument(bad([](CollectiveOptions& o) { o.host = ""; })));
+  EXPECT_TRUE(absl::IsInvalidArgument(bad([](CollectiveOptions& o) { o.timeout = absl::ZeroDuration(); })));
 }
 
 TEST(GlooCollectiveOptionsTest, UnresolvableHostIsUnavailable) {
   InMemoryKeyValueStore store;
-  GlooOptions o;
+  CollectiveOptions o;
   o.host = "no-such-host.invalid";
   o.store = &store;
   absl::StatusOr<std::unique_ptr<Collective>> c = CreateGlooCollective(o);
@@ -265,7 +265,7 @@ TEST(GlooCollectiveOptionsTest, UnresolvableHostIsUnavailable) {
 
 TEST(GlooCollectiveOptionsTest, SingleRankIsTheIdentity) {
   InMemoryKeyValueStore store;
-  GlooOptions o;
+  CollectiveOptions o;
   o.host = "127.0.0.1";
   o.store = &store;
   absl::StatusOr<std::unique_ptr<Collective>> c = CreateGlooCollective(o);
@@ -290,7 +290,7 @@ TEST(GlooCollectiveFailureTest, RankThatNeverJoinsFailsTheOthersNamingIt) {
     threads.emplace_back([&, r] {
       std::unique_ptr<KeyValueStore> client = chief.StoreFor(r);
       const RankOptions timing = {.timeout = absl::Seconds(3), .connect_timeout = absl::ZeroDuration(), .prefix = ""};
-      const GlooOptions o = LoopbackOptions(chief, client.get(), r, kSize, prefix, timing);
+      const CollectiveOptions o = LoopbackOptions(chief, client.get(), r, kSize, prefix, timing);
       const absl::Time start = absl::Now();
       status[r] = CreateGlooCollective(o).status();
       took[r] = absl::Now() - start;
@@ -346,7 +346,7 @@ TEST(GlooCollectiveFailureTest, PeerThatGoesAwayFailsTheOthersWithinTheTimeout) 
     threads.emplace_back([&, r] {
       std::unique_ptr<KeyValueStore> client = chief.StoreFor(r);
       const RankOptions timing = {.timeout = absl::Seconds(3), .connect_timeout = absl::Seconds(30), .prefix = ""};
-      const GlooOptions o = LoopbackOptions(chief, client.get(), r, kSize, prefix, timing);
+      const CollectiveOptions o = LoopbackOptions(chief, client.get(), r, kSize, prefix, timing);
       absl::StatusOr<std::unique_ptr<Collective>> c = CreateGlooCollective(o);
       ASSERT_TRUE(c.ok()) << c.status();
       std::vector<float> data(1 << 16, 1.0f);

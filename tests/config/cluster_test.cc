@@ -144,8 +144,8 @@ TEST(ResolveRole, DefaultIndexOnlyWhenUnambiguous) {
   ASSERT_TRUE(ps.ok()) << ps.status();
   EXPECT_EQ(*ps, (Role{RoleKind::kPs, 0}));
   EXPECT_EQ(Error(ResolveRole(RoleKind::kWorker, {}, nullptr, &c)),
-            "no task index given for this worker: pass --index (or --task_index) or set "
-            "TF_CONFIG; cluster.worker_hosts has 2 entries [file-w0:2000, file-w1:2001]");
+            "no task index given for this worker: pass --index (or --task_index), set TF_CONFIG or start "
+            "it with mpirun; cluster.worker_hosts has 2 entries [file-w0:2000, file-w1:2001]");
 }
 
 TEST(ResolveRole, FlagHostListsReplaceTheFilesAndAreValidated) {

@@ -6,8 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/transport/transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/collective/collective.h"
 
 namespace pstrain {
 namespace {
@@ -491,7 +495,6 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"replicas <0", [](auto* c) { c->set_replicas_to_aggregate(-1); },
        "field 'replicas_to_aggregate': expected a number in [0, 2] (0 means every worker; the "
        "cluster has 2 workers), got -1"},
-      {"transport", [](auto* c) { c->set_transport("ucx"); }, "field 'transport': expected one of grpc, got 'ucx'"},
       {"placement", [](auto* c) { c->set_placement("random"); },
        "field 'placement': expected one of greedy, partitioned, round_robin, got 'random'"},
       {"partition_bytes", [](auto* c) { c->set_partition_bytes(0); },
@@ -504,7 +507,8 @@ TEST(ValidateExperimentConfig, EveryRule) {
          c->set_local_parameter_device("gpu");
        },
        "field 'local_parameter_device': expected cpu for variable_update allreduce (Horovod-style all-reduce "
-       "between workers, no parameter servers (Gloo on CPUs, NCCL on GPUs); gpu places each variable's gradient "
+       "between workers, no parameter servers (collective: gloo or mpi on host buffers, nccl on GPUs); gpu places each "
+       "variable's gradient "
        "sum on the least-loaded GPU of a worker whose variables live on parameter servers), got 'gpu'"},
       {"nccl for distributed_replicated",
        [](auto* c) {
@@ -557,6 +561,70 @@ TEST(ValidateExperimentConfig, EveryRule) {
   };
   for (const Case& tc : cases) {
     EXPECT_EQ(ValidationError(tc.mutate), std::string("exp.yaml: ") + tc.message) << tc.label;
+  }
+}
+
+// The transports this build has are named; one it was built without (ucx
+// without UCX) is refused with the reason rather than as a typo.
+TEST(ValidateExperimentConfig, TransportIsOneThisBuildHas) {
+  EXPECT_EQ(ValidationError([](auto* c) { c->set_transport("rdma"); }),
+            absl::StrCat("exp.yaml: field 'transport': expected one of ", absl::StrJoin(RegisteredTransports(), ", "),
+                         ", got 'rdma'"));
+  const std::string ucx = ValidationError([](auto* c) { c->set_transport("ucx"); });
+  if (TransportRegistry().Contains("ucx")) {
+    EXPECT_EQ(ucx, "OK");
+  } else {
+    EXPECT_THAT(ucx, HasSubstr("got 'ucx' (this pstrain was built without UCX"));
+  }
+}
+
+// collective, hierarchical_allreduce and workers_per_host belong to the
+// strategies that all-reduce between workers; the collective is one this
+// build has (mpi without Open MPI is refused with the reason).
+TEST(ValidateExperimentConfig, CollectiveFields) {
+  EXPECT_EQ(ValidationError([](auto* c) { c->set_collective("gloo"); }),
+            "exp.yaml: field 'collective': expected unset for variable_update parameter_server (it applies to the "
+            "strategies that all-reduce between workers), got a value");
+  EXPECT_EQ(ValidationError([](auto* c) { c->set_hierarchical_allreduce(true); }),
+            "exp.yaml: field 'hierarchical_allreduce': expected unset for variable_update parameter_server (it "
+            "applies to the strategies that all-reduce between workers), got a value");
+  auto allreduce = [](ExperimentConfig* c) {
+    c->set_variable_update("allreduce");
+    c->mutable_cluster()->clear_ps_hosts();
+  };
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              allreduce(c);
+              c->set_collective("gloo");
+              c->set_hierarchical_allreduce(true);
+              c->set_workers_per_host(1);
+            }),
+            "OK");
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              allreduce(c);
+              c->set_collective("horovod");
+            }),
+            absl::StrCat("exp.yaml: field 'collective': expected one of ",
+                         absl::StrJoin(CollectiveRegistry().Names(), ", "), ", got 'horovod'"));
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              allreduce(c);
+              c->set_hierarchical_allreduce(true);
+              c->set_workers_per_host(3);
+            }),
+            "exp.yaml: field 'workers_per_host': expected a number of workers per host that divides the workers, "
+            "got workers_per_host 3 does not divide the 2 workers");
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              allreduce(c);
+              c->set_workers_per_host(-1);
+            }),
+            "exp.yaml: field 'workers_per_host': expected a number >= 0, got -1");
+  const std::string mpi = ValidationError([&](auto* c) {
+    allreduce(c);
+    c->set_collective("mpi");
+  });
+  if (CollectiveRegistry().Contains("mpi")) {
+    EXPECT_EQ(mpi, "OK");
+  } else {
+    EXPECT_THAT(mpi, HasSubstr("got 'mpi' (this pstrain was built without Open MPI"));
   }
 }
 

@@ -75,36 +75,44 @@ TEST(CheckMessageTest, TakesTheLastErrorLineElseTheLastLine) {
   EXPECT_EQ(CheckMessage(""), "");
 }
 
-TEST_F(RoleCheckTest, VerdictAcceptsExitZero) {
-  const std::string role = Script("ok", "echo 'config ok: exp.yaml (worker 0)'\nexit 0\n");
-  EXPECT_TRUE(CheckRoleConfig("worker", role, {kCheckConfigFlag}, absl::Seconds(10)).ok());
+TEST_F(RoleCheckTest, VerdictAcceptsExitZeroWithWhatTheRoleNeeds) {
+  const std::string plain = Script("ok", "echo 'config ok: exp.yaml (worker 0)'\nexit 0\n");
+  absl::StatusOr<std::vector<std::string>> none =
+      CheckRoleConfig("worker", plain, {kCheckConfigFlag}, absl::Seconds(10));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  const std::string mpi = Script("mpi", "echo 'config ok: exp.yaml (worker 0)'\necho 'needs: mpirun'\nexit 0\n");
+  absl::StatusOr<std::vector<std::string>> needs =
+      CheckRoleConfig("worker", mpi, {kCheckConfigFlag}, absl::Seconds(10));
+  ASSERT_TRUE(needs.ok()) << needs.status();
+  EXPECT_THAT(*needs, ::testing::ElementsAre("mpirun"));
 }
 
 TEST_F(RoleCheckTest, VerdictOnExitTwoIsARefusalWithTheRolesMessage) {
   const std::string role = Script("refuse",
                                   "echo \"error: exp.yaml: field 'model.name': expected one of mlp\" >&2\n"
                                   "exit 2\n");
-  const absl::Status status = CheckRoleConfig("worker", role, {kCheckConfigFlag}, absl::Seconds(10));
+  const absl::Status status = CheckRoleConfig("worker", role, {kCheckConfigFlag}, absl::Seconds(10)).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(status.message(), "worker refuses the config: exp.yaml: field 'model.name': expected one of mlp");
 }
 
 TEST_F(RoleCheckTest, VerdictOnAnotherExitOrSignalIsAFailure) {
   const std::string crash = Script("crash", "echo 'boom'\nkill -9 $$\n");
-  absl::Status status = CheckRoleConfig("ps", crash, {kCheckConfigFlag}, absl::Seconds(10));
+  absl::Status status = CheckRoleConfig("ps", crash, {kCheckConfigFlag}, absl::Seconds(10)).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(status.message()), StartsWith("ps failed while checking the config (" + crash));
   EXPECT_THAT(status.message(), HasSubstr("was killed by signal 9 (Killed)): boom"));
 
   const std::string old = Script("old", "echo 'unknown command line flag check_config' >&2\nexit 1\n");
-  status = CheckRoleConfig("ps", old, {kCheckConfigFlag}, absl::Seconds(10));
+  status = CheckRoleConfig("ps", old, {kCheckConfigFlag}, absl::Seconds(10)).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(status.message(), HasSubstr("exited with code 1): unknown command line flag check_config"));
 }
 
 TEST_F(RoleCheckTest, VerdictOnTheDeadlineNamesTheRoleAndTheLimit) {
   const std::string role = Script("slow", "while :; do sleep 0.05; done\n");
-  const absl::Status status = CheckRoleConfig("worker", role, {kCheckConfigFlag}, absl::Milliseconds(300));
+  const absl::Status status = CheckRoleConfig("worker", role, {kCheckConfigFlag}, absl::Milliseconds(300)).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(status.message()), StartsWith("worker did not finish checking the config within 0.3s (" +
                                                         role + " --check_config); it was killed"));

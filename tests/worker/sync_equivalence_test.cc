@@ -109,6 +109,11 @@ struct AllReduceCase {
   int workers;
   int devices;
   int64_t fusion_threshold_bytes;
+  // Hierarchical all-reduce: hosts of `workers_per_host` consecutive workers
+  // (0: hosts told apart by address, the second half of the workers on
+  // 127.0.0.2, also loopback).
+  bool hierarchical = false;
+  int workers_per_host = 0;
 };
 void PrintTo(const AllReduceCase& c, std::ostream* os) { *os << c.name; }
 
@@ -123,8 +128,14 @@ TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   config.set_fusion_threshold_bytes(c.fusion_threshold_bytes);
   config.mutable_timeouts()->set_startup_seconds(20);
   config.mutable_cluster()->clear_ps_hosts();
-  for (int w = 0; w < c.workers; ++w)
-    config.mutable_cluster()->add_worker_hosts("127.0.0.1:" + std::to_string(41000 + w));
+  for (int w = 0; w < c.workers; ++w) {
+    const bool second_host = c.hierarchical && c.workers_per_host == 0 && w >= c.workers / 2;
+    config.mutable_cluster()->add_worker_hosts((second_host ? "127.0.0.2:" : "127.0.0.1:") + std::to_string(41000 + w));
+  }
+  if (c.hierarchical) {
+    config.set_hierarchical_allreduce(true);
+    config.set_workers_per_host(c.workers_per_host);
+  }
   config.mutable_train()->set_batch_size_per_device(kBatch);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
@@ -138,7 +149,11 @@ TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
 INSTANTIATE_TEST_SUITE_P(Fusion, AllReduceEquivalenceTest,
                          ::testing::Values(AllReduceCase{"two_workers_fused", 2, 1, 64 << 20},
                                            AllReduceCase{"three_workers_per_variable", 3, 1, 0},
-                                           AllReduceCase{"two_workers_two_devices_small_buffers", 2, 2, 4096}),
+                                           AllReduceCase{"two_workers_two_devices_small_buffers", 2, 2, 4096},
+                                           AllReduceCase{"hierarchical_2_hosts_x_2_workers", 4, 1, 64 << 20, true, 2},
+                                           AllReduceCase{"hierarchical_hosts_by_address_2x2_devices", 4, 2, 4096, true,
+                                                         0},
+                                           AllReduceCase{"hierarchical_3_hosts_x_1_worker", 3, 1, 0, true, 1}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(IndependentTest, ReplicasDivergeWithoutSynchronisation) {

@@ -71,7 +71,7 @@ absl::StatusOr<AllReduceBenchResult> RunAllReduceBench(int ranks, int64_t bytes,
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
-      GlooOptions options;
+      CollectiveOptions options;
       options.rank = r;
       options.size = ranks;
       options.host = "127.0.0.1";

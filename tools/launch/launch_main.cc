@@ -32,6 +32,7 @@
 #include "common/config/cluster.h"
 #include "common/config/config_loader.h"
 #include "tools/launch/free_ports.h"
+#include "tools/launch/mpirun.h"
 #include "tools/launch/process_group.h"
 #include "tools/launch/role_check.h"
 
@@ -196,6 +197,7 @@ int main(int argc, char** argv) {
   // Every distinct role binary validates the config as it will run it (index
   // 0 stands for all of its job); the first refusal stops everything.
   std::vector<std::string> checked;
+  bool workers_need_mpirun = false;
   struct Check {
     const char* kind;
     const char* binary;
@@ -203,14 +205,31 @@ int main(int argc, char** argv) {
   };
   for (const Check& check : {Check{"ps", "pstrain-ps", num_ps}, Check{"worker", "pstrain-worker", num_workers}}) {
     if (check.count == 0) continue;
-    const absl::Status status =
+    const absl::StatusOr<std::vector<std::string>> needs =
         pstrain::launch::CheckRoleConfig(check.kind, (fs::path(bin_dir) / check.binary).string(),
                                          role_args(0, /*check=*/true), absl::Seconds(FLAGS_check_timeout_s));
-    if (!status.ok()) {
-      return Fail(status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
-                  absl::StrCat(status.message(), "; nothing was started"));
+    if (!needs.ok()) {
+      return Fail(needs.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1,
+                  absl::StrCat(needs.status().message(), "; nothing was started"));
     }
     checked.push_back(check.kind);
+    for (const std::string& need : *needs) {
+      if (need == pstrain::launch::kNeedsMpirun && std::string(check.kind) == "worker") workers_need_mpirun = true;
+    }
+  }
+  // Workers that must be the ranks of one mpirun (collective mpi) run as one
+  // role: mpirun with a rank per worker, each taking its index from its rank.
+  if (workers_need_mpirun) {
+    absl::StatusOr<RoleSpec> mpirun =
+        pstrain::launch::MpirunRole(num_workers, (fs::path(bin_dir) / "pstrain-worker").string(), [&] {
+          std::vector<std::string> args = role_args(0, /*check=*/false);
+          args.erase(args.begin() + 1);  // --index: each rank takes its own from mpirun
+          return args;
+        }());
+    if (!mpirun.ok()) return Fail(1, absl::StrCat(mpirun.status().message(), "; nothing was started"));
+    roles.resize(num_ps);  // the PS roles stay as they are
+    roles.push_back(*std::move(mpirun));
+    Print(absl::StrCat("launch: the ", num_workers, " workers run as the ranks of one mpirun (collective mpi)"));
   }
 
   {

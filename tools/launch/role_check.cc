@@ -124,8 +124,17 @@ std::string CheckMessage(const std::string& output) {
   return error.empty() ? last : error;
 }
 
-absl::Status CheckRoleConfig(const std::string& role, const std::string& binary, const std::vector<std::string>& args,
-                             absl::Duration timeout) {
+std::vector<std::string> CheckNeeds(const std::string& output) {
+  std::vector<std::string> needs;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (absl::ConsumePrefix(&line, "needs: ")) needs.emplace_back(absl::StripAsciiWhitespace(line));
+  }
+  return needs;
+}
+
+absl::StatusOr<std::vector<std::string>> CheckRoleConfig(const std::string& role, const std::string& binary,
+                                                         const std::vector<std::string>& args, absl::Duration timeout) {
   absl::StatusOr<CheckRun> run = RunCheckCommand(binary, args, timeout);
   if (!run.ok()) return run.status();
   const std::string message = CheckMessage(run->output);
@@ -135,7 +144,7 @@ absl::Status CheckRoleConfig(const std::string& role, const std::string& binary,
                                                     "); it was killed"));
   }
   const int status = run->wait_status;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return CheckNeeds(run->output);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         role, " refuses the config: ", message.empty() ? "(it exited with code 2 and no message)" : message));

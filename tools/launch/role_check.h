@@ -20,6 +20,8 @@ namespace pstrain::launch {
 
 // The flag that puts a role binary in check mode.
 inline constexpr char kCheckConfigFlag[] = "--check_config";
+// A worker's "needs: mpirun": the workers must be the ranks of one mpirun.
+inline constexpr char kNeedsMpirun[] = "mpirun";
 
 // How a check command ended.
 struct CheckRun {
@@ -41,15 +43,19 @@ absl::StatusOr<CheckRun> RunCheckCommand(const std::string& binary, const std::v
 // the last line that starts so, else the last non-empty line, else "".
 std::string CheckMessage(const std::string& output);
 
+// The "needs: <what>" lines of a check's output (e.g. "mpirun": the workers
+// must be the ranks of one mpirun), in order.
+std::vector<std::string> CheckNeeds(const std::string& output);
+
 // Runs the check (`args` must already hold kCheckConfigFlag) and turns its
 // end into the launcher's verdict, `role` ("ps", "worker") naming the binary:
-//   exit 0                -> OK
+//   exit 0                -> what the role needs to be launched (CheckNeeds)
 //   exit 2                -> InvalidArgument "<role> refuses the config: <message>"
 //   the deadline passed   -> DeadlineExceeded "<role> did not finish checking the config within <timeout> (...)"
 //   another exit, signal  -> Internal "<role> failed while checking the config (<binary> exited with ...): <message>"
 //   not executable        -> FailedPrecondition (RunCheckCommand's)
-absl::Status CheckRoleConfig(const std::string& role, const std::string& binary, const std::vector<std::string>& args,
-                             absl::Duration timeout);
+absl::StatusOr<std::vector<std::string>> CheckRoleConfig(const std::string& role, const std::string& binary,
+                                                         const std::vector<std::string>& args, absl::Duration timeout);
 
 }  // namespace pstrain::launch
 

@@ -1,10 +1,15 @@
-// Collective: cross-worker collectives for the `allreduce` strategy
-// (Horovod-style: every worker holds the full model and the workers all-reduce
-// their gradients, no parameter server).
+// Collective: cross-worker collectives of host buffers for the `allreduce`
+// strategy (Horovod-style: every worker holds the full model and the workers
+// all-reduce their gradients, no parameter server).
 //
 // One Collective per worker process (or per communicator); ranks are workers.
-// Implementations: Gloo over TCP on CPUs (CreateGlooCollective, below); NCCL
-// on GPUs plugs in behind the same interface. No library types appear here.
+// Implementations, registered by name (the config's `collective`): "gloo"
+// (TCP ring, rendezvous through the chief's key-value store;
+// gloo_collective.cc) and "mpi" (Open MPI, the workers being the ranks of one
+// mpirun; mpi_collective.cc). "nccl" is registered too, for its properties:
+// NCCL reduces device buffers and is driven by the NCCL strategy
+// (worker/collective/nccl_group.h), not through this interface. No library
+// types appear here.
 //
 // Contract for every implementation:
 //  - Every rank calls the same operations in the same order with the same
@@ -18,12 +23,15 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/registry.h"
 
 namespace pstrain {
 
@@ -43,14 +51,19 @@ class Collective {  // one per worker process; ranks = workers
   virtual absl::Status Barrier() = 0;
 };
 
-struct GlooOptions {
+struct CollectiveOptions {
+  // This rank's position among the communicator's members, and their number.
   int rank = 0;
   int size = 1;
-  // The address (e.g. "10.0.0.5", "127.0.0.1") or interface name (e.g.
+  // The workers (job-wide indices, ascending) the communicator spans, when
+  // it is a subgroup (hierarchical all-reduce); empty: every worker, rank
+  // being the worker index. Every member passes the same list.
+  std::vector<int> members;
+  // gloo: the address (e.g. "10.0.0.5", "127.0.0.1") or interface name (e.g.
   // "eth0") this rank listens on for its peers; they must be able to reach
   // it. Required: a worker passes its own host from cluster.worker_hosts.
   std::string host;
-  // Rendezvous store (not owned; used only during CreateGlooCollective): the
+  // gloo: rendezvous store (not owned; used only while creating): the
   // chief's KvStoreService, through a TransportKeyValueStore or, in the
   // chief, its local_store().
   KeyValueStore* store = nullptr;
@@ -66,12 +79,28 @@ struct GlooOptions {
   absl::Duration connect_timeout = absl::ZeroDuration();
 };
 
+// A collective library, by the config's `collective`.
+struct CollectiveEntry {
+  // Where the buffers it reduces live: true for host memory (gloo, mpi; GPU
+  // replicas then keep host mirrors), false for device memory (nccl).
+  bool host_buffers = true;
+  // It meets its peers through the chief's key-value store (gloo); false when
+  // its launcher already did (mpi: mpirun; nccl: the NCCL strategy's own).
+  bool needs_store = false;
+  // The workers must be the ranks of one mpirun (pstrain-launch starts it).
+  bool launched_by_mpirun = false;
+  // Joins a communicator of host buffers; null for device collectives.
+  std::function<absl::StatusOr<std::unique_ptr<Collective>>(const CollectiveOptions& options)> create;
+};
+
+Registry<CollectiveEntry>& CollectiveRegistry();
+
 // Joins the communicator: publishes this rank's addresses in the store,
 // waits for every other rank's, and connects a full TCP mesh (Gloo's
 // rendezvous::Context::connectFullMesh). All-reduce is Gloo's ring algorithm.
 // Errors: INVALID_ARGUMENT for bad options; DEADLINE_EXCEEDED naming the
 // ranks that did not join within connect_timeout; UNAVAILABLE when the host
 // cannot be bound or a peer cannot be reached.
-absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(const GlooOptions& options);
+absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(const CollectiveOptions& options);
 
 }  // namespace pstrain

@@ -45,7 +45,7 @@ absl::StatusCode CodeForGlooError(const std::string& what) {
 
 class GlooCollective : public Collective {
  public:
-  GlooCollective(const GlooOptions& options, std::shared_ptr<gloo::transport::Device> device,
+  GlooCollective(const CollectiveOptions& options, std::shared_ptr<gloo::transport::Device> device,
                  std::shared_ptr<gloo::rendezvous::Context> context)
       : rank_(options.rank),
         size_(options.size),
@@ -141,7 +141,7 @@ class GlooCollective : public Collective {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(const GlooOptions& options) {
+absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(const CollectiveOptions& options) {
   if (options.size < 1) return absl::InvalidArgumentError(absl::StrCat("gloo: size ", options.size, " < 1"));
   if (options.rank < 0 || options.rank >= options.size) {
     return absl::InvalidArgumentError(
@@ -199,4 +199,10 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(const GlooOptio
   return std::unique_ptr<Collective>(new GlooCollective(options, std::move(device), std::move(context)));
 }
 
+namespace {
+
+const bool kRegistered = CollectiveRegistry().Register(
+    "gloo", {.host_buffers = true, .needs_store = true, .launched_by_mpirun = false, .create = CreateGlooCollective});
+
+}  // namespace
 }  // namespace pstrain

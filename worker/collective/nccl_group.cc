@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "worker/collective/collective.h"
 #include "worker/collective/kv_store.h"
 
 namespace pstrain {
@@ -229,4 +230,11 @@ absl::Status NcclGroup::Wait(int replica, cudaStream_t stream) {
   }
 }
 
+namespace {
+
+// NCCL reduces device buffers; the NCCL strategy drives it (no host create).
+const bool kRegistered = CollectiveRegistry().Register(
+    "nccl", {.host_buffers = false, .needs_store = true, .launched_by_mpirun = false, .create = nullptr});
+
+}  // namespace
 }  // namespace pstrain

@@ -1,0 +1,149 @@
+#include "worker/fused_allreduce.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+absl::StatusOr<std::unique_ptr<FusedAllReducer>> FusedAllReducer::Create(Collective* collective,
+                                                                         std::vector<std::vector<Tensor>> gradients,
+                                                                         int64_t fusion_threshold_bytes,
+                                                                         int num_workers) {
+  if (collective == nullptr) return absl::InvalidArgumentError("fused all-reduce: no collective");
+  if (gradients.empty()) return absl::InvalidArgumentError("fused all-reduce: no replicas");
+  if (num_workers < 1) return absl::InvalidArgumentError(absl::StrCat("fused all-reduce: ", num_workers, " workers"));
+  std::vector<int64_t> elements;
+  for (const Tensor& g : gradients[0]) {
+    if (!g.on_host() || !g.is_plain()) {
+      return absl::InvalidArgumentError("fused all-reduce: gradients must be plain host tensors");
+    }
+    elements.push_back(g.num_elements());
+  }
+  for (const auto& replica : gradients) {
+    if (replica.size() != elements.size()) {
+      return absl::InvalidArgumentError("fused all-reduce: replicas disagree on the variables");
+    }
+  }
+  FusionPlan plan = FusionPlan::Make(elements, fusion_threshold_bytes);
+  return std::unique_ptr<FusedAllReducer>(
+      new FusedAllReducer(collective, std::move(gradients), std::move(plan), num_workers));
+}
+
+FusedAllReducer::FusedAllReducer(Collective* collective, std::vector<std::vector<Tensor>> gradients, FusionPlan plan,
+                                 int num_workers)
+    : collective_(collective),
+      gradients_(std::move(gradients)),
+      plan_(std::move(plan)),
+      num_workers_(num_workers),
+      tracker_(&plan_, static_cast<int>(gradients_.size())) {
+  int64_t packed = 0;
+  for (int b = 0; b < static_cast<int>(plan_.buckets.size()); ++b) {
+    bool adjacent = true;
+    for (size_t r = 0; r < gradients_.size(); ++r) adjacent = adjacent && Contiguous(static_cast<int>(r), b) != nullptr;
+    in_place_.push_back(adjacent);
+    buckets_in_place_ += adjacent;
+    if (!adjacent) packed = std::max(packed, plan_.bucket_elements[b]);
+  }
+  fusion_.resize(packed);
+  thread_ = std::thread([this] { CommunicationLoop(); });
+}
+
+float* FusedAllReducer::Contiguous(int r, int bucket) const {
+  // A bucket holds consecutive variables, highest first (backward order).
+  const std::vector<int>& vars = plan_.buckets[bucket];
+  const int lo = vars.back(), hi = vars.front();
+  for (int v = lo; v < hi; ++v) {
+    if (gradients_[r][v].data() + gradients_[r][v].num_elements() != gradients_[r][v + 1].data()) return nullptr;
+  }
+  return gradients_[r][lo].data();
+}
+
+FusedAllReducer::~FusedAllReducer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  thread_.join();
+}
+
+void FusedAllReducer::BeginStep() {
+  absl::MutexLock lock(&mu_);
+  tracker_.Reset();
+  step_error_ = absl::OkStatus();
+  step_active_ = true;
+}
+
+void FusedAllReducer::GradientReady(int variable) {
+  absl::MutexLock lock(&mu_);
+  tracker_.MarkReady(variable);
+}
+
+bool FusedAllReducer::HasWork() const {
+  return stopping_ || (step_active_ && step_error_.ok() && tracker_.NextReady() >= 0);
+}
+
+bool FusedAllReducer::StepDone() const { return !reducing_ && (tracker_.AllTaken() || !step_error_.ok()); }
+
+absl::Status FusedAllReducer::FinishStep(absl::Duration* waited) {
+  absl::MutexLock lock(&mu_);
+  tracker_.MarkAllReady();
+  const absl::Time start = absl::Now();
+  mu_.Await(absl::Condition(this, &FusedAllReducer::StepDone));
+  if (waited != nullptr) *waited += absl::Now() - start;
+  step_active_ = false;
+  return step_error_;
+}
+
+void FusedAllReducer::CommunicationLoop() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(this, &FusedAllReducer::HasWork));
+    if (stopping_) return;
+    const int bucket = tracker_.NextReady();
+    tracker_.Advance();
+    reducing_ = true;
+    mu_.Unlock();
+    // The bucket's gradients are final and only this thread touches them
+    // until the training thread's FinishStep sees the step done.
+    absl::Status s = ReduceBucket(bucket);
+    mu_.Lock();
+    reducing_ = false;
+    if (!s.ok() && step_error_.ok()) step_error_ = s;
+  }
+}
+
+absl::Status FusedAllReducer::ReduceBucket(int bucket) {
+  const int replicas = static_cast<int>(gradients_.size());
+  const int64_t elements = plan_.bucket_elements[bucket];
+  if (in_place_[bucket]) {
+    float* sum = Contiguous(0, bucket);
+    for (int r = 1; r < replicas; ++r) {
+      const float* g = Contiguous(r, bucket);
+      for (int64_t i = 0; i < elements; ++i) sum[i] += g[i];
+    }
+    absl::Status status = collective_->AllReduceSum(sum, static_cast<size_t>(elements));
+    if (!status.ok()) return status;
+    for (int r = 1; r < replicas; ++r) std::copy_n(sum, elements, Contiguous(r, bucket));
+    return absl::OkStatus();
+  }
+  const std::vector<int>& variables = plan_.buckets[bucket];
+  for (int v : variables) {
+    float* dst = fusion_.data() + plan_.offset_in_bucket[v];
+    const int64_t count = gradients_[0][v].num_elements();
+    std::copy_n(gradients_[0][v].data(), count, dst);
+    for (int r = 1; r < replicas; ++r) {
+      const float* g = gradients_[r][v].data();
+      for (int64_t i = 0; i < count; ++i) dst[i] += g[i];
+    }
+  }
+  absl::Status status = collective_->AllReduceSum(fusion_.data(), static_cast<size_t>(elements));
+  if (!status.ok()) return status;
+  for (int v : variables) {
+    const float* src = fusion_.data() + plan_.offset_in_bucket[v];
+    for (int r = 0; r < replicas; ++r) std::copy_n(src, gradients_[r][v].num_elements(), gradients_[r][v].data());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain
