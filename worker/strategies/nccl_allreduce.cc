@@ -1,11 +1,16 @@
 // NCCL all-reduce of gradients kept on the GPUs (see nccl_strategy.h).
 //
-// Every local replica is one NCCL rank (ranks = workers x replicas). As each
-// gradient becomes final in a replica's backward, its hook records an event
-// on the compute stream and queues, on the replica's communication stream
-// (after that event), an in-place ncclAllReduce(avg) of that gradient:
-// communication overlaps the rest of backward, and NCCL's mean over ranks of
-// per-rank mean gradients is the gradient of the whole global batch. In
+// Every local replica is one NCCL rank (ranks = workers x replicas). The
+// gradients are fused as every backend fuses them (worker/fusion.h: buckets
+// of up to fusion_threshold_bytes in backward order, handed out in plan
+// order). A model's gradients are adjacent on the device (models/model.h),
+// so a bucket is one contiguous range and needs no packing. As the last
+// gradient of a bucket becomes final in a replica's backward, its hook
+// records an event on the compute stream and queues, on the replica's
+// communication stream (after that event), one in-place ncclAllReduce(avg)
+// of the bucket: communication overlaps the rest of backward, and NCCL's mean
+// over ranks of per-rank mean gradients is the gradient of the whole global
+// batch. In
 // AfterStep the compute stream waits for the communication stream, applies
 // the optimizer's CUDA implementation (optim/cuda/, the CPU update element for
 // element, same learning-rate schedule), and the host waits for both with the
@@ -26,6 +31,7 @@
 #include "optim/optimizer.h"
 #include "worker/collective/cluster_store.h"
 #include "worker/collective/nccl_group.h"
+#include "worker/fusion.h"
 #include "worker/report_table.h"
 #include "worker/strategies/nccl_strategy.h"
 
@@ -76,17 +82,17 @@ class NcclAllReduceStrategy : public Strategy {
     return FirstError(errors);
   }
 
-  absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }
+  absl::Status BeforeStep(int64_t) override {
+    for (Replica& rep : per_replica_) rep.buckets->Reset();
+    return absl::OkStatus();
+  }
 
+  // Runs on replica r's backward thread; only that thread touches its
+  // tracker during a step.
   GradientReadyHook HookFor(int r) override {
     return [this, r](int v) {
-      Replica& rep = per_replica_[r];
-      if (!rep.error.ok()) return;
-      cuda::CudaContext& ctx = Ctx(r);
-      const Variable& var = replicas().device_variables(r)[v];
-      PSTRAIN_CUDA_CHECK(cudaEventRecord(rep.ready, ctx.stream()));
-      PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(rep.comm_stream, rep.ready, 0));
-      rep.error = group_->AllReduceMean(r, cuda::DevicePtr(var.grad), var.grad.num_elements(), rep.comm_stream);
+      per_replica_[r].buckets->MarkReady(v);
+      QueueReadyBuckets(r);
     };
   }
 
@@ -96,6 +102,12 @@ class NcclAllReduceStrategy : public Strategy {
     const absl::Time t0 = absl::Now();
     replicas().ForEach([&](int r) {
       Replica& rep = per_replica_[r];
+      if (!rep.error.ok()) {
+        errors[r] = rep.error;
+        return;
+      }
+      rep.buckets->MarkAllReady();  // what backward did not announce
+      QueueReadyBuckets(r);
       if (!rep.error.ok()) {
         errors[r] = rep.error;
         return;
@@ -147,7 +159,8 @@ class NcclAllReduceStrategy : public Strategy {
                ? absl::StrCat(context_.config->variable_update(), " (NCCL across the worker's ", per_replica_.size(),
                               " GPUs)")
                : absl::StrCat(context_.config->variable_update(), " (NCCL, ", context_.num_workers, " workers x ",
-                              per_replica_.size(), " GPUs)");
+                              per_replica_.size(), " GPUs, ", plan_.buckets.size(),
+                              " fusion buckets of <= ", context_.config->fusion_threshold_bytes(), " bytes)");
   }
   absl::Duration wait_time() const override { return wait_; }
 
@@ -159,6 +172,7 @@ class NcclAllReduceStrategy : public Strategy {
     std::unique_ptr<Optimizer> optimizer;    // CUDA implementation, on the replica's stream
     std::vector<std::vector<Tensor>> slots;  // [variable][slot], on the device
     absl::Status error;                      // first error of this step's hooks
+    std::unique_ptr<BucketTracker> buckets;  // this step's fusion buckets
   };
 
   NcclAllReduceStrategy(const StrategyContext& context, NcclScope scope, LearningRateSchedule schedule)
@@ -166,6 +180,44 @@ class NcclAllReduceStrategy : public Strategy {
 
   ReplicaSet& replicas() { return *context_.replicas; }
   cuda::CudaContext& Ctx(int r) { return cuda::AsCuda(replicas().context(r)); }
+
+  // Queues the all-reduce of every bucket of replica r that is ready, in plan
+  // order, on its communication stream after the compute stream's work so
+  // far.
+  void QueueReadyBuckets(int r) {
+    Replica& rep = per_replica_[r];
+    for (int b = rep.buckets->NextReady(); b >= 0 && rep.error.ok(); b = rep.buckets->NextReady()) {
+      rep.buckets->Advance();
+      cuda::CudaContext& ctx = Ctx(r);
+      // A bucket holds consecutive variables, highest first; its range
+      // starts at the lowest one's gradient.
+      const Variable& first = replicas().device_variables(r)[plan_.buckets[b].back()];
+      PSTRAIN_CUDA_CHECK(cudaEventRecord(rep.ready, ctx.stream()));
+      PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(rep.comm_stream, rep.ready, 0));
+      rep.error = group_->AllReduceMean(r, cuda::DevicePtr(first.grad), plan_.bucket_elements[b], rep.comm_stream);
+    }
+  }
+
+  // The fusion plan over the model's variables; every bucket must be one
+  // contiguous range of device memory in every replica.
+  absl::Status PlanFusion() {
+    std::vector<int64_t> elements;
+    for (const Variable& v : replicas().device_variables(0)) elements.push_back(v.grad.num_elements());
+    plan_ = FusionPlan::Make(elements, context_.config->fusion_threshold_bytes());
+    for (int r = 0; r < replicas().size(); ++r) {
+      const std::vector<Variable>& vars = replicas().device_variables(r);
+      for (const std::vector<int>& bucket : plan_.buckets) {
+        for (int v = bucket.back(); v < bucket.front(); ++v) {
+          if (cuda::DevicePtr(vars[v].grad) + vars[v].grad.num_elements() != cuda::DevicePtr(vars[v + 1].grad)) {
+            return absl::InternalError(absl::StrCat("NCCL fusion: the gradients of ", vars[v].name, " and ",
+                                                    vars[v + 1].name, " are not adjacent on replica ", r));
+          }
+        }
+      }
+      per_replica_[r].buckets = std::make_unique<BucketTracker>(&plan_, /*replicas=*/1);
+    }
+    return absl::OkStatus();
+  }
 
   static absl::Status FirstError(const std::vector<absl::Status>& errors) {
     for (const absl::Status& s : errors) PSTRAIN_RETURN_IF_ERROR(s);
@@ -212,7 +264,7 @@ class NcclAllReduceStrategy : public Strategy {
       }
     }
     replicas().context(0).MakeCurrent();
-    return absl::OkStatus();
+    return PlanFusion();
   }
 
   StrategyContext context_;
@@ -220,6 +272,7 @@ class NcclAllReduceStrategy : public Strategy {
   const LearningRateSchedule schedule_;
   std::unique_ptr<ClusterStore> cluster_store_;  // across workers only
   std::unique_ptr<NcclGroup> group_;
+  FusionPlan plan_;  // per_replica_'s trackers point at it
   std::vector<Replica> per_replica_;
   absl::Duration wait_;
 };
