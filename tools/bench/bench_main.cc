@@ -12,12 +12,19 @@
 //        pstrain-bench model --model resnet50 --batch_size 32 --steps N
 //                            [--warmup 2] [--input_shape 3,224,224]
 //                            [--num_classes 1000] [--json] [--profile]
-//   allreduce  Gloo ring all-reduce between ranks on loopback TCP: time per
-//              call, algorithm and bus bandwidth vs single-thread memcpy
-//        pstrain-bench allreduce --ranks 2 --bytes 4194304 --iterations 20 [--json]
+//   allreduce  all-reduce between ranks: the library's own call (Gloo ring on
+//              loopback TCP, or a plain MPI_Allreduce) beside the allreduce
+//              strategy's fused path over it; bus bandwidth vs single-thread
+//              memcpy. --backend mpi starts `mpirun -np RANKS` of itself and
+//              prints the Gloo figures beside (allreduce_bench.h)
+//        pstrain-bench allreduce --backend gloo|mpi --ranks 2 --bytes 4194304 [--json]
 //
 // Exit codes: 0 success; 1 the benchmark failed; 2 bad usage (unknown
 // subcommand or flag, bad flag value). Results go to stdout; logs to stderr.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -33,6 +40,7 @@
 #include "tools/bench/allreduce_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/ps_bench.h"
+#include "tools/launch/mpirun.h"
 
 DEFINE_int32(workers, 1, "ps: worker threads, each with its own PsClient and connections");
 DEFINE_int32(servers, 1, "ps: PS shards, each serving on its own 127.0.0.1 port");
@@ -56,9 +64,14 @@ DEFINE_string(input_shape, "",
               "lenet/mlp/trivial, 3,224,224 otherwise");
 DEFINE_int32(num_classes, 1000, "model: output classes");
 DEFINE_int64(matmul_size, 2048, "model: m = n = k of the oneDNN sgemm reference");
-DEFINE_int32(ranks, 2, "allreduce: Gloo ranks (threads of this process, each with its own TCP device)");
-DEFINE_int64(bytes, 4 << 20, "allreduce: bytes per rank per all-reduce (float32, so a multiple of 4)");
-DEFINE_int32(iterations, 20, "allreduce: timed all-reduces per rank");
+DEFINE_string(backend, "gloo",
+              "allreduce: gloo (ranks as threads, each with its own TCP device) or mpi (ranks of one mpirun)");
+DEFINE_int32(ranks, 2, "allreduce: ranks");
+DEFINE_int64(bytes, 4 << 20, "allreduce: bytes per rank per all-reduce (float32, a multiple of 4 x --variables)");
+DEFINE_int32(iterations, 20, "allreduce: timed all-reduces per rank and path");
+DEFINE_int32(variables, 16, "allreduce: gradients the strategy path splits --bytes into");
+DEFINE_int64(fusion_threshold_bytes, 64 << 20, "allreduce: the strategy path's fusion bucket size (0: per variable)");
+DEFINE_bool(mpi_rank, false, "allreduce: internal; run as one rank of the mpirun that --backend mpi starts");
 
 namespace {
 
@@ -140,32 +153,104 @@ int RunModel() {
   return kExitOk;
 }
 
-int RunAllReduce() {
-  if (FLAGS_ranks < 1 || FLAGS_bytes <= 0 || FLAGS_bytes % 4 != 0 || FLAGS_iterations < 1) {
-    std::cerr << "pstrain-bench allreduce: need --ranks >= 1, --bytes > 0 and a multiple of 4, --iterations >= 1"
-              << std::endl;
-    return kExitUsage;
-  }
-  absl::StatusOr<pstrain::AllReduceBenchResult> r =
-      pstrain::RunAllReduceBench(FLAGS_ranks, FLAGS_bytes, FLAGS_iterations);
+// The line a rank-0 child prints for its parent: the slowest rank's loops.
+constexpr char kMpiRankLine[] = "allreduce-mpi-rank-seconds";
+
+pstrain::AllReduceBenchOptions AllReduceOptionsFromFlags() {
+  pstrain::AllReduceBenchOptions o;
+  o.backend = FLAGS_backend;
+  o.ranks = FLAGS_ranks;
+  o.bytes = FLAGS_bytes;
+  o.iterations = FLAGS_iterations;
+  o.variables = FLAGS_variables;
+  o.fusion_threshold_bytes = FLAGS_fusion_threshold_bytes;
+  return o;
+}
+
+// In a rank of the mpirun: measure, and rank 0 prints the loops' seconds.
+int RunAllReduceMpiRank(const pstrain::AllReduceBenchOptions& options) {
+  absl::StatusOr<pstrain::AllReduceBenchResult> r = pstrain::RunMpiAllReduceRank(options);
   if (!r.ok()) {
-    std::cerr << "pstrain-bench allreduce: " << r.status().message() << std::endl;
+    std::cerr << "pstrain-bench allreduce (mpi rank): " << r.status().message() << std::endl;
     return kExitFailure;
   }
-  if (FLAGS_json) {
-    std::cout << absl::StrFormat(
-                     "{\"ranks\":%d,\"bytes\":%d,\"iterations\":%d,\"seconds_per_call\":%.6g,\"algbw_gbps\":%.4g,"
-                     "\"busbw_gbps\":%.4g,\"memcpy_gbps\":%.4g,\"busbw_to_memcpy\":%.4g}",
-                     r->ranks, r->bytes, r->iterations, r->seconds_per_call, r->algbw_gbps, r->busbw_gbps,
-                     r->memcpy_gbps, r->busbw_to_memcpy)
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (rank != nullptr && std::string(rank) == "0") {
+    std::cout << absl::StrFormat("%s %.9g %.9g %d %d", kMpiRankLine, r->reference.seconds_per_call * options.iterations,
+                                 r->strategy.seconds_per_call * options.iterations, r->fusion_buckets,
+                                 r->buckets_in_place)
               << std::endl;
+  }
+  return kExitOk;
+}
+
+// Starts `mpirun -np ranks` of this binary with --mpi_rank and reads rank 0's
+// line back.
+absl::StatusOr<pstrain::AllReduceBenchResult> RunAllReduceUnderMpirun(const pstrain::AllReduceBenchOptions& options,
+                                                                      double memcpy_gbps, int64_t memcpy_bytes) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return absl::InternalError("cannot find this executable (/proc/self/exe)");
+  self[n] = '\0';
+  absl::StatusOr<pstrain::launch::RoleSpec> mpirun = pstrain::launch::MpirunRole(
+      options.ranks, self,
+      {"allreduce", "--mpi_rank", "--backend=mpi", absl::StrCat("--ranks=", options.ranks),
+       absl::StrCat("--bytes=", options.bytes), absl::StrCat("--iterations=", options.iterations),
+       absl::StrCat("--variables=", options.variables),
+       absl::StrCat("--fusion_threshold_bytes=", options.fusion_threshold_bytes)});
+  if (!mpirun.ok()) return mpirun.status();
+  // Every argument is ours (paths of executables, flags with numbers).
+  std::string command = absl::StrCat("'", mpirun->binary, "'");
+  for (const std::string& arg : mpirun->args) absl::StrAppend(&command, " '", arg, "'");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return absl::InternalError(absl::StrCat("cannot start ", command));
+  std::string output;
+  char buffer[4096];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+  const int status = pclose(pipe);
+  pstrain::RankSeconds slowest;
+  const size_t at = output.find(kMpiRankLine);
+  if (status != 0 || at == std::string::npos ||
+      std::sscanf(output.c_str() + at + sizeof(kMpiRankLine) - 1, "%lf %lf %d %d", &slowest.reference,
+                  &slowest.strategy, &slowest.fusion_buckets, &slowest.buckets_in_place) != 4) {
+    return absl::InternalError(absl::StrCat("the mpirun of ", options.ranks, " ranks failed (", command,
+                                            ", exit status ", status, "):\n", output));
+  }
+  return pstrain::MakeResult(options, slowest, memcpy_gbps, memcpy_bytes);
+}
+
+int RunAllReduce() {
+  const pstrain::AllReduceBenchOptions options = AllReduceOptionsFromFlags();
+  if (absl::Status s = pstrain::ValidateAllReduceBenchOptions(options); !s.ok()) {
+    std::cerr << "pstrain-bench allreduce: " << s.message() << std::endl;
+    return kExitUsage;
+  }
+  if (FLAGS_mpi_rank) return RunAllReduceMpiRank(options);
+  // Gloo always (the default backend, and beside mpi for comparison), before
+  // any MPI rank exists to compete for the cores.
+  pstrain::AllReduceBenchOptions gloo_options = options;
+  gloo_options.backend = "gloo";
+  absl::StatusOr<pstrain::AllReduceBenchResult> gloo = pstrain::RunGlooAllReduceBench(gloo_options);
+  if (!gloo.ok()) {
+    std::cerr << "pstrain-bench allreduce: " << gloo.status().message() << std::endl;
+    return kExitFailure;
+  }
+  absl::StatusOr<pstrain::AllReduceBenchResult> result = gloo;
+  if (options.backend == "mpi") {
+    result = RunAllReduceUnderMpirun(options, gloo->memcpy_gbps, gloo->memcpy_buffer_bytes);
+    if (!result.ok()) {
+      std::cerr << "pstrain-bench allreduce: " << result.status().message() << std::endl;
+      return kExitFailure;
+    }
+  }
+  if (FLAGS_json) {
+    std::string json = pstrain::FormatAllReduceBenchJson(*result);
+    if (options.backend == "mpi") json.insert(json.size() - 1, ",\"gloo\":" + pstrain::FormatAllReduceBenchJson(*gloo));
+    std::cout << json << std::endl;
   } else {
-    std::cout << absl::StrFormat(
-        "all-reduce (Gloo ring, loopback TCP): %d ranks x %d bytes, %d calls\n"
-        "  %.3f ms per call   algbw %.3f GB/s   busbw %.3f GB/s\n"
-        "  memcpy (1 thread, %d MiB) %.3f GB/s   busbw / memcpy %.3f\n",
-        r->ranks, r->bytes, r->iterations, r->seconds_per_call * 1e3, r->algbw_gbps, r->busbw_gbps,
-        r->memcpy_buffer_bytes >> 20, r->memcpy_gbps, r->busbw_to_memcpy);
+    std::cout << pstrain::FormatAllReduceBenchTable(*result);
+    if (options.backend == "mpi") std::cout << pstrain::FormatAllReduceBenchTable(*gloo);
+    std::cout << std::flush;
   }
   return kExitOk;
 }
@@ -180,7 +265,9 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"ps", "PS push/pull goodput over a real local cluster, vs single-thread memcpy", &RunPs},
     {"model", "training steps of a zoo model in one process: images/sec, GFLOP/s vs oneDNN sgemm, peak RSS", &RunModel},
-    {"allreduce", "Gloo ring all-reduce between ranks on loopback TCP: bus bandwidth vs memcpy", &RunAllReduce},
+    {"allreduce",
+     "all-reduce over gloo or mpi, the library call beside the strategy's fused path: bus bandwidth vs memcpy",
+     &RunAllReduce},
 };
 
 void PrintSubcommands(std::ostream& os) {
