@@ -37,10 +37,18 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& na
 
 namespace {
 
-// transport: a registered one ("inproc" is for tests and never registered).
+#ifndef PSTRAIN_WITH_UCX
+// "ucx" (common/transport/ucx/) registers itself when built with UCX
+// (cmake/ucx.cmake); otherwise a config naming it is refused with the reason.
+const bool kUcxUnavailable = TransportRegistry().RegisterUnavailable(
+    "ucx", "this pstrain was built without UCX: install libucx-dev and configure with -DPSTRAIN_WITH_UCX=ON");
+#endif
+
+// transport: a registered one ("inproc" is for tests and never registered);
+// one this build lacks (ucx without UCX) is refused with the reason.
 const bool kConfigCheck =
     ConfigCheckRegistry().Register("transport", [](const ExperimentConfig& config, const ConfigChecker& ck) {
-      return ck.OneOf("transport", config.transport(), RegisteredTransports());
+      return ck.Registered("transport", config.transport(), TransportRegistry());
     });
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Transport semantics shared by every implementation ("grpc" over loopback
-// TCP, "inproc"), plus the behaviour specific to each.
+// TCP, "inproc", and "ucx" in builds with UCX), plus the behaviour specific
+// to each (ucx: tests/transport/ucx_transport_test.cc).
 #include "common/transport/transport.h"
 
 #include <arpa/inet.h>
@@ -90,11 +91,20 @@ struct AsyncResult {
 
 // ---------------------------------------------------------------- common
 
+// The transports every TransportTest runs over.
+std::vector<std::string> TransportsUnderTest() {
+  std::vector<std::string> names = {"grpc", "inproc"};
+#ifdef PSTRAIN_WITH_UCX
+  names.push_back("ucx");
+#endif
+  return names;
+}
+
 class TransportTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "grpc") {
-      absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport("grpc", TransportOptions());
+    if (is_network()) {
+      absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport(GetParam(), TransportOptions());
       ASSERT_TRUE(t.ok()) << t.status();
       transport_ = *std::move(t);
     } else {
@@ -108,17 +118,18 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
     servers_.clear();
   }
 
-  bool is_grpc() const { return GetParam() == "grpc"; }
+  // Served on 127.0.0.1 ports ("grpc", "ucx"), not on inproc names.
+  bool is_network() const { return GetParam() != "inproc"; }
 
   // Serves `handler`; returns the address clients connect to.
   std::string Serve(Handler* handler) {
     static std::atomic<int> counter{0};
-    std::string listen = is_grpc() ? "127.0.0.1:0" : absl::StrCat("inproc-test-", counter++, ":1234");
+    std::string listen = is_network() ? "127.0.0.1:0" : absl::StrCat("inproc-test-", counter++, ":1234");
     absl::StatusOr<std::unique_ptr<Server>> server = transport_->Serve(listen, handler);
     EXPECT_TRUE(server.ok()) << server.status();
     if (!server.ok()) return "";
-    std::string address = is_grpc() ? absl::StrCat("127.0.0.1:", (*server)->port()) : listen;
-    if (is_grpc()) {
+    std::string address = is_network() ? absl::StrCat("127.0.0.1:", (*server)->port()) : listen;
+    if (is_network()) {
       EXPECT_GT((*server)->port(), 0);
     }
     servers_.push_back(*std::move(server));
@@ -126,7 +137,9 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   }
 
   // An address no server listens on.
-  std::string NowhereAddress() { return is_grpc() ? absl::StrCat("127.0.0.1:", UnusedPort()) : "inproc-nobody-here:1"; }
+  std::string NowhereAddress() {
+    return is_network() ? absl::StrCat("127.0.0.1:", UnusedPort()) : "inproc-nobody-here:1";
+  }
 
   // Completes one call through holding_ so the connection is up before a
   // test measures deadlines.
@@ -392,7 +405,7 @@ TEST_P(TransportTest, WaitForReadyWithoutServerIsDeadlineExceeded) {
 TEST_P(TransportTest, WaitForReadyWaitsForLateServer) {
   std::string address;
   std::unique_ptr<Server> late_server;
-  if (is_grpc()) {
+  if (is_network()) {
     address = absl::StrCat("127.0.0.1:", UnusedPort());
   } else {
     address = "inproc-late-server:7";
@@ -442,7 +455,7 @@ TEST_P(TransportTest, ShutdownReturnsAfterGraceWithCallInFlight) {
   EXPECT_EQ(result.completions.load(), 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("grpc", "inproc"),
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::ValuesIn(TransportsUnderTest()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // ---------------------------------------------------------------- registry
@@ -461,6 +474,25 @@ TEST(TransportRegistryTest, GrpcIsRegistered) {
   absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport("grpc", TransportOptions());
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_NE(*t, nullptr);
+}
+
+// "ucx" is registered in builds with UCX; without, asking for it says why
+// it is missing and how to get it, rather than that it is unknown.
+TEST(TransportRegistryTest, UcxIsRegisteredOrNamesTheMissingLibrary) {
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport("ucx", TransportOptions());
+#ifdef PSTRAIN_WITH_UCX
+  EXPECT_THAT(RegisteredTransports(), ::testing::Contains("ucx"));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NE(*t, nullptr);
+  EXPECT_EQ(TransportRegistry().UnavailableReason("ucx"), "");
+#else
+  EXPECT_THAT(RegisteredTransports(), ::testing::Not(::testing::Contains("ucx")));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("built without UCX"));
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("libucx-dev"));
+  EXPECT_THAT(std::string(t.status().message()), HasSubstr("-DPSTRAIN_WITH_UCX=ON"));
+#endif
 }
 
 // ---------------------------------------------------------------- grpc only

@@ -1,0 +1,123 @@
+// UcxTransport ("ucx"): frames as UCX active messages -- RDMA on InfiniBand
+// and RoCE, shared memory or TCP elsewhere -- with the semantics of "grpc"
+// (transport.h): every call has a deadline, a dead peer completes calls with
+// UNAVAILABLE, handlers may answer later from any thread.
+//
+// Threads. One UCP context (features AM and WAKEUP) and one UCP worker per
+// Transport object, driven by one progress thread the transport owns; Serve()
+// and Connect() of one transport share them. No other thread calls UCX (the
+// one exception is ucp_worker_signal, which UCX allows from any thread):
+// Channel::Call, responders and Server::Shutdown queue work for the progress
+// thread and wake it. When idle the progress thread sleeps on the worker's
+// event file descriptor (ucp_worker_arm, then poll) until UCX has an event,
+// work is queued, or the next call deadline or reconnection attempt is due
+// (at most 1 s, so UCX's own housekeeping -- keepalive -- still runs).
+// Handlers and completion callbacks run on a small pool of callback threads,
+// never on the progress thread and never with a lock held: a handler may
+// block briefly (it delays only other handlers), and a slow callback never
+// stalls communication. Destroy the transport, and shut servers down, from
+// threads of your own, never from a handler or callback; channels and
+// servers may outlive the transport (their calls then fail UNAVAILABLE).
+//
+// Wire. Each message is one active message (ucp_am_send_nbx, AM id
+// ucx_wire::kAmId): a fixed 24-byte AM header (ucx_wire::AmHeader: kind, call
+// id, status code, length of the text) and, as data, the text (the method of
+// a request, the status message of an error response) followed by the wire
+// frame (EncodeWireHeader(header), then the payload). The data is handed to
+// UCX as an I/O vector (UCP_DATATYPE_IOV) whose entries point at the frame's
+// chunks, so tensors are not copied by pstrain on the way out; each chunk's
+// owner is released once UCX reports the send complete or failed. UCX sends a
+// message below its rendezvous threshold eagerly (the bytes travel with the
+// AM; the receiver copies them out of UCX's buffer in the AM callback); a
+// larger one by rendezvous: only a descriptor arrives, the receiver allocates
+// the whole frame and pulls it with ucp_am_recv_data_nbx, which UCX carries
+// out zero-copy where the transport can (RDMA read/write on InfiniBand/RoCE,
+// cross-memory attach within a host, a pipeline over TCP). A client first
+// exchanges a hello with the server on each new endpoint, so it knows when
+// the connection is up: calls issued meanwhile wait in pstrain, and a call
+// is only sent on a connected endpoint (with wait_for_ready, a failed attempt
+// is retried with backoff until the deadline without any risk of delivering
+// a request twice). Both ends must be the same byte order.
+//
+// Transports. UCX chooses per peer, lane by lane, among those both ends have
+// and UCX_TLS allows: InfiniBand/RoCE verbs (rc, ud, dc on mlx5 adapters;
+// rdmacm connects them) between hosts with such adapters, tcp otherwise, and
+// shared memory (posix, sysv for messages; cma for rendezvous) between
+// processes of one host. Endpoints use UCP_ERR_HANDLING_MODE_PEER so that a
+// dead peer is reported (the endpoint's error callback: "Connection reset by
+// remote peer", "Endpoint timeout", ...); UCX 1.13 leaves the shared memory
+// transports out of such endpoints unless UCX_MM_ERROR_HANDLING=y
+// (openucx/ucx#8477), which the transport therefore sets by default (below);
+// a peer is then still watched through its tcp lanes and UCX's keepalive.
+// `UCX_LOG_LEVEL=info` prints the choice per endpoint ("ep_cfg[3]:
+// am(sysv/memory tcp/lo) ...").
+//
+// Configuration: every UCX_* environment variable applies (the context reads
+// them with ucp_config_read). The usual ones:
+//   UCX_TLS=rc,sm,self or tcp   transports UCX may use (default: all)
+//   UCX_NET_DEVICES=mlx5_0:1    network devices (default: all)
+//   UCX_RNDV_THRESH=64k         size from which rendezvous is used (default
+//                               auto: a few KiB to tens of KiB, per transport)
+//   UCX_LOG_LEVEL=info          UCX's own diagnostics (default warn)
+// The first transport of a process sets these defaults in the environment
+// unless they are set already (the user's values win):
+//   UCX_MM_ERROR_HANDLING=y     shared memory between processes of one host
+//   UCX_TCP_CM_REUSEADDR=y      a server restarted on its fixed port can bind
+//                               it while old connections are in TIME_WAIT
+// Sanitizer builds: UCX's memory hooks crash under AddressSanitizer and
+// ThreadSanitizer, and UCX reads their setting once, when its library is
+// loaded. Such a build must be started with UCX_MEM_MMAP_HOOK_MODE=none
+// UCX_MEM_MALLOC_HOOKS=no in the environment (ctest sets them for the
+// transport tests); otherwise Connect and Serve fail with FAILED_PRECONDITION
+// saying so, instead of the process crashing.
+//
+// Errors. A call whose deadline passes completes with DEADLINE_EXCEEDED
+// naming method, address and deadline; an answer that arrives later is
+// dropped. No server at the address: UNAVAILABLE "ucx: cannot reach <address>:
+// <UCX status>" (with wait_for_ready: retried until the deadline). A
+// connection that fails later completes every call on it with UNAVAILABLE
+// "ucx: connection to <address> lost: <UCX status>", and the next call
+// reconnects. A request larger than TransportOptions::max_message_bytes is
+// refused on the sender with RESOURCE_EXHAUSTED (as gRPC does); a malformed
+// message (short or inconsistent AM header, a frame IncomingFrame::FromWire
+// rejects) never reaches the Handler: a request is answered with
+// INVALID_ARGUMENT, anything else is logged and dropped.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/transport/transport.h"
+
+namespace pstrain {
+
+std::unique_ptr<Transport> CreateUcxTransport(const TransportOptions& options);
+
+// The active-message protocol, public for tests that speak it directly.
+namespace ucx_wire {
+
+// The AM id of every pstrain message.
+inline constexpr unsigned kAmId = 23;
+inline constexpr uint32_t kMagic = 0x50535458;  // "PSTX"
+inline constexpr uint16_t kVersion = 1;
+
+enum class Kind : uint16_t {
+  kHello = 1,     // client -> server on a new endpoint; no data
+  kHelloAck = 2,  // server -> client: the endpoint is connected
+  kRequest = 3,   // data: method (text_bytes), then the wire frame
+  kResponse = 4,  // data: status message (text_bytes), then the wire frame if status_code is 0
+};
+
+// The AM header (ucp_am_send_nbx's header argument), in host byte order.
+struct AmHeader {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint16_t kind = 0;        // a Kind
+  uint64_t call_id = 0;     // chosen by the client, echoed by the response
+  int32_t status_code = 0;  // responses: an absl::StatusCode
+  uint32_t text_bytes = 0;  // length of the text that starts the data
+};
+static_assert(sizeof(AmHeader) == 24, "AmHeader is part of the wire format");
+
+}  // namespace ucx_wire
+}  // namespace pstrain
