@@ -5,26 +5,46 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/compression/compression.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "ps/push_decoder.h"
 #include "glog/logging.h"
 
 namespace pstrain {
 namespace {
 
+// `encoded`: the tensor may travel compressed (pushes): 16-bit dtypes, and
+// sparse (top-k) payloads of sparse_count indices and values. Otherwise
+// dense float32 only (init).
 absl::Status CheckTensorHeader(const TensorHeader& h, const Shape& expected_shape, int64_t expected_n,
-                               const char* what) {
+                               const char* what, bool encoded = false) {
   Shape shape(h.shape().begin(), h.shape().end());
-  if (h.dtype() != DT_FLOAT32) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": dtype must be float32"));
+  const size_t size = WireDTypeSize(h.dtype());
+  if (h.dtype() != DT_FLOAT32 && (!encoded || size == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": dtype must be ",
+                                                   encoded ? "float32, float16 or bfloat16" : "float32"));
   }
   if (shape != expected_shape) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": shape ", ShapeToString(shape),
                                                    " but the variable is ", ShapeToString(expected_shape)));
   }
-  if (h.num_bytes() != static_cast<uint64_t>(expected_n) * sizeof(float)) {
+  if (h.sparse_count() > 0) {
+    if (!encoded) return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": must be dense"));
+    if (h.sparse_count() > static_cast<uint64_t>(expected_n)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": ", h.sparse_count(),
+                                                     " sparse elements but the variable has ", expected_n));
+    }
+    if (h.num_bytes() != h.sparse_count() * (sizeof(uint32_t) + size)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": ", h.num_bytes(), " bytes but ",
+                                                     h.sparse_count(), " sparse elements need ",
+                                                     h.sparse_count() * (sizeof(uint32_t) + size)));
+    }
+    return absl::OkStatus();
+  }
+  if (h.num_bytes() != static_cast<uint64_t>(expected_n) * size) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": ", h.num_bytes(),
-                                                   " bytes but the variable needs ", expected_n * sizeof(float)));
+                                                   " bytes but the variable needs ", expected_n * size));
   }
   return absl::OkStatus();
 }
@@ -162,6 +182,10 @@ absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& requ
   for (ShardVariable* var : vars) {
     if (var->version.load() < request.min_version()) return PullState::kWaitingForVersions;
   }
+  const WireDType dtype = request.value_dtype();
+  if (WireDTypeSize(dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pull: unknown value_dtype ", dtype));
+  }
   if (!policy_->PullBlockers(request, progress_).empty()) return PullState::kBlockedByPolicy;
   PullResponse header;
   for (ShardVariable* var : vars) {
@@ -169,14 +193,34 @@ absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& requ
     TensorHeader* h = header.add_tensors();
     h->set_name(var->name);
     for (int64_t d : var->shape) h->add_shape(d);
-    h->set_dtype(DT_FLOAT32);
-    h->set_num_bytes(var->bytes());
+    h->set_dtype(dtype);
     header.add_versions(var->version.load());
-    response->chunks.push_back({var->value->data(), var->bytes(), var->value});
+    if (dtype == DT_FLOAT32) {
+      h->set_num_bytes(var->bytes());
+      response->chunks.push_back({var->value->data(), var->bytes(), var->value});
+    } else {
+      const std::shared_ptr<Buffer> encoded = EncodedValue(*var, dtype);
+      h->set_num_bytes(encoded->size());
+      response->chunks.push_back({encoded->data(), encoded->size(), encoded});
+    }
   }
   header.SerializeToString(&response->header);
   bytes_out_ += response->payload_bytes();
   return PullState::kReady;
+}
+
+std::shared_ptr<Buffer> PsShard::EncodedValue(ShardVariable& var, WireDType dtype) {
+  const int64_t version = var.version.load();
+  if (var.encoded == nullptr || var.encoded_dtype != dtype || var.encoded_version != version) {
+    // A new buffer each time: pulls of the previous version may still hold
+    // the old one.
+    var.encoded = Buffer::Allocate(static_cast<size_t>(var.n) * WireDTypeSize(dtype));
+    EncodeFloats(dtype, static_cast<const float*>(var.value->data()), static_cast<size_t>(var.n),
+                 var.encoded->data());
+    var.encoded_dtype = dtype;
+    var.encoded_version = version;
+  }
+  return var.encoded;
 }
 
 void PsShard::Pull(const PullRequest& request, Responder respond) {
@@ -265,7 +309,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
           absl::StrCat("push: unknown variable '", h.name(), "' on shard ", options_.shard_index));
     }
     ShardVariable& var = *it->second;
-    PSTRAIN_RETURN_IF_ERROR(CheckTensorHeader(h, var.shape, var.n, "push"));
+    PSTRAIN_RETURN_IF_ERROR(CheckTensorHeader(h, var.shape, var.n, "push", /*encoded=*/true));
     if (!names.insert(h.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat("push: variable ", h.name(), " given twice"));
     }
@@ -273,6 +317,14 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
     vars.push_back(&var);
   }
   PSTRAIN_RETURN_IF_ERROR(CheckPayloadSize(payload, declared, "push"));
+  // Compressed tensors are expanded to float32 (and their encoding checked)
+  // before any lock is taken or anything changes.
+  std::vector<IncomingFrame> decoded;
+  if (PushIsEncoded(request)) {
+    std::vector<int64_t> elements;
+    for (const ShardVariable* var : vars) elements.push_back(var->n);
+    PSTRAIN_ASSIGN_OR_RETURN(decoded, DecodePushTensors(request, elements, payload));
+  }
   // ...then the variables' state, with every lock of this push held until
   // the update is done, so two pushes cannot both pass the checks and then
   // both apply.
@@ -282,10 +334,12 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
 
   bool applied_any = false;
   int accepted = 0, dropped = 0;
-  for (ShardVariable* var : vars) {  // in request order: the payload's order
+  for (size_t t = 0; t < vars.size(); ++t) {  // in request order: the payload's order
+    ShardVariable* var = vars[t];
     var->mu.AssertHeld();
     const absl::Time t0 = absl::Now();
-    PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome, policy_->Push(*var, worker, step, payload, *updater_));
+    IncomingFrame& gradient = decoded.empty() ? payload : decoded[t];
+    PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome, policy_->Push(*var, worker, step, gradient, *updater_));
     apply_nanos_ += absl::ToInt64Nanoseconds(absl::Now() - t0);
     switch (outcome) {
       case PushOutcome::kApplied:

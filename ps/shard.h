@@ -95,6 +95,9 @@ class PsShard {
   // request is bad.
   absl::StatusOr<PullState> TryServePull(const PullRequest& request, OutgoingFrame* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `var`'s current value in `dtype` (16-bit), encoded once per version.
+  static std::shared_ptr<Buffer> EncodedValue(ShardVariable& var, WireDType dtype)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
   absl::Status InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Push's checks that need the variables' locks (held by the caller).

@@ -26,6 +26,7 @@
 #include "common/transport/frame.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "proto/ps.pb.h"
 
 namespace pstrain {
 
@@ -47,6 +48,12 @@ struct ShardVariable {
   // Updates applied; written under mu, readable without it.
   std::atomic<int64_t> version{0};
   std::unique_ptr<ConsistencyState> consistency ABSL_GUARDED_BY(mu);
+  // The value at encoded_version in encoded_dtype (pulls with compression
+  // fp16/bf16), made by the first such pull of each version; immutable once
+  // made, like value.
+  std::shared_ptr<Buffer> encoded ABSL_GUARDED_BY(mu);
+  WireDType encoded_dtype ABSL_GUARDED_BY(mu) = DT_FLOAT32;
+  int64_t encoded_version ABSL_GUARDED_BY(mu) = -1;
 
   size_t bytes() const { return static_cast<size_t>(n) * sizeof(float); }
 };

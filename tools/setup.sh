@@ -8,7 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev
   libboost-dev libboost-system-dev
-  libdnnl-dev zlib1g-dev libyaml-cpp-dev libgloo-dev libucx-dev
+  libdnnl-dev zlib1g-dev libyaml-cpp-dev libgloo-dev libucx-dev libeigen3-dev
   # the mpi collective (Open MPI) and mpirun
   libopenmpi-dev openmpi-bin
   gnuplot-nox

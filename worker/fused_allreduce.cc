@@ -3,16 +3,21 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/compression/compression.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<FusedAllReducer>> FusedAllReducer::Create(Collective* collective,
                                                                          std::vector<std::vector<Tensor>> gradients,
                                                                          int64_t fusion_threshold_bytes,
-                                                                         int num_workers) {
+                                                                         int num_workers, WireDType wire_dtype) {
   if (collective == nullptr) return absl::InvalidArgumentError("fused all-reduce: no collective");
   if (gradients.empty()) return absl::InvalidArgumentError("fused all-reduce: no replicas");
   if (num_workers < 1) return absl::InvalidArgumentError(absl::StrCat("fused all-reduce: ", num_workers, " workers"));
+  if (WireDTypeSize(wire_dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("fused all-reduce: unknown wire type ", wire_dtype));
+  }
   std::vector<int64_t> elements;
   for (const Tensor& g : gradients[0]) {
     if (!g.on_host() || !g.is_plain()) {
@@ -27,15 +32,16 @@ absl::StatusOr<std::unique_ptr<FusedAllReducer>> FusedAllReducer::Create(Collect
   }
   FusionPlan plan = FusionPlan::Make(elements, fusion_threshold_bytes);
   return std::unique_ptr<FusedAllReducer>(
-      new FusedAllReducer(collective, std::move(gradients), std::move(plan), num_workers));
+      new FusedAllReducer(collective, std::move(gradients), std::move(plan), num_workers, wire_dtype));
 }
 
 FusedAllReducer::FusedAllReducer(Collective* collective, std::vector<std::vector<Tensor>> gradients, FusionPlan plan,
-                                 int num_workers)
+                                 int num_workers, WireDType wire_dtype)
     : collective_(collective),
       gradients_(std::move(gradients)),
       plan_(std::move(plan)),
       num_workers_(num_workers),
+      wire_dtype_(wire_dtype),
       tracker_(&plan_, static_cast<int>(gradients_.size())) {
   int64_t packed = 0;
   for (int b = 0; b < static_cast<int>(plan_.buckets.size()); ++b) {
@@ -46,6 +52,7 @@ FusedAllReducer::FusedAllReducer(Collective* collective, std::vector<std::vector
     if (!adjacent) packed = std::max(packed, plan_.bucket_elements[b]);
   }
   fusion_.resize(packed);
+  if (wire_dtype_ != DT_FLOAT32) wire16_.resize(plan_.largest_bucket_elements);
   thread_ = std::thread([this] { CommunicationLoop(); });
 }
 
@@ -113,6 +120,16 @@ void FusedAllReducer::CommunicationLoop() {
   }
 }
 
+absl::Status FusedAllReducer::AllReduceAcrossWorkers(float* sum, int64_t n) {
+  const size_t count = static_cast<size_t>(n);
+  bytes_allreduced_ += static_cast<int64_t>(count * WireDTypeSize(wire_dtype_));
+  if (wire_dtype_ == DT_FLOAT32) return collective_->AllReduceSum(sum, count);
+  EncodeFloats(wire_dtype_, sum, count, wire16_.data());
+  PSTRAIN_RETURN_IF_ERROR(collective_->AllReduceSumTyped(wire16_.data(), count, wire_dtype_));
+  DecodeFloats(wire_dtype_, wire16_.data(), count, sum);
+  return absl::OkStatus();
+}
+
 absl::Status FusedAllReducer::ReduceBucket(int bucket) {
   const int replicas = static_cast<int>(gradients_.size());
   const int64_t elements = plan_.bucket_elements[bucket];
@@ -122,7 +139,7 @@ absl::Status FusedAllReducer::ReduceBucket(int bucket) {
       const float* g = Contiguous(r, bucket);
       for (int64_t i = 0; i < elements; ++i) sum[i] += g[i];
     }
-    absl::Status status = collective_->AllReduceSum(sum, static_cast<size_t>(elements));
+    absl::Status status = AllReduceAcrossWorkers(sum, elements);
     if (!status.ok()) return status;
     for (int r = 1; r < replicas; ++r) std::copy_n(sum, elements, Contiguous(r, bucket));
     return absl::OkStatus();
@@ -137,7 +154,7 @@ absl::Status FusedAllReducer::ReduceBucket(int bucket) {
       for (int64_t i = 0; i < count; ++i) dst[i] += g[i];
     }
   }
-  absl::Status status = collective_->AllReduceSum(fusion_.data(), static_cast<size_t>(elements));
+  absl::Status status = AllReduceAcrossWorkers(fusion_.data(), elements);
   if (!status.ok()) return status;
   for (int v : variables) {
     const float* src = fusion_.data() + plan_.offset_in_bucket[v];

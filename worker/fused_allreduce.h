@@ -10,7 +10,9 @@
 //   the sum back into every replica's gradient.
 // When a bucket's gradients are adjacent in memory (a model's are:
 // models/model.h), it is reduced in place: one replica costs no copy at all;
-// otherwise it is packed into a fusion buffer and unpacked. After a step every
+// otherwise it is packed into a fusion buffer and unpacked. With a 16-bit
+// wire type (compression fp16/bf16) the worker's sum is encoded into a
+// 16-bit buffer, all-reduced as such (half the bytes), and decoded back. After a step every
 // replica's gradients hold the SUM over all devices of all workers: the
 // caller applies gradient_scale() (1 / devices in all) inside its optimizer's
 // pass (OptimizerStep::gradient_scale) rather than in a pass of its own. The
@@ -23,6 +25,7 @@
 // BeginStep and FinishStep.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -42,10 +45,12 @@ class FusedAllReducer {
   // `gradients[r][v]`: replica r's gradient of variable v (plain host
   // tensors, model order; the same shapes for every replica), kept alive by
   // the caller while the reducer lives. `collective` (not owned) spans the
-  // workers; `num_workers` divides the sum.
+  // workers; `num_workers` divides the sum. `wire_dtype`: what the buckets
+  // travel as (DT_FLOAT32, DT_FLOAT16 or DT_BFLOAT16).
   static absl::StatusOr<std::unique_ptr<FusedAllReducer>> Create(Collective* collective,
                                                                  std::vector<std::vector<Tensor>> gradients,
-                                                                 int64_t fusion_threshold_bytes, int num_workers);
+                                                                 int64_t fusion_threshold_bytes, int num_workers,
+                                                                 WireDType wire_dtype = DT_FLOAT32);
   // Stops the communication thread (after the step in flight, if any).
   ~FusedAllReducer();
 
@@ -63,9 +68,15 @@ class FusedAllReducer {
   float gradient_scale() const { return 1.0f / static_cast<float>(gradients_.size() * num_workers_); }
   // Buckets reduced in place (their gradients adjacent in every replica).
   int buckets_in_place() const { return buckets_in_place_; }
+  // Bytes handed to the collective so far, as they travelled.
+  int64_t bytes_allreduced() const { return bytes_allreduced_.load(); }
 
  private:
-  FusedAllReducer(Collective* collective, std::vector<std::vector<Tensor>> gradients, FusionPlan plan, int num_workers);
+  FusedAllReducer(Collective* collective, std::vector<std::vector<Tensor>> gradients, FusionPlan plan, int num_workers,
+                  WireDType wire_dtype);
+  // All-reduces the worker's sum of one bucket (n floats at sum) across the
+  // workers, through the 16-bit buffer when the wire type says so.
+  absl::Status AllReduceAcrossWorkers(float* sum, int64_t n);
   void CommunicationLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Sum over replicas, across workers, back into every replica.
   absl::Status ReduceBucket(int bucket);
@@ -79,7 +90,10 @@ class FusedAllReducer {
   const std::vector<std::vector<Tensor>> gradients_;
   const FusionPlan plan_;
   const int num_workers_;
-  std::vector<float> fusion_;   // the communication thread's
+  const WireDType wire_dtype_;
+  std::vector<float> fusion_;      // the communication thread's
+  std::vector<uint16_t> wire16_;   // the communication thread's (16-bit wire types)
+  std::atomic<int64_t> bytes_allreduced_{0};
   std::vector<bool> in_place_;  // per bucket
   int buckets_in_place_ = 0;
 

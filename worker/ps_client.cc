@@ -48,6 +48,12 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
       batch_bytes += bytes;
     }
   }
+  PSTRAIN_ASSIGN_OR_RETURN(client->compression_, ParseCompression(config.compression()));
+  if (client->compression_ == Compression::kTopK) {
+    for (const VariablePart& part : client->parts_) {
+      client->topk_.push_back(std::make_unique<TopKEncoder>(part.count, config.topk_ratio()));
+    }
+  }
   for (const std::string& address : config.cluster().ps_hosts()) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, transport->Connect(address));
     client->channels_.push_back(std::move(channel));
@@ -58,6 +64,55 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
 
 ConstChunk PsClient::PartChunk(const VariablePart& p, const Tensor& tensor) const {
   return {tensor.data() + p.offset, p.count * sizeof(float), tensor.buffer()};
+}
+
+void PsClient::AddPushTensor(int index, PushRequest* header, OutgoingFrame* request) {
+  const VariablePart& part = parts_[index];
+  TensorHeader* h = header->add_tensors();
+  DescribePart(part, h);
+  const float* gradient = (*variables_)[part.variable].grad.data() + part.offset;
+  ConstChunk chunk;
+  switch (compression_) {
+    case Compression::kNone:
+      chunk = PartChunk(part, (*variables_)[part.variable].grad);
+      break;
+    case Compression::kFp16:
+    case Compression::kBf16: {
+      const WireDType dtype = DenseWireDType(compression_);
+      std::shared_ptr<Buffer> encoded = Buffer::Allocate(part.count * WireDTypeSize(dtype));
+      EncodeFloats(dtype, gradient, static_cast<size_t>(part.count), encoded->data());
+      h->set_dtype(dtype);
+      chunk = {encoded->data(), encoded->size(), encoded};
+      break;
+    }
+    case Compression::kTopK: {
+      TopKEncoder& topk = *topk_[index];
+      std::shared_ptr<Buffer> pairs = Buffer::Allocate(static_cast<size_t>(topk.wire_bytes()));
+      uint32_t* indices = static_cast<uint32_t*>(pairs->data());
+      topk.Encode(gradient, indices, reinterpret_cast<float*>(indices + topk.k()));
+      h->set_sparse_count(topk.k());
+      chunk = {pairs->data(), pairs->size(), pairs};
+      break;
+    }
+  }
+  h->set_num_bytes(chunk.size);
+  bytes_pushed_ += static_cast<int64_t>(chunk.size);
+  request->chunks.push_back(std::move(chunk));
+}
+
+absl::Status PsClient::ReadPulledPart(const VariablePart& part, const TensorHeader& h, IncomingFrame& response) {
+  const size_t size = WireDTypeSize(h.dtype());
+  float* dst = (*variables_)[part.variable].value.data() + part.offset;
+  if (size == 0 || h.sparse_count() != 0 || h.num_bytes() != part.count * size) {
+    return absl::InternalError(absl::StrCat("pull: ", part.name, " arrived as ", h.num_bytes(), " bytes of dtype ",
+                                            h.dtype(), " for ", part.count, " elements"));
+  }
+  bytes_pulled_ += static_cast<int64_t>(h.num_bytes());
+  if (h.dtype() == DT_FLOAT32) return response.Read(dst, h.num_bytes());
+  std::vector<char> wire(h.num_bytes());
+  PSTRAIN_RETURN_IF_ERROR(response.Read(wire.data(), wire.size()));
+  DecodeFloats(h.dtype(), wire.data(), static_cast<size_t>(part.count), dst);
+  return absl::OkStatus();
 }
 
 CallOptions PsClient::RpcOptions() const {
@@ -126,6 +181,9 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
     header.set_min_version(min_version);
     header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     header.set_local_step(local_step);
+    if (compression_ == Compression::kFp16 || compression_ == Compression::kBf16) {
+      header.set_value_dtype(DenseWireDType(compression_));
+    }
     for (int i : batches_[b].parts) header.add_names(parts_[i].name);
     header.SerializeToString(&calls[b].request.header);
   }
@@ -146,13 +204,11 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
     for (int k = 0; k < header.tensors_size(); ++k) {
       const VariablePart& part = parts_[batches_[b].parts[k]];
       const TensorHeader& h = header.tensors(k);
-      const uint64_t bytes = part.count * sizeof(float);
-      if (h.name() != part.name || h.num_bytes() != bytes) {
-        return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", h.name(), " (", h.num_bytes(),
-                                                " bytes) where ", part.name, " was expected"));
+      if (h.name() != part.name) {
+        return absl::InternalError(
+            absl::StrCat("pull: shard ", s, " returned ", h.name(), " where ", part.name, " was expected"));
       }
-      float* dst = (*variables_)[part.variable].value.data() + part.offset;
-      PSTRAIN_RETURN_IF_ERROR(calls[b].response.Read(dst, bytes));
+      PSTRAIN_RETURN_IF_ERROR(ReadPulledPart(part, h, calls[b].response));
       min_seen = std::min(min_seen, header.versions(k));
     }
   }
@@ -167,11 +223,7 @@ absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
     header.set_worker(worker_);
     header.set_step(step);
     header.set_local_step(local_step);
-    for (int i : batches_[b].parts) {
-      const VariablePart& part = parts_[i];
-      DescribePart(part, header.add_tensors());
-      calls[b].request.chunks.push_back(PartChunk(part, (*variables_)[part.variable].grad));
-    }
+    for (int i : batches_[b].parts) AddPushTensor(i, &header, &calls[b].request);
     header.SerializeToString(&calls[b].request.header);
   }
   PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPush, calls, RpcOptions()));
@@ -199,11 +251,7 @@ void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,
   header.set_step(step);
   header.set_local_step(local_step);
   OutgoingFrame request;
-  for (int i : b.parts) {
-    const VariablePart& part = parts_[i];
-    DescribePart(part, header.add_tensors());
-    request.chunks.push_back(PartChunk(part, (*variables_)[part.variable].grad));
-  }
+  for (int i : b.parts) AddPushTensor(i, &header, &request);
   header.SerializeToString(&request.header);
   const int shard = b.shard;
   const std::string address = addresses_[shard];

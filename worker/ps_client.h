@@ -4,14 +4,20 @@
 // variable or part of one; every call fans out to the shards involved in parallel and waits
 // for all of them. Pushes send gradients straight from the model's gradient
 // buffers (zero-copy); pulls copy each value once, from the transport's
-// buffers into the model's variable.
+// buffers into the model's variable. With `compression` (common/compression/)
+// pushes travel as 16-bit values or top-k pairs (one error-feedback residual
+// per variable part), and with fp16/bf16 pulls too; the variables stay
+// float32.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/compression/compression.h"
+#include "common/compression/topk.h"
 #include "common/placement.h"
 #include "common/transport/transport.h"
 #include "models/model.h"
@@ -55,6 +61,9 @@ class PsClient {
   absl::StatusOr<std::vector<StatsResponse>> Stats();
 
   int num_shards() const { return static_cast<int>(channels_.size()); }
+  // Payload bytes pushed and pulled so far, as they travelled.
+  int64_t bytes_pushed() const { return bytes_pushed_.load(); }
+  int64_t bytes_pulled() const { return bytes_pulled_.load(); }
 
  private:
   PsClient(const ExperimentConfig& config, int worker_index, std::vector<Variable>* variables,
@@ -62,6 +71,12 @@ class PsClient {
       : config_(config), worker_(worker_index), variables_(variables), parts_(std::move(parts)) {}
   // The bytes of part `p` inside `tensor` (a variable's value or gradient).
   ConstChunk PartChunk(const VariablePart& p, const Tensor& tensor) const;
+  // Adds part `index`'s gradient to a push, encoded as `compression` says.
+  // Not concurrent for one part (a part is in one RPC batch; a batch is
+  // pushed once per step).
+  void AddPushTensor(int index, PushRequest* header, OutgoingFrame* request);
+  // Reads part `p`'s value (tensor `h` of a pull answer) into its variable.
+  absl::Status ReadPulledPart(const VariablePart& p, const TensorHeader& h, IncomingFrame& response);
 
   // One RPC of a fan-out: its shard, request and (after FanOut) answer.
   struct ShardCall {
@@ -94,6 +109,10 @@ class PsClient {
   std::vector<RpcBatch> batches_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<std::string> addresses_;
+  Compression compression_ = Compression::kNone;
+  std::vector<std::unique_ptr<TopKEncoder>> topk_;  // per part (topk only)
+  std::atomic<int64_t> bytes_pushed_{0};
+  std::atomic<int64_t> bytes_pulled_{0};
 };
 
 }  // namespace pstrain

@@ -3,7 +3,11 @@
 namespace pstrain {
 namespace {
 
-constexpr int kColumns = 4;  // images/sec, its stddev, final loss, wall seconds
+// images/sec, its stddev, final loss, wall seconds, then bytes all-reduced
+// as two floats that hold it exactly (high and low 24 bits: floats are
+// exact integers up to 2^24).
+constexpr int kColumns = 6;
+constexpr int64_t kLow = int64_t{1} << 24;
 
 }  // namespace
 
@@ -14,6 +18,8 @@ std::vector<float> ReportTable(const WorkerReport& mine, int num_workers) {
   row[1] = static_cast<float>(mine.images_per_sec_stddev());
   row[2] = static_cast<float>(mine.final_loss());
   row[3] = static_cast<float>(mine.wall_seconds());
+  row[4] = static_cast<float>(mine.bytes_allreduced() / kLow);
+  row[5] = static_cast<float>(mine.bytes_allreduced() % kLow);
   return table;
 }
 
@@ -30,6 +36,7 @@ ClusterReport ReportsFromTable(const WorkerReport& mine, const std::vector<float
     r.set_images_per_sec_stddev(row[1]);
     r.set_final_loss(row[2]);
     r.set_wall_seconds(row[3]);
+    r.set_bytes_allreduced(static_cast<int64_t>(row[4]) * kLow + static_cast<int64_t>(row[5]));
     report.workers.push_back(r);
   }
   return report;

@@ -69,6 +69,9 @@ class Strategy {
   virtual int64_t dropped_gradients() const { return 0; }
   // Time spent waiting for others so far (pulls, all-reduces).
   virtual absl::Duration wait_time() const { return absl::ZeroDuration(); }
+  // Adds the bytes this worker has moved so far (bytes_pushed, bytes_pulled,
+  // bytes_allreduced) to `report`.
+  virtual void FillTraffic(WorkerReport* report) const {}
 };
 
 using StrategyFactory = std::function<absl::StatusOr<std::unique_ptr<Strategy>>(const StrategyContext&)>;
@@ -110,6 +113,9 @@ struct StrategyEntry {
   // It reads `collective`, `hierarchical_allreduce` and `workers_per_host`
   // (others must leave them unset).
   bool reads_collective = false;
+  // The `compression` values it supports besides "none" (none: nothing of
+  // it travels between workers, so only "none").
+  std::vector<std::string> compressions;
   // What the worker must provide for `config` (one `check` accepted).
   std::function<StrategyNeeds(const ExperimentConfig& config)> needs;
   // Its own config rules beyond the above (null: none).

@@ -164,6 +164,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   report.set_images_per_sec_stddev(throughput.stddev());
   report.set_final_loss(final_loss);
   report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  strategy->FillTraffic(&report);
   const double wait = absl::ToDoubleSeconds(strategy->wait_time());
   std::cout << "----------------------------------------------------------------\n"
             << absl::StrFormat("worker %d total images/sec: %.2f", worker_index, throughput.mean_images_per_sec())
@@ -193,7 +194,13 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   result.set_batch_size_per_device(batch);
   result.set_global_batch_size(static_cast<int64_t>(batch) * num_workers * devices);
   result.set_steps(total_steps);
+  result.set_compression(config.compression());
+  result.set_collective(config.collective());
   for (const ShardLoad& load : cluster.ps_load) *result.add_ps_load() = load;
+  std::vector<WorkerReport> workers = cluster.workers;
+  std::sort(workers.begin(), workers.end(),
+            [](const WorkerReport& a, const WorkerReport& b) { return a.worker() < b.worker(); });
+  for (const WorkerReport& r : workers) *result.add_workers() = r;
   // Workers run concurrently, so their rates add up.
   double rate = 0, variance = 0, loss_sum = 0;
   for (const WorkerReport& r : cluster.workers) {

@@ -9,6 +9,7 @@
 #include "common/config/cluster.h"
 #include "common/config/config_checks.h"
 #include "common/config/config_loader.h"
+#include "common/compression/compression.h"
 #include "common/placement.h"
 #include "common/status_macros.h"
 
@@ -84,6 +85,8 @@ absl::Status CheckPlacementAndDevices(const ConfigChecker& ck, const ExperimentC
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("placement", c.placement(), PlacementPolicies()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("partition_bytes", c.partition_bytes()));
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("fusion_threshold_bytes", c.fusion_threshold_bytes()));
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("compression", c.compression(), CompressionNames()));
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("topk_ratio", c.topk_ratio(), 0, false, 1, true));
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("device", c.device(), DeviceNames()));
   if (c.devices_per_worker() < 1 || c.devices_per_worker() > kMaxDevicesPerWorker) {
     return ck.Fail("devices_per_worker", absl::StrCat("a number in [1, ", kMaxDevicesPerWorker, "]"),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/compression/compression.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/collective.h"
@@ -87,6 +88,30 @@ TEST_P(HierarchicalTest, AllReduceSumIsExactOnEveryWorker) {
                       }
                     }
                   });
+}
+
+// compression fp16/bf16: each stage sums 16-bit values (small integers are
+// exact in both).
+TEST_P(HierarchicalTest, SixteenBitSumsAreExactForSmallIntegers) {
+  const std::vector<int>& host_of = GetParam();
+  const int size = static_cast<int>(host_of.size());
+  RunHierarchical(host_of, absl::StrCat("hier/16bit/", size), [&](int rank, Collective* c) {
+    for (WireDType dtype : {DT_FLOAT16, DT_BFLOAT16}) {
+      const size_t n = 513;
+      std::vector<float> mine(n);
+      for (size_t i = 0; i < n; ++i) mine[i] = static_cast<float>(rank + 1) - static_cast<float>(i % 3);
+      std::vector<uint16_t> wire(n);
+      EncodeFloats(dtype, mine.data(), n, wire.data());
+      ASSERT_TRUE(c->AllReduceSumTyped(wire.data(), n, dtype).ok());
+      std::vector<float> sum(n);
+      DecodeFloats(dtype, wire.data(), n, sum.data());
+      for (size_t i = 0; i < n; ++i) {
+        float expect = 0;
+        for (int r = 0; r < size; ++r) expect += static_cast<float>(r + 1) - static_cast<float>(i % 3);
+        ASSERT_EQ(sum[i], expect) << "rank " << rank << " element " << i;
+      }
+    }
+  });
 }
 
 TEST_P(HierarchicalTest, BroadcastAndBarrierSpanEveryWorker) {

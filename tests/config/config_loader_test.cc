@@ -628,6 +628,41 @@ TEST(ValidateExperimentConfig, CollectiveFields) {
   }
 }
 
+// compression: a known name, supported by the strategy; topk_ratio in (0, 1].
+TEST(ValidateExperimentConfig, Compression) {
+  EXPECT_EQ(ValidationError([](auto* c) { c->set_compression("topk"); }), "OK");
+  EXPECT_EQ(ValidationError([](auto* c) { c->set_compression("int8"); }),
+            "exp.yaml: field 'compression': expected one of none, fp16, bf16, topk, got 'int8'");
+  EXPECT_EQ(ValidationError([](auto* c) { c->set_topk_ratio(0); }),
+            "exp.yaml: field 'topk_ratio': expected a number in (0, 1], got 0");
+  EXPECT_EQ(ValidationError([](auto* c) { c->set_topk_ratio(1.5f); }),
+            "exp.yaml: field 'topk_ratio': expected a number in (0, 1], got 1.5");
+  auto allreduce = [](ExperimentConfig* c) {
+    c->set_variable_update("allreduce");
+    c->mutable_cluster()->clear_ps_hosts();
+  };
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              allreduce(c);
+              c->set_compression("bf16");
+            }),
+            "OK");
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              allreduce(c);
+              c->set_compression("topk");
+            }),
+            "exp.yaml: field 'compression': expected one of none, fp16, bf16 for variable_update allreduce, got "
+            "'topk'");
+  EXPECT_EQ(ValidationError([](auto* c) {
+              c->set_variable_update("replicated");
+              c->mutable_cluster()->clear_ps_hosts();
+              c->mutable_cluster()->mutable_worker_hosts()->DeleteSubrange(1, 1);
+              c->set_all_reduce_spec("pscpu");
+              c->set_compression("fp16");
+            }),
+            "exp.yaml: field 'compression': expected none for variable_update replicated (nothing travels between "
+            "workers), got 'fp16'");
+}
+
 TEST(ValidateExperimentConfig, AllowedNamesComeFromTheRegistries) {
   for (const char* model : {"lenet", "resnet50", "vgg16"}) {
     EXPECT_EQ(ValidationError([&](ExperimentConfig* c) { c->mutable_model()->set_name(model); }), "OK") << model;

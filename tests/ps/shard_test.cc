@@ -236,8 +236,44 @@ std::vector<BadPush> BadPushes() {
        }},
       {"WrongDtype",
        [=](PushRequest* h, std::string* p) {
-         AddTensor(h->add_tensors(), "b", {4}, 16, static_cast<WireDType>(1));
+         AddTensor(h->add_tensors(), "b", {4}, 16, static_cast<WireDType>(9));
          *p = gb;
+       }},
+      {"Fp16WithFloat32ByteCount",
+       [=](PushRequest* h, std::string* p) {
+         AddTensor(h->add_tensors(), "b", {4}, 16, DT_FLOAT16);
+         *p = gb;
+       }},
+      {"SparseIndexOutOfRange",
+       [=](PushRequest* h, std::string* p) {
+         AddTensor(h->add_tensors(), "b", {4}, 8);
+         h->mutable_tensors(0)->set_sparse_count(1);
+         const uint32_t index = 4;
+         const float value = 1.0f;
+         *p = std::string(reinterpret_cast<const char*>(&index), 4) +
+              std::string(reinterpret_cast<const char*>(&value), 4);
+       }},
+      {"GoodThenSparseIndexOutOfRange",
+       [=](PushRequest* h, std::string* p) {
+         AddTensor(h->add_tensors(), "a", {2, 3}, 24);
+         AddTensor(h->add_tensors(), "b", {4}, 8);
+         h->mutable_tensors(1)->set_sparse_count(1);
+         const uint32_t index = 1000;
+         const float value = 1.0f;
+         *p = ga + std::string(reinterpret_cast<const char*>(&index), 4) +
+              std::string(reinterpret_cast<const char*>(&value), 4);
+       }},
+      {"SparseBytesDoNotMatchTheCount",
+       [=](PushRequest* h, std::string* p) {
+         AddTensor(h->add_tensors(), "b", {4}, 16);
+         h->mutable_tensors(0)->set_sparse_count(1);
+         *p = gb;
+       }},
+      {"SparseCountAboveTheElements",
+       [=](PushRequest* h, std::string* p) {
+         AddTensor(h->add_tensors(), "b", {4}, 40);
+         h->mutable_tensors(0)->set_sparse_count(5);
+         *p = std::string(40, '\0');
        }},
       {"DuplicateVariable",
        [=](PushRequest* h, std::string* p) {

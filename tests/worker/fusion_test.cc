@@ -4,6 +4,7 @@
 #include "worker/fusion.h"
 
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -163,6 +164,7 @@ struct FusedCase {
   int replicas;
   bool adjacent;
   int64_t threshold_bytes;
+  WireDType wire_dtype = DT_FLOAT32;  // 16-bit: compression fp16/bf16
 };
 void PrintTo(const FusedCase& c, std::ostream* os) { *os << c.name; }
 
@@ -191,13 +193,14 @@ TEST_P(FusedAllReducerTest, EveryReplicaHoldsTheSumOverAllDevices) {
       ASSERT_TRUE(collective.ok()) << collective.status();
       WorkerGradients grads = MakeGradients(sizes, c.replicas, c.adjacent);
       absl::StatusOr<std::unique_ptr<FusedAllReducer>> reducer =
-          FusedAllReducer::Create(collective->get(), grads.replicas, c.threshold_bytes, c.workers);
+          FusedAllReducer::Create(collective->get(), grads.replicas, c.threshold_bytes, c.workers, c.wire_dtype);
       ASSERT_TRUE(reducer.ok()) << reducer.status();
       // In place: every bucket when gradients are adjacent, or when each
       // bucket holds one variable; none of the multi-variable ones otherwise.
       const bool all_in_place = c.adjacent || c.threshold_bytes == 0;
       EXPECT_EQ((*reducer)->buckets_in_place() == static_cast<int>((*reducer)->plan().buckets.size()), all_in_place);
       EXPECT_FLOAT_EQ((*reducer)->gradient_scale(), 1.0f / static_cast<float>(c.workers * c.replicas));
+      const int64_t total_elements = 3 + 17 + 64 + 5 + 1000 + 2;
       for (int step = 0; step < 2; ++step) {
         (*reducer)->BeginStep();
         std::vector<std::thread> replicas;
@@ -213,6 +216,8 @@ TEST_P(FusedAllReducerTest, EveryReplicaHoldsTheSumOverAllDevices) {
         for (std::thread& t : replicas) t.join();
         absl::Duration waited;
         ASSERT_TRUE((*reducer)->FinishStep(&waited).ok());
+        EXPECT_EQ((*reducer)->bytes_allreduced(),
+                  (step + 1) * total_elements * static_cast<int64_t>(c.wire_dtype == DT_FLOAT32 ? 4 : 2));
         for (int r = 0; r < c.replicas; ++r) {
           for (size_t v = 0; v < sizes.size(); ++v) {
             for (int64_t i = 0; i < sizes[v]; ++i) {
@@ -220,7 +225,13 @@ TEST_P(FusedAllReducerTest, EveryReplicaHoldsTheSumOverAllDevices) {
               for (int ow = 0; ow < c.workers; ++ow) {
                 for (int orr = 0; orr < c.replicas; ++orr) expect += Grad(ow, orr, static_cast<int>(v), i, step);
               }
-              ASSERT_EQ(grads.replicas[r][v].data()[i], expect)
+              // float32 sums are exact here; a 16-bit wire rounds the worker's
+              // sum and every addition across workers to the dtype's
+              // significand (11 bits fp16, 8 bits bf16).
+              const float tolerance = c.wire_dtype == DT_FLOAT32   ? 0.0f
+                                      : c.wire_dtype == DT_FLOAT16 ? expect * c.workers * std::ldexp(1.0f, -11)
+                                                                   : expect * c.workers * std::ldexp(1.0f, -8);
+              ASSERT_NEAR(grads.replicas[r][v].data()[i], expect, tolerance)
                   << "worker " << w << " replica " << r << " variable " << v << " element " << i << " step " << step;
             }
           }
@@ -235,7 +246,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, FusedAllReducerTest,
                          ::testing::Values(FusedCase{"two_workers_adjacent_fused", 2, 1, true, 64 << 20},
                                            FusedCase{"two_workers_separate_buffers_packed", 2, 1, false, 64 << 20},
                                            FusedCase{"three_workers_two_replicas_small_buckets", 3, 2, true, 256},
-                                           FusedCase{"two_workers_three_replicas_per_variable_packed", 2, 3, false, 0}),
+                                           FusedCase{"two_workers_three_replicas_per_variable_packed", 2, 3, false, 0},
+                                           FusedCase{"fp16_two_workers_two_replicas", 2, 2, true, 256, DT_FLOAT16},
+                                           FusedCase{"bf16_three_workers_packed", 3, 1, false, 64 << 20, DT_BFLOAT16}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(FusedAllReducerCreateTest, RefusesWhatItCannotReduce) {

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/registry.h"
+#include "proto/ps.pb.h"
 
 namespace pstrain {
 
@@ -42,11 +43,19 @@ class Collective {  // one per worker process; ranks = workers
   virtual ~Collective() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place sum over all ranks of `count` floats at `data` (caller divides
-  // for the mean). count == 0 is a no-op.
-  virtual absl::Status AllReduceSum(float* data, size_t count) = 0;
-  // Copies `count` floats at `data` on rank `root` into `data` on every rank.
-  virtual absl::Status Broadcast(float* data, size_t count, int root) = 0;
+  // In-place sum over all ranks of `count` elements of `dtype` at `data`
+  // (caller divides for the mean): float32, or 16-bit floats (compression
+  // fp16/bf16; every addition rounds to the dtype, as Horovod's fp16
+  // all-reduce does). count == 0 is a no-op.
+  virtual absl::Status AllReduceSumTyped(void* data, size_t count, WireDType dtype) = 0;
+  // Copies `count` elements of `dtype` at `data` on rank `root` into `data`
+  // on every rank.
+  virtual absl::Status BroadcastTyped(void* data, size_t count, WireDType dtype, int root) = 0;
+  // The float32 forms.
+  absl::Status AllReduceSum(float* data, size_t count) { return AllReduceSumTyped(data, count, DT_FLOAT32); }
+  absl::Status Broadcast(float* data, size_t count, int root) {
+    return BroadcastTyped(data, count, DT_FLOAT32, root);
+  }
   // Returns once every rank has entered the barrier.
   virtual absl::Status Barrier() = 0;
 };

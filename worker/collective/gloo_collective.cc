@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/compression/compression.h"
+#include "common/status_macros.h"
 #include "gloo/allreduce.h"
 #include "gloo/barrier.h"
 #include "gloo/broadcast.h"
@@ -43,6 +45,11 @@ absl::StatusCode CodeForGlooError(const std::string& what) {
              : absl::StatusCode::kUnavailable;
 }
 
+absl::Status CheckDType(WireDType dtype) {
+  if (WireDTypeSize(dtype) == 0) return absl::InvalidArgumentError(absl::StrCat("unknown element type ", dtype));
+  return absl::OkStatus();
+}
+
 class GlooCollective : public Collective {
  public:
   GlooCollective(const CollectiveOptions& options, std::shared_ptr<gloo::transport::Device> device,
@@ -63,29 +70,43 @@ class GlooCollective : public Collective {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  absl::Status AllReduceSum(float* data, size_t count) override {
+  absl::Status AllReduceSumTyped(void* data, size_t count, WireDType dtype) override {
     if (count == 0) return absl::OkStatus();
     if (data == nullptr) return absl::InvalidArgumentError("AllReduceSum: data is null");
-    return Run(absl::StrCat("all-reduce of ", count, " floats"), [&](uint32_t tag) {
+    PSTRAIN_RETURN_IF_ERROR(CheckDType(dtype));
+    return Run(absl::StrCat("all-reduce of ", count, " ", WireDTypeElements(dtype)), [&](uint32_t tag) {
       gloo::AllreduceOptions opts(context_);
       opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-      opts.setOutput(data, count);
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      if (dtype == DT_FLOAT32) {
+        opts.setOutput(static_cast<float*>(data), count);
+        opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      } else {
+        opts.setOutput(static_cast<uint16_t*>(data), count);
+        opts.setReduceFunction([dtype](void* sum, const void* a, const void* b, size_t n) {
+          AddEncoded(dtype, a, b, n, sum);
+        });
+      }
       opts.setTag(tag);
       opts.setTimeout(ToMillis(timeout_));
       gloo::allreduce(opts);
     });
   }
 
-  absl::Status Broadcast(float* data, size_t count, int root) override {
+  absl::Status BroadcastTyped(void* data, size_t count, WireDType dtype, int root) override {
     if (root < 0 || root >= size_) {
       return absl::InvalidArgumentError(absl::StrCat("Broadcast: root ", root, " out of range [0, ", size_, ")"));
     }
     if (count == 0) return absl::OkStatus();
     if (data == nullptr) return absl::InvalidArgumentError("Broadcast: data is null");
-    return Run(absl::StrCat("broadcast of ", count, " floats from rank ", root), [&](uint32_t tag) {
+    PSTRAIN_RETURN_IF_ERROR(CheckDType(dtype));
+    return Run(absl::StrCat("broadcast of ", count, " ", WireDTypeElements(dtype), " from rank ", root), [&](uint32_t tag) {
       gloo::BroadcastOptions opts(context_);
-      opts.setOutput(data, count);  // the root sends from its output buffer
+      // The root sends from its output buffer.
+      if (dtype == DT_FLOAT32) {
+        opts.setOutput(static_cast<float*>(data), count);
+      } else {
+        opts.setOutput(static_cast<uint16_t*>(data), count);
+      }
       opts.setRoot(root);
       opts.setTag(tag);
       opts.setTimeout(ToMillis(timeout_));

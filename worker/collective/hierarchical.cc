@@ -23,12 +23,14 @@ class HierarchicalCollective : public Collective {
   // Sum inside the host, across the leaders, back inside the host. (The host
   // step sums to every local worker; the leader's copy is the one that goes
   // on. Equal on every worker of the host, so any could.)
-  absl::Status AllReduceSum(float* data, size_t count) override {
-    PSTRAIN_RETURN_IF_ERROR(local_->AllReduceSum(data, count));
-    if (leaders_ != nullptr) PSTRAIN_RETURN_IF_ERROR(leaders_->AllReduceSum(data, count));
-    return local_->Broadcast(data, count, /*root=*/0);  // the leader is local rank 0
+  absl::Status AllReduceSumTyped(void* data, size_t count, WireDType dtype) override {
+    PSTRAIN_RETURN_IF_ERROR(local_->AllReduceSumTyped(data, count, dtype));
+    if (leaders_ != nullptr) PSTRAIN_RETURN_IF_ERROR(leaders_->AllReduceSumTyped(data, count, dtype));
+    return local_->BroadcastTyped(data, count, dtype, /*root=*/0);  // the leader is local rank 0
   }
-  absl::Status Broadcast(float* data, size_t count, int root) override { return world_->Broadcast(data, count, root); }
+  absl::Status BroadcastTyped(void* data, size_t count, WireDType dtype, int root) override {
+    return world_->BroadcastTyped(data, count, dtype, root);
+  }
   absl::Status Barrier() override { return world_->Barrier(); }
 
  private:

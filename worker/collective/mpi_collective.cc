@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/compression/compression.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/collective/collective.h"
@@ -61,6 +62,37 @@ absl::Status InitializeMpi() {
   return status;
 }
 
+// Sums of 16-bit floats, which MPI has no type for: MPI_UINT16_T elements
+// with a user-defined commutative operation that adds them as floats.
+template <WireDType kDType>
+void SumEncoded(void* in, void* inout, int* len, MPI_Datatype*) {
+  AddEncoded(kDType, in, inout, static_cast<size_t>(*len), inout);
+}
+
+struct MpiType {
+  MPI_Datatype datatype;
+  MPI_Op sum;
+};
+
+// The MPI datatype and sum of `dtype`; the 16-bit operations are created
+// once, after MPI_Init (and never freed: MPI_Finalize releases them).
+absl::StatusOr<MpiType> TypeOf(WireDType dtype) {
+  if (dtype == DT_FLOAT32) return MpiType{MPI_FLOAT, MPI_SUM};
+  static const MPI_Op fp16 = [] {
+    MPI_Op op;
+    MPI_Op_create(&SumEncoded<DT_FLOAT16>, /*commute=*/1, &op);
+    return op;
+  }();
+  static const MPI_Op bf16 = [] {
+    MPI_Op op;
+    MPI_Op_create(&SumEncoded<DT_BFLOAT16>, /*commute=*/1, &op);
+    return op;
+  }();
+  if (dtype == DT_FLOAT16) return MpiType{MPI_UINT16_T, fp16};
+  if (dtype == DT_BFLOAT16) return MpiType{MPI_UINT16_T, bf16};
+  return absl::InvalidArgumentError(absl::StrCat("mpi: unknown element type ", dtype));
+}
+
 std::string MpiError(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -92,21 +124,24 @@ class MpiCollective : public Collective {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  absl::Status AllReduceSum(float* data, size_t count) override {
+  absl::Status AllReduceSumTyped(void* data, size_t count, WireDType dtype) override {
     if (count == 0) return absl::OkStatus();
     PSTRAIN_RETURN_IF_ERROR(CheckCount(count));
-    return Run(absl::StrCat("all-reduce of ", count, " floats"),
-               [&] { return MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_); });
+    PSTRAIN_ASSIGN_OR_RETURN(const MpiType type, TypeOf(dtype));
+    return Run(absl::StrCat("all-reduce of ", count, " ", WireDTypeElements(dtype)), [&] {
+      return MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), type.datatype, type.sum, comm_);
+    });
   }
 
-  absl::Status Broadcast(float* data, size_t count, int root) override {
+  absl::Status BroadcastTyped(void* data, size_t count, WireDType dtype, int root) override {
     if (root < 0 || root >= size_) {
       return absl::InvalidArgumentError(absl::StrCat("mpi broadcast: root ", root, " out of range [0, ", size_, ")"));
     }
     if (count == 0) return absl::OkStatus();
     PSTRAIN_RETURN_IF_ERROR(CheckCount(count));
-    return Run(absl::StrCat("broadcast of ", count, " floats from rank ", root),
-               [&] { return MPI_Bcast(data, static_cast<int>(count), MPI_FLOAT, root, comm_); });
+    PSTRAIN_ASSIGN_OR_RETURN(const MpiType type, TypeOf(dtype));
+    return Run(absl::StrCat("broadcast of ", count, " ", WireDTypeElements(dtype), " from rank ", root),
+               [&] { return MPI_Bcast(data, static_cast<int>(count), type.datatype, root, comm_); });
   }
 
   absl::Status Barrier() override {

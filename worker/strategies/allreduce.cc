@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/compression/compression.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -49,9 +50,10 @@ class AllReduceStrategy : public Strategy {
       gradients.emplace_back();
       for (const Variable& v : context.replicas->variables(r)) gradients.back().push_back(v.grad);
     }
-    PSTRAIN_ASSIGN_OR_RETURN(s->reducer_,
-                             FusedAllReducer::Create(s->collective_.get(), std::move(gradients),
-                                                     context.config->fusion_threshold_bytes(), context.num_workers));
+    PSTRAIN_ASSIGN_OR_RETURN(const Compression compression, ParseCompression(context.config->compression()));
+    PSTRAIN_ASSIGN_OR_RETURN(s->reducer_, FusedAllReducer::Create(s->collective_.get(), std::move(gradients),
+                                                                  context.config->fusion_threshold_bytes(),
+                                                                  context.num_workers, DenseWireDType(compression)));
     return std::unique_ptr<Strategy>(std::move(s));
   }
 
@@ -102,9 +104,11 @@ class AllReduceStrategy : public Strategy {
     return absl::StrCat("allreduce (", CollectiveOf(c), c.hierarchical_allreduce() ? " hierarchical" : "", ", ",
                         context_.num_workers, " workers, ", plan.buckets.size(),
                         " fusion buckets of <= ", c.fusion_threshold_bytes(), " bytes, ", reducer_->buckets_in_place(),
-                        " reduced in place)");
+                        " reduced in place", c.compression() == "none" ? "" : absl::StrCat(", as ", c.compression()),
+                        ")");
   }
   absl::Duration wait_time() const override { return wait_; }
+  void FillTraffic(WorkerReport* report) const override { report->set_bytes_allreduced(reducer_->bytes_allreduced()); }
 
  private:
   explicit AllReduceStrategy(const StrategyContext& context) : context_(context) {}
@@ -168,6 +172,12 @@ absl::Status Check(const ExperimentConfig& c, const ConfigChecker& ck) {
                                 " (hierarchical all-reduce composes a host collective: gloo or mpi)"),
                    "true");
   }
+  if (!backend.host_buffers && c.compression() != "none") {
+    return ck.Fail("compression",
+                   absl::StrCat("none with collective ", CollectiveOf(c),
+                                " (the NCCL all-reduce of GPU buffers does not compress yet; gloo and mpi do)"),
+                   absl::StrCat("'", c.compression(), "'"));
+  }
   if (c.workers_per_host() < 0) {
     return ck.Fail("workers_per_host", "a number >= 0", ConfigChecker::Num(c.workers_per_host()));
   }
@@ -193,6 +203,7 @@ const bool kRegistered = StrategyRegistry().Register(
                      .all_reduce_specs = {},
                      .local_parameter_device_gpu = false,
                      .reads_collective = true,
+                     .compressions = {"fp16", "bf16"},
                      .needs = Needs,
                      .check = Check,
                      .create = Create,

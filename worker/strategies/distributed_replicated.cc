@@ -31,6 +31,7 @@ const bool kRegistered = StrategyRegistry().Register(
         .summary = "each worker all-reduces its devices' gradients, then pushes one mean gradient to parameter servers",
         .all_reduce_specs = Specs(),
         .local_parameter_device_gpu = false,
+        .compressions = {"fp16", "bf16", "topk"},
         .needs = Needs,
         .check = nullptr,
         .create = Create,

@@ -46,7 +46,13 @@ std::string ParameterServerStrategy::Describe() const {
   std::string consistency = c.consistency();
   if (consistency == "ssp") absl::StrAppend(&consistency, " staleness ", c.staleness());
   return absl::StrCat(name_, " (", consistency, ", ", c.cluster().ps_hosts_size(), " PS, ", c.transport(),
-                      ", placement ", c.placement(), ", local reduce ", local_reduce_spec_, ")");
+                      ", placement ", c.placement(), ", local reduce ", local_reduce_spec_,
+                      c.compression() == "none" ? "" : absl::StrCat(", compression ", c.compression()), ")");
+}
+
+void ParameterServerStrategy::FillTraffic(WorkerReport* report) const {
+  report->set_bytes_pushed(client_->bytes_pushed());
+  report->set_bytes_pulled(client_->bytes_pulled());
 }
 
 absl::Status ParameterServerStrategy::Start() {
@@ -214,6 +220,7 @@ const bool kRegistered = StrategyRegistry().Register(
         .summary = "variables on parameter servers; each worker sums its devices' gradients and pushes once",
         .all_reduce_specs = {},
         .local_parameter_device_gpu = true,
+        .compressions = {"fp16", "bf16", "topk"},
         .needs = Needs,
         .check = nullptr,
         .create = Create,

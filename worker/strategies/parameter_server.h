@@ -43,6 +43,7 @@ class ParameterServerStrategy : public Strategy {
   int64_t dropped_gradients() const override { return dropped_; }
   GradientReadyHook HookFor(int replica) override;
   absl::Duration wait_time() const override { return pull_wait_; }
+  void FillTraffic(WorkerReport* report) const override;
 
  private:
   ParameterServerStrategy(const StrategyContext& context, std::string name, std::string local_reduce_spec)
