@@ -1,6 +1,7 @@
-// Failures with real processes: a lost worker, bad configs, malformed pushes.
-// Nothing may hang: every wait here has a deadline well above the product's
-// own (worker_lost_seconds: 5).
+// Failures with real processes: a lost worker, a lost PS, bad configs,
+// malformed pushes, over every real transport of the build (grpc, and ucx
+// where built). Nothing may hang: every wait here has a deadline well above
+// the product's own (worker_lost_seconds: 5).
 #include <signal.h>
 
 #include <cstring>
@@ -37,8 +38,24 @@ bool ExitedNonZero(const std::optional<int>& status) {
   return status && ((WIFEXITED(*status) && WEXITSTATUS(*status) != 0) || WIFSIGNALED(*status));
 }
 
-class ClusterProcessTest : public ::testing::Test {
+// The transports that cross process boundaries in this build.
+std::vector<std::string> RealTransports() {
+  std::vector<std::string> transports = {"grpc"};
+  if (TransportRegistry().Contains("ucx")) transports.push_back("ucx");
+  return transports;
+}
+
+std::string TransportName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+class ClusterProcessTest : public ::testing::TestWithParam<std::string> {
  protected:
+  // kEndlessSync over this test's transport, written to a file.
+  std::string EndlessSyncConfig() {
+    const std::string config = dir_ / "endless.yaml";
+    WriteFile(config, absl::StrCat(kEndlessSync, "transport: ", GetParam(), "\n"));
+    return config;
+  }
+
   Subprocess StartRole(const std::string& binary, int index, const std::string& config, const std::string& ps_hosts,
                        const std::string& worker_hosts) {
     const std::string capture = dir_ / absl::StrCat(binary, index);
@@ -50,9 +67,8 @@ class ClusterProcessTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(ClusterProcessTest, KilledWorkerMakesSyncPsExitNamingIt) {
-  const std::string config = dir_ / "endless.yaml";
-  WriteFile(config, kEndlessSync);
+TEST_P(ClusterProcessTest, KilledWorkerMakesSyncPsExitNamingIt) {
+  const std::string config = EndlessSyncConfig();
   const std::string ps_hosts = FreeLoopbackHosts(1), worker_hosts = FreeLoopbackHosts(2);
   Subprocess ps = StartRole("pstrain-ps", 0, config, ps_hosts, worker_hosts);
   Subprocess chief = StartRole("pstrain-worker", 0, config, ps_hosts, worker_hosts);
@@ -77,9 +93,30 @@ TEST_F(ClusterProcessTest, KilledWorkerMakesSyncPsExitNamingIt) {
   EXPECT_TRUE(ExitedNonZero(chief_status));
 }
 
-TEST_F(ClusterProcessTest, LauncherStopsEveryRoleWhenAWorkerDies) {
-  const std::string config = dir_ / "endless.yaml";
-  WriteFile(config, kEndlessSync);
+// A PS shard that dies: every worker exits non-zero naming the shard, within
+// its deadlines (it does not wait for a step that can never complete).
+TEST_P(ClusterProcessTest, KilledPsMakesEveryWorkerExitNamingTheShard) {
+  const std::string config = EndlessSyncConfig();
+  const std::string ps_hosts = FreeLoopbackHosts(1), worker_hosts = FreeLoopbackHosts(2);
+  Subprocess ps = StartRole("pstrain-ps", 0, config, ps_hosts, worker_hosts);
+  Subprocess chief = StartRole("pstrain-worker", 0, config, ps_hosts, worker_hosts);
+  Subprocess other = StartRole("pstrain-worker", 1, config, ps_hosts, worker_hosts);
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(other.out(), "images/sec"); }, seconds(60)))
+      << "worker 1 never made progress:\n"
+      << other.err() << "\nPS:\n"
+      << ps.err();
+  kill(ps.pid, SIGKILL);
+  WaitForExit(ps.pid, seconds(5));
+  for (Subprocess* worker : {&chief, &other}) {
+    std::optional<int> status = WaitForExit(worker->pid, seconds(90));
+    ASSERT_TRUE(status.has_value()) << "a worker hung after its PS died:\n" << worker->err();
+    EXPECT_TRUE(ExitedNonZero(status));
+    EXPECT_TRUE(absl::StrContains(worker->err(), "PS shard 0")) << worker->err();
+  }
+}
+
+TEST_P(ClusterProcessTest, LauncherStopsEveryRoleWhenAWorkerDies) {
+  const std::string config = EndlessSyncConfig();
   const std::string run_dir = dir_ / "run";
   Subprocess launch = Spawn({BinDir() + "/pstrain-launch", config, "--run_dir", run_dir}, dir_.path());
 
@@ -99,6 +136,8 @@ TEST_F(ClusterProcessTest, LauncherStopsEveryRoleWhenAWorkerDies) {
   EXPECT_TRUE(absl::StrContains(launch.out(), "worker1")) << launch.out();
   EXPECT_TRUE(FindProcesses({"pstrain-", run_dir}).empty()) << "orphan role processes remain";
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClusterProcessTest, ::testing::ValuesIn(RealTransports()), TransportName);
 
 struct BadConfigCase {
   const char* name;
@@ -168,21 +207,22 @@ TEST(BadFlagsTest, MalformedHostFlagExitsTwo) {
 
 // ---- A real PS process, driven by hand-made requests over gRPC. ----
 
-class MalformedPushTest : public ::testing::Test {
+class MalformedPushTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     const std::string config = dir_ / "one.yaml";
-    WriteFile(config, R"(
+    WriteFile(config, absl::StrCat(R"(
 cluster: {ps_hosts: ["localhost:1"], worker_hosts: ["localhost:2"]}
 data: {source: synthetic}
 optimizer: {name: sgd, learning_rate: 0.5}
 consistency: sync
-)");
+transport: )",
+                                   GetParam(), "\n"));
     hosts_ = FreeLoopbackHosts(1);
     ps_ = Spawn({BinDir() + "/pstrain-ps", "--config=" + config, "--index=0", "--ps_hosts=" + hosts_,
                  "--worker_hosts=localhost:2"},
                 dir_.path());
-    transport_ = *CreateTransport("grpc", {});
+    transport_ = *CreateTransport(GetParam(), {});
     channel_ = *transport_->Connect(hosts_);
     InitRequest init;
     AddTensor(&init.add_tensors()[0], "w", {2, 2}, 16);
@@ -244,7 +284,7 @@ consistency: sync
   std::unique_ptr<Channel> channel_;
 };
 
-TEST_F(MalformedPushTest, RejectedWithInvalidArgumentAndVariableUnchanged) {
+TEST_P(MalformedPushTest, RejectedWithInvalidArgumentAndVariableUnchanged) {
   const std::vector<float> initial = {1, 2, 3, 4};
   struct Bad {
     const char* what;
@@ -271,7 +311,7 @@ TEST_F(MalformedPushTest, RejectedWithInvalidArgumentAndVariableUnchanged) {
   EXPECT_EQ(version, 1);
 }
 
-TEST_F(MalformedPushTest, UnknownMethodAndGarbageHeaderAreRejected) {
+TEST_P(MalformedPushTest, UnknownMethodAndGarbageHeaderAreRejected) {
   IncomingFrame response;
   absl::Status s = channel_->CallSync("Explode", OutgoingFrame::FromHeader(PullRequest()), Options(), &response);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented) << s;
@@ -282,6 +322,8 @@ TEST_F(MalformedPushTest, UnknownMethodAndGarbageHeaderAreRejected) {
   int64_t version = -1;
   EXPECT_EQ(PullW(&version), std::vector<float>({1, 2, 3, 4}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, MalformedPushTest, ::testing::ValuesIn(RealTransports()), TransportName);
 
 }  // namespace
 }  // namespace pstrain::test

@@ -1,7 +1,16 @@
 // The shipped experiments train to their targets through pstrain-launch, as a
-// user runs them: real processes, real gRPC on loopback, real Fashion-MNIST.
+// user runs them: real processes, real gRPC (or UCX, or Open MPI) on
+// loopback, real Fashion-MNIST.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/metrics/result_json.h"
+#include "common/transport/transport.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/util/process_test_util.h"
@@ -9,10 +18,33 @@
 namespace pstrain::test {
 namespace {
 
-RunResult LaunchAndRead(const std::string& config) {
+// `yaml` with each top-level "key: value" line of `overrides` replacing the
+// line of that key, or appended when the file has none.
+std::string WithOverrides(const std::string& yaml, const std::string& overrides) {
+  std::vector<std::string> lines = absl::StrSplit(yaml, '\n');
+  for (absl::string_view line : absl::StrSplit(overrides, '\n', absl::SkipEmpty())) {
+    const std::string key(line.substr(0, line.find(':') + 1));
+    auto it = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return absl::StartsWith(l, key); });
+    if (it != lines.end()) {
+      *it = std::string(line);
+    } else {
+      lines.emplace_back(line);
+    }
+  }
+  return absl::StrJoin(lines, "\n") + "\n";
+}
+
+// Runs the shipped `config` through pstrain-launch, with `overrides` (YAML
+// lines of top-level fields) applied when given.
+RunResult LaunchAndRead(const std::string& config, const std::string& overrides = "") {
   TempDir dir;
   const std::string run_dir = dir.path() + "/run";
-  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", SourcePath(config), "--run_dir", run_dir}, dir.path());
+  std::string path = SourcePath(config);
+  if (!overrides.empty()) {
+    path = dir.path() + "/experiment.yaml";
+    WriteFile(path, WithOverrides(ReadFile(SourcePath(config)), overrides));
+  }
+  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", path, "--run_dir", run_dir}, dir.path());
   std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
   EXPECT_TRUE(status.has_value()) << "pstrain-launch did not finish in 5 minutes";
   EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "launch failed:\n"
@@ -54,6 +86,93 @@ TEST(TrainingTest, SspWithFourWorkersReachesTargetAccuracy) {
   EXPECT_EQ(result.num_workers(), 4);
   ASSERT_TRUE(result.has_test_accuracy());
   EXPECT_GE(result.test_accuracy(), 0.84);
+}
+
+// Bytes of every variable: what one float32 push of all gradients carries.
+int64_t VariableBytes(const RunResult& result) {
+  int64_t bytes = 0;
+  for (const ShardLoad& load : result.ps_load()) bytes += load.variable_bytes();
+  return bytes;
+}
+
+// The sync MLP as it ships, over the RDMA path's transport.
+TEST(TrainingTest, SyncMlpOverUcxReachesTargetAccuracy) {
+  if (!TransportRegistry().Contains("ucx")) GTEST_SKIP() << "built without UCX";
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_sync.yaml", "transport: ucx");
+  EXPECT_EQ(result.transport(), "ucx");
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85);
+}
+
+// 16-bit pushes and pulls: the same accuracy for exactly half the bytes of
+// float32 (steps x variable bytes / 2 per worker each way).
+class CompressedSyncTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompressedSyncTest, HalfTheBytesAndTheTargetAccuracy) {
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_sync.yaml", "compression: " + GetParam());
+  EXPECT_EQ(result.compression(), GetParam());
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85);
+  const int64_t float32_push = VariableBytes(result);
+  ASSERT_GT(float32_push, 0);
+  ASSERT_EQ(result.workers_size(), 2);
+  int64_t shard_bytes_in = 0;
+  for (const ShardLoad& load : result.ps_load()) shard_bytes_in += load.bytes_in();
+  for (const WorkerReport& w : result.workers()) {
+    EXPECT_EQ(w.bytes_pushed(), result.steps() * float32_push / 2) << "worker " << w.worker();
+    EXPECT_GT(w.bytes_pulled(), 0);
+    EXPECT_EQ(w.bytes_pulled() % (float32_push / 2), 0) << "pulls of whole 16-bit models";
+  }
+  // The shards received the chief's float32 init and every 16-bit push.
+  EXPECT_EQ(shard_bytes_in, float32_push + 2 * result.steps() * float32_push / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Encodings, CompressedSyncTest, ::testing::Values("fp16", "bf16"),
+                         [](const auto& info) { return info.param; });
+
+// Top-k at 1% with error feedback: close to the uncompressed accuracy with
+// about 2% of the pushed bytes (an index beside each value sent).
+TEST(TrainingTest, TopKOnePercentWithErrorFeedbackReachesTarget) {
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_sync.yaml", "compression: topk\ntopk_ratio: 0.01");
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.84);
+  const int64_t float32_pushes = result.steps() * VariableBytes(result);
+  for (const WorkerReport& w : result.workers()) {
+    EXPECT_GT(w.bytes_pushed(), 0);
+    EXPECT_LE(w.bytes_pushed(), float32_pushes * 25 / 1000) << "worker " << w.worker();
+  }
+}
+
+// All-reduce over Gloo with 16-bit buffers.
+TEST(TrainingTest, AllReduceWithFp16ReachesTarget) {
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_allreduce.yaml", "compression: fp16");
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85);
+  ASSERT_EQ(result.workers_size(), 2);
+  EXPECT_EQ(result.workers(0).bytes_allreduced(), result.workers(1).bytes_allreduced());
+  EXPECT_GT(result.workers(0).bytes_allreduced(), 0);
+}
+
+// The workers as the ranks of one mpirun, which pstrain-launch starts.
+TEST(TrainingTest, AllReduceOverMpiReachesTarget) {
+  if (!absl::StrContains(ReadFile(SourcePath("configs/fashion_mnist_mlp_allreduce_mpi.yaml")), "collective: mpi")) {
+    FAIL() << "the shipped mpi config changed";
+  }
+  TempDir probe;
+  Subprocess check =
+      Spawn({BinDir() + "/pstrain-worker", "--config=" + SourcePath("configs/fashion_mnist_mlp_allreduce_mpi.yaml"),
+             "--index=0", "--check_config"},
+            probe.path());
+  std::optional<int> checked = WaitForExit(check.pid, std::chrono::seconds(30));
+  if (checked && WIFEXITED(*checked) && WEXITSTATUS(*checked) == 2 &&
+      absl::StrContains(check.err(), "built without Open MPI")) {
+    GTEST_SKIP() << "built without Open MPI";
+  }
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_allreduce_mpi.yaml");
+  EXPECT_EQ(result.collective(), "mpi");
+  EXPECT_EQ(result.num_workers(), 2);
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85);
 }
 
 }  // namespace
