@@ -6,6 +6,7 @@
 #include "common/transport/inproc/inproc_transport.h"
 #include "glog/logging.h"
 #include "ps/ps_runner.h"
+#include "tools/launch/free_ports.h"
 #include "worker/trainer.h"
 
 namespace pstrain {
@@ -18,8 +19,9 @@ void SetInProcessHosts(ExperimentConfig* config, int num_ps, int num_workers) {
   for (int i = 0; i < num_workers; ++i) cluster->add_worker_hosts(absl::StrCat("worker", i, ":1"));
 }
 
-absl::StatusOr<ClusterRun> RunInProcessCluster(const ExperimentConfig& config) {
-  InprocTransport transport;
+namespace {
+
+absl::StatusOr<ClusterRun> RunCluster(const ExperimentConfig& config, Transport& transport) {
   const int num_ps = config.cluster().ps_hosts_size();
   const int num_workers = config.cluster().worker_hosts_size();
   ClusterRun run;
@@ -56,6 +58,30 @@ absl::StatusOr<ClusterRun> RunInProcessCluster(const ExperimentConfig& config) {
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat("PS ", i, ": ", s.message()));
   }
   return run;
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterRun> RunInProcessCluster(const ExperimentConfig& config) {
+  InprocTransport transport;
+  return RunCluster(config, transport);
+}
+
+absl::StatusOr<ClusterRun> RunClusterOverTransport(ExperimentConfig config, const std::string& transport) {
+  ClusterConfig* cluster = config.mutable_cluster();
+  const int num_ps = cluster->ps_hosts_size(), num_workers = cluster->worker_hosts_size();
+  absl::StatusOr<std::vector<int>> ports = launch::PickFreeLoopbackPorts(num_ps + num_workers);
+  if (!ports.ok()) return ports.status();
+  cluster->clear_ps_hosts();
+  cluster->clear_worker_hosts();
+  for (int i = 0; i < num_ps; ++i) cluster->add_ps_hosts(absl::StrCat("127.0.0.1:", (*ports)[i]));
+  for (int i = 0; i < num_workers; ++i) cluster->add_worker_hosts(absl::StrCat("127.0.0.1:", (*ports)[num_ps + i]));
+  config.set_transport(transport);
+  TransportOptions options;
+  options.max_message_bytes = config.max_message_bytes();
+  absl::StatusOr<std::unique_ptr<Transport>> t = CreateTransport(transport, options);
+  if (!t.ok()) return t.status();
+  return RunCluster(config, **t);
 }
 
 }  // namespace pstrain

@@ -25,4 +25,10 @@ void SetInProcessHosts(ExperimentConfig* config, int num_ps, int num_workers);
 // Runs every role to completion; returns the chief's result, or the first error.
 absl::StatusOr<ClusterRun> RunInProcessCluster(const ExperimentConfig& config);
 
+// The same cluster (every role a thread of this process) over a real
+// transport by name ("grpc", "ucx"): the config's hosts are replaced by free
+// 127.0.0.1 ports, one transport object carries every role's traffic, and
+// config.transport is set to `transport`.
+absl::StatusOr<ClusterRun> RunClusterOverTransport(ExperimentConfig config, const std::string& transport);
+
 }  // namespace pstrain

@@ -3,6 +3,7 @@
 // batcher gives worker w the w-th slice of each global batch).
 #include <cmath>
 
+#include "common/transport/transport.h"
 #include "gtest/gtest.h"
 #include "tests/worker/equivalence_util.h"
 #include "tests/worker/in_process_cluster.h"
@@ -70,7 +71,19 @@ struct StrategyCase {
   int workers;
   int devices;
   int num_ps;
+  // "inproc", or a real transport the roles (threads here) talk over on
+  // 127.0.0.1 ports.
+  const char* transport = "inproc";
 };
+
+// Runs `config` over `transport` (inproc: in-process addresses).
+absl::StatusOr<ClusterRun> RunOver(const ExperimentConfig& config, const std::string& transport) {
+  return transport == "inproc" ? RunInProcessCluster(config) : RunClusterOverTransport(config, transport);
+}
+
+#define SKIP_UNLESS_BUILT(transport)                                                  \
+  if (std::string(transport) != "inproc" && !TransportRegistry().Contains(transport)) \
+  GTEST_SKIP() << "this build has no " << (transport) << " transport"
 
 void PrintTo(const StrategyCase& c, std::ostream* os) { *os << c.name; }
 
@@ -78,6 +91,7 @@ class StrategyEquivalenceTest : public ::testing::TestWithParam<StrategyCase> {}
 
 TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   const StrategyCase& c = GetParam();
+  SKIP_UNLESS_BUILT(c.transport);
   const int kBatch = 8;
   ExperimentConfig config = BaseConfig();
   config.set_variable_update(c.variable_update);
@@ -85,22 +99,28 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   config.set_devices_per_worker(c.devices);
   SetInProcessHosts(&config, c.num_ps, c.workers);
   config.mutable_train()->set_batch_size_per_device(kBatch);
-  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  absl::StatusOr<ClusterRun> run = RunOver(config, c.transport);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->chief.global_batch_size(), kBatch * c.workers * c.devices);
+  EXPECT_EQ(run->chief.transport(), c.transport == std::string("inproc") ? "grpc" : c.transport);
 
   absl::StatusOr<ClusterRun> single = RunOnOneDevice(BaseConfig(), kBatch * c.workers * c.devices);
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_LT(MaxRelativeDifference(run->final_params, single->final_params), 2e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, StrategyEquivalenceTest,
-                         ::testing::Values(StrategyCase{"ps_2workers_2devices", "parameter_server", "", 2, 2, 2},
-                                           StrategyCase{"replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0},
-                                           StrategyCase{"replicated_none_3devices", "replicated", "none", 1, 3, 0},
-                                           StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none",
-                                                        2, 2, 2}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Strategies, StrategyEquivalenceTest,
+    ::testing::Values(StrategyCase{"ps_2workers_2devices", "parameter_server", "", 2, 2, 2},
+                      StrategyCase{"replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0},
+                      StrategyCase{"replicated_none_3devices", "replicated", "none", 1, 3, 0},
+                      StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2},
+                      // The same over the RDMA path's transport.
+                      StrategyCase{"ucx_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx"},
+                      StrategyCase{"ucx_ps_3workers", "parameter_server", "", 3, 1, 2, "ucx"},
+                      StrategyCase{"ucx_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2, "ucx"},
+                      StrategyCase{"grpc_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // allreduce runs real Gloo TCP rings, so its workers get loopback addresses
 // (the chief's rendezvous store is served over the in-process transport).
@@ -114,6 +134,8 @@ struct AllReduceCase {
   // 127.0.0.2, also loopback).
   bool hierarchical = false;
   int workers_per_host = 0;
+  // The chief's rendezvous store over this transport ("inproc": in process).
+  const char* transport = "inproc";
 };
 void PrintTo(const AllReduceCase& c, std::ostream* os) { *os << c.name; }
 
@@ -121,6 +143,7 @@ class AllReduceEquivalenceTest : public ::testing::TestWithParam<AllReduceCase> 
 
 TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   const AllReduceCase& c = GetParam();
+  SKIP_UNLESS_BUILT(c.transport);
   const int kBatch = 8;
   ExperimentConfig config = BaseConfig();
   config.set_variable_update("allreduce");
@@ -137,7 +160,7 @@ TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
     config.set_workers_per_host(c.workers_per_host);
   }
   config.mutable_train()->set_batch_size_per_device(kBatch);
-  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  absl::StatusOr<ClusterRun> run = RunOver(config, c.transport);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->chief.num_workers(), c.workers);
 
@@ -146,15 +169,16 @@ TEST_P(AllReduceEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   EXPECT_LT(MaxRelativeDifference(run->final_params, single->final_params), 2e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fusion, AllReduceEquivalenceTest,
-                         ::testing::Values(AllReduceCase{"two_workers_fused", 2, 1, 64 << 20},
-                                           AllReduceCase{"three_workers_per_variable", 3, 1, 0},
-                                           AllReduceCase{"two_workers_two_devices_small_buffers", 2, 2, 4096},
-                                           AllReduceCase{"hierarchical_2_hosts_x_2_workers", 4, 1, 64 << 20, true, 2},
-                                           AllReduceCase{"hierarchical_hosts_by_address_2x2_devices", 4, 2, 4096, true,
-                                                         0},
-                                           AllReduceCase{"hierarchical_3_hosts_x_1_worker", 3, 1, 0, true, 1}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Fusion, AllReduceEquivalenceTest,
+    ::testing::Values(AllReduceCase{"two_workers_fused", 2, 1, 64 << 20},
+                      AllReduceCase{"three_workers_per_variable", 3, 1, 0},
+                      AllReduceCase{"two_workers_two_devices_small_buffers", 2, 2, 4096},
+                      AllReduceCase{"hierarchical_2_hosts_x_2_workers", 4, 1, 64 << 20, true, 2},
+                      AllReduceCase{"hierarchical_hosts_by_address_2x2_devices", 4, 2, 4096, true, 0},
+                      AllReduceCase{"hierarchical_3_hosts_x_1_worker", 3, 1, 0, true, 1},
+                      AllReduceCase{"ucx_store_two_workers_fused", 2, 1, 64 << 20, false, 0, "ucx"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(IndependentTest, ReplicasDivergeWithoutSynchronisation) {
   ExperimentConfig config = BaseConfig();
