@@ -158,10 +158,34 @@ TEST(ResultJsonTest, SspStatisticsReachPsLoadAndOlderFilesStillRead) {
 TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   RunResult r;
   const std::string json = ToJson(r);
-  EXPECT_THAT(json, HasSubstr("  \"ps_load\": []\n}"));
+  EXPECT_THAT(json, HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\"\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);
+}
+
+// The workers' reports (with the bytes each moved), compression and
+// collective travel through result.json.
+TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
+  RunResult r = Sample();
+  r.set_compression("fp16");
+  r.set_collective("mpi");
+  WorkerReport* w = r.add_workers();
+  w->set_worker(1);
+  w->set_images_per_sec(99.5);
+  w->set_bytes_pushed(1LL << 41);
+  w->set_bytes_pulled(12345);
+  w->set_bytes_allreduced(7);
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr("\"bytes_pushed\": 2199023255552"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->workers_size(), 1);
+  EXPECT_EQ(back->workers(0).bytes_pushed(), 1LL << 41);
+  EXPECT_EQ(back->workers(0).bytes_pulled(), 12345);
+  EXPECT_EQ(back->workers(0).bytes_allreduced(), 7);
+  EXPECT_EQ(back->compression(), "fp16");
+  EXPECT_EQ(back->collective(), "mpi");
 }
 
 TEST(ResultJsonTest, AbsentAccuracyIsNull) {
