@@ -16,11 +16,13 @@ class Momentum : public Optimizer {
     float* v = slots[0];
     const float m = momentum_, wd = weight_decay_, lr = step.learning_rate, s = step.gradient_scale;
     if (s == 1.0f) {  // the same arithmetic as s * g with s == 1, one multiply less
+#pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
         v[i] = m * v[i] + (g[i] + wd * w[i]);
         out[i] = w[i] - lr * v[i];
       }
     } else {
+#pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
         v[i] = m * v[i] + (s * g[i] + wd * w[i]);
         out[i] = w[i] - lr * v[i];
