@@ -57,9 +57,12 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   flags.worker_hosts = FLAGS_worker_hosts;
   RoleSetup setup;
   setup.config = *std::move(config);
-  absl::StatusOr<MpiRank> mpi =
-      MpiRankFromEnvironment(std::getenv("OMPI_COMM_WORLD_RANK"), std::getenv("OMPI_COMM_WORLD_SIZE"));
-  if (!mpi.ok()) fail(std::string(mpi.status().message()));
+  // mpirun gives workers their index (a PS never runs under mpirun).
+  absl::StatusOr<MpiRank> mpi = MpiRank{};
+  if (binary_role == RoleKind::kWorker) {
+    mpi = MpiRankFromEnvironment(std::getenv("OMPI_COMM_WORLD_RANK"), std::getenv("OMPI_COMM_WORLD_SIZE"));
+    if (!mpi.ok()) fail(FLAGS_config + ": " + std::string(mpi.status().message()));
+  }
   absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *mpi);
   if (!role.ok()) {
     std::string message(role.status().message());

@@ -195,7 +195,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   result.set_global_batch_size(static_cast<int64_t>(batch) * num_workers * devices);
   result.set_steps(total_steps);
   result.set_compression(config.compression());
-  result.set_collective(config.collective());
+  result.set_collective(needs.collective);  // the one in use ("" without one)
   for (const ShardLoad& load : cluster.ps_load) *result.add_ps_load() = load;
   std::vector<WorkerReport> workers = cluster.workers;
   std::sort(workers.begin(), workers.end(),

@@ -5,7 +5,7 @@
 // Subcommands (kSubcommands below is the one list):
 //   ps   PS push/pull goodput over a real local cluster vs single-thread memcpy
 //        pstrain-bench ps --workers W --servers S --key_bytes B --keys K
-//                         --transport grpc [--seconds T | --rounds R]
+//                         --transport grpc|ucx [--seconds T | --rounds R]
 //                         [--warmup_rounds N] [--json] [--profile]
 //   model  training steps of a zoo model in one process (no PS): images/sec,
 //          achieved GFLOP/s vs a oneDNN sgemm measured beside it, peak RSS
@@ -46,7 +46,7 @@ DEFINE_int32(workers, 1, "ps: worker threads, each with its own PsClient and con
 DEFINE_int32(servers, 1, "ps: PS shards, each serving on its own 127.0.0.1 port");
 DEFINE_int64(key_bytes, 1 << 20, "ps: bytes per key (float32, so a multiple of 4)");
 DEFINE_int32(keys, 8, "ps: keys (variables key_0..), placed round_robin over the shards");
-DEFINE_string(transport, "grpc", "ps: PS transport (grpc; inproc for comparison)");
+DEFINE_string(transport, "grpc", "ps: PS transport (grpc, ucx where built; inproc for comparison)");
 DEFINE_double(seconds, 2.0, "ps: seconds per phase (push, pull, push+pull) when --rounds is 0");
 DEFINE_int64(rounds, 0, "ps: rounds per worker per phase; overrides --seconds when > 0");
 DEFINE_int64(warmup_rounds, 2, "ps: untimed rounds per worker before each phase");

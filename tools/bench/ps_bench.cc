@@ -330,8 +330,10 @@ absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
   std::vector<std::string> known = RegisteredTransports();
   known.push_back("inproc");  // not in the registry: the bench creates it directly (diagnostic baseline)
   if (std::find(known.begin(), known.end(), options.transport) == known.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown --transport '", options.transport, "'; known: ", absl::StrJoin(known, ", ")));
+    const std::string missing = TransportRegistry().UnavailableReason(options.transport);  // e.g. built without UCX
+    return absl::InvalidArgumentError(absl::StrCat("unknown --transport '", options.transport,
+                                                   "'; known: ", absl::StrJoin(known, ", "),
+                                                   missing.empty() ? "" : absl::StrCat(" (", missing, ")")));
   }
   if (options.rounds < 0)
     return absl::InvalidArgumentError(absl::StrCat("--rounds must be >= 0, got ", options.rounds));

@@ -93,8 +93,9 @@ struct CollectiveEntry {
   // Where the buffers it reduces live: true for host memory (gloo, mpi; GPU
   // replicas then keep host mirrors), false for device memory (nccl).
   bool host_buffers = true;
-  // It meets its peers through the chief's key-value store (gloo); false when
-  // its launcher already did (mpi: mpirun; nccl: the NCCL strategy's own).
+  // It meets its peers through the chief's key-value store (gloo; nccl, whose
+  // unique id the chief publishes there); false when its launcher already
+  // did (mpi: mpirun).
   bool needs_store = false;
   // The workers must be the ranks of one mpirun (pstrain-launch starts it).
   bool launched_by_mpirun = false;

@@ -163,8 +163,9 @@ StrategyNeeds Needs(const ExperimentConfig& c) {
 // collective: a registered one this build has; hierarchical only over a host
 // collective.
 absl::Status Check(const ExperimentConfig& c, const ConfigChecker& ck) {
-  if (!c.collective().empty())
-    PSTRAIN_RETURN_IF_ERROR(ck.Registered("collective", c.collective(), CollectiveRegistry()));
+  // The configured collective, or the device's default (nccl on GPUs), must
+  // be one this build has.
+  PSTRAIN_RETURN_IF_ERROR(ck.Registered("collective", CollectiveOf(c), CollectiveRegistry()));
   PSTRAIN_ASSIGN_OR_RETURN(const CollectiveEntry backend, CollectiveRegistry().Find(CollectiveOf(c)));
   if (c.hierarchical_allreduce() && !backend.host_buffers) {
     return ck.Fail("hierarchical_allreduce",
