@@ -8,8 +8,8 @@
 #include "common/compression/compression.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
-#include "ps/push_decoder.h"
 #include "glog/logging.h"
+#include "ps/push_decoder.h"
 
 namespace pstrain {
 namespace {
@@ -17,13 +17,13 @@ namespace {
 // `encoded`: the tensor may travel compressed (pushes): 16-bit dtypes, and
 // sparse (top-k) payloads of sparse_count indices and values. Otherwise
 // dense float32 only (init).
-absl::Status CheckTensorHeader(const TensorHeader& h, const Shape& expected_shape, int64_t expected_n,
-                               const char* what, bool encoded = false) {
+absl::Status CheckTensorHeader(const TensorHeader& h, const Shape& expected_shape, int64_t expected_n, const char* what,
+                               bool encoded = false) {
   Shape shape(h.shape().begin(), h.shape().end());
   const size_t size = WireDTypeSize(h.dtype());
   if (h.dtype() != DT_FLOAT32 && (!encoded || size == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": dtype must be ",
-                                                   encoded ? "float32, float16 or bfloat16" : "float32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", h.name(), ": dtype must be ", encoded ? "float32, float16 or bfloat16" : "float32"));
   }
   if (shape != expected_shape) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": shape ", ShapeToString(shape),
@@ -43,8 +43,8 @@ absl::Status CheckTensorHeader(const TensorHeader& h, const Shape& expected_shap
     return absl::OkStatus();
   }
   if (h.num_bytes() != static_cast<uint64_t>(expected_n) * size) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": ", h.num_bytes(),
-                                                   " bytes but the variable needs ", expected_n * size));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", h.name(), ": ", h.num_bytes(), " bytes but the variable needs ", expected_n * size));
   }
   return absl::OkStatus();
 }
@@ -215,8 +215,7 @@ std::shared_ptr<Buffer> PsShard::EncodedValue(ShardVariable& var, WireDType dtyp
     // A new buffer each time: pulls of the previous version may still hold
     // the old one.
     var.encoded = Buffer::Allocate(static_cast<size_t>(var.n) * WireDTypeSize(dtype));
-    EncodeFloats(dtype, static_cast<const float*>(var.value->data()), static_cast<size_t>(var.n),
-                 var.encoded->data());
+    EncodeFloats(dtype, static_cast<const float*>(var.value->data()), static_cast<size_t>(var.n), var.encoded->data());
     var.encoded_dtype = dtype;
     var.encoded_version = version;
   }

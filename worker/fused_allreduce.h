@@ -91,8 +91,8 @@ class FusedAllReducer {
   const FusionPlan plan_;
   const int num_workers_;
   const WireDType wire_dtype_;
-  std::vector<float> fusion_;      // the communication thread's
-  std::vector<uint16_t> wire16_;   // the communication thread's (16-bit wire types)
+  std::vector<float> fusion_;     // the communication thread's
+  std::vector<uint16_t> wire16_;  // the communication thread's (16-bit wire types)
   std::atomic<int64_t> bytes_allreduced_{0};
   std::vector<bool> in_place_;  // per bucket
   int buckets_in_place_ = 0;

@@ -49,12 +49,12 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
     }
   }
   if (c.compression() != "none" && !Contains(entry.compressions, c.compression())) {
-    return ck.Fail("compression",
-                   entry.compressions.empty()
-                       ? absl::StrCat("none for variable_update ", name, " (nothing travels between workers)")
-                       : absl::StrCat("one of none, ", absl::StrJoin(entry.compressions, ", "), " for variable_update ",
-                                      name),
-                   absl::StrCat("'", c.compression(), "'"));
+    return ck.Fail(
+        "compression",
+        entry.compressions.empty()
+            ? absl::StrCat("none for variable_update ", name, " (nothing travels between workers)")
+            : absl::StrCat("one of none, ", absl::StrJoin(entry.compressions, ", "), " for variable_update ", name),
+        absl::StrCat("'", c.compression(), "'"));
   }
   if (entry.check) PSTRAIN_RETURN_IF_ERROR(entry.check(c, ck));
   const StrategyNeeds needs = entry.needs(c);

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/compression/compression.h"
 #include "common/config/cluster.h"
 #include "common/config/config_checks.h"
 #include "common/config/config_loader.h"
-#include "common/compression/compression.h"
 #include "common/placement.h"
 #include "common/status_macros.h"
 

@@ -158,7 +158,8 @@ TEST(ResultJsonTest, SspStatisticsReachPsLoadAndOlderFilesStillRead) {
 TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   RunResult r;
   const std::string json = ToJson(r);
-  EXPECT_THAT(json, HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\"\n}"));
+  EXPECT_THAT(json,
+              HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\"\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);

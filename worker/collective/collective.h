@@ -53,9 +53,7 @@ class Collective {  // one per worker process; ranks = workers
   virtual absl::Status BroadcastTyped(void* data, size_t count, WireDType dtype, int root) = 0;
   // The float32 forms.
   absl::Status AllReduceSum(float* data, size_t count) { return AllReduceSumTyped(data, count, DT_FLOAT32); }
-  absl::Status Broadcast(float* data, size_t count, int root) {
-    return BroadcastTyped(data, count, DT_FLOAT32, root);
-  }
+  absl::Status Broadcast(float* data, size_t count, int root) { return BroadcastTyped(data, count, DT_FLOAT32, root); }
   // Returns once every rank has entered the barrier.
   virtual absl::Status Barrier() = 0;
 };

@@ -82,9 +82,8 @@ class GlooCollective : public Collective {
         opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
       } else {
         opts.setOutput(static_cast<uint16_t*>(data), count);
-        opts.setReduceFunction([dtype](void* sum, const void* a, const void* b, size_t n) {
-          AddEncoded(dtype, a, b, n, sum);
-        });
+        opts.setReduceFunction(
+            [dtype](void* sum, const void* a, const void* b, size_t n) { AddEncoded(dtype, a, b, n, sum); });
       }
       opts.setTag(tag);
       opts.setTimeout(ToMillis(timeout_));
@@ -99,19 +98,20 @@ class GlooCollective : public Collective {
     if (count == 0) return absl::OkStatus();
     if (data == nullptr) return absl::InvalidArgumentError("Broadcast: data is null");
     PSTRAIN_RETURN_IF_ERROR(CheckDType(dtype));
-    return Run(absl::StrCat("broadcast of ", count, " ", WireDTypeElements(dtype), " from rank ", root), [&](uint32_t tag) {
-      gloo::BroadcastOptions opts(context_);
-      // The root sends from its output buffer.
-      if (dtype == DT_FLOAT32) {
-        opts.setOutput(static_cast<float*>(data), count);
-      } else {
-        opts.setOutput(static_cast<uint16_t*>(data), count);
-      }
-      opts.setRoot(root);
-      opts.setTag(tag);
-      opts.setTimeout(ToMillis(timeout_));
-      gloo::broadcast(opts);
-    });
+    return Run(absl::StrCat("broadcast of ", count, " ", WireDTypeElements(dtype), " from rank ", root),
+               [&](uint32_t tag) {
+                 gloo::BroadcastOptions opts(context_);
+                 // The root sends from its output buffer.
+                 if (dtype == DT_FLOAT32) {
+                   opts.setOutput(static_cast<float*>(data), count);
+                 } else {
+                   opts.setOutput(static_cast<uint16_t*>(data), count);
+                 }
+                 opts.setRoot(root);
+                 opts.setTag(tag);
+                 opts.setTimeout(ToMillis(timeout_));
+                 gloo::broadcast(opts);
+               });
   }
 
   absl::Status Barrier() override {
