@@ -41,12 +41,17 @@ bool SameLayout(const TensorLayoutPtr& a, const TensorLayoutPtr& b) {
   return a == b || a->Equals(*b);
 }
 
-std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
+std::shared_ptr<Buffer> Buffer::AllocateUninitialized(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   CHECK(p != nullptr) << "out of memory allocating " << bytes << " bytes";
-  std::memset(p, 0, rounded == 0 ? 64 : rounded);
   return std::shared_ptr<Buffer>(new Buffer(p, bytes, /*owned=*/true, nullptr));
+}
+
+std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
+  std::shared_ptr<Buffer> buffer = AllocateUninitialized(bytes);
+  std::memset(buffer->data(), 0, (bytes + 63) / 64 * 64);
+  return buffer;
 }
 
 std::shared_ptr<Buffer> Buffer::Borrow(void* data, size_t bytes, std::shared_ptr<void> owner) {

@@ -64,6 +64,9 @@ class Buffer {
  public:
   // Allocates `bytes` (zero-filled) on the CPU.
   static std::shared_ptr<Buffer> Allocate(size_t bytes);
+  // The same without the zero fill, for a caller that writes every byte
+  // before anyone reads (an optimizer's next value, an encoding).
+  static std::shared_ptr<Buffer> AllocateUninitialized(size_t bytes);
   // Wraps memory owned elsewhere; `owner` keeps it alive (may be null when the
   // caller guarantees the lifetime).
   static std::shared_ptr<Buffer> Borrow(void* data, size_t bytes, std::shared_ptr<void> owner);

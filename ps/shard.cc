@@ -214,7 +214,7 @@ std::shared_ptr<Buffer> PsShard::EncodedValue(ShardVariable& var, WireDType dtyp
   if (var.encoded == nullptr || var.encoded_dtype != dtype || var.encoded_version != version) {
     // A new buffer each time: pulls of the previous version may still hold
     // the old one.
-    var.encoded = Buffer::Allocate(static_cast<size_t>(var.n) * WireDTypeSize(dtype));
+    var.encoded = Buffer::AllocateUninitialized(static_cast<size_t>(var.n) * WireDTypeSize(dtype));
     EncodeFloats(dtype, static_cast<const float*>(var.value->data()), static_cast<size_t>(var.n), var.encoded->data());
     var.encoded_dtype = dtype;
     var.encoded_version = version;

@@ -28,7 +28,7 @@ std::shared_ptr<Buffer> VariableUpdater::NextBuffer(ShardVariable& var) {
     const std::shared_ptr<Buffer> probe = var.spare;
     if (probe.use_count() == 2) return std::move(var.spare);
   }
-  return Buffer::Allocate(var.bytes());
+  return Buffer::AllocateUninitialized(var.bytes());  // the update writes every element
 }
 
 void VariableUpdater::Publish(ShardVariable& var, std::shared_ptr<Buffer> next) {

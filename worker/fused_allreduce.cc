@@ -52,7 +52,7 @@ FusedAllReducer::FusedAllReducer(Collective* collective, std::vector<std::vector
     if (!adjacent) packed = std::max(packed, plan_.bucket_elements[b]);
   }
   fusion_.resize(packed);
-  if (wire_dtype_ != DT_FLOAT32) wire16_.resize(plan_.largest_bucket_elements);
+  if (wire_dtype_ != DT_FLOAT32) wire16_.resize(std::min(plan_.largest_bucket_elements, kMaxCollectiveElements));
   thread_ = std::thread([this] { CommunicationLoop(); });
 }
 
@@ -121,12 +121,18 @@ void FusedAllReducer::CommunicationLoop() {
 }
 
 absl::Status FusedAllReducer::AllReduceAcrossWorkers(float* sum, int64_t n) {
-  const size_t count = static_cast<size_t>(n);
-  bytes_allreduced_ += static_cast<int64_t>(count * WireDTypeSize(wire_dtype_));
-  if (wire_dtype_ == DT_FLOAT32) return collective_->AllReduceSum(sum, count);
-  EncodeFloats(wire_dtype_, sum, count, wire16_.data());
-  PSTRAIN_RETURN_IF_ERROR(collective_->AllReduceSumTyped(wire16_.data(), count, wire_dtype_));
-  DecodeFloats(wire_dtype_, wire16_.data(), count, sum);
+  bytes_allreduced_ += n * static_cast<int64_t>(WireDTypeSize(wire_dtype_));
+  for (int64_t first = 0; first < n; first += kMaxCollectiveElements) {
+    const size_t count = static_cast<size_t>(std::min(kMaxCollectiveElements, n - first));
+    float* chunk = sum + first;
+    if (wire_dtype_ == DT_FLOAT32) {
+      PSTRAIN_RETURN_IF_ERROR(collective_->AllReduceSum(chunk, count));
+      continue;
+    }
+    EncodeFloats(wire_dtype_, chunk, count, wire16_.data());
+    PSTRAIN_RETURN_IF_ERROR(collective_->AllReduceSumTyped(wire16_.data(), count, wire_dtype_));
+    DecodeFloats(wire_dtype_, wire16_.data(), count, chunk);
+  }
   return absl::OkStatus();
 }
 

@@ -63,6 +63,15 @@ class FusedAllReducer {
   // the timeout), else OK. Adds the time spent waiting to *waited.
   absl::Status FinishStep(absl::Duration* waited) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The most elements handed to the collective in one call: a bucket above
+  // it is all-reduced in pieces (in the same order on every rank).
+  // Collective libraries allocate scratch of the message's size per call
+  // (Open MPI's allreduce does), and on the communication thread glibc's
+  // per-thread heaps cannot hold a block of 64 MiB, so a call that large maps
+  // and faults in fresh memory every time (8x slower measured for 64 MiB
+  // over mpi); 16 MiB pieces keep that scratch in the heap.
+  static constexpr int64_t kMaxCollectiveElements = (int64_t{16} << 20) / 4;
+
   const FusionPlan& plan() const { return plan_; }
   // 1 / (replicas x workers): what turns the summed gradients into the mean.
   float gradient_scale() const { return 1.0f / static_cast<float>(gradients_.size() * num_workers_); }

@@ -79,7 +79,7 @@ void PsClient::AddPushTensor(int index, PushRequest* header, OutgoingFrame* requ
     case Compression::kFp16:
     case Compression::kBf16: {
       const WireDType dtype = DenseWireDType(compression_);
-      std::shared_ptr<Buffer> encoded = Buffer::Allocate(part.count * WireDTypeSize(dtype));
+      std::shared_ptr<Buffer> encoded = Buffer::AllocateUninitialized(part.count * WireDTypeSize(dtype));
       EncodeFloats(dtype, gradient, static_cast<size_t>(part.count), encoded->data());
       h->set_dtype(dtype);
       chunk = {encoded->data(), encoded->size(), encoded};
@@ -87,7 +87,7 @@ void PsClient::AddPushTensor(int index, PushRequest* header, OutgoingFrame* requ
     }
     case Compression::kTopK: {
       TopKEncoder& topk = *topk_[index];
-      std::shared_ptr<Buffer> pairs = Buffer::Allocate(static_cast<size_t>(topk.wire_bytes()));
+      std::shared_ptr<Buffer> pairs = Buffer::AllocateUninitialized(static_cast<size_t>(topk.wire_bytes()));
       uint32_t* indices = static_cast<uint32_t*>(pairs->data());
       topk.Encode(gradient, indices, reinterpret_cast<float*>(indices + topk.k()));
       h->set_sparse_count(topk.k());

@@ -251,6 +251,38 @@ INSTANTIATE_TEST_SUITE_P(Layouts, FusedAllReducerTest,
                                            FusedCase{"bf16_three_workers_packed", 3, 1, false, 64 << 20, DT_BFLOAT16}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A bucket larger than one collective call takes (a variable above the
+// fusion threshold) is all-reduced in pieces, every element exactly once.
+TEST(FusedAllReducerChunkTest, ABucketAboveTheLargestCallIsReducedInPieces) {
+  const int64_t n = FusedAllReducer::kMaxCollectiveElements * 2 + 3;
+  InMemoryKeyValueStore store;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.emplace_back([&, w] {
+      CollectiveOptions options;
+      options.rank = w;
+      options.size = 2;
+      options.host = "127.0.0.1";
+      options.store = &store;
+      options.prefix = "fused/chunks";
+      options.timeout = absl::Seconds(60);
+      options.connect_timeout = absl::Seconds(60);
+      std::unique_ptr<Collective> collective = CreateGlooCollective(options).value();
+      WorkerGradients grads = MakeGradients({n}, 1, true);
+      float* g = grads.replicas[0][0].data();
+      for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>((i % 1000) + w);
+      std::unique_ptr<FusedAllReducer> reducer =
+          FusedAllReducer::Create(collective.get(), grads.replicas, 1 << 20, 2).value();
+      reducer->BeginStep();
+      reducer->GradientReady(0);
+      ASSERT_TRUE(reducer->FinishStep(nullptr).ok());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(g[i], static_cast<float>(2 * (i % 1000) + 1)) << i;
+      EXPECT_EQ(reducer->bytes_allreduced(), n * 4);
+    });
+  }
+  for (std::thread& t : workers) t.join();
+}
+
 TEST(FusedAllReducerCreateTest, RefusesWhatItCannotReduce) {
   InMemoryKeyValueStore store;
   CollectiveOptions options;

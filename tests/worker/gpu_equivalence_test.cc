@@ -103,6 +103,9 @@ TEST(GpuWorkerTest, WithoutAUsableGpuTheRunFailsNamingTheDevice) {
   config.set_device("gpu");
   SetInProcessHosts(&config, 1, 1);
   config.mutable_train()->set_batch_size_per_device(8);
+  // The worker fails at once; its PS shard then waits startup_seconds for it
+  // before giving up, so keep that short.
+  config.mutable_timeouts()->set_startup_seconds(3);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(std::string(run.status().message()).find("gpu"), std::string::npos) << run.status();
