@@ -38,6 +38,10 @@ WireDType DenseWireDType(Compression compression);
 // Bytes per element of `dtype` (4 or 2); 0 for a value this build does not
 // know (a newer peer's).
 size_t WireDTypeSize(WireDType dtype);
+// True when fp16 conversions run on the processor's F16C instructions
+// (detected at run time; otherwise in software, with the same results).
+bool HardwareHalfConversion();
+
 // "floats", "fp16 values" or "bf16 values", for messages.
 const char* WireDTypeElements(WireDType dtype);
 

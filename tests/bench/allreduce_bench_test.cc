@@ -58,6 +58,15 @@ TEST(AllReduceBenchTest, ThreeRanksBusBandwidthFactorAndSmallBuckets) {
   EXPECT_EQ(r->fusion_buckets, 3);
 }
 
+TEST(AllReduceBenchTest, Fp16StrategyPathOverGloo) {
+  AllReduceBenchOptions o = Options(2, int64_t{1} << 20, 3);
+  o.compression = "fp16";
+  absl::StatusOr<AllReduceBenchResult> r = RunGlooAllReduceBench(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSane(r->strategy);
+  EXPECT_NE(FormatAllReduceBenchJson(*r).find("\"compression\":\"fp16\""), std::string::npos);
+}
+
 TEST(AllReduceBenchTest, BadOptionsAreNamed) {
   auto message = [](AllReduceBenchOptions o) { return std::string(ValidateAllReduceBenchOptions(o).message()); };
   EXPECT_THAT(message(Options(0, 1024, 1)), HasSubstr("--ranks 0"));
@@ -66,6 +75,9 @@ TEST(AllReduceBenchTest, BadOptionsAreNamed) {
   AllReduceBenchOptions nccl = Options(2, 1024, 1);
   nccl.backend = "nccl";
   EXPECT_THAT(message(nccl), HasSubstr("gloo or mpi"));
+  AllReduceBenchOptions topk = Options(2, 1024, 1);
+  topk.compression = "topk";
+  EXPECT_THAT(message(topk), HasSubstr("none, fp16 or bf16"));
   EXPECT_TRUE(absl::IsInvalidArgument(RunGlooAllReduceBench(Options(2, 6, 1)).status()));
 }
 
@@ -91,7 +103,7 @@ TEST(AllReduceBenchCommandTest, MpiBackendStartsMpirunAndPrintsBothLibraries) {
     GTEST_SKIP() << "built without Open MPI";
   }
   ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out << bench.err();
-  EXPECT_THAT(out, HasSubstr("\"backend\":\"mpi\",\"ranks\":2,\"bytes\":65536"));
+  EXPECT_THAT(out, HasSubstr("\"backend\":\"mpi\",\"compression\":\"none\",\"ranks\":2,\"bytes\":65536"));
   EXPECT_THAT(out, HasSubstr("\"strategy\":{\"seconds_per_call\":"));
   EXPECT_THAT(out, HasSubstr(",\"gloo\":{\"backend\":\"gloo\""));
   EXPECT_EQ(out.find("nan"), std::string::npos) << out;

@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "Eigen/Core"
 #include "common/compression/topk.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -44,6 +45,57 @@ TEST(CompressionNamesTest, ParsedOrRefusedWithTheKnownOnes) {
 TEST(HalfTest, KnownBitPatterns) {
   EXPECT_THAT(Encode(DT_FLOAT16, {1.0f, -2.0f, 0.0f, 65504.0f}), ElementsAre(0x3C00, 0xC000, 0x0000, 0x7BFF));
   EXPECT_THAT(Encode(DT_BFLOAT16, {1.0f, -2.0f, 0.0f}), ElementsAre(0x3F80, 0xC000, 0x0000));
+}
+
+// Whichever path converts (F16C or software), the bits are Eigen's, for
+// ordinary values, denormals, overflow, infinities, NaN and ties.
+TEST(HalfTest, EveryPathGivesEigensBits) {
+  std::vector<float> values;
+  for (int i = -2000; i <= 2000; ++i) values.push_back(static_cast<float>(i) * 0.37f);
+  for (float v : {1e-6f, -3e-7f, 6.1e-5f, 65504.0f, 65520.0f, 1e9f, -1e9f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), 1.0f + std::ldexp(1.0f, -11), 0.0f, -0.0f}) {
+    values.push_back(v);
+  }
+  const std::vector<uint16_t> bits = Encode(DT_FLOAT16, values);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t want = Eigen::numext::bit_cast<uint16_t>(Eigen::half(values[i]));
+    if (std::isnan(values[i])) {
+      EXPECT_TRUE(std::isnan(Decode(DT_FLOAT16, {bits[i]})[0]));
+      continue;
+    }
+    ASSERT_EQ(bits[i], want) << values[i] << " (hardware conversion: " << HardwareHalfConversion() << ")";
+    ASSERT_EQ(Decode(DT_FLOAT16, {bits[i]})[0], static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(want)));
+  }
+  // Sums of 16-bit values, 8 at a time and the tail.
+  std::vector<uint16_t> a = Encode(DT_FLOAT16, std::vector<float>(values.begin(), values.begin() + 19));
+  std::vector<uint16_t> b = Encode(DT_FLOAT16, std::vector<float>(values.begin() + 100, values.begin() + 119));
+  std::vector<uint16_t> sum(19);
+  AddEncoded(DT_FLOAT16, a.data(), b.data(), 19, sum.data());
+  for (size_t i = 0; i < 19; ++i) {
+    const float s = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(a[i])) +
+                    static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(b[i]));
+    EXPECT_EQ(sum[i], Eigen::numext::bit_cast<uint16_t>(Eigen::half(s))) << i;
+  }
+}
+
+TEST(HalfTest, Bf16GivesEigensBits) {
+  std::vector<float> values;
+  for (int i = -3000; i <= 3000; ++i) values.push_back(static_cast<float>(i) * 1.37e-3f);
+  for (float v : {1e-40f, -1e-39f, 3.0e38f, -3.4e38f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                  -std::numeric_limits<float>::quiet_NaN(), 1.0f + std::ldexp(1.0f, -8), 0.0f, -0.0f}) {
+    values.push_back(v);
+  }
+  const std::vector<uint16_t> bits = Encode(DT_BFLOAT16, values);
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(bits[i], Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(values[i]))) << values[i];
+  }
+  std::vector<uint16_t> sum(values.size());
+  AddEncoded(DT_BFLOAT16, bits.data(), bits.data(), bits.size(), sum.data());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float b = static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits[i]));
+    EXPECT_EQ(sum[i], Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(b + b))) << values[i];
+  }
 }
 
 TEST(HalfTest, RoundTripIsExactForRepresentableValues) {

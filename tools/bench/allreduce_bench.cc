@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/compression/compression.h"
 #include "common/tensor.h"
 #include "tools/bench/memcpy_bandwidth.h"
 #include "worker/collective/kv_store.h"
@@ -65,6 +66,10 @@ absl::Status ValidateAllReduceBenchOptions(const AllReduceBenchOptions& o) {
                                                    " must be > 0 and a multiple of 4 x --variables (", 4 * o.variables,
                                                    "): float32 gradients"));
   }
+  if (absl::StatusOr<Compression> c = ParseCompression(o.compression); !c.ok() || *c == Compression::kTopK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--compression: none, fp16 or bf16 (what all-reduce supports), not '", o.compression, "'"));
+  }
   if (o.fusion_threshold_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--fusion_threshold_bytes ", o.fusion_threshold_bytes, " < 0"));
   }
@@ -85,7 +90,8 @@ absl::StatusOr<RankSeconds> TimeRank(Collective* collective,
 
   std::vector<Tensor> gradients = AdjacentGradients(options.bytes, options.variables);
   absl::StatusOr<std::unique_ptr<FusedAllReducer>> reducer =
-      FusedAllReducer::Create(collective, {gradients}, options.fusion_threshold_bytes, options.ranks);
+      FusedAllReducer::Create(collective, {gradients}, options.fusion_threshold_bytes, options.ranks,
+                              DenseWireDType(*ParseCompression(options.compression)));
   if (!reducer.ok()) return reducer.status();
   seconds.fusion_buckets = static_cast<int>((*reducer)->plan().buckets.size());
   seconds.buckets_in_place = (*reducer)->buckets_in_place();
@@ -174,10 +180,10 @@ std::string FormatAllReduceBenchJson(const AllReduceBenchResult& r) {
   };
   const AllReduceBenchOptions& o = r.options;
   return absl::StrFormat(
-      "{\"backend\":\"%s\",\"ranks\":%d,\"bytes\":%d,\"iterations\":%d,\"variables\":%d,"
+      "{\"backend\":\"%s\",\"compression\":\"%s\",\"ranks\":%d,\"bytes\":%d,\"iterations\":%d,\"variables\":%d,"
       "\"fusion_threshold_bytes\":%d,\"fusion_buckets\":%d,\"buckets_in_place\":%d,\"reference\":%s,"
       "\"strategy\":%s,\"strategy_to_reference\":%.4g,\"memcpy_gbps\":%.4g,\"memcpy_buffer_bytes\":%d}",
-      o.backend, o.ranks, o.bytes, o.iterations, o.variables, o.fusion_threshold_bytes, r.fusion_buckets,
+      o.backend, o.compression, o.ranks, o.bytes, o.iterations, o.variables, o.fusion_threshold_bytes, r.fusion_buckets,
       r.buckets_in_place, path(r.reference), path(r.strategy), r.strategy_to_reference, r.memcpy_gbps,
       r.memcpy_buffer_bytes);
 }
@@ -189,13 +195,15 @@ std::string FormatAllReduceBenchTable(const AllReduceBenchResult& r) {
     return absl::StrFormat("  %-34s %8.3f ms/call   algbw %7.3f GB/s   busbw %7.3f GB/s   busbw/memcpy %.3f\n", name,
                            f.seconds_per_call * 1e3, f.algbw_gbps, f.busbw_gbps, f.busbw_to_memcpy);
   };
-  return absl::StrCat(
-      absl::StrFormat("all-reduce over %s: %d ranks x %d bytes, %d calls per path\n", o.backend, o.ranks, o.bytes,
-                      o.iterations),
-      line(reference, r.reference),
-      line(absl::StrFormat("strategy path (%d vars, %d buckets)", o.variables, r.fusion_buckets).c_str(), r.strategy),
-      absl::StrFormat("  strategy / reference %.3f   memcpy (1 thread, %d MiB) %.3f GB/s\n", r.strategy_to_reference,
-                      r.memcpy_buffer_bytes >> 20, r.memcpy_gbps));
+  return absl::StrCat(absl::StrFormat("all-reduce over %s: %d ranks x %d bytes, %d calls per path\n", o.backend,
+                                      o.ranks, o.bytes, o.iterations),
+                      line(reference, r.reference),
+                      line(absl::StrFormat("strategy path (%d vars, %d buckets%s)", o.variables, r.fusion_buckets,
+                                           o.compression == "none" ? "" : absl::StrCat(", ", o.compression))
+                               .c_str(),
+                           r.strategy),
+                      absl::StrFormat("  strategy / reference %.3f   memcpy (1 thread, %d MiB) %.3f GB/s\n",
+                                      r.strategy_to_reference, r.memcpy_buffer_bytes >> 20, r.memcpy_gbps));
 }
 
 }  // namespace pstrain

@@ -10,7 +10,9 @@
 //              buffer, as a model's gradients do; every gradient is announced
 //              ready in backward order, then the step is finished
 // Each path: two untimed warm-up calls, a barrier, then `iterations` timed
-// calls; the time per call is the slowest rank's. Figures follow nccl-tests:
+// calls; the time per call is the slowest rank's. Figures follow nccl-tests
+// and count the float32 bytes reduced (with --compression fp16/bf16 half as
+// many travel in the strategy path):
 //   algbw = bytes / time per call
 //   busbw = algbw * 2 (ranks - 1) / ranks  (the bytes each rank's link moves
 //           in a ring all-reduce, per unit time; comparable across rank counts)
@@ -43,6 +45,10 @@ struct AllReduceBenchOptions {
   int iterations = 20;      // timed calls per rank and path
   int variables = 16;       // strategy path: gradients the bytes are split into
   int64_t fusion_threshold_bytes = 64 << 20;
+  // The strategy path's wire: "none" (float32), "fp16" or "bf16" (16-bit
+  // buffers summed in 16 bits, as `compression` does in training; the
+  // reference stays the library's float32 all-reduce of the same elements).
+  std::string compression = "none";
 };
 
 // InvalidArgument naming the first bad option.

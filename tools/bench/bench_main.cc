@@ -71,6 +71,7 @@ DEFINE_int64(bytes, 4 << 20, "allreduce: bytes per rank per all-reduce (float32,
 DEFINE_int32(iterations, 20, "allreduce: timed all-reduces per rank and path");
 DEFINE_int32(variables, 16, "allreduce: gradients the strategy path splits --bytes into");
 DEFINE_int64(fusion_threshold_bytes, 64 << 20, "allreduce: the strategy path's fusion bucket size (0: per variable)");
+DEFINE_string(compression, "none", "allreduce: the strategy path's wire (none, fp16, bf16)");
 DEFINE_bool(mpi_rank, false, "allreduce: internal; run as one rank of the mpirun that --backend mpi starts");
 
 namespace {
@@ -164,6 +165,7 @@ pstrain::AllReduceBenchOptions AllReduceOptionsFromFlags() {
   o.iterations = FLAGS_iterations;
   o.variables = FLAGS_variables;
   o.fusion_threshold_bytes = FLAGS_fusion_threshold_bytes;
+  o.compression = FLAGS_compression;
   return o;
 }
 
@@ -197,7 +199,8 @@ absl::StatusOr<pstrain::AllReduceBenchResult> RunAllReduceUnderMpirun(const pstr
       {"allreduce", "--mpi_rank", "--backend=mpi", absl::StrCat("--ranks=", options.ranks),
        absl::StrCat("--bytes=", options.bytes), absl::StrCat("--iterations=", options.iterations),
        absl::StrCat("--variables=", options.variables),
-       absl::StrCat("--fusion_threshold_bytes=", options.fusion_threshold_bytes)});
+       absl::StrCat("--fusion_threshold_bytes=", options.fusion_threshold_bytes),
+       absl::StrCat("--compression=", options.compression)});
   if (!mpirun.ok()) return mpirun.status();
   // Every argument is ours (paths of executables, flags with numbers).
   std::string command = absl::StrCat("'", mpirun->binary, "'");
