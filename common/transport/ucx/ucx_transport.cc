@@ -2,6 +2,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
@@ -24,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -47,6 +49,19 @@ constexpr absl::Duration kFirstBackoff = absl::Milliseconds(20);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 // The longest the progress thread sleeps without looking at UCX.
 constexpr absl::Duration kMaxSleep = absl::Seconds(1);
+
+// PSTRAIN_UCX_SPIN_US: microseconds the progress thread keeps polling after
+// the last message or task before it sleeps on the event fd (default 200; 0:
+// sleep at once, the least CPU on an idle link).
+absl::Duration SpinFromEnvironment() {
+  const char* value = std::getenv("PSTRAIN_UCX_SPIN_US");
+  int64_t us = 200;
+  if (value != nullptr && !absl::SimpleAtoi(value, &us)) {
+    LOG(WARNING) << "ucx: ignoring PSTRAIN_UCX_SPIN_US='" << value << "' (not a number of microseconds)";
+    us = 200;
+  }
+  return absl::Microseconds(std::max<int64_t>(us, 0));
+}
 // How long teardown waits for UCX to finish closing endpoints.
 constexpr absl::Duration kCloseWait = absl::Seconds(2);
 
@@ -412,10 +427,12 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status InitUcx() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void DestroyUcx() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  // Runs the queued tasks; true once Stop() was requested.
-  bool RunTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
-  // ucp_worker_progress until it is idle, and the work callbacks deferred.
-  void Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // Runs the queued tasks; true once Stop() was requested. *ran: whether
+  // there were any.
+  bool RunTasks(bool* ran) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
+  // ucp_worker_progress until it is idle, and the work callbacks deferred;
+  // true when anything happened.
+  bool Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void Defer(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) { deferred_.push_back(std::move(task)); }
   // Sleeps on the worker's event fd until UCX or Post() wakes it, or `wake_at`.
   void WaitForEvents(absl::Time wake_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
@@ -479,6 +496,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   ucp_context_h context_ ABSL_GUARDED_BY(progress_) = nullptr;
   int event_fd_ ABSL_GUARDED_BY(progress_) = -1;
   std::vector<Task> deferred_ ABSL_GUARDED_BY(progress_);
+  // How long the progress thread keeps polling after activity before it
+  // sleeps (SpinFromEnvironment).
+  const absl::Duration spin_ = SpinFromEnvironment();
   int outstanding_ ABSL_GUARDED_BY(progress_) = 0;                        // UCX requests not completed yet
   std::unordered_map<ucp_ep_h, EpOwner> eps_ ABSL_GUARDED_BY(progress_);  // open endpoints
   std::map<uint64_t, std::unique_ptr<PendingCall>> calls_ ABSL_GUARDED_BY(progress_);
@@ -502,13 +522,23 @@ void Engine::Run() {
     progress_.Leave();
     return;
   }
+  absl::Time last_active = absl::InfinitePast();
   for (;;) {
-    const bool stop = RunTasks();
-    Progress();
+    bool ran = false;
+    const bool stop = RunTasks(&ran);
+    const bool progressed = Progress();
     const absl::Time now = absl::Now();
+    if (ran || progressed) last_active = now;
     ExpireCalls(now);
     RetryConnections(now);
     if (stop) break;
+    // Traffic comes in bursts (a step's pushes, then its pulls): right after
+    // activity, keep polling for spin_ instead of paying a sleep and a
+    // wake-up (arm, poll, read: several system calls) per message.
+    if (now - last_active < spin_) {
+      sched_yield();
+      continue;
+    }
     WaitForEvents(NextWake(now));
   }
   ShutdownAll();
@@ -583,7 +613,7 @@ void Engine::DestroyUcx() {
   context_ = nullptr;
 }
 
-bool Engine::RunTasks() {
+bool Engine::RunTasks(bool* ran) {
   std::vector<Task> tasks;
   bool stop;
   {
@@ -593,18 +623,21 @@ bool Engine::RunTasks() {
     // Tasks posted after this point are refused: the last batch runs now.
     if (stop) accepting_tasks_ = false;
   }
+  *ran = !tasks.empty();
   for (Task& task : tasks) task();
   return stop;
 }
 
-void Engine::Progress() {
+bool Engine::Progress() {
+  bool active = false;
   do {
-    while (ucp_worker_progress(worker_) != 0) {
-    }
+    while (ucp_worker_progress(worker_) != 0) active = true;
     std::vector<Task> deferred;
     deferred.swap(deferred_);
+    active = active || !deferred.empty();
     for (Task& task : deferred) task();
   } while (!deferred_.empty());
+  return active;
 }
 
 absl::Time Engine::NextWake(absl::Time now) const {
