@@ -41,6 +41,7 @@
 #include "tools/bench/model_bench.h"
 #include "tools/bench/ps_bench.h"
 #include "tools/launch/mpirun.h"
+#include "worker/collective/collective.h"
 
 DEFINE_int32(workers, 1, "ps: worker threads, each with its own PsClient and connections");
 DEFINE_int32(servers, 1, "ps: PS shards, each serving on its own 127.0.0.1 port");
@@ -229,6 +230,13 @@ int RunAllReduce() {
     return kExitUsage;
   }
   if (FLAGS_mpi_rank) return RunAllReduceMpiRank(options);
+  if (options.backend == "mpi") {
+    // A build without Open MPI says so before anything runs.
+    if (absl::StatusOr<pstrain::CollectiveEntry> mpi = pstrain::CollectiveRegistry().Find("mpi"); !mpi.ok()) {
+      std::cerr << "pstrain-bench allreduce: " << mpi.status().message() << std::endl;
+      return kExitFailure;
+    }
+  }
   // Gloo always (the default backend, and beside mpi for comparison), before
   // any MPI rank exists to compete for the cores.
   pstrain::AllReduceBenchOptions gloo_options = options;
