@@ -445,7 +445,7 @@ TEST(UcxTransportTest, MalformedActiveMessagesAreRejected) {
   EXPECT_EQ(raw.SendRequest(RequestHeader(7, 4), "Echo\x85"), UCS_OK);
   EXPECT_EQ(raw.SendRequest(RequestHeader(8, 100), "Echo"), UCS_OK);
   ucx_wire::AmHeader future = RequestHeader(9, 4);
-  future.version = 2;
+  future.version = ucx_wire::kVersion + 1;
   EXPECT_EQ(raw.SendRequest(future, "Echo" + EncodeWireHeader("h")), UCS_OK);
   EXPECT_EQ(raw.SendRequest(RequestHeader(10, 4), "Echo" + std::string("\x7f", 1) + "short"), UCS_OK);
   // And a well-formed request, to show the raw client speaks the protocol.
@@ -472,6 +472,78 @@ TEST(UcxTransportTest, MalformedActiveMessagesAreRejected) {
   IncomingFrame response;
   ASSERT_TRUE(channel->CallSync("Echo", std::move(request), Deadline(absl::Seconds(30)), &response).ok());
   EXPECT_EQ(response.header(), "still here");
+}
+
+// A frame sent as several active messages (message_parts.h), spoken raw:
+// parts arriving out of order make one request; a repeated part index or a
+// part count that changes is refused as malformed and never reaches the
+// handler.
+TEST(UcxTransportTest, MultiPartMessagesAreAssembledOrRefused) {
+  std::unique_ptr<Transport> transport = CreateUcxTransport(TransportOptions());
+  EchoHandler echo;
+  std::unique_ptr<Server> server = ServeOrDie(*transport, "127.0.0.1:0", &echo);
+  ASSERT_NE(server, nullptr);
+  RawUcxClient raw(server->port());
+  auto part = [](uint64_t call_id, uint32_t index, uint32_t parts, uint32_t text_bytes) {
+    ucx_wire::AmHeader h = RequestHeader(call_id, text_bytes);
+    h.part = index;
+    h.parts = parts;
+    return h;
+  };
+  // Three parts, the last first: "Echo" + wire header, then two payload pieces.
+  EXPECT_EQ(raw.SendRequest(part(21, 2, 3, 0), "-tail"), UCS_OK);
+  EXPECT_EQ(raw.SendRequest(part(21, 0, 3, 4), "Echo" + EncodeWireHeader("in parts")), UCS_OK);
+  EXPECT_EQ(raw.SendRequest(part(21, 1, 3, 0), "middle"), UCS_OK);
+  // Part 0 twice.
+  EXPECT_EQ(raw.SendRequest(part(22, 0, 2, 4), "Echo" + EncodeWireHeader("a")), UCS_OK);
+  EXPECT_EQ(raw.SendRequest(part(22, 0, 2, 4), "Echo" + EncodeWireHeader("a")), UCS_OK);
+  // Two parts that disagree on how many there are.
+  EXPECT_EQ(raw.SendRequest(part(23, 0, 2, 4), "Echo" + EncodeWireHeader("b")), UCS_OK);
+  EXPECT_EQ(raw.SendRequest(part(23, 1, 3, 0), "x"), UCS_OK);
+  // Text outside part 0, and a part index past the count.
+  EXPECT_EQ(raw.SendRequest(part(24, 1, 2, 1), "x"), UCS_OK);
+  EXPECT_EQ(raw.SendRequest(part(25, 2, 2, 0), "x"), UCS_OK);
+
+  std::optional<RawUcxClient::Answer> ok = raw.WaitForAnswer(21);
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(ok->status_code, 0) << ok->data;
+  EXPECT_EQ(ok->data, EncodeWireHeader("in parts") + "middle-tail");
+  for (uint64_t id : {22, 23, 24, 25}) {
+    SCOPED_TRACE(id);
+    std::optional<RawUcxClient::Answer> answer = raw.WaitForAnswer(id);
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_EQ(answer->status_code, static_cast<int32_t>(absl::StatusCode::kInvalidArgument)) << answer->data;
+    EXPECT_THAT(answer->data, HasSubstr("malformed"));
+  }
+  EXPECT_EQ(echo.calls(), 1) << "a malformed message reached the handler";
+}
+
+// Large and small chunks interleaved: the large ones travel as parts of
+// their own, and the frame arrives in order, both ways.
+TEST(UcxTransportTest, LargeAndSmallChunksInterleavedCrossInOrder) {
+  std::unique_ptr<Transport> transport = CreateUcxTransport(TransportOptions());
+  EchoHandler echo;
+  std::unique_ptr<Server> server = ServeOrDie(*transport, "127.0.0.1:0", &echo);
+  ASSERT_NE(server, nullptr);
+  std::unique_ptr<Channel> channel = ConnectOrDie(*transport, Local(server->port()));
+  std::string expected;
+  OutgoingFrame request;
+  request.header = "interleaved";
+  int seed = 1;
+  for (size_t size : {size_t{5}, size_t{1} << 20, size_t{3}, size_t{7}, size_t{300} << 10, size_t{2} << 20,
+                      size_t{11}}) {
+    std::string bytes = Bytes(size, seed++);
+    expected += bytes;
+    request.chunks.push_back(OwnedChunk(std::move(bytes)));
+  }
+  IncomingFrame response;
+  absl::Status status = channel->CallSync("Echo", std::move(request), Deadline(absl::Seconds(60)), &response);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(response.header(), "interleaved");
+  ASSERT_EQ(response.payload_bytes(), expected.size());
+  std::string got(expected.size(), '\0');
+  ASSERT_TRUE(response.Read(got.data(), got.size()).ok());
+  EXPECT_TRUE(got == expected) << "payload differs";
 }
 
 // UCX_* variables reach UCX: a round trip restricted to tcp works, and a

@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/host_port.h"
+#include "common/transport/ucx/message_parts.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -149,10 +150,17 @@ absl::Status CheckMemoryHooksForSanitizers() {
 //                            handling (UCX 1.13 leaves it out otherwise);
 //   UCX_TCP_CM_REUSEADDR=y   a listener may bind a port whose earlier
 //                            connections linger in TIME_WAIT (a server
-//                            restarted on its fixed port), as gRPC's may.
+//                            restarted on its fixed port), as gRPC's may;
+//   UCX_RNDV_SCHEME=get_zcopy  a large part is pulled by the receiver (RDMA
+//                            read where a lane can; UCX's active-message
+//                            pipeline where none can, as on shared memory
+//                            with peer error handling). "auto" picks a
+//                            fragment pipeline there that measured 2x
+//                            slower (pstrain-bench ps, docs/BENCHMARKS.md).
 void SetProcessDefaults() {
   static const bool done = [] {
     setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
+    setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
     return true;
   }();
@@ -319,14 +327,21 @@ struct EpOwner {
   uint64_t conn_id = 0;
 };
 
-// One active message being sent; owns everything UCX reads until the send
-// completes (the header and I/O vector too: UCX 1.13 reads them until then).
+// One message being sent, shared by its parts (message_parts.h): owns the
+// bytes UCX reads until every part's send completed.
+struct OutgoingMessage {
+  std::string text;
+  std::string wire_header;
+  std::vector<ConstChunk> chunks;  // owners released when the last part is done
+};
+
+// One active message (a part of a message) being sent; owns everything UCX
+// reads until the send completes (the header and I/O vector too: UCX 1.13
+// reads them until then).
 struct SendOp {
   Engine* engine = nullptr;
   AmHeader header;
-  std::string text;
-  std::string wire_header;
-  std::vector<ConstChunk> chunks;  // owners released when the op is destroyed
+  std::shared_ptr<const OutgoingMessage> message;
   std::vector<ucp_dt_iov_t> iov;
 };
 
@@ -336,8 +351,20 @@ struct RecvOp {
   AmHeader header;
   ucp_ep_h reply_ep = nullptr;
   uint64_t server_conn_id = 0;  // requests: the connection it came on
-  std::shared_ptr<char> data;   // header.text_bytes of text, then the wire frame
+  std::shared_ptr<char> data;   // header.text_bytes of text, then (part of) the wire frame
   size_t length = 0;
+};
+
+// A whole message: its parts' data in order (one part unless the sender
+// split it); part 0 starts with `text_bytes` of text, the rest is the wire
+// frame. The header is part 0's.
+struct ReceivedMessage {
+  AmHeader header;
+  ucp_ep_h reply_ep = nullptr;
+  uint64_t server_conn_id = 0;
+  std::vector<ucx_parts::ReceivedPart> parts;
+
+  std::string text() const { return std::string(parts[0].data.get(), header.text_bytes); }
 };
 
 std::shared_ptr<char> Allocate(size_t n) {
@@ -442,6 +469,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // ---- sending and receiving ----
   void SendAm(ucp_ep_h ep, AmHeader header, std::string text, OutgoingFrame frame)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // Sends one part (an active message) of a message SendAm split.
+  void SendPart(ucp_ep_h ep, std::unique_ptr<SendOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   ucs_status_t ReceiveAm(const void* header, size_t header_length, void* data, size_t length,
                          const ucp_am_recv_param_t* param) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
@@ -451,6 +480,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // taken; empty if it can.
   std::string Malformed(const AmHeader& h, size_t length) const;
   void Received(std::unique_ptr<RecvOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // A message could not be taken (PartAssembler::Announce's refusal): a
+  // request is answered with it, an answer completes its call with it
+  // (INTERNAL where the answer was malformed).
+  void RefuseMessage(const AmHeader& h, ucp_ep_h reply_ep, const absl::Status& refusal)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void CloseEndpoint(ucp_ep_h ep, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void EndpointFailed(ucp_ep_h ep, ucs_status_t status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
 
@@ -459,7 +493,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void ConnectFailed(ClientConn& conn, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void Connected(ucp_ep_h ep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void SendRequest(ClientConn& conn, uint64_t call_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  void DeliverResponse(std::unique_ptr<RecvOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  void DeliverResponse(ReceivedMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   // Completes the call (if still pending) on a callback thread.
   void Complete(uint64_t call_id, absl::Status status, IncomingFrame frame = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
@@ -469,7 +503,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   // ---- server ----
   void Accept(uint64_t server_id, ucp_conn_request_h request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  void DeliverRequest(std::unique_ptr<RecvOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  void DeliverRequest(ReceivedMessage message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void RejectRequest(ucp_ep_h ep, uint64_t call_id, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   Responder MakeResponder(std::shared_ptr<ServerState> state, uint64_t conn_id, uint64_t call_id);
   void ServerEndpointFailed(uint64_t conn_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
@@ -501,6 +535,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const absl::Duration spin_ = SpinFromEnvironment();
   int outstanding_ ABSL_GUARDED_BY(progress_) = 0;                        // UCX requests not completed yet
   std::unordered_map<ucp_ep_h, EpOwner> eps_ ABSL_GUARDED_BY(progress_);  // open endpoints
+  ucx_parts::PartAssembler assembler_ ABSL_GUARDED_BY(progress_){max_message_bytes_};
   std::map<uint64_t, std::unique_ptr<PendingCall>> calls_ ABSL_GUARDED_BY(progress_);
   std::multimap<absl::Time, uint64_t> deadlines_ ABSL_GUARDED_BY(progress_);  // may name completed calls
   std::map<uint64_t, ClientConn> client_conns_ ABSL_GUARDED_BY(progress_);
@@ -670,6 +705,7 @@ void Engine::ShutdownAll() {
   for (auto& [id, conn] : client_conns_) {
     if (conn.ep != nullptr) {
       eps_.erase(conn.ep);
+      assembler_.ForgetEndpoint(conn.ep);
       CloseEndpoint(conn.ep, /*force=*/true);
       conn.ep = nullptr;
     }
@@ -682,6 +718,7 @@ void Engine::ShutdownAll() {
   }
   for (auto& [id, conn] : server_conns_) {
     eps_.erase(conn.ep);
+    assembler_.ForgetEndpoint(conn.ep);
     CloseEndpoint(conn.ep, /*force=*/true);
   }
   server_conns_.clear();
@@ -768,32 +805,57 @@ void Engine::OnConnRequest(ucp_conn_request_h request, void* arg) {
 // ---------------------------------------------------------------- send/receive
 
 void Engine::SendAm(ucp_ep_h ep, AmHeader header, std::string text, OutgoingFrame frame) {
-  auto op = std::make_unique<SendOp>();
-  op->engine = this;
-  op->header = header;
-  op->header.text_bytes = static_cast<uint32_t>(text.size());
-  op->text = std::move(text);
+  auto message = std::make_shared<OutgoingMessage>();
+  header.text_bytes = static_cast<uint32_t>(text.size());
+  message->text = std::move(text);
   const bool has_frame = header.kind == static_cast<uint16_t>(Kind::kRequest) ||
                          (header.kind == static_cast<uint16_t>(Kind::kResponse) && header.status_code == 0);
-  if (has_frame) op->wire_header = EncodeWireHeader(frame.header);
-  op->chunks = std::move(frame.chunks);
-  auto add = [&op](const void* data, size_t size) {
-    if (size > 0) op->iov.push_back(ucp_dt_iov_t{const_cast<void*>(data), size});
+  if (has_frame) message->wire_header = EncodeWireHeader(frame.header);
+  message->chunks = std::move(frame.chunks);
+  std::vector<ucp_dt_iov_t> pieces;
+  auto add = [&pieces](const void* data, size_t size) {
+    if (size > 0) pieces.push_back(ucp_dt_iov_t{const_cast<void*>(data), size});
   };
-  add(op->text.data(), op->text.size());
-  add(op->wire_header.data(), op->wire_header.size());
-  for (const ConstChunk& chunk : op->chunks) add(chunk.data, chunk.size);
+  add(message->text.data(), message->text.size());
+  add(message->wire_header.data(), message->wire_header.size());
+  for (const ConstChunk& chunk : message->chunks) add(chunk.data, chunk.size);
+  std::vector<size_t> sizes;
+  for (const ucp_dt_iov_t& piece : pieces) sizes.push_back(piece.length);
+  const std::vector<ucx_parts::PartSpan> spans = ucx_parts::SplitIntoParts(sizes);
+  header.parts = static_cast<uint32_t>(spans.size());
+  for (size_t p = 0; p < spans.size(); ++p) {
+    auto op = std::make_unique<SendOp>();
+    op->engine = this;
+    op->header = header;
+    op->header.part = static_cast<uint32_t>(p);
+    if (p > 0) op->header.text_bytes = 0;  // the text starts part 0
+    op->message = message;
+    op->iov.assign(pieces.begin() + spans[p].first, pieces.begin() + spans[p].first + spans[p].count);
+    SendPart(ep, std::move(op));
+  }
+}
 
+void Engine::SendPart(ucp_ep_h ep, std::unique_ptr<SendOp> op) {
   ucp_request_param_t param{};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
   param.cb.send = &Engine::OnSendDone;
   param.user_data = op.get();
-  // An I/O vector of the pieces; no data at all (hello) is an empty contiguous buffer.
-  param.datatype = op->iov.empty() ? ucp_dt_make_contig(1) : static_cast<ucp_datatype_t>(UCP_DATATYPE_IOV);
   param.flags = UCP_AM_SEND_FLAG_REPLY;  // the receiver learns its endpoint to us
-  const void* data = op->iov.empty() ? nullptr : op->iov.data();
-  void* request = ucp_am_send_nbx(ep, ucx_wire::kAmId, &op->header, sizeof(AmHeader), data, op->iov.size(), &param);
+  const void* data = nullptr;
+  size_t count = 0;
+  if (op->iov.size() == 1) {
+    // One contiguous buffer: UCX can move it zero-copy by rendezvous.
+    param.datatype = ucp_dt_make_contig(1);
+    data = op->iov[0].buffer;
+    count = op->iov[0].length;
+  } else {
+    // An I/O vector of the pieces; no data at all (hello) is an empty contiguous buffer.
+    param.datatype = op->iov.empty() ? ucp_dt_make_contig(1) : static_cast<ucp_datatype_t>(UCP_DATATYPE_IOV);
+    data = op->iov.empty() ? nullptr : op->iov.data();
+    count = op->iov.size();
+  }
+  void* request = ucp_am_send_nbx(ep, ucx_wire::kAmId, &op->header, sizeof(AmHeader), data, count, &param);
   if (request == nullptr) {
     SendFinished(std::move(op), UCS_OK);
   } else if (UCS_PTR_IS_ERR(request)) {
@@ -812,7 +874,7 @@ void Engine::SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) {
     if (it != calls_.end()) {
       auto conn = client_conns_.find(it->second->conn_id);
       const std::string address = conn == client_conns_.end() ? std::string("?") : conn->second.address;
-      Complete(op->header.call_id, absl::UnavailableError(absl::StrCat("ucx: sending ", op->text, " to ", address,
+      Complete(op->header.call_id, absl::UnavailableError(absl::StrCat("ucx: sending ", op->message->text, " to ", address,
                                                                        " failed: ", UcsText(status))));
     }
   } else if (status != UCS_OK) {
@@ -828,7 +890,9 @@ std::string Engine::Malformed(const AmHeader& h, size_t length) const {
     return absl::StrCat("unknown message kind ", h.kind);
   }
   if (h.text_bytes > length) return absl::StrCat("text of ", h.text_bytes, " bytes in ", length, " bytes of data");
-  if (h.kind == static_cast<uint16_t>(Kind::kRequest) && (h.text_bytes == 0 || h.call_id == 0)) {
+  if (h.parts == 0 || h.part >= h.parts) return absl::StrCat("part ", h.part, " of a message of ", h.parts, " parts");
+  if (h.part > 0 && h.text_bytes > 0) return absl::StrCat("text in part ", h.part, " (only part 0 has text)");
+  if (h.kind == static_cast<uint16_t>(Kind::kRequest) && (h.call_id == 0 || (h.part == 0 && h.text_bytes == 0))) {
     return "request without a method or call id";
   }
   return "";
@@ -888,7 +952,11 @@ ucs_status_t Engine::ReceiveAm(const void* header, size_t header_length, void* d
 
 ucs_status_t Engine::ReceiveData(const AmHeader& h, ucp_ep_h reply_ep, void* data, size_t length, bool rndv) {
   const bool request = h.kind == static_cast<uint16_t>(Kind::kRequest);
-  if (!request && calls_.count(h.call_id) == 0) return UCS_OK;  // late answer: its call completed
+  const ucx_parts::MessageKey key{reply_ep, h.kind, h.call_id};
+  if (!request && calls_.count(h.call_id) == 0) {
+    if (h.parts > 1) assembler_.Forget(key);  // parts that arrived before it completed
+    return UCS_OK;                            // late answer: its call completed
+  }
   uint64_t server_conn_id = 0;
   if (request) {
     auto owner = eps_.find(reply_ep);
@@ -898,7 +966,18 @@ ucs_status_t Engine::ReceiveData(const AmHeader& h, ucp_ep_h reply_ep, void* dat
     }
     server_conn_id = owner->second.conn_id;
   }
-  if (static_cast<int64_t>(length) > max_message_bytes_) {
+  if (h.parts > 1) {
+    bool quiet = false;
+    if (absl::Status refusal = assembler_.Announce(key, h.part, h.parts, length, &quiet); !refusal.ok()) {
+      if (!quiet) {
+        Defer([this, h, reply_ep, refusal] {
+          progress_.AssertHeld();
+          RefuseMessage(h, reply_ep, refusal);
+        });
+      }
+      return UCS_OK;  // a rendezvous descriptor is dropped with it
+    }
+  } else if (static_cast<int64_t>(length) > max_message_bytes_) {
     absl::Status too_big = absl::ResourceExhaustedError(absl::StrCat(
         "ucx: received a message of ", length, " bytes, larger than max_message_bytes ", max_message_bytes_));
     Defer([this, request, reply_ep, call_id = h.call_id, too_big] {
@@ -956,19 +1035,51 @@ ucs_status_t Engine::ReceiveData(const AmHeader& h, ucp_ep_h reply_ep, void* dat
 }
 
 void Engine::Received(std::unique_ptr<RecvOp> op) {
-  if (op->header.kind == static_cast<uint16_t>(Kind::kRequest)) {
-    DeliverRequest(std::move(op));
+  ReceivedMessage message;
+  message.header = op->header;
+  message.reply_ep = op->reply_ep;
+  message.server_conn_id = op->server_conn_id;
+  ucx_parts::ReceivedPart part{std::move(op->data), op->length, op->header.text_bytes};
+  if (op->header.parts > 1) {
+    const ucx_parts::MessageKey key{op->reply_ep, op->header.kind, op->header.call_id};
+    message.parts = assembler_.Complete(key, op->header.part, std::move(part));
+    if (message.parts.empty()) return;  // more to come, or refused meanwhile
+    message.header.text_bytes = message.parts[0].text_bytes;  // the text starts part 0
   } else {
-    DeliverResponse(std::move(op));
+    message.parts.push_back(std::move(part));
+  }
+  if (message.header.kind == static_cast<uint16_t>(Kind::kRequest)) {
+    DeliverRequest(std::move(message));
+  } else {
+    DeliverResponse(std::move(message));
   }
 }
 
-// The wire frame that follows the text in `op`'s data.
-absl::StatusOr<IncomingFrame> FrameOf(const RecvOp& op) {
-  const size_t text = op.header.text_bytes;
+void Engine::RefuseMessage(const AmHeader& h, ucp_ep_h reply_ep, const absl::Status& refusal) {
+  const bool request = h.kind == static_cast<uint16_t>(Kind::kRequest);
+  absl::Status status = refusal;
+  if (refusal.code() == absl::StatusCode::kInvalidArgument) {
+    LOG_EVERY_N(WARNING, 100) << "ucx: malformed message: " << refusal.message();
+    status = request ? absl::InvalidArgumentError(absl::StrCat("ucx: malformed request: ", refusal.message()))
+                     : absl::InternalError(absl::StrCat("ucx: malformed answer: ", refusal.message()));
+  }
+  if (request) {
+    RejectRequest(reply_ep, h.call_id, status);
+  } else {
+    Complete(h.call_id, status);
+  }
+}
+
+// The wire frame that follows the text in `message`'s parts.
+absl::StatusOr<IncomingFrame> FrameOf(const ReceivedMessage& message) {
   std::vector<IncomingFrame::Piece> pieces;
-  if (op.length > text) pieces.push_back({op.data.get() + text, op.length - text});
-  return IncomingFrame::FromWire(std::move(pieces), op.data);
+  for (size_t p = 0; p < message.parts.size(); ++p) {
+    const ucx_parts::ReceivedPart& part = message.parts[p];
+    const size_t skip = p == 0 ? message.header.text_bytes : 0;
+    if (part.length > skip) pieces.push_back({part.data.get() + skip, part.length - skip});
+  }
+  auto keepalive = std::make_shared<std::vector<ucx_parts::ReceivedPart>>(message.parts);
+  return IncomingFrame::FromWire(std::move(pieces), std::move(keepalive));
 }
 
 void Engine::CloseEndpoint(ucp_ep_h ep, bool force) {
@@ -991,6 +1102,7 @@ void Engine::EndpointFailed(ucp_ep_h ep, ucs_status_t status) {
   if (it == eps_.end()) return;  // closed by us meanwhile
   const EpOwner owner = it->second;
   eps_.erase(it);
+  assembler_.ForgetEndpoint(ep);
   CloseEndpoint(ep, /*force=*/true);
   if (owner.client) {
     ClientEndpointFailed(owner.conn_id, status);
@@ -1109,23 +1221,23 @@ void Engine::SendRequest(ClientConn& conn, uint64_t call_id) {
   SendAm(conn.ep, header, call.method, std::move(call.request));
 }
 
-void Engine::DeliverResponse(std::unique_ptr<RecvOp> op) {
-  const uint64_t call_id = op->header.call_id;
+void Engine::DeliverResponse(ReceivedMessage message) {
+  const uint64_t call_id = message.header.call_id;
   auto it = calls_.find(call_id);
   if (it == calls_.end()) return;  // completed meanwhile (deadline)
   const ClientConn& conn = client_conns_.at(it->second->conn_id);
-  if (conn.ep != op->reply_ep) {
+  if (conn.ep != message.reply_ep) {
     LOG_EVERY_N(WARNING, 100) << "ucx: dropped an answer to call " << call_id << " that came from another endpoint";
     return;
   }
-  const int code = op->header.status_code;
+  const int code = message.header.status_code;
   if (code != 0) {
     const bool known = code > 0 && code <= static_cast<int>(absl::StatusCode::kUnauthenticated);
-    std::string message(op->data.get(), op->header.text_bytes);
-    Complete(call_id, absl::Status(known ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown, message));
+    Complete(call_id,
+             absl::Status(known ? static_cast<absl::StatusCode>(code) : absl::StatusCode::kUnknown, message.text()));
     return;
   }
-  absl::StatusOr<IncomingFrame> frame = FrameOf(*op);
+  absl::StatusOr<IncomingFrame> frame = FrameOf(message);
   if (!frame.ok()) {
     Complete(call_id, absl::InternalError(
                           absl::StrCat("ucx: malformed answer from ", conn.address, ": ", frame.status().message())));
@@ -1200,6 +1312,7 @@ void Engine::CloseClientConn(uint64_t conn_id) {
   }
   if (conn.ep != nullptr) {
     eps_.erase(conn.ep);
+    assembler_.ForgetEndpoint(conn.ep);
     CloseEndpoint(conn.ep, /*force=*/false);
   }
   client_conns_.erase(it);
@@ -1280,16 +1393,16 @@ void Engine::RejectRequest(ucp_ep_h ep, uint64_t call_id, absl::Status status) {
   SendAm(ep, header, std::string(status.message()), {});
 }
 
-void Engine::DeliverRequest(std::unique_ptr<RecvOp> op) {
-  const uint64_t conn_id = op->server_conn_id;
+void Engine::DeliverRequest(ReceivedMessage message) {
+  const uint64_t conn_id = message.server_conn_id;
   auto conn = server_conns_.find(conn_id);
   if (conn == server_conns_.end()) return;  // the client went away meanwhile
   std::shared_ptr<ServerState> state = servers_.at(conn->second.server_id).state;
-  const uint64_t call_id = op->header.call_id;
-  std::string method(op->data.get(), op->header.text_bytes);
-  absl::StatusOr<IncomingFrame> frame = FrameOf(*op);
+  const uint64_t call_id = message.header.call_id;
+  std::string method = message.text();
+  absl::StatusOr<IncomingFrame> frame = FrameOf(message);
   if (!frame.ok()) {
-    RejectRequest(op->reply_ep, call_id,
+    RejectRequest(message.reply_ep, call_id,
                   absl::InvalidArgumentError(absl::StrCat("ucx: malformed request for ", method, " on ", state->address,
                                                           ": ", frame.status().message())));
     return;
@@ -1301,7 +1414,7 @@ void Engine::DeliverRequest(std::unique_ptr<RecvOp> op) {
     if (accepting) ++state->unanswered;
   }
   if (!accepting) {
-    RejectRequest(op->reply_ep, call_id,
+    RejectRequest(message.reply_ep, call_id,
                   absl::UnavailableError(absl::StrCat("ucx: the server at ", state->address, " is shutting down")));
     return;
   }
@@ -1405,6 +1518,7 @@ void Engine::CloseServerConns(uint64_t server_id) {
     auto conn = server_conns_.find(conn_id);
     if (conn == server_conns_.end()) continue;
     eps_.erase(conn->second.ep);
+    assembler_.ForgetEndpoint(conn->second.ep);
     CloseEndpoint(conn->second.ep, /*force=*/false);  // answers already queued go out first
     server_conns_.erase(conn);
   }

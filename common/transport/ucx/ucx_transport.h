@@ -19,18 +19,22 @@
 // threads of your own, never from a handler or callback; channels and
 // servers may outlive the transport (their calls then fail UNAVAILABLE).
 //
-// Wire. Each message is one active message (ucp_am_send_nbx, AM id
-// ucx_wire::kAmId): a fixed 24-byte AM header (ucx_wire::AmHeader: kind, call
-// id, status code, length of the text) and, as data, the text (the method of
-// a request, the status message of an error response) followed by the wire
-// frame (EncodeWireHeader(header), then the payload). The data is handed to
-// UCX as an I/O vector (UCP_DATATYPE_IOV) whose entries point at the frame's
-// chunks, so tensors are not copied by pstrain on the way out; each chunk's
-// owner is released once UCX reports the send complete or failed. UCX sends a
+// Wire. Each message is one or more active messages (ucp_am_send_nbx, AM id
+// ucx_wire::kAmId), each with a fixed 32-byte AM header (ucx_wire::AmHeader:
+// kind, call id, status code, length of the text, part index and count). The
+// data, over all parts in order, is the text (the method of a request, the
+// status message of an error response) followed by the wire frame
+// (EncodeWireHeader(header), then the payload). Every chunk of at least 256
+// KiB is a part of its own, sent from its contiguous buffer so that UCX can
+// move it zero-copy; the pieces between them are parts handed to UCX as I/O
+// vectors (UCP_DATATYPE_IOV) (message_parts.h). Tensors are not copied by
+// pstrain on the way out; each chunk's owner is released once UCX reports
+// every part's send complete or failed. The receiver keeps each part in its
+// own buffer; the frame's payload pieces are those buffers. UCX sends a
 // message below its rendezvous threshold eagerly (the bytes travel with the
 // AM; the receiver copies them out of UCX's buffer in the AM callback); a
 // larger one by rendezvous: only a descriptor arrives, the receiver allocates
-// the whole frame and pulls it with ucp_am_recv_data_nbx, which UCX carries
+// the part and pulls it with ucp_am_recv_data_nbx, which UCX carries
 // out zero-copy where the transport can (RDMA read/write on InfiniBand/RoCE,
 // cross-memory attach within a host, a pipeline over TCP). A client first
 // exchanges a hello with the server on each new endpoint, so it knows when
@@ -70,6 +74,8 @@
 //   UCX_MM_ERROR_HANDLING=y     shared memory between processes of one host
 //   UCX_TCP_CM_REUSEADDR=y      a server restarted on its fixed port can bind
 //                               it while old connections are in TIME_WAIT
+//   UCX_RNDV_SCHEME=get_zcopy   large parts are read by the receiver (RDMA
+//                               read; an AM pipeline where no lane can read)
 // Sanitizer builds: UCX's memory hooks crash under AddressSanitizer and
 // ThreadSanitizer, and UCX reads their setting once, when its library is
 // loaded. Such a build must be started with UCX_MEM_MMAP_HOOK_MODE=none
@@ -105,7 +111,7 @@ namespace ucx_wire {
 // The AM id of every pstrain message.
 inline constexpr unsigned kAmId = 23;
 inline constexpr uint32_t kMagic = 0x50535458;  // "PSTX"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;
 
 enum class Kind : uint16_t {
   kHello = 1,     // client -> server on a new endpoint; no data
@@ -121,9 +127,11 @@ struct AmHeader {
   uint16_t kind = 0;        // a Kind
   uint64_t call_id = 0;     // chosen by the client, echoed by the response
   int32_t status_code = 0;  // responses: an absl::StatusCode
-  uint32_t text_bytes = 0;  // length of the text that starts the data
+  uint32_t text_bytes = 0;  // length of the text that starts the data (part 0 only)
+  uint32_t part = 0;        // this message's index among the parts of one frame
+  uint32_t parts = 1;       // how many active messages carry the frame (message_parts.h)
 };
-static_assert(sizeof(AmHeader) == 24, "AmHeader is part of the wire format");
+static_assert(sizeof(AmHeader) == 32, "AmHeader is part of the wire format");
 
 }  // namespace ucx_wire
 }  // namespace pstrain
