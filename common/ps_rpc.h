@@ -14,7 +14,8 @@ inline constexpr std::string_view kPush = "Push";
 inline constexpr std::string_view kHeartbeat = "Heartbeat";
 inline constexpr std::string_view kDone = "Done";
 inline constexpr std::string_view kStats = "Stats";
+inline constexpr std::string_view kCheckpoint = "Checkpoint";
 
-inline constexpr std::array<std::string_view, 6> kAll = {kInit, kPull, kPush, kHeartbeat, kDone, kStats};
+inline constexpr std::array<std::string_view, 7> kAll = {kInit, kPull, kPush, kHeartbeat, kDone, kStats, kCheckpoint};
 
 }  // namespace pstrain::ps_rpc

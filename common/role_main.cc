@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/allocator_tuning.h"
 #include "common/config/config_loader.h"
+#include "common/durable_file.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -20,6 +21,12 @@ DEFINE_string(worker_hosts, "", "comma-separated host:port of every worker (over
 DEFINE_string(run_dir, "",
               "directory for result.json and other outputs (created if missing); default "
               "runs/<experiment>-<YYYYmmdd-HHMMSS>");
+DEFINE_string(restore, "",
+              "worker 0: resume from this checkpoint directory (<checkpoint.dir>/ckpt-<step>) instead of the newest "
+              "valid one in checkpoint.dir (sets checkpoint.restore)");
+DEFINE_int32(metrics_port, -1,
+             "this process's /metrics and /healthz HTTP port (0: none); default: the config's metrics_port plus the "
+             "role's offset");
 DEFINE_bool(check_config, false, "validate the config as this role would, print 'config ok', exit; start nothing");
 
 namespace pstrain {
@@ -70,14 +77,38 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
     fail(message);
   }
   setup.role = *role;
+  if (!FLAGS_restore.empty()) setup.config.mutable_checkpoint()->set_restore(FLAGS_restore);
   // A PS links no data sources, so it does not insist on the data files.
   if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) {
     fail(std::string(s.message()));
+  }
+  // The chief writes checkpoints and summaries: a directory it cannot write
+  // is a config matter, refused before anything starts.
+  if (setup.role.kind == RoleKind::kWorker && setup.role.index == 0) {
+    for (const auto& [field, dir] :
+         {std::pair<std::string, std::string>("checkpoint.dir", setup.config.checkpoint().dir()),
+          {"summaries.dir", setup.config.summaries().dir()}}) {
+      if (dir.empty()) continue;
+      if (absl::Status s = EnsureWritableDirectory(dir, field); !s.ok())
+        fail(FLAGS_config + ": " + std::string(s.message()));
+    }
   }
   if (FLAGS_check_config) {
     setup.check_only = true;
     std::cout << "config ok: " << FLAGS_config << " (" << RoleToString(setup.role) << ")" << std::endl;
     return setup;
+  }
+  if (FLAGS_metrics_port > 65535) fail(absl::StrCat("--metrics_port ", FLAGS_metrics_port, ": not a port"));
+  if (FLAGS_metrics_port >= 0) {
+    setup.metrics_port = FLAGS_metrics_port;
+  } else if (setup.config.metrics_port() > 0) {
+    const int offset =
+        setup.role.kind == RoleKind::kPs ? setup.role.index : setup.config.cluster().ps_hosts_size() + setup.role.index;
+    setup.metrics_port = setup.config.metrics_port() + offset;
+    if (setup.metrics_port > 65535) {
+      fail(absl::StrCat(FLAGS_config, ": metrics_port ", setup.config.metrics_port(), " + this role's offset ", offset,
+                        " is past 65535"));
+    }
   }
   setup.run_dir = FLAGS_run_dir;
   if (setup.run_dir.empty()) {
@@ -88,6 +119,17 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
     if (ec) fail("cannot create --run_dir " + setup.run_dir + ": " + ec.message());
   }
   return setup;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsEndpoint(const RoleSetup& setup,
+                                                                        const MetricRegistry* registry) {
+  if (setup.metrics_port == 0) return std::unique_ptr<MetricsHttpServer>();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
+      MetricsHttpServer::Start("0.0.0.0", setup.metrics_port, registry, [] { return absl::OkStatus(); });
+  if (server.ok()) {
+    LOG(INFO) << RoleToString(setup.role) << ": /metrics and /healthz on port " << (*server)->port();
+  }
+  return server;
 }
 
 }  // namespace pstrain

@@ -4,16 +4,20 @@
 //
 // Flags: --config=FILE (required), --index=N, --job_name, --task_index,
 // --ps_hosts, --worker_hosts (comma-separated host:port), --run_dir,
-// --check_config (validate everything this role would, print "config ok:
+// --metrics_port, --restore, --check_config (validate everything this role would, print "config ok:
 // <file> (<role>)" and then what launching it needs, one "needs: <what>" line
 // each (today "needs: mpirun" when the workers must be the ranks of one
 // mpirun), and exit 0; or print the error and exit 2; start nothing: what
 // pstrain-launch asks of every role before it starts any).
 #pragma once
 
+#include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "common/config/cluster.h"
+#include "common/telemetry/http_server.h"
+#include "common/telemetry/metric_registry.h"
 #include "proto/config.pb.h"
 
 namespace pstrain {
@@ -27,7 +31,17 @@ struct RoleSetup {
   // --check_config: the config passed; the binary prints what launching it
   // needs and exits 0 instead of running.
   bool check_only = false;
+  // This process's /metrics and /healthz port: --metrics_port, else the
+  // config's metrics_port plus this role's offset (PS i: i; worker i:
+  // num_ps + i); 0: none.
+  int metrics_port = 0;
 };
+
+// Serves `registry` at /metrics and a /healthz answering OK on
+// 0.0.0.0:setup.metrics_port; null when the port is 0. An error names the
+// port ("metrics_port 9100: address already in use").
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsEndpoint(const RoleSetup& setup,
+                                                                        const MetricRegistry* registry);
 
 // Parses flags (gflags) and sets up logging. On a bad config or bad flags it
 // prints one message naming what was wrong and exits with code 2.

@@ -20,7 +20,15 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << transport.status().message() << std::endl;
     return kExitBadConfig;
   }
-  absl::Status status = RunParameterServer(setup.config, setup.role.index, transport->get());
+  MetricRegistry metrics;
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> endpoint = StartMetricsEndpoint(setup, &metrics);
+  if (!endpoint.ok()) {
+    std::cerr << "error: " << endpoint.status().message() << std::endl;
+    return kExitBadConfig;
+  }
+  PsRunOptions options;
+  options.metrics = &metrics;
+  absl::Status status = RunParameterServer(setup.config, setup.role.index, transport->get(), options);
   if (!status.ok()) {
     std::cerr << "pstrain-ps " << setup.role.index << ": " << status.message() << std::endl;
     return kExitFailure;

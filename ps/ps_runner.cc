@@ -7,6 +7,7 @@
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "ps/ps_metrics.h"
 #include "ps/ps_service.h"
 #include "ps/shard.h"
 
@@ -39,6 +40,10 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   shard_options.timeouts = config.timeouts();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsShard> shard, PsShard::Create(shard_options));
   PsService service(shard.get());
+  std::unique_ptr<PsMetrics> metrics;
+  if (options.metrics != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(metrics, PsMetrics::Register(options.metrics, shard_index));
+  }
 
   std::string address = options.listen_address;
   if (address.empty()) {
@@ -51,6 +56,7 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
 
   absl::Status result;
   while (true) {
+    if (metrics != nullptr) metrics->Update(shard->Stats());
     if (options.cancel != nullptr && options.cancel->load()) {
       result = absl::CancelledError("PS cancelled");
       break;
@@ -75,6 +81,7 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
                   : absl::UnavailableError(absl::StrCat("PS shard ", shard_index, " stopped: ", result.message())));
   StatsResponse stats = shard->Stats();
   LogLoad(stats.load());
+  if (metrics != nullptr) metrics->Update(stats);
   if (options.final_stats != nullptr) *options.final_stats = stats;
   server->Shutdown(absl::Seconds(2));
   return result;

@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "absl/status/status.h"
+#include "common/telemetry/metric_registry.h"
 #include "common/transport/transport.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
@@ -22,6 +23,8 @@ struct PsRunOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Filled with the shard's final statistics.
   StatsResponse* final_stats = nullptr;
+  // When set, the shard's load is kept current here (ps/ps_metrics.h).
+  MetricRegistry* metrics = nullptr;
 };
 
 absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index, Transport* transport,

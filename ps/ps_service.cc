@@ -44,6 +44,12 @@ void PsService::Handle(std::string_view method, IncomingFrame frame, Responder r
   } else if (method == ps_rpc::kDone) {
     DoneRequest request;
     if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Done(request), DoneResponse());
+  } else if (method == ps_rpc::kCheckpoint) {
+    CheckpointRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) {
+      absl::StatusOr<CheckpointResponse> response = shard_->Checkpoint(request);
+      Reply(respond, response.status(), response.ok() ? *response : CheckpointResponse());
+    }
   } else if (method == ps_rpc::kStats) {
     Reply(respond, absl::OkStatus(), shard_->Stats());
   } else {

@@ -10,6 +10,7 @@
 #include "common/tensor.h"
 #include "glog/logging.h"
 #include "ps/push_decoder.h"
+#include "ps/shard_checkpoint.h"
 
 namespace pstrain {
 namespace {
@@ -154,6 +155,16 @@ absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame
     var->consistency = policy_->NewState(*var);
     variables[var->name] = std::move(var);
   }
+  if (request.has_restore()) {
+    const ShardRestore& restore = request.restore();
+    PSTRAIN_RETURN_IF_ERROR(LoadShardCheckpoint(restore, options_.shard_index, options_.optimizer.name(), variables));
+    resumed_step_ = restore.step();
+    // Every worker resumes at the checkpoint's step.
+    progress_.completed_steps.assign(options_.num_workers, restore.step());
+    last_step_.assign(options_.num_workers, restore.step() - 1);
+    LOG(INFO) << "shard " << options_.shard_index << ": restored " << variables.size() << " variables from "
+              << restore.path() << " (step " << restore.step() << ")";
+  }
   variables_ = std::move(variables);
   updater_.emplace(std::move(optimizer), std::move(schedule));
   bytes_in_ += declared;
@@ -204,6 +215,7 @@ absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& requ
       response->chunks.push_back({encoded->data(), encoded->size(), encoded});
     }
   }
+  header.set_resumed_step(resumed_step_);
   header.SerializeToString(&response->header);
   bytes_out_ += response->payload_bytes();
   return PullState::kReady;
@@ -381,6 +393,23 @@ absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
   }
   if (request.finished_pushing() && !departed_[request.worker()].exchange(true)) OnDeparted(request.worker());
   return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointResponse> PsShard::Checkpoint(const CheckpointRequest& request) {
+  PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "checkpoint"));
+  if (!initialized_.load()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint: shard ", options_.shard_index, " has no variables yet (no Init)"));
+  }
+  if (request.path().empty()) return absl::InvalidArgumentError("checkpoint: empty path");
+  const absl::Time start = absl::Now();
+  PSTRAIN_ASSIGN_OR_RETURN(CheckpointResponse response,
+                           WriteShardCheckpoint(request.path(), options_.shard_index, request.step(),
+                                                options_.optimizer.name(), variables_));
+  LOG(INFO) << "shard " << options_.shard_index << ": checkpoint of step " << request.step() << " written to "
+            << request.path() << " (" << response.bytes() << " bytes in " << absl::FormatDuration(absl::Now() - start)
+            << ")";
+  return response;
 }
 
 absl::Status PsShard::Done(const DoneRequest& request) {

@@ -63,6 +63,9 @@ class PsShard {
   absl::Status Push(const PushRequest& request, IncomingFrame& payload, PushResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Heartbeat(const HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes this shard's variables, optimizer slots and versions to
+  // request.path (ps/shard_checkpoint.h). FAILED_PRECONDITION before Init.
+  absl::StatusOr<CheckpointResponse> Checkpoint(const CheckpointRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Done(const DoneRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   StatsResponse Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -120,6 +123,8 @@ class PsShard {
   std::atomic<bool> initialized_{false};
   std::optional<VariableUpdater> updater_;
   std::map<std::string, std::unique_ptr<ShardVariable>> variables_;
+  // The checkpoint step Init restored (0: a fresh start); pulls report it.
+  int64_t resumed_step_ = 0;
 
   // Acquired before any variable's lock.
   mutable absl::Mutex mu_;

@@ -100,7 +100,7 @@ stage_tsan() {
         -DPSTRAIN_ABSL_SOURCE_DIR="$absl" > /dev/null
   # The tests labelled "concurrent" (tests/*/CMakeLists.txt).
   local tests=(transport_test ucx_transport_test ps_test worker_cluster_test ssp_test fusion_test kv_store_test
-               gloo_collective_test hierarchical_test)
+               gloo_collective_test hierarchical_test checkpoint_test summaries_test metrics_http_test)
   cmake --build "$dir" -j"$JOBS" --target sanitizer_canary "${tests[@]}"
   say "tsan: built ($(elapsed "$start"))"
   # Lock order is absl's to check (tests/util/test_main.cc); TSan's own

@@ -150,7 +150,11 @@ std::vector<PsClient::ShardCall> PsClient::CallsToEveryShard(const google::proto
   return calls;
 }
 
-absl::Status PsClient::Init(int64_t total_steps) {
+absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>* restore) {
+  if (restore != nullptr && static_cast<int>(restore->size()) != num_shards()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init: ", restore->size(), " checkpoint files for ", num_shards(), " shards"));
+  }
   // One call per shard: a shard installs all its variables at once.
   std::vector<ShardCall> calls(num_shards());
   for (int s = 0; s < num_shards(); ++s) {
@@ -158,6 +162,7 @@ absl::Status PsClient::Init(int64_t total_steps) {
     InitRequest header;
     header.set_worker(worker_);
     header.set_total_steps(total_steps);
+    if (restore != nullptr) *header.mutable_restore() = (*restore)[s];
     for (int i : shard_parts_[s]) {
       const VariablePart& part = parts_[i];
       DescribePart(part, header.add_tensors());
@@ -169,6 +174,31 @@ absl::Status PsClient::Init(int64_t total_steps) {
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().startup_seconds());
   options.wait_for_ready = true;
   return FanOut(ps_rpc::kInit, calls, options);
+}
+
+absl::StatusOr<std::vector<CheckpointResponse>> PsClient::Checkpoint(int64_t step,
+                                                                     const std::vector<std::string>& paths) {
+  if (static_cast<int>(paths.size()) != num_shards()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint: ", paths.size(), " paths for ", num_shards(), " shards"));
+  }
+  std::vector<ShardCall> calls(num_shards());
+  for (int s = 0; s < num_shards(); ++s) {
+    calls[s].shard = s;
+    CheckpointRequest header;
+    header.set_worker(worker_);
+    header.set_step(step);
+    header.set_path(paths[s]);
+    header.SerializeToString(&calls[s].request.header);
+  }
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kCheckpoint, calls, RpcOptions()));
+  std::vector<CheckpointResponse> responses(num_shards());
+  for (int s = 0; s < num_shards(); ++s) {
+    if (!calls[s].response.ParseHeader(&responses[s])) {
+      return absl::InternalError(absl::StrCat("checkpoint: malformed answer from shard ", s));
+    }
+  }
+  return responses;
 }
 
 absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,
@@ -198,6 +228,7 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
     const int s = batches_[b].shard;
     PullResponse header;
     if (!calls[b].response.ParseHeader(&header)) return absl::InternalError("pull: malformed response header");
+    resumed_step_ = header.resumed_step();
     if (header.tensors_size() != static_cast<int>(batches_[b].parts.size())) {
       return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header.tensors_size(), " tensors"));
     }

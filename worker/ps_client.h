@@ -35,8 +35,10 @@ class PsClient {
                                                           Transport* transport, std::vector<Variable>* variables,
                                                           std::vector<VariablePart> parts);
 
-  // Chief only: installs the variables' current values on every shard.
-  absl::Status Init(int64_t total_steps);
+  // Chief only: installs the variables' current values on every shard; with
+  // `restore` (one per shard), each shard takes its state from that
+  // checkpoint file instead.
+  absl::Status Init(int64_t total_steps, const std::vector<ShardRestore>* restore = nullptr);
   // Fills every variable's value once each has at least `min_version`
   // updates; returns the smallest version received. `timeout` bounds the wait
   // (the PS answers with what it is waiting for when it expires).
@@ -54,6 +56,14 @@ class PsClient {
   std::vector<int> BatchVariables(int batch) const;
   void PushBatchAsync(int batch, int64_t step, int64_t local_step,
                       std::function<void(absl::Status status, int dropped)> done);
+  // Chief only: every shard writes its state at `step` to paths[shard];
+  // returns each shard's answer (file size and CRC32C), in shard order.
+  absl::StatusOr<std::vector<CheckpointResponse>> Checkpoint(int64_t step, const std::vector<std::string>& paths);
+  // The step the shards resumed from (a restored checkpoint's), as the last
+  // pull reported it; 0 on a fresh start.
+  int64_t resumed_step() const { return resumed_step_; }
+  // Where each variable part lives (the manifest of a checkpoint lists them).
+  const std::vector<VariablePart>& parts() const { return parts_; }
   // `finished_pushing`: this worker will push no more gradients.
   absl::Status Heartbeat(int64_t step, bool finished_pushing = false);
   absl::Status Done(const WorkerReport& report);
@@ -111,6 +121,7 @@ class PsClient {
   std::vector<std::string> addresses_;
   Compression compression_ = Compression::kNone;
   std::vector<std::unique_ptr<TopKEncoder>> topk_;  // per part (topk only)
+  int64_t resumed_step_ = 0;
   std::atomic<int64_t> bytes_pushed_{0};
   std::atomic<int64_t> bytes_pulled_{0};
 };

@@ -55,6 +55,9 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual absl::Status Start() = 0;
+  // The first step this worker trains (after Start): 0, or the step of the
+  // checkpoint the run resumed from.
+  virtual int64_t start_step() const { return 0; }
   virtual absl::Status BeforeStep(int64_t step) = 0;
   virtual absl::Status AfterStep(int64_t step) = 0;
   // Non-chief workers return only their own report.

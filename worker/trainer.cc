@@ -18,6 +18,8 @@
 #include "models/model.h"
 #include "worker/replica_set.h"
 #include "worker/strategy.h"
+#include "worker/training_summaries.h"
+#include "worker/worker_metrics.h"
 
 namespace pstrain {
 namespace {
@@ -117,6 +119,14 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   context.listen_address = options.listen_address;
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, CreateStrategy(context));
 
+  std::unique_ptr<WorkerMetrics> metrics;
+  if (options.metrics != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(metrics, WorkerMetrics::Register(options.metrics, worker_index));
+  }
+  std::unique_ptr<TrainingSummaries> summaries;
+  if (chief) {
+    PSTRAIN_ASSIGN_OR_RETURN(summaries, TrainingSummaries::Create(config, total_steps));
+  }
   if (chief) replicas->InitializeVariables(config.train().init_seed());
   PSTRAIN_RETURN_IF_ERROR(strategy->Start());
   PrintBanner(config, model, total_steps, worker_index, strategy->Describe());
@@ -132,7 +142,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   std::vector<GradientReadyHook> hooks;
   for (int r = 0; r < devices; ++r) hooks.push_back(strategy->HookFor(r));
 
-  for (int64_t step = 0; step < total_steps; ++step) {
+  for (int64_t step = strategy->start_step(); step < total_steps; ++step) {
     const absl::Time t0 = absl::Now();
     PSTRAIN_RETURN_IF_ERROR(strategy->BeforeStep(step));
     replicas->ForEach([&](int r) {
@@ -146,7 +156,15 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
                                               " (diverged; lower optimizer.learning_rate?)"));
     }
     PSTRAIN_RETURN_IF_ERROR(strategy->AfterStep(step));
-    throughput.RecordStep(step, absl::ToDoubleSeconds(absl::Now() - t0));
+    const double step_seconds = absl::ToDoubleSeconds(absl::Now() - t0);
+    throughput.RecordStep(step, step_seconds);
+    if (summaries) summaries->OnStep(step, loss, static_cast<int64_t>(batch) * devices, step_seconds);
+    if (metrics) {
+      WorkerReport traffic;
+      strategy->FillTraffic(&traffic);
+      metrics->OnStep(step + 1, loss, step_seconds > 0 ? batch * devices / step_seconds : 0, traffic,
+                      absl::ToDoubleSeconds(strategy->wait_time()));
+    }
     recent_losses.push_back(loss);
     if (recent_losses.size() > 10) recent_losses.pop_front();
     if ((step + 1) % config.train().display_every() == 0 || step + 1 == total_steps) {
@@ -235,6 +253,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     replicas->SyncModelValues(0);  // the final values may sit in host mirrors
     EvalResult eval = EvaluateOn(model, data.test, config.train().eval_batch_size());
     result.set_test_accuracy(eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0);
+    if (summaries) summaries->OnEvaluation(total_steps, result.test_accuracy(), eval.mean_loss);
     std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", result.test_accuracy(),
                                  eval.correct, eval.examples, eval.mean_loss)
               << std::endl;

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/metrics/result_json.h"
+#include "common/telemetry/metric_registry.h"
 #include "common/transport/transport.h"
 #include "proto/config.pb.h"
 
@@ -33,6 +34,8 @@ struct WorkerRunOptions {
   std::string listen_address;
   // Chief: receives the final parameters (model order) when non-null.
   std::vector<std::vector<float>>* final_parameters = nullptr;
+  // When set, this worker's progress is kept current here (worker_metrics.h).
+  MetricRegistry* metrics = nullptr;
 };
 
 // Returns the run's result (chief: complete, with test accuracy; others:

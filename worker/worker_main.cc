@@ -25,8 +25,15 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << transport.status().message() << std::endl;
     return kExitBadConfig;
   }
+  MetricRegistry metrics;
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> endpoint = StartMetricsEndpoint(setup, &metrics);
+  if (!endpoint.ok()) {
+    std::cerr << "error: " << endpoint.status().message() << std::endl;
+    return kExitBadConfig;
+  }
   WorkerRunOptions options;
   options.run_dir = setup.run_dir;
+  options.metrics = &metrics;
   absl::StatusOr<RunResult> result = RunWorker(setup.config, setup.role.index, transport->get(), options);
   if (!result.ok()) {
     std::cerr << "pstrain-worker " << setup.role.index << ": " << result.status().message() << std::endl;

@@ -101,6 +101,31 @@ absl::Status CheckPlacementAndDevices(const ConfigChecker& ck, const ExperimentC
                                true);
 }
 
+// Checkpoints hold the PS shards' state, so only the strategies whose
+// variables live on PS shards can write them.
+absl::Status CheckCheckpoint(const ConfigChecker& ck, const ExperimentConfig& c) {
+  const CheckpointConfig& k = c.checkpoint();
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("checkpoint.every_steps", k.every_steps()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("checkpoint.every_seconds", k.every_seconds()));
+  PSTRAIN_RETURN_IF_ERROR(ck.Positive("checkpoint.keep", k.keep()));
+  if (k.dir().empty() && (k.every_steps() > 0 || k.every_seconds() > 0)) {
+    return ck.Fail("checkpoint.dir", "a directory (checkpoint.every_steps/every_seconds ask for checkpoints)", "''");
+  }
+  const bool on_ps = c.variable_update() == "parameter_server" || c.variable_update() == "distributed_replicated";
+  if (!on_ps && !k.dir().empty()) {
+    return ck.Fail(
+        "checkpoint.dir",
+        absl::StrCat("empty with variable_update ", c.variable_update(),
+                     " (checkpoints hold the PS shards' state: parameter_server and distributed_replicated)"),
+        absl::StrCat("'", k.dir(), "'"));
+  }
+  if (!on_ps && !k.restore().empty()) {
+    return ck.Fail("checkpoint.restore", absl::StrCat("empty with variable_update ", c.variable_update()),
+                   absl::StrCat("'", k.restore(), "'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::string_view filename) {
@@ -110,6 +135,9 @@ absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::strin
   PSTRAIN_RETURN_IF_ERROR(CheckTrain(ck, config.train()));
   PSTRAIN_RETURN_IF_ERROR(CheckTimeouts(ck, config.timeouts()));
   PSTRAIN_RETURN_IF_ERROR(CheckPlacementAndDevices(ck, config));
+  PSTRAIN_RETURN_IF_ERROR(CheckCheckpoint(ck, config));
+  PSTRAIN_RETURN_IF_ERROR(ck.Positive("summaries.every_steps", config.summaries().every_steps()));
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange<long long>("metrics_port", config.metrics_port(), 0, true, 65535, true));
   for (const std::string& name : ConfigCheckRegistry().Names()) {
     PSTRAIN_ASSIGN_OR_RETURN(ConfigCheck check, ConfigCheckRegistry().Find(name));
     PSTRAIN_RETURN_IF_ERROR(check(config, ck));

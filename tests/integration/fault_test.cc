@@ -19,18 +19,6 @@ namespace {
 
 using std::chrono::seconds;
 
-// Sync, 1 PS + 2 workers, synthetic data, effectively endless: it only ends
-// by the failure under test.
-constexpr char kEndlessSync[] = R"(
-cluster: {ps_hosts: ["localhost:1"], worker_hosts: ["localhost:2", "localhost:3"]}
-model: {name: mlp, hidden_units: [16], input_shape: [1, 8, 8], num_classes: 4}
-data: {source: synthetic, synthetic_examples: 512}
-optimizer: {name: sgd, learning_rate: 0.01}
-train: {batch_size_per_device: 8, steps: 100000000, display_every: 20, evaluate: false}
-consistency: sync
-timeouts: {heartbeat_seconds: 0.5, worker_lost_seconds: 5, sync_step_seconds: 60}
-)";
-
 bool Exited(const std::optional<int>& status, int code) {
   return status && WIFEXITED(*status) && WEXITSTATUS(*status) == code;
 }
@@ -49,10 +37,10 @@ std::string TransportName(const ::testing::TestParamInfo<std::string>& info) { r
 
 class ClusterProcessTest : public ::testing::TestWithParam<std::string> {
  protected:
-  // kEndlessSync over this test's transport, written to a file.
+  // kEndlessSyncConfig over this test's transport, written to a file.
   std::string EndlessSyncConfig() {
     const std::string config = dir_ / "endless.yaml";
-    WriteFile(config, absl::StrCat(kEndlessSync, "transport: ", GetParam(), "\n"));
+    WriteFile(config, absl::StrCat(kEndlessSyncConfig, "transport: ", GetParam(), "\n"));
     return config;
   }
 

@@ -1,11 +1,10 @@
 // The ucx transport's splitting of frames into parts and their reassembly
 // (common/transport/ucx/message_parts.h), without UCX.
-#include "common/transport/ucx/message_parts.h"
-
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/transport/ucx/message_parts.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,7 +14,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-MATCHER_P2(Span, first, count, "") { return arg.first == static_cast<size_t>(first) && arg.count == static_cast<size_t>(count); }
+MATCHER_P2(Span, first, count, "") {
+  return arg.first == static_cast<size_t>(first) && arg.count == static_cast<size_t>(count);
+}
 
 TEST(SplitIntoPartsTest, SmallPiecesStayOnePart) {
   EXPECT_THAT(SplitIntoParts({4, 10, 1000}, 1024), ElementsAre(Span(0, 3)));

@@ -530,8 +530,8 @@ TEST(UcxTransportTest, LargeAndSmallChunksInterleavedCrossInOrder) {
   OutgoingFrame request;
   request.header = "interleaved";
   int seed = 1;
-  for (size_t size : {size_t{5}, size_t{1} << 20, size_t{3}, size_t{7}, size_t{300} << 10, size_t{2} << 20,
-                      size_t{11}}) {
+  for (size_t size :
+       {size_t{5}, size_t{1} << 20, size_t{3}, size_t{7}, size_t{300} << 10, size_t{2} << 20, size_t{11}}) {
     std::string bytes = Bytes(size, seed++);
     expected += bytes;
     request.chunks.push_back(OwnedChunk(std::move(bytes)));

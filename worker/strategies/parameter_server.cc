@@ -1,5 +1,8 @@
 #include "worker/strategies/parameter_server.h"
 
+#include <iostream>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/placement.h"
@@ -58,10 +61,32 @@ void ParameterServerStrategy::FillTraffic(WorkerReport* report) const {
 absl::Status ParameterServerStrategy::Start() {
   const ExperimentConfig& config = *context_.config;
   if (context_.worker_index == 0) {
-    PSTRAIN_RETURN_IF_ERROR(client_->Init(context_.total_steps));
+    PSTRAIN_ASSIGN_OR_RETURN(checkpoints_, CheckpointManager::Create(config, client_->parts(), client_->num_shards()));
+    std::optional<RestorePoint> restore;
+    if (checkpoints_ != nullptr) {
+      PSTRAIN_ASSIGN_OR_RETURN(restore, checkpoints_->FindRestorePoint());
+    }
+    PSTRAIN_RETURN_IF_ERROR(client_->Init(context_.total_steps, restore ? &restore->shards : nullptr));
+    if (restore) {
+      std::cout << "Resuming from checkpoint " << restore->dir << " at step " << restore->manifest.step()
+                << " (data position " << restore->manifest.data_position() << " examples)" << std::endl;
+    }
     LOG(INFO) << "chief: initialised " << context_.replicas->variables(0).size() << " variables on "
-              << client_->num_shards() << " PS shards";
+              << client_->num_shards() << " PS shards" << (restore ? " from " + restore->dir : "");
   }
+  // The first pull waits for the PS to come up and the chief's Init, and
+  // says where the run starts.
+  PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, client_->Pull(0, absl::Seconds(config.timeouts().startup_seconds()),
+                                                          /*wait_for_ready=*/true, /*local_step=*/0));
+  pulled_at_start_ = true;
+  start_step_ = client_->resumed_step();
+  if (start_step_ >= context_.total_steps) {
+    return absl::FailedPreconditionError(absl::StrCat("the checkpoint's step ", start_step_,
+                                                      " is not before the run's last step ", context_.total_steps,
+                                                      " (raise train.steps or epochs to train further)"));
+  }
+  if (checkpoints_ != nullptr) checkpoints_->MarkStart(start_step_, absl::Now());
+  context_.replicas->BroadcastValues(0);
   const absl::Duration period = absl::Seconds(config.timeouts().heartbeat_seconds());
   heartbeats_ = std::thread([this, period] {
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(period)) {
@@ -75,17 +100,21 @@ absl::Status ParameterServerStrategy::Start() {
 absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
   const ExperimentConfig& config = *context_.config;
   current_step_ = step;
-  const bool first = pulled_version_ < 0;
-  const bool sync = config.consistency() == "sync";
-  const int64_t want = (sync && !first) ? pulled_version_ + 1 : 0;
-  // The first pull also waits for the PS to come up and the chief's Init.
-  const absl::Duration timeout =
-      first ? absl::Seconds(config.timeouts().startup_seconds())
-            : absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds());
-  const absl::Time start = absl::Now();
-  PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, client_->Pull(want, timeout, /*wait_for_ready=*/first, step));
-  if (!first) pull_wait_ += absl::Now() - start;
-  context_.replicas->BroadcastValues(0);
+  if (pulled_at_start_) {
+    pulled_at_start_ = false;  // Start pulled this step's values
+  } else {
+    const bool sync = config.consistency() == "sync";
+    const int64_t want = sync ? pulled_version_ + 1 : 0;
+    const absl::Duration timeout =
+        absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds());
+    const absl::Time start = absl::Now();
+    PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, client_->Pull(want, timeout, /*wait_for_ready=*/false, step));
+    pull_wait_ += absl::Now() - start;
+    context_.replicas->BroadcastValues(0);
+    if (checkpoints_ != nullptr && checkpoints_->Due(step, absl::Now())) {
+      PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(step));
+    }
+  }
   if (overlap_) {
     absl::MutexLock lock(&overlap_mu_);
     step_ = step;
@@ -159,6 +188,12 @@ absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
   return absl::OkStatus();
 }
 
+absl::Status ParameterServerStrategy::SaveCheckpoint(int64_t step) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> paths, checkpoints_->PrepareShardPaths(step));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<CheckpointResponse> written, client_->Checkpoint(step, paths));
+  return checkpoints_->Commit(step, written, absl::Now());
+}
+
 absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport& mine) {
   // No more pushes from here: tell the shards now, so sync steps with backup
   // workers stop waiting for this one. Heartbeats go on while the chief waits.
@@ -188,6 +223,10 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
   PSTRAIN_RETURN_IF_ERROR(
       client_->Pull(0, absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds()))
           .status());
+  // The end of the run is a checkpoint too (every update has been applied).
+  if (checkpoints_ != nullptr && !checkpoints_->dir().empty()) {
+    PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(context_.total_steps));
+  }
   StopHeartbeats();
   PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));
   return report;

@@ -10,6 +10,11 @@
 //               pushed from the gradient-ready hook as soon as all of its
 //               gradients are final, overlapping the rest of backward, and
 //               AfterStep only waits for the acknowledgements.
+//   Checkpoints (chief, `checkpoint:`): Start resumes from the newest valid
+//               checkpoint (the shards restore it in Init); BeforeStep, once
+//               its pull returned (sync: every variable at version `step`,
+//               and no worker can move past it before the chief pushes),
+//               has every shard write its state and commits the manifest.
 //   Finish:     non-chief: Done with its report. Chief: wait for the others'
 //               reports, pull the final parameters, Done.
 // A heartbeat thread tells every shard this worker is alive.
@@ -22,6 +27,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "worker/checkpoint_manager.h"
 #include "worker/ps_client.h"
 #include "worker/strategy.h"
 
@@ -36,6 +42,7 @@ class ParameterServerStrategy : public Strategy {
   ~ParameterServerStrategy() override;
 
   absl::Status Start() override;
+  int64_t start_step() const override { return start_step_; }
   absl::Status BeforeStep(int64_t step) override;
   absl::Status AfterStep(int64_t step) override;
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;
@@ -49,6 +56,8 @@ class ParameterServerStrategy : public Strategy {
   ParameterServerStrategy(const StrategyContext& context, std::string name, std::string local_reduce_spec)
       : context_(context), name_(std::move(name)), local_reduce_spec_(std::move(local_reduce_spec)) {}
   void StopHeartbeats();
+  // Chief: every shard writes its state at `step`; the manifest commits it.
+  absl::Status SaveCheckpoint(int64_t step);
   // Overlap (one replica): marks as sent, and returns, every batch whose
   // gradients are all ready; the caller sends them after releasing the lock
   // (an in-process transport may answer inline).
@@ -59,6 +68,11 @@ class ParameterServerStrategy : public Strategy {
   std::string name_;
   std::string local_reduce_spec_;
   std::unique_ptr<PsClient> client_;
+  // Chief with `checkpoint:` configured (worker/checkpoint_manager.h).
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  int64_t start_step_ = 0;
+  // Start pulled the values the first step trains on.
+  bool pulled_at_start_ = false;
   int64_t pulled_version_ = -1;
   int64_t dropped_ = 0;
   absl::Duration pull_wait_;

@@ -21,13 +21,13 @@ std::vector<PartSpan> SplitIntoParts(const std::vector<size_t>& piece_sizes, siz
   return parts;
 }
 
-absl::Status PartAssembler::Announce(const MessageKey& key, uint32_t part, uint32_t parts, size_t length,
-                                     bool* quiet) {
+absl::Status PartAssembler::Announce(const MessageKey& key, uint32_t part, uint32_t parts, size_t length, bool* quiet) {
   *quiet = false;
   if (parts < 2 || parts > kMaxParts) {
     return absl::InvalidArgumentError(absl::StrCat("a message of ", parts, " parts (2 to ", kMaxParts, ")"));
   }
-  if (part >= parts) return absl::InvalidArgumentError(absl::StrCat("part ", part, " of a message of ", parts, " parts"));
+  if (part >= parts)
+    return absl::InvalidArgumentError(absl::StrCat("part ", part, " of a message of ", parts, " parts"));
   auto [it, created] = messages_.try_emplace(key);
   Assembly& a = it->second;
   if (created) {

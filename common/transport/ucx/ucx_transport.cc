@@ -874,8 +874,8 @@ void Engine::SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) {
     if (it != calls_.end()) {
       auto conn = client_conns_.find(it->second->conn_id);
       const std::string address = conn == client_conns_.end() ? std::string("?") : conn->second.address;
-      Complete(op->header.call_id, absl::UnavailableError(absl::StrCat("ucx: sending ", op->message->text, " to ", address,
-                                                                       " failed: ", UcsText(status))));
+      Complete(op->header.call_id, absl::UnavailableError(absl::StrCat("ucx: sending ", op->message->text, " to ",
+                                                                       address, " failed: ", UcsText(status))));
     }
   } else if (status != UCS_OK) {
     VLOG(1) << "ucx: sending a message of kind " << op->header.kind << " failed: " << UcsText(status);
@@ -1043,7 +1043,7 @@ void Engine::Received(std::unique_ptr<RecvOp> op) {
   if (op->header.parts > 1) {
     const ucx_parts::MessageKey key{op->reply_ep, op->header.kind, op->header.call_id};
     message.parts = assembler_.Complete(key, op->header.part, std::move(part));
-    if (message.parts.empty()) return;  // more to come, or refused meanwhile
+    if (message.parts.empty()) return;                        // more to come, or refused meanwhile
     message.header.text_bytes = message.parts[0].text_bytes;  // the text starts part 0
   } else {
     message.parts.push_back(std::move(part));

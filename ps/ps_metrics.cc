@@ -1,0 +1,59 @@
+#include "ps/ps_metrics.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+void PsMetrics::Tracked::To(double value) {
+  if (value > last) counter->Add(value - last);
+  last = value;
+}
+
+absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* registry, int shard) {
+  auto m = std::unique_ptr<PsMetrics>(new PsMetrics());
+  const MetricLabels labels = {{"shard", absl::StrCat(shard)}};
+  auto counter = [&](Tracked* t, const char* name, const char* help) -> absl::Status {
+    PSTRAIN_ASSIGN_OR_RETURN(t->counter, registry->RegisterCounter(name, help, labels));
+    return absl::OkStatus();
+  };
+  auto gauge = [&](Gauge** g, const char* name, const char* help) -> absl::Status {
+    PSTRAIN_ASSIGN_OR_RETURN(*g, registry->RegisterGauge(name, help, labels));
+    return absl::OkStatus();
+  };
+  PSTRAIN_RETURN_IF_ERROR(
+      counter(&m->received_, "pstrain_ps_received_bytes_total", "Payload bytes received (pushes, init)."));
+  PSTRAIN_RETURN_IF_ERROR(counter(&m->sent_, "pstrain_ps_sent_bytes_total", "Payload bytes sent (pulls)."));
+  PSTRAIN_RETURN_IF_ERROR(counter(&m->applied_, "pstrain_ps_applied_updates_total", "Optimizer updates applied."));
+  PSTRAIN_RETURN_IF_ERROR(
+      counter(&m->apply_seconds_, "pstrain_ps_apply_seconds_total", "Seconds spent applying gradients."));
+  PSTRAIN_RETURN_IF_ERROR(
+      counter(&m->dropped_, "pstrain_ps_dropped_gradients_total", "Gradients dropped as stale (sync backups)."));
+  PSTRAIN_RETURN_IF_ERROR(
+      counter(&m->ssp_blocked_, "pstrain_ps_ssp_blocked_pulls_total", "ssp: pulls that waited for a slower worker."));
+  PSTRAIN_RETURN_IF_ERROR(
+      counter(&m->ssp_wait_, "pstrain_ps_ssp_wait_seconds_total", "ssp: seconds pulls waited for slower workers."));
+  PSTRAIN_RETURN_IF_ERROR(gauge(&m->variables_, "pstrain_ps_variables", "Variables (or parts) on this shard."));
+  PSTRAIN_RETURN_IF_ERROR(
+      gauge(&m->variable_bytes_, "pstrain_ps_variable_bytes", "Bytes of the variables on this shard."));
+  PSTRAIN_RETURN_IF_ERROR(gauge(&m->workers_done_, "pstrain_ps_workers_done", "Workers that said Done."));
+  PSTRAIN_RETURN_IF_ERROR(gauge(&m->workers_lost_, "pstrain_ps_workers_lost", "Workers declared lost."));
+  return m;
+}
+
+void PsMetrics::Update(const StatsResponse& stats) {
+  const ShardLoad& load = stats.load();
+  received_.To(static_cast<double>(load.bytes_in()));
+  sent_.To(static_cast<double>(load.bytes_out()));
+  applied_.To(static_cast<double>(load.applied_updates()));
+  apply_seconds_.To(load.apply_seconds());
+  dropped_.To(static_cast<double>(load.dropped_gradients()));
+  ssp_blocked_.To(static_cast<double>(load.ssp_blocked_pulls()));
+  ssp_wait_.To(load.ssp_wait_seconds());
+  variables_->Set(static_cast<double>(load.variables()));
+  variable_bytes_->Set(static_cast<double>(load.variable_bytes()));
+  workers_done_->Set(stats.done_size());
+  workers_lost_->Set(stats.lost_size());
+}
+
+}  // namespace pstrain

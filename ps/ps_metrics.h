@@ -1,0 +1,39 @@
+// PsMetrics: a PS shard's load as Prometheus metrics (common/telemetry/),
+// labelled {shard="<i>"}: counters pstrain_ps_received_bytes_total,
+// pstrain_ps_sent_bytes_total, pstrain_ps_applied_updates_total,
+// pstrain_ps_apply_seconds_total, pstrain_ps_dropped_gradients_total,
+// pstrain_ps_ssp_blocked_pulls_total, pstrain_ps_ssp_wait_seconds_total;
+// gauges pstrain_ps_variables, pstrain_ps_variable_bytes,
+// pstrain_ps_workers_done, pstrain_ps_workers_lost.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/telemetry/metric_registry.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+class PsMetrics {
+ public:
+  static absl::StatusOr<std::unique_ptr<PsMetrics>> Register(MetricRegistry* registry, int shard);
+  // Brings every metric up to `stats` (the shard's Stats(); counters advance
+  // by what changed since the last call).
+  void Update(const StatsResponse& stats);
+
+ private:
+  PsMetrics() = default;
+  struct Tracked {
+    Counter* counter = nullptr;
+    double last = 0;
+    void To(double value);
+  };
+  Tracked received_, sent_, applied_, apply_seconds_, dropped_, ssp_blocked_, ssp_wait_;
+  Gauge* variables_ = nullptr;
+  Gauge* variable_bytes_ = nullptr;
+  Gauge* workers_done_ = nullptr;
+  Gauge* workers_lost_ = nullptr;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,180 @@
+// Checkpoints of a PS cluster (worker/checkpoint_manager.h,
+// ps/shard_checkpoint.h): a sync run resumed from a checkpoint ends exactly
+// where an uninterrupted run ends; a damaged newest checkpoint is skipped
+// for the previous one; a checkpoint of another model is refused.
+#include <filesystem>
+#include <fstream>
+
+#include "common/config/config_loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/worker/equivalence_util.h"
+#include "tests/worker/in_process_cluster.h"
+
+namespace pstrain {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 8;
+
+// 2 PS shards, 2 workers, batch 8 each, momentum (so optimizer slots matter).
+ExperimentConfig ClusterConfig(int64_t steps) {
+  ExperimentConfig config = EquivalenceConfig("checkpoint");
+  SetInProcessHosts(&config, /*num_ps=*/2, /*num_workers=*/2);
+  config.mutable_train()->set_batch_size_per_device(8);
+  config.mutable_train()->set_steps(steps);
+  // Runs refused at start leave the other roles waiting for the chief's
+  // Init: not for long.
+  config.mutable_timeouts()->set_startup_seconds(5);
+  return config;
+}
+
+std::string FreshDir(const std::string& name) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("ckpt_" + name);
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+bool Committed(const std::string& dir, int step) {
+  return fs::exists(fs::path(dir) / ("ckpt-" + std::to_string(step)) / "MANIFEST");
+}
+
+TEST(CheckpointTest, SyncRunResumedFromACheckpointEndsWhereAnUninterruptedRunEnds) {
+  absl::StatusOr<ClusterRun> whole = RunInProcessCluster(ClusterConfig(kSteps));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+
+  // First half, checkpointing every 2 steps (and at its end); every process
+  // of it is gone when it returns.
+  const std::string dir = FreshDir("resume");
+  ExperimentConfig first = ClusterConfig(kSteps / 2);
+  first.mutable_checkpoint()->set_dir(dir);
+  first.mutable_checkpoint()->set_every_steps(2);
+  absl::StatusOr<ClusterRun> half = RunInProcessCluster(first);
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_TRUE(Committed(dir, 2));
+  EXPECT_TRUE(Committed(dir, kSteps / 2));
+  // Training moved the parameters, so agreeing below means something.
+  EXPECT_GT(MaxRelativeDifference(half->final_params, whole->final_params), 1e-4);
+
+  // Second half: a new cluster over the same directory. Another init seed:
+  // a run that did not restore would start elsewhere.
+  ExperimentConfig second = ClusterConfig(kSteps);
+  second.mutable_checkpoint()->set_dir(dir);
+  second.mutable_checkpoint()->set_every_steps(2);
+  second.mutable_checkpoint()->set_keep(2);
+  second.mutable_train()->set_init_seed(4242);
+  absl::StatusOr<ClusterRun> resumed = RunInProcessCluster(second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_LT(MaxRelativeDifference(resumed->final_params, whole->final_params), 1e-6);
+
+  // keep 2: the two newest committed checkpoints remain.
+  EXPECT_TRUE(Committed(dir, kSteps));
+  EXPECT_TRUE(Committed(dir, kSteps - 2));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "ckpt-4"));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "ckpt-2"));
+}
+
+TEST(CheckpointTest, DamagedNewestCheckpointIsSkippedForThePreviousOne) {
+  absl::StatusOr<ClusterRun> whole = RunInProcessCluster(ClusterConfig(kSteps));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const std::string dir = FreshDir("damaged");
+  ExperimentConfig first = ClusterConfig(kSteps / 2);
+  first.mutable_checkpoint()->set_dir(dir);
+  first.mutable_checkpoint()->set_every_steps(2);
+  ASSERT_TRUE(RunInProcessCluster(first).ok());
+  ASSERT_TRUE(Committed(dir, 2) && Committed(dir, 4));
+
+  // One byte of shard 1's file in the newest checkpoint flipped.
+  const fs::path damaged = fs::path(dir) / "ckpt-4" / "shard-1-of-2.ckpt";
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekg(100);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x5a;
+    f.seekp(100);
+    f.write(&c, 1);
+  }
+
+  // Asking for exactly that checkpoint is an error naming the file.
+  ExperimentConfig exact = ClusterConfig(kSteps);
+  exact.mutable_checkpoint()->set_restore((fs::path(dir) / "ckpt-4").string());
+  absl::StatusOr<ClusterRun> refused = RunInProcessCluster(exact);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("shard-1-of-2.ckpt"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("corrupted"));
+
+  // Resuming from the directory takes step 2's instead (another init seed:
+  // a fresh start would end elsewhere), and still ends where the whole run did.
+  ExperimentConfig second = ClusterConfig(kSteps);
+  second.mutable_checkpoint()->set_dir(dir);
+  second.mutable_train()->set_init_seed(4242);
+  absl::StatusOr<ClusterRun> resumed = RunInProcessCluster(second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_LT(MaxRelativeDifference(resumed->final_params, whole->final_params), 1e-6);
+}
+
+TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
+  const std::string dir = FreshDir("other_model");
+  ExperimentConfig first = ClusterConfig(2);
+  first.mutable_checkpoint()->set_dir(dir);
+  ASSERT_TRUE(RunInProcessCluster(first).ok());
+  ASSERT_TRUE(Committed(dir, 2));
+
+  ExperimentConfig other = ClusterConfig(4);
+  other.mutable_model()->set_hidden_units(1, 8);  // (32, 16) there, (32, 8) here
+  other.mutable_checkpoint()->set_dir(dir);
+  absl::StatusOr<ClusterRun> refused = RunInProcessCluster(other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("is not of this run's model"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("there"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("16"));
+
+  ExperimentConfig sgd = ClusterConfig(4);
+  sgd.mutable_optimizer()->set_name("sgd");
+  sgd.mutable_checkpoint()->set_dir(dir);
+  refused = RunInProcessCluster(sgd);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("optimizer momentum there, sgd here"));
+
+  // A checkpoint at the run's last step leaves nothing to train.
+  ExperimentConfig done = ClusterConfig(2);
+  done.mutable_checkpoint()->set_dir(dir);
+  refused = RunInProcessCluster(done);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("raise train.steps"));
+}
+
+TEST(CheckpointTest, UnwritableDirectoryIsAnErrorBeforeTraining) {
+  const fs::path file = fs::path(testing::TempDir()) / "ckpt_not_a_dir";
+  std::ofstream(file) << "a file";
+  ExperimentConfig config = ClusterConfig(2);
+  config.mutable_checkpoint()->set_dir((file / "sub").string());
+  absl::StatusOr<ClusterRun> refused = RunInProcessCluster(config);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("checkpoint.dir"));
+  EXPECT_THAT(refused.status().message(), HasSubstr((file / "sub").string()));
+}
+
+TEST(CheckpointTest, ConfigRefusesCheckpointsWithoutParameterServers) {
+  ExperimentConfig config = ClusterConfig(2);
+  config.set_variable_update("allreduce");
+  config.mutable_checkpoint()->set_dir("/tmp/x");
+  absl::Status status = ValidateExperimentConfig(config, "exp.yaml");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("checkpoint.dir"));
+  EXPECT_THAT(status.message(), HasSubstr("parameter_server and distributed_replicated"));
+
+  ExperimentConfig no_dir = ClusterConfig(2);
+  no_dir.mutable_checkpoint()->set_every_steps(10);
+  status = ValidateExperimentConfig(no_dir, "exp.yaml");
+  EXPECT_THAT(status.message(), HasSubstr("checkpoint.dir"));
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,215 @@
+#include "worker/checkpoint_manager.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/durable_file.h"
+#include "common/status_macros.h"
+#include "common/tensor.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kManifest[] = "MANIFEST";
+constexpr char kPrefix[] = "ckpt-";
+
+std::string ShardFileName(int shard, int num_shards) {
+  return absl::StrCat("shard-", shard, "-of-", num_shards, ".ckpt");
+}
+
+// Checkpoint directories under `dir` by step, newest first; `committed`:
+// only those with a MANIFEST.
+std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& dir, bool committed) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t step = 0;
+    if (name.rfind(kPrefix, 0) != 0 || !absl::SimpleAtoi(name.substr(sizeof(kPrefix) - 1), &step)) continue;
+    if (committed && !fs::exists(entry.path() / kManifest, ec)) continue;
+    found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return found;
+}
+
+std::string PartText(const CheckpointManifest::Part& p) {
+  return absl::StrCat(p.name(), " ", ShapeToString(Shape(p.shape().begin(), p.shape().end())), " on shard ", p.shard());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Create(const ExperimentConfig& config,
+                                                                             std::vector<VariablePart> parts,
+                                                                             int num_shards) {
+  const CheckpointConfig& c = config.checkpoint();
+  if (c.dir().empty() && c.restore().empty()) return std::unique_ptr<CheckpointManager>();
+  if (!c.dir().empty()) PSTRAIN_RETURN_IF_ERROR(EnsureWritableDirectory(c.dir(), "checkpoint.dir"));
+  return std::unique_ptr<CheckpointManager>(new CheckpointManager(config, std::move(parts), num_shards));
+}
+
+std::string CheckpointManager::CheckpointDir(int64_t step) const {
+  return (fs::path(dir()) / absl::StrCat(kPrefix, step)).string();
+}
+
+CheckpointManifest CheckpointManager::Describe(int64_t step) const {
+  CheckpointManifest m;
+  m.set_step(step);
+  const int64_t global_batch = static_cast<int64_t>(config_.train().batch_size_per_device()) *
+                               config_.devices_per_worker() * config_.cluster().worker_hosts_size();
+  m.set_data_position(step * global_batch);
+  m.set_model(config_.model().name());
+  m.set_optimizer(config_.optimizer().name());
+  m.set_variable_update(config_.variable_update());
+  for (const VariablePart& p : parts_) {
+    CheckpointManifest::Part* part = m.add_parts();
+    part->set_name(p.name);
+    for (int64_t d : p.shape) part->add_shape(d);
+    part->set_shard(p.shard);
+  }
+  return m;
+}
+
+std::string CheckpointManager::Incompatibility(const CheckpointManifest& manifest) const {
+  const CheckpointManifest here = Describe(manifest.step());
+  if (manifest.model() != here.model())
+    return absl::StrCat("model ", manifest.model(), " there, ", here.model(), " here");
+  if (manifest.optimizer() != here.optimizer()) {
+    return absl::StrCat("optimizer ", manifest.optimizer(), " there, ", here.optimizer(), " here");
+  }
+  if (manifest.shards_size() != num_shards_) {
+    return absl::StrCat(manifest.shards_size(), " PS shards there, ", num_shards_, " here");
+  }
+  std::map<std::string, const CheckpointManifest::Part*> theirs;
+  for (const CheckpointManifest::Part& p : manifest.parts()) theirs[p.name()] = &p;
+  std::vector<std::string> differences;
+  for (const CheckpointManifest::Part& p : here.parts()) {
+    auto it = theirs.find(p.name());
+    if (it == theirs.end()) {
+      differences.push_back(absl::StrCat(PartText(p), " here, absent there"));
+      continue;
+    }
+    if (it->second->SerializeAsString() != p.SerializeAsString()) {
+      differences.push_back(absl::StrCat(PartText(*it->second), " there, ", PartText(p), " here"));
+    }
+    theirs.erase(it);
+  }
+  for (const auto& [name, p] : theirs) differences.push_back(absl::StrCat(PartText(*p), " there, absent here"));
+  if (differences.empty()) return "";
+  const size_t shown = std::min<size_t>(differences.size(), 3);
+  return absl::StrCat("variables differ: ", absl::StrJoin(differences.begin(), differences.begin() + shown, "; "),
+                      differences.size() > shown ? absl::StrCat(" (and ", differences.size() - shown, " more)") : "");
+}
+
+absl::StatusOr<RestorePoint> CheckpointManager::Load(const std::string& dir) const {
+  const std::string manifest_path = (fs::path(dir) / kManifest).string();
+  absl::StatusOr<std::string> bytes = ReadWholeFile(manifest_path);
+  if (!bytes.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", dir, " has no readable MANIFEST (incomplete): ", bytes.status().message()));
+  }
+  RestorePoint point;
+  point.dir = dir;
+  if (!point.manifest.ParseFromString(*bytes)) return absl::DataLossError(absl::StrCat(manifest_path, ": malformed"));
+  if (std::string why = Incompatibility(point.manifest); !why.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", dir, " is not of this run's model: ", why));
+  }
+  point.shards.resize(num_shards_);
+  for (const CheckpointManifest::ShardFile& f : point.manifest.shards()) {
+    if (f.shard() < 0 || f.shard() >= num_shards_ || f.file().find('/') != std::string::npos) {
+      return absl::DataLossError(absl::StrCat(manifest_path, ": bad shard entry ", f.shard(), " ", f.file()));
+    }
+    ShardRestore& r = point.shards[f.shard()];
+    r.set_path((fs::path(dir) / f.file()).string());
+    r.set_bytes(f.bytes());
+    r.set_crc32c(f.crc32c());
+    r.set_step(point.manifest.step());
+    const FileDigest expected{f.bytes(), f.crc32c()};
+    PSTRAIN_RETURN_IF_ERROR(ReadWholeFile(r.path(), &expected).status());
+  }
+  for (int s = 0; s < num_shards_; ++s) {
+    if (point.shards[s].path().empty()) {
+      return absl::DataLossError(absl::StrCat(manifest_path, ": no file for shard ", s));
+    }
+  }
+  return point;
+}
+
+absl::StatusOr<std::optional<RestorePoint>> CheckpointManager::FindRestorePoint() const {
+  const std::string& explicit_dir = config_.checkpoint().restore();
+  if (!explicit_dir.empty()) {
+    absl::StatusOr<RestorePoint> point = Load(explicit_dir);
+    if (!point.ok()) return point.status();
+    return std::optional<RestorePoint>(*std::move(point));
+  }
+  for (const auto& [step, path] : ListCheckpoints(dir(), /*committed=*/true)) {
+    absl::StatusOr<RestorePoint> point = Load(path);
+    if (point.ok()) return std::optional<RestorePoint>(*std::move(point));
+    if (point.status().code() != absl::StatusCode::kDataLoss) return point.status();
+    LOG(WARNING) << "checkpoint: skipping " << path << ": " << point.status().message() << "; trying the previous one";
+  }
+  return std::optional<RestorePoint>();
+}
+
+bool CheckpointManager::Due(int64_t step, absl::Time now) const {
+  if (dir().empty() || step <= last_step_) return false;
+  const CheckpointConfig& c = config_.checkpoint();
+  if (c.every_steps() > 0 && step % c.every_steps() == 0) return true;
+  return c.every_seconds() > 0 && now - last_time_ >= absl::Seconds(c.every_seconds());
+}
+
+absl::StatusOr<std::vector<std::string>> CheckpointManager::PrepareShardPaths(int64_t step) const {
+  const std::string ckpt = CheckpointDir(step);
+  std::error_code ec;
+  fs::remove_all(ckpt, ec);  // a leftover of an attempt that never committed
+  fs::create_directories(ckpt, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create ", ckpt, ": ", ec.message()));
+  std::vector<std::string> paths;
+  for (int s = 0; s < num_shards_; ++s) paths.push_back((fs::path(ckpt) / ShardFileName(s, num_shards_)).string());
+  return paths;
+}
+
+absl::Status CheckpointManager::Commit(int64_t step, const std::vector<CheckpointResponse>& shards, absl::Time now) {
+  CheckpointManifest manifest = Describe(step);
+  for (int s = 0; s < static_cast<int>(shards.size()); ++s) {
+    CheckpointManifest::ShardFile* f = manifest.add_shards();
+    f->set_shard(s);
+    f->set_file(ShardFileName(s, num_shards_));
+    f->set_bytes(shards[s].bytes());
+    f->set_crc32c(shards[s].crc32c());
+  }
+  manifest.set_wall_time(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+  const std::string ckpt = CheckpointDir(step);
+  PSTRAIN_RETURN_IF_ERROR(
+      WriteFileDurably((fs::path(ckpt) / kManifest).string(), manifest.SerializeAsString()).status());
+  PSTRAIN_RETURN_IF_ERROR(SyncDirectory(dir()));
+  last_step_ = step;
+  last_time_ = now;
+  LOG(INFO) << "checkpoint: committed " << ckpt << " (step " << step << ", " << shards.size() << " shards)";
+  Prune();
+  return absl::OkStatus();
+}
+
+void CheckpointManager::Prune() const {
+  const auto committed = ListCheckpoints(dir(), /*committed=*/true);
+  if (committed.empty()) return;
+  const int keep = std::max(1, config_.checkpoint().keep());
+  std::error_code ec;
+  for (size_t i = keep; i < committed.size(); ++i) {
+    fs::remove_all(committed[i].second, ec);
+    if (ec) LOG(WARNING) << "checkpoint: cannot delete " << committed[i].second << ": " << ec.message();
+  }
+  // Incomplete ones older than the newest committed will never commit.
+  for (const auto& [step, path] : ListCheckpoints(dir(), /*committed=*/false)) {
+    if (step < committed.front().first && !fs::exists(fs::path(path) / kManifest, ec)) fs::remove_all(path, ec);
+  }
+}
+
+}  // namespace pstrain

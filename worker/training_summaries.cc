@@ -1,0 +1,45 @@
+#include "worker/training_summaries.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+
+absl::StatusOr<std::unique_ptr<TrainingSummaries>> TrainingSummaries::Create(const ExperimentConfig& config,
+                                                                             int64_t total_steps) {
+  const SummaryConfig& c = config.summaries();
+  if (c.dir().empty()) return std::unique_ptr<TrainingSummaries>();
+  PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
+                           LearningRateSchedule::Create(config.optimizer(), total_steps));
+  absl::StatusOr<std::unique_ptr<tb::EventFileWriter>> writer = tb::EventFileWriter::Create(c.dir(), "chief");
+  if (!writer.ok())
+    return absl::Status(writer.status().code(), absl::StrCat("summaries.dir: ", writer.status().message()));
+  LOG(INFO) << "summaries: " << (*writer)->path();
+  return std::unique_ptr<TrainingSummaries>(
+      new TrainingSummaries(*std::move(writer), std::move(schedule), c.every_steps()));
+}
+
+void TrainingSummaries::OnStep(int64_t step, double loss, int64_t examples, double seconds) {
+  if ((step + 1) % every_ != 0) return;
+  // A sync global step is one update; the schedule is evaluated where the
+  // PS evaluates it for this step's update.
+  Record(step + 1, {{"train/loss", loss},
+                    {"train/images_per_sec_chief", seconds > 0 ? examples / seconds : 0.0},
+                    {"train/learning_rate", schedule_.At(step)}});
+}
+
+void TrainingSummaries::OnEvaluation(int64_t step, double accuracy, double loss) {
+  Record(step, {{"eval/test_accuracy", accuracy}, {"eval/test_loss", loss}});
+  if (absl::Status s = writer_->Flush(); !s.ok() && !failed_) LOG(WARNING) << "summaries: " << s.message();
+}
+
+void TrainingSummaries::Record(int64_t step, const std::vector<tb::TaggedScalar>& scalars) {
+  absl::Status s = writer_->AddScalars(step, scalars);
+  if (!s.ok() && !failed_) {
+    failed_ = true;
+    LOG(WARNING) << "summaries: " << s.message() << " (the run goes on without them)";
+  }
+}
+
+}  // namespace pstrain

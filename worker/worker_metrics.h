@@ -1,0 +1,36 @@
+// WorkerMetrics: a worker's progress as Prometheus metrics
+// (common/telemetry/), labelled {worker="<i>"}: gauges pstrain_worker_step
+// (steps completed), pstrain_worker_loss, pstrain_worker_images_per_second
+// (this worker, last step); counters pstrain_worker_pushed_bytes_total,
+// pstrain_worker_pulled_bytes_total, pstrain_worker_allreduced_bytes_total,
+// pstrain_worker_wait_seconds_total (waiting for others).
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/telemetry/metric_registry.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+class WorkerMetrics {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Register(MetricRegistry* registry, int worker);
+  // After a step: `traffic` holds the bytes moved so far (Strategy::FillTraffic).
+  void OnStep(int64_t steps_done, double loss, double images_per_sec, const WorkerReport& traffic, double wait_seconds);
+
+ private:
+  WorkerMetrics() = default;
+  struct Tracked {
+    Counter* counter = nullptr;
+    double last = 0;
+    void To(double value);
+  };
+  Gauge* step_ = nullptr;
+  Gauge* loss_ = nullptr;
+  Gauge* images_per_sec_ = nullptr;
+  Tracked pushed_, pulled_, allreduced_, wait_;
+};
+
+}  // namespace pstrain
