@@ -17,10 +17,20 @@ constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'C', 'K', 'P', 'T'};
 absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     const std::string& path, int shard, int64_t step, const std::string& optimizer,
     const std::map<std::string, std::unique_ptr<ShardVariable>>& variables) {
+  // A snapshot per variable, each taken under its own lock: the published
+  // value (immutable while referenced) and a copy of the optimizer slots.
+  // Writing then needs no lock, so pushes of async/ssp runs go on meanwhile.
+  struct Snapshot {
+    std::shared_ptr<Buffer> value;
+    size_t bytes = 0;
+    std::vector<std::vector<float>> slots;
+  };
   ShardCheckpointHeader header;
   header.set_shard(shard);
   header.set_step(step);
   header.set_optimizer(optimizer);
+  std::vector<Snapshot> snapshots;
+  snapshots.reserve(variables.size());
   for (const auto& [name, var] : variables) {
     absl::MutexLock lock(&var->mu);
     ShardCheckpointHeader::Entry* e = header.add_entries();
@@ -28,6 +38,7 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     for (int64_t d : var->shape) e->add_shape(d);
     e->set_version(var->version.load());
     e->set_slots(static_cast<int32_t>(var->slots.size()));
+    snapshots.push_back({var->value, var->bytes(), var->slots});
   }
   const std::string serialized = header.SerializeAsString();
   const uint32_t length = static_cast<uint32_t>(serialized.size());
@@ -35,19 +46,9 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
   PSTRAIN_RETURN_IF_ERROR(writer.Append(kMagic, sizeof(kMagic)));
   PSTRAIN_RETURN_IF_ERROR(writer.Append(&length, sizeof(length)));
   PSTRAIN_RETURN_IF_ERROR(writer.Append(serialized.data(), serialized.size()));
-  int entry = 0;
-  for (const auto& [name, var] : variables) {
-    absl::MutexLock lock(&var->mu);
-    const ShardCheckpointHeader::Entry& e = header.entries(entry++);
-    if (var->version.load() != e.version()) {
-      // Only async/ssp runs update while a checkpoint is written; their
-      // checkpoints are approximate by nature (docs/CHECKPOINTS.md), but the
-      // header must describe the bytes that follow.
-      return absl::AbortedError(
-          absl::StrCat("checkpoint of shard ", shard, ": ", name, " changed while being written"));
-    }
-    PSTRAIN_RETURN_IF_ERROR(writer.Append(var->value->data(), var->bytes()));
-    for (const std::vector<float>& slot : var->slots) {
+  for (const Snapshot& snapshot : snapshots) {
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(snapshot.value->data(), snapshot.bytes));
+    for (const std::vector<float>& slot : snapshot.slots) {
       PSTRAIN_RETURN_IF_ERROR(writer.Append(slot.data(), slot.size() * sizeof(float)));
     }
   }

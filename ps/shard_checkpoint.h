@@ -14,7 +14,10 @@
 
 namespace pstrain {
 
-// Writes `variables` (each under its own lock, one at a time) to `path`.
+// Writes `variables` to `path`: a snapshot of each taken under its own lock
+// (its published value, a copy of its slots), then written without locks,
+// so updates go on meanwhile (async/ssp: each variable is consistent, the
+// set of them not one global step).
 absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     const std::string& path, int shard, int64_t step, const std::string& optimizer,
     const std::map<std::string, std::unique_ptr<ShardVariable>>& variables);

@@ -118,6 +118,27 @@ TEST(CheckpointTest, DamagedNewestCheckpointIsSkippedForThePreviousOne) {
   EXPECT_LT(MaxRelativeDifference(resumed->final_params, whole->final_params), 1e-6);
 }
 
+// Async: the shards keep applying pushes while they write; every
+// checkpoint commits, and a new cluster resumes from the last one.
+TEST(CheckpointTest, AsyncRunCheckpointsWhileTrainingAndResumes) {
+  const std::string dir = FreshDir("async");
+  ExperimentConfig first = ClusterConfig(kSteps);
+  first.set_consistency("async");
+  first.mutable_checkpoint()->set_dir(dir);
+  first.mutable_checkpoint()->set_every_steps(1);
+  first.mutable_checkpoint()->set_keep(100);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(first);
+  ASSERT_TRUE(run.ok()) << run.status();
+  for (int step = 1; step <= kSteps; ++step) EXPECT_TRUE(Committed(dir, step)) << step;
+
+  ExperimentConfig more = first;
+  more.mutable_train()->set_steps(kSteps + 4);
+  absl::StatusOr<ClusterRun> resumed = RunInProcessCluster(more);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_TRUE(Committed(dir, kSteps + 4));
+  EXPECT_FALSE(Committed(dir, kSteps + 5));
+}
+
 TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
   const std::string dir = FreshDir("other_model");
   ExperimentConfig first = ClusterConfig(2);
