@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
+#include "common/summary/event_writer.h"
 #include "glog/logging.h"
 #include "ps/ps_metrics.h"
 #include "ps/ps_service.h"
@@ -54,9 +55,37 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   LOG(INFO) << "PS shard " << shard_index << " serving on " << address << " for " << shard_options.num_workers
             << " workers (" << config.consistency() << ")";
 
+  // summaries: this shard's traffic and apply time, against its version
+  // (sync: the global step), in its own event file next to the chief's.
+  std::unique_ptr<tb::EventFileWriter> summaries;
+  int64_t summarized_step = 0;
+  if (!config.summaries().dir().empty()) {
+    absl::StatusOr<std::unique_ptr<tb::EventFileWriter>> writer =
+        tb::EventFileWriter::Create(config.summaries().dir(), absl::StrCat("ps", shard_index));
+    if (!writer.ok())
+      return absl::Status(writer.status().code(), absl::StrCat("summaries.dir: ", writer.status().message()));
+    summaries = *std::move(writer);
+  }
+  auto summarize = [&](bool last) {
+    if (summaries == nullptr) return;
+    const int64_t step = shard->MinVersion();
+    if (step < summarized_step + config.summaries().every_steps() && !(last && step > summarized_step)) return;
+    summarized_step = step;
+    const ShardLoad load = shard->Stats().load();
+    absl::Status s = summaries->AddScalars(step, {{"ps/received_bytes", static_cast<double>(load.bytes_in())},
+                                                  {"ps/sent_bytes", static_cast<double>(load.bytes_out())},
+                                                  {"ps/apply_seconds", load.apply_seconds()},
+                                                  {"ps/applied_updates", static_cast<double>(load.applied_updates())}});
+    if (!s.ok()) {
+      LOG(WARNING) << "summaries: " << s.message() << " (the shard goes on without them)";
+      summaries.reset();
+    }
+  };
+
   absl::Status result;
   while (true) {
     if (metrics != nullptr) metrics->Update(shard->Stats());
+    summarize(/*last=*/false);
     if (options.cancel != nullptr && options.cancel->load()) {
       result = absl::CancelledError("PS cancelled");
       break;
@@ -79,6 +108,7 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   shard->CancelPendingPulls(
       result.ok() ? absl::CancelledError(absl::StrCat("PS shard ", shard_index, " finished"))
                   : absl::UnavailableError(absl::StrCat("PS shard ", shard_index, " stopped: ", result.message())));
+  summarize(/*last=*/true);
   StatsResponse stats = shard->Stats();
   LogLoad(stats.load());
   if (metrics != nullptr) metrics->Update(stats);

@@ -548,6 +548,13 @@ bool PsShard::Finished() const {
   return true;
 }
 
+int64_t PsShard::MinVersion() const {
+  if (!initialized_.load()) return 0;
+  int64_t least = INT64_MAX;
+  for (const auto& [name, var] : variables_) least = std::min(least, var->version.load());
+  return least == INT64_MAX ? 0 : least;
+}
+
 std::vector<int> PsShard::LostWorkers() const {
   absl::MutexLock lock(&mu_);
   std::vector<int> lost;

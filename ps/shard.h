@@ -79,6 +79,9 @@ class PsShard {
   void CancelPendingPulls(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // True when every worker has said Done or is lost.
   bool Finished() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The fewest updates any of its variables has had (sync: the global steps
+  // applied); 0 before Init.
+  int64_t MinVersion() const;
   std::vector<int> LostWorkers() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -29,13 +29,34 @@ TEST(SummariesTest, ChiefWritesTrainAndEvalSeriesThatReadBackWithValidChecksums)
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
 
-  std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) files.push_back(e.path());
-  ASSERT_EQ(files.size(), 1u) << "one file: the chief's";
-  EXPECT_THAT(files[0].filename().string(), ::testing::StartsWith("events.out.tfevents."));
-  EXPECT_THAT(files[0].filename().string(), ::testing::EndsWith(".chief"));
+  std::map<std::string, fs::path> files;  // by writer: chief, ps0
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_THAT(name, ::testing::StartsWith("events.out.tfevents."));
+    files[name.substr(name.rfind('.') + 1)] = e.path();
+  }
+  ASSERT_EQ(files.size(), 2u) << "the chief's and the PS shard's";
+  ASSERT_EQ(files.count("chief"), 1u);
+  ASSERT_EQ(files.count("ps0"), 1u);
 
-  absl::StatusOr<tb::EventFileContents> contents = tb::ReadEventFile(files[0].string());
+  // The shard's traffic against its version (sync: the global step): every
+  // 5 steps, and the end of the run.
+  absl::StatusOr<tb::EventFileContents> ps = tb::ReadEventFile(files["ps0"].string());
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> ps_series;
+  for (const tb::ScalarPoint& p : ps->scalars) ps_series[p.tag].emplace_back(p.step, p.value);
+  for (const char* tag : {"ps/received_bytes", "ps/sent_bytes", "ps/apply_seconds", "ps/applied_updates"}) {
+    SCOPED_TRACE(tag);
+    ASSERT_GE(ps_series[tag].size(), 2u);
+    EXPECT_EQ(ps_series[tag].back().first, 20);
+    for (size_t i = 1; i < ps_series[tag].size(); ++i) {
+      EXPECT_GT(ps_series[tag][i].first, ps_series[tag][i - 1].first);
+      EXPECT_GE(ps_series[tag][i].second, ps_series[tag][i - 1].second) << "a running total went down";
+    }
+  }
+  EXPECT_GT(ps_series["ps/received_bytes"].back().second, 0);
+
+  absl::StatusOr<tb::EventFileContents> contents = tb::ReadEventFile(files["chief"].string());
   ASSERT_TRUE(contents.ok()) << contents.status();
   EXPECT_EQ(contents->file_version, "brain.Event:2");
   std::map<std::string, std::vector<std::pair<int64_t, double>>> series;
