@@ -39,18 +39,21 @@ TEST(SummariesTest, ChiefWritesTrainAndEvalSeriesThatReadBackWithValidChecksums)
   ASSERT_EQ(files.count("chief"), 1u);
   ASSERT_EQ(files.count("ps0"), 1u);
 
-  // The shard's traffic against its version (sync: the global step): every
-  // 5 steps, and the end of the run.
+  // The shard's traffic against its version (sync: the global step): at
+  // most every 5 steps as the shard samples it (a short run may leave only
+  // the end), and the end of the run.
   absl::StatusOr<tb::EventFileContents> ps = tb::ReadEventFile(files["ps0"].string());
   ASSERT_TRUE(ps.ok()) << ps.status();
   std::map<std::string, std::vector<std::pair<int64_t, double>>> ps_series;
   for (const tb::ScalarPoint& p : ps->scalars) ps_series[p.tag].emplace_back(p.step, p.value);
   for (const char* tag : {"ps/received_bytes", "ps/sent_bytes", "ps/apply_seconds", "ps/applied_updates"}) {
     SCOPED_TRACE(tag);
-    ASSERT_GE(ps_series[tag].size(), 2u);
+    ASSERT_GE(ps_series[tag].size(), 1u);
     EXPECT_EQ(ps_series[tag].back().first, 20);
     for (size_t i = 1; i < ps_series[tag].size(); ++i) {
-      EXPECT_GT(ps_series[tag][i].first, ps_series[tag][i - 1].first);
+      // 5 steps apart at least, but the end comes whenever the run ends.
+      const bool last = i + 1 == ps_series[tag].size();
+      EXPECT_GE(ps_series[tag][i].first, ps_series[tag][i - 1].first + (last ? 1 : 5));
       EXPECT_GE(ps_series[tag][i].second, ps_series[tag][i - 1].second) << "a running total went down";
     }
   }
