@@ -25,9 +25,6 @@ ExperimentConfig ClusterConfig(int64_t steps) {
   SetInProcessHosts(&config, /*num_ps=*/2, /*num_workers=*/2);
   config.mutable_train()->set_batch_size_per_device(8);
   config.mutable_train()->set_steps(steps);
-  // Runs refused at start leave the other roles waiting for the chief's
-  // Init: not for long.
-  config.mutable_timeouts()->set_startup_seconds(5);
   return config;
 }
 

@@ -1,5 +1,6 @@
 #include "tests/worker/in_process_cluster.h"
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -28,10 +29,15 @@ absl::StatusOr<ClusterRun> RunCluster(const ExperimentConfig& config, Transport&
   run.ps_status.resize(num_ps);
   run.worker_status.resize(num_workers);
   std::vector<std::thread> threads;
+  // A worker that fails stops the shards (as a real cluster's would time
+  // out), so the other roles end promptly instead of at their deadlines.
+  std::atomic<bool> a_worker_failed{false};
+  std::atomic<int> first_failed{-1};  // the failure reported: the cause, not its echoes
   for (int i = 0; i < num_ps; ++i) {
     threads.emplace_back([&, i] {
       PsRunOptions options;
       options.listen_address = config.cluster().ps_hosts(i);
+      options.cancel = &a_worker_failed;
       run.ps_status[i] = RunParameterServer(config, i, &transport, options);
     });
   }
@@ -42,11 +48,20 @@ absl::StatusOr<ClusterRun> RunCluster(const ExperimentConfig& config, Transport&
       if (i == 0) options.final_parameters = &run.final_params;
       absl::StatusOr<RunResult> result = RunWorker(config, i, &transport, options);
       run.worker_status[i] = result.status();
-      if (!result.ok()) LOG(ERROR) << "worker " << i << " failed: " << result.status();
+      if (!result.ok()) {
+        LOG(ERROR) << "worker " << i << " failed: " << result.status();
+        int none = -1;
+        first_failed.compare_exchange_strong(none, i);
+        a_worker_failed = true;
+      }
       if (i == 0 && result.ok()) run.chief = *result;
     });
   }
   for (std::thread& t : threads) t.join();
+  if (const int w = first_failed.load(); w >= 0) {
+    const absl::Status& s = run.worker_status[w];
+    return absl::Status(s.code(), absl::StrCat("worker ", w, ": ", s.message()));
+  }
   for (size_t w = 0; w < run.worker_status.size(); ++w) {
     const absl::Status& s = run.worker_status[w];
     if (!s.ok()) {
