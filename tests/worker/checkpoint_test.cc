@@ -28,6 +28,14 @@ ExperimentConfig ClusterConfig(int64_t steps) {
   return config;
 }
 
+// For runs the chief refuses at start: the same shards but only the chief,
+// so no other worker is left waiting for its startup deadline.
+ExperimentConfig ChiefOnlyConfig(int64_t steps) {
+  ExperimentConfig config = ClusterConfig(steps);
+  SetInProcessHosts(&config, /*num_ps=*/2, /*num_workers=*/1);
+  return config;
+}
+
 std::string FreshDir(const std::string& name) {
   const fs::path dir = fs::path(testing::TempDir()) / ("ckpt_" + name);
   fs::remove_all(dir);
@@ -97,7 +105,7 @@ TEST(CheckpointTest, DamagedNewestCheckpointIsSkippedForThePreviousOne) {
   }
 
   // Asking for exactly that checkpoint is an error naming the file.
-  ExperimentConfig exact = ClusterConfig(kSteps);
+  ExperimentConfig exact = ChiefOnlyConfig(kSteps);
   exact.mutable_checkpoint()->set_restore((fs::path(dir) / "ckpt-4").string());
   absl::StatusOr<ClusterRun> refused = RunInProcessCluster(exact);
   ASSERT_FALSE(refused.ok());
@@ -143,7 +151,7 @@ TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
   ASSERT_TRUE(RunInProcessCluster(first).ok());
   ASSERT_TRUE(Committed(dir, 2));
 
-  ExperimentConfig other = ClusterConfig(4);
+  ExperimentConfig other = ChiefOnlyConfig(4);
   other.mutable_model()->set_hidden_units(1, 8);  // (32, 16) there, (32, 8) here
   other.mutable_checkpoint()->set_dir(dir);
   absl::StatusOr<ClusterRun> refused = RunInProcessCluster(other);
@@ -153,7 +161,7 @@ TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
   EXPECT_THAT(refused.status().message(), HasSubstr("there"));
   EXPECT_THAT(refused.status().message(), HasSubstr("16"));
 
-  ExperimentConfig sgd = ClusterConfig(4);
+  ExperimentConfig sgd = ChiefOnlyConfig(4);
   sgd.mutable_optimizer()->set_name("sgd");
   sgd.mutable_checkpoint()->set_dir(dir);
   refused = RunInProcessCluster(sgd);
@@ -161,7 +169,7 @@ TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
   EXPECT_THAT(refused.status().message(), HasSubstr("optimizer momentum there, sgd here"));
 
   // A checkpoint at the run's last step leaves nothing to train.
-  ExperimentConfig done = ClusterConfig(2);
+  ExperimentConfig done = ChiefOnlyConfig(2);
   done.mutable_checkpoint()->set_dir(dir);
   refused = RunInProcessCluster(done);
   ASSERT_FALSE(refused.ok());
@@ -171,7 +179,7 @@ TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
 TEST(CheckpointTest, UnwritableDirectoryIsAnErrorBeforeTraining) {
   const fs::path file = fs::path(testing::TempDir()) / "ckpt_not_a_dir";
   std::ofstream(file) << "a file";
-  ExperimentConfig config = ClusterConfig(2);
+  ExperimentConfig config = ChiefOnlyConfig(2);
   config.mutable_checkpoint()->set_dir((file / "sub").string());
   absl::StatusOr<ClusterRun> refused = RunInProcessCluster(config);
   ASSERT_FALSE(refused.ok());
