@@ -5,16 +5,11 @@
 
 namespace pstrain {
 
-void PsMetrics::Tracked::To(double value) {
-  if (value > last) counter->Add(value - last);
-  last = value;
-}
-
 absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* registry, int shard) {
   auto m = std::unique_ptr<PsMetrics>(new PsMetrics());
   const MetricLabels labels = {{"shard", absl::StrCat(shard)}};
-  auto counter = [&](Tracked* t, const char* name, const char* help) -> absl::Status {
-    PSTRAIN_ASSIGN_OR_RETURN(t->counter, registry->RegisterCounter(name, help, labels));
+  auto counter = [&](Counter** c, const char* name, const char* help) -> absl::Status {
+    PSTRAIN_ASSIGN_OR_RETURN(*c, registry->RegisterCounter(name, help, labels));
     return absl::OkStatus();
   };
   auto gauge = [&](Gauge** g, const char* name, const char* help) -> absl::Status {
@@ -43,13 +38,13 @@ absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* r
 
 void PsMetrics::Update(const StatsResponse& stats) {
   const ShardLoad& load = stats.load();
-  received_.To(static_cast<double>(load.bytes_in()));
-  sent_.To(static_cast<double>(load.bytes_out()));
-  applied_.To(static_cast<double>(load.applied_updates()));
-  apply_seconds_.To(load.apply_seconds());
-  dropped_.To(static_cast<double>(load.dropped_gradients()));
-  ssp_blocked_.To(static_cast<double>(load.ssp_blocked_pulls()));
-  ssp_wait_.To(load.ssp_wait_seconds());
+  received_->AdvanceTo(static_cast<double>(load.bytes_in()));
+  sent_->AdvanceTo(static_cast<double>(load.bytes_out()));
+  applied_->AdvanceTo(static_cast<double>(load.applied_updates()));
+  apply_seconds_->AdvanceTo(load.apply_seconds());
+  dropped_->AdvanceTo(static_cast<double>(load.dropped_gradients()));
+  ssp_blocked_->AdvanceTo(static_cast<double>(load.ssp_blocked_pulls()));
+  ssp_wait_->AdvanceTo(load.ssp_wait_seconds());
   variables_->Set(static_cast<double>(load.variables()));
   variable_bytes_->Set(static_cast<double>(load.variable_bytes()));
   workers_done_->Set(stats.done_size());

@@ -24,12 +24,13 @@ class PsMetrics {
 
  private:
   PsMetrics() = default;
-  struct Tracked {
-    Counter* counter = nullptr;
-    double last = 0;
-    void To(double value);
-  };
-  Tracked received_, sent_, applied_, apply_seconds_, dropped_, ssp_blocked_, ssp_wait_;
+  Counter* received_ = nullptr;
+  Counter* sent_ = nullptr;
+  Counter* applied_ = nullptr;
+  Counter* apply_seconds_ = nullptr;
+  Counter* dropped_ = nullptr;
+  Counter* ssp_blocked_ = nullptr;
+  Counter* ssp_wait_ = nullptr;
   Gauge* variables_ = nullptr;
   Gauge* variable_bytes_ = nullptr;
   Gauge* workers_done_ = nullptr;

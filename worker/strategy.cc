@@ -15,6 +15,28 @@ bool Contains(const std::vector<std::string>& list, const std::string& value) {
 
 // The one check of a config against its strategy: the entry's declared
 // fields, its own rules, then what its needs ask of the cluster.
+// Checkpoints hold the PS shards' state: a strategy without PS shards
+// refuses the fields that ask for them, naming the strategies that have them.
+absl::Status CheckNoCheckpoints(const ExperimentConfig& c, const ConfigChecker& ck) {
+  std::vector<std::string> with_shards;
+  for (const std::string& other : StrategyRegistry().Names()) {
+    absl::StatusOr<StrategyEntry> entry = StrategyRegistry().Find(other);
+    if (entry.ok() && entry->needs(c).parameter_servers) with_shards.push_back(other);
+  }
+  const std::string& name = c.variable_update();
+  if (!c.checkpoint().dir().empty()) {
+    return ck.Fail("checkpoint.dir",
+                   absl::StrCat("empty with variable_update ", name,
+                                " (checkpoints hold the PS shards' state: ", absl::StrJoin(with_shards, " and "), ")"),
+                   absl::StrCat("'", c.checkpoint().dir(), "'"));
+  }
+  if (!c.checkpoint().restore().empty()) {
+    return ck.Fail("checkpoint.restore", absl::StrCat("empty with variable_update ", name),
+                   absl::StrCat("'", c.checkpoint().restore(), "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, const ConfigChecker& ck) {
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("variable_update", c.variable_update(), StrategyRegistry().Names()));
   PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(c.variable_update()));
@@ -61,6 +83,7 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
   if (needs.parameter_servers && c.cluster().ps_hosts().empty()) {
     return ck.Fail("cluster.ps_hosts", absl::StrCat("at least one host:port when variable_update is ", name), "none");
   }
+  if (!needs.parameter_servers) PSTRAIN_RETURN_IF_ERROR(CheckNoCheckpoints(c, ck));
   const int workers = c.cluster().worker_hosts_size();
   if (needs.max_workers > 0 && workers > needs.max_workers) {
     return ck.Fail(

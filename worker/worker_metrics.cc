@@ -5,11 +5,6 @@
 
 namespace pstrain {
 
-void WorkerMetrics::Tracked::To(double value) {
-  if (value > last) counter->Add(value - last);
-  last = value;
-}
-
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricRegistry* registry, int worker) {
   auto m = std::unique_ptr<WorkerMetrics>(new WorkerMetrics());
   const MetricLabels labels = {{"worker", absl::StrCat(worker)}};
@@ -18,15 +13,15 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricReg
   PSTRAIN_ASSIGN_OR_RETURN(m->images_per_sec_,
                            registry->RegisterGauge("pstrain_worker_images_per_second",
                                                    "This worker's images/sec over the last step.", labels));
-  PSTRAIN_ASSIGN_OR_RETURN(m->pushed_.counter, registry->RegisterCounter("pstrain_worker_pushed_bytes_total",
-                                                                         "Bytes pushed to PS shards.", labels));
-  PSTRAIN_ASSIGN_OR_RETURN(m->pulled_.counter, registry->RegisterCounter("pstrain_worker_pulled_bytes_total",
-                                                                         "Bytes pulled from PS shards.", labels));
-  PSTRAIN_ASSIGN_OR_RETURN(m->allreduced_.counter,
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m->pushed_, registry->RegisterCounter("pstrain_worker_pushed_bytes_total", "Bytes pushed to PS shards.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m->pulled_, registry->RegisterCounter("pstrain_worker_pulled_bytes_total",
+                                                                 "Bytes pulled from PS shards.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m->allreduced_,
                            registry->RegisterCounter("pstrain_worker_allreduced_bytes_total",
                                                      "Bytes this worker contributed to all-reduces.", labels));
-  PSTRAIN_ASSIGN_OR_RETURN(m->wait_.counter, registry->RegisterCounter("pstrain_worker_wait_seconds_total",
-                                                                       "Seconds spent waiting for others.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m->wait_, registry->RegisterCounter("pstrain_worker_wait_seconds_total",
+                                                               "Seconds spent waiting for others.", labels));
   return m;
 }
 
@@ -35,10 +30,10 @@ void WorkerMetrics::OnStep(int64_t steps_done, double loss, double images_per_se
   step_->Set(static_cast<double>(steps_done));
   loss_->Set(loss);
   images_per_sec_->Set(images_per_sec);
-  pushed_.To(static_cast<double>(traffic.bytes_pushed()));
-  pulled_.To(static_cast<double>(traffic.bytes_pulled()));
-  allreduced_.To(static_cast<double>(traffic.bytes_allreduced()));
-  wait_.To(wait_seconds);
+  pushed_->AdvanceTo(static_cast<double>(traffic.bytes_pushed()));
+  pulled_->AdvanceTo(static_cast<double>(traffic.bytes_pulled()));
+  allreduced_->AdvanceTo(static_cast<double>(traffic.bytes_allreduced()));
+  wait_->AdvanceTo(wait_seconds);
 }
 
 }  // namespace pstrain

@@ -22,15 +22,13 @@ class WorkerMetrics {
 
  private:
   WorkerMetrics() = default;
-  struct Tracked {
-    Counter* counter = nullptr;
-    double last = 0;
-    void To(double value);
-  };
   Gauge* step_ = nullptr;
   Gauge* loss_ = nullptr;
   Gauge* images_per_sec_ = nullptr;
-  Tracked pushed_, pulled_, allreduced_, wait_;
+  Counter* pushed_ = nullptr;
+  Counter* pulled_ = nullptr;
+  Counter* allreduced_ = nullptr;
+  Counter* wait_ = nullptr;
 };
 
 }  // namespace pstrain

@@ -101,8 +101,9 @@ absl::Status CheckPlacementAndDevices(const ConfigChecker& ck, const ExperimentC
                                true);
 }
 
-// Checkpoints hold the PS shards' state, so only the strategies whose
-// variables live on PS shards can write them.
+// The checkpoint fields on their own; which strategies can write
+// checkpoints (those with PS shards) is the strategy check's
+// (worker/strategy.cc).
 absl::Status CheckCheckpoint(const ConfigChecker& ck, const ExperimentConfig& c) {
   const CheckpointConfig& k = c.checkpoint();
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("checkpoint.every_steps", k.every_steps()));
@@ -110,18 +111,6 @@ absl::Status CheckCheckpoint(const ConfigChecker& ck, const ExperimentConfig& c)
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("checkpoint.keep", k.keep()));
   if (k.dir().empty() && (k.every_steps() > 0 || k.every_seconds() > 0)) {
     return ck.Fail("checkpoint.dir", "a directory (checkpoint.every_steps/every_seconds ask for checkpoints)", "''");
-  }
-  const bool on_ps = c.variable_update() == "parameter_server" || c.variable_update() == "distributed_replicated";
-  if (!on_ps && !k.dir().empty()) {
-    return ck.Fail(
-        "checkpoint.dir",
-        absl::StrCat("empty with variable_update ", c.variable_update(),
-                     " (checkpoints hold the PS shards' state: parameter_server and distributed_replicated)"),
-        absl::StrCat("'", k.dir(), "'"));
-  }
-  if (!on_ps && !k.restore().empty()) {
-    return ck.Fail("checkpoint.restore", absl::StrCat("empty with variable_update ", c.variable_update()),
-                   absl::StrCat("'", k.restore(), "'"));
   }
   return absl::OkStatus();
 }

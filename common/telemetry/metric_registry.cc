@@ -81,6 +81,11 @@ void Counter::Add(double delta) {
   value_.fetch_add(delta, std::memory_order_relaxed);
 }
 
+void Counter::AdvanceTo(double total) {
+  const double now = value();
+  if (total > now) Add(total - now);
+}
+
 absl::StatusOr<Counter*> MetricRegistry::RegisterCounter(std::string_view name, std::string_view help,
                                                          const MetricLabels& labels) {
   absl::MutexLock lock(&mu_);

@@ -40,6 +40,10 @@ class Counter {
  public:
   // Adds `delta`, which must be >= 0 (CHECKed; NaN is rejected too).
   void Add(double delta = 1);
+  // Raises the counter to `total`, a running total kept elsewhere (bytes
+  // moved so far); a lower `total` leaves it as it is. For one writer: two
+  // concurrent calls may both add the same difference.
+  void AdvanceTo(double total);
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

@@ -247,6 +247,20 @@ TEST(MetricRegistryTest, RejectsDuplicatesAndConflicts) {
   EXPECT_THAT(other_help.message(), HasSubstr("other help text"));
 }
 
+TEST(MetricRegistryTest, CounterFollowsARunningTotalKeptElsewhere) {
+  MetricRegistry registry;
+  Counter* bytes = *registry.RegisterCounter("bytes_total", "x");
+  bytes->AdvanceTo(100);
+  EXPECT_EQ(bytes->value(), 100);
+  bytes->AdvanceTo(250.5);
+  EXPECT_EQ(bytes->value(), 250.5);
+  bytes->AdvanceTo(10);  // a total that went back (a restarted source) never lowers it
+  EXPECT_EQ(bytes->value(), 250.5);
+  bytes->Add(1);
+  bytes->AdvanceTo(300);
+  EXPECT_EQ(bytes->value(), 300);
+}
+
 TEST(MetricRegistryDeathTest, CounterRefusesToGoDown) {
   MetricRegistry registry;
   Counter* counter = *registry.RegisterCounter("c_total", "x");

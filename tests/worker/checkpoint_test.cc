@@ -194,7 +194,7 @@ TEST(CheckpointTest, ConfigRefusesCheckpointsWithoutParameterServers) {
   absl::Status status = ValidateExperimentConfig(config, "exp.yaml");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
   EXPECT_THAT(status.message(), HasSubstr("checkpoint.dir"));
-  EXPECT_THAT(status.message(), HasSubstr("parameter_server and distributed_replicated"));
+  EXPECT_THAT(status.message(), HasSubstr("distributed_replicated and parameter_server"));
 
   ExperimentConfig no_dir = ClusterConfig(2);
   no_dir.mutable_checkpoint()->set_every_steps(10);

@@ -480,12 +480,18 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // taken; empty if it can.
   std::string Malformed(const AmHeader& h, size_t length) const;
   void Received(std::unique_ptr<RecvOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  // A message could not be taken (PartAssembler::Announce's refusal): a
-  // request is answered with it, an answer completes its call with it
-  // (INTERNAL where the answer was malformed).
+  // A message could not be taken (too large, or PartAssembler::Announce's
+  // refusal): a request is answered with it, an answer completes its call
+  // with it (INTERNAL where the answer was malformed).
   void RefuseMessage(const AmHeader& h, ucp_ep_h reply_ep, const absl::Status& refusal)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void CloseEndpoint(ucp_ep_h ep, bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // Forgets an endpoint being closed: its owner, and the parts of messages
+  // that came on it.
+  void DropEndpoint(ucp_ep_h ep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) {
+    eps_.erase(ep);
+    assembler_.ForgetEndpoint(ep);
+  }
   void EndpointFailed(ucp_ep_h ep, ucs_status_t status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
 
   // ---- client ----
@@ -704,8 +710,7 @@ void Engine::WaitForEvents(absl::Time wake_at) {
 void Engine::ShutdownAll() {
   for (auto& [id, conn] : client_conns_) {
     if (conn.ep != nullptr) {
-      eps_.erase(conn.ep);
-      assembler_.ForgetEndpoint(conn.ep);
+      DropEndpoint(conn.ep);
       CloseEndpoint(conn.ep, /*force=*/true);
       conn.ep = nullptr;
     }
@@ -717,8 +722,7 @@ void Engine::ShutdownAll() {
     server.listener = nullptr;
   }
   for (auto& [id, conn] : server_conns_) {
-    eps_.erase(conn.ep);
-    assembler_.ForgetEndpoint(conn.ep);
+    DropEndpoint(conn.ep);
     CloseEndpoint(conn.ep, /*force=*/true);
   }
   server_conns_.clear();
@@ -980,13 +984,9 @@ ucs_status_t Engine::ReceiveData(const AmHeader& h, ucp_ep_h reply_ep, void* dat
   } else if (static_cast<int64_t>(length) > max_message_bytes_) {
     absl::Status too_big = absl::ResourceExhaustedError(absl::StrCat(
         "ucx: received a message of ", length, " bytes, larger than max_message_bytes ", max_message_bytes_));
-    Defer([this, request, reply_ep, call_id = h.call_id, too_big] {
+    Defer([this, h, reply_ep, too_big] {
       progress_.AssertHeld();
-      if (request) {
-        RejectRequest(reply_ep, call_id, too_big);
-      } else {
-        Complete(call_id, too_big);
-      }
+      RefuseMessage(h, reply_ep, too_big);
     });
     return UCS_OK;
   }
@@ -1101,8 +1101,7 @@ void Engine::EndpointFailed(ucp_ep_h ep, ucs_status_t status) {
   auto it = eps_.find(ep);
   if (it == eps_.end()) return;  // closed by us meanwhile
   const EpOwner owner = it->second;
-  eps_.erase(it);
-  assembler_.ForgetEndpoint(ep);
+  DropEndpoint(ep);
   CloseEndpoint(ep, /*force=*/true);
   if (owner.client) {
     ClientEndpointFailed(owner.conn_id, status);
@@ -1311,8 +1310,7 @@ void Engine::CloseClientConn(uint64_t conn_id) {
     Complete(id, absl::CancelledError(absl::StrCat("ucx: the channel to ", conn.address, " was destroyed")));
   }
   if (conn.ep != nullptr) {
-    eps_.erase(conn.ep);
-    assembler_.ForgetEndpoint(conn.ep);
+    DropEndpoint(conn.ep);
     CloseEndpoint(conn.ep, /*force=*/false);
   }
   client_conns_.erase(it);
@@ -1517,8 +1515,7 @@ void Engine::CloseServerConns(uint64_t server_id) {
   for (uint64_t conn_id : it->second.conns) {
     auto conn = server_conns_.find(conn_id);
     if (conn == server_conns_.end()) continue;
-    eps_.erase(conn->second.ep);
-    assembler_.ForgetEndpoint(conn->second.ep);
+    DropEndpoint(conn->second.ep);
     CloseEndpoint(conn->second.ep, /*force=*/false);  // answers already queued go out first
     server_conns_.erase(conn);
   }
