@@ -15,8 +15,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   dataset-fashion-mnist
   python3 procps
-  # promtool (tests check the /metrics exposition with it)
-  prometheus
+  # promtool and curl (tests scrape /metrics and check the exposition)
+  prometheus curl
   # tools/check.sh: the clang thread-safety build, sanitizers, format check
   clang-14 libclang-rt-14-dev clang-format-14 git
 )
