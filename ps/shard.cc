@@ -91,6 +91,9 @@ PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolic
   last_seen_.assign(n, start_time_);
   last_step_.assign(n, -1);
   seen_.assign(n, false);
+  incarnation_.assign(n, 0);
+  rejoined_.assign(n, false);
+  rejoin_versions_.assign(n, 0);
 }
 
 PsShard::~PsShard() { CancelPendingPulls(absl::CancelledError("PS shard shutting down")); }
@@ -119,12 +122,8 @@ absl::Status PsShard::Init(const InitRequest& request, IncomingFrame& payload, I
   return absl::OkStatus();
 }
 
-absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response) {
-  absl::MutexLock lock(&mu_);
-  if (initialized_.load()) {
-    response->set_already_initialized(true);
-    return absl::OkStatus();
-  }
+absl::StatusOr<std::map<std::string, std::unique_ptr<ShardVariable>>> PsShard::BuildVariables(
+    const InitRequest& request, IncomingFrame& payload, int num_slots) const {
   uint64_t declared = 0;
   std::set<std::string> names;
   for (const TensorHeader& h : request.tensors()) {
@@ -139,9 +138,6 @@ absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame
     declared += h.num_bytes();
   }
   PSTRAIN_RETURN_IF_ERROR(CheckPayloadSize(payload, declared, "init"));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options_.optimizer));
-  PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
-                           LearningRateSchedule::Create(options_.optimizer, request.total_steps()));
   std::map<std::string, std::unique_ptr<ShardVariable>> variables;
   for (const TensorHeader& h : request.tensors()) {
     auto var = std::make_unique<ShardVariable>();
@@ -151,13 +147,37 @@ absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame
     absl::MutexLock var_lock(&var->mu);
     var->value = Buffer::Allocate(var->bytes());
     PSTRAIN_RETURN_IF_ERROR(payload.Read(var->value->data(), var->bytes()));
-    var->slots.assign(optimizer->num_slots(), std::vector<float>(var->n, 0.0f));
+    var->slots.assign(num_slots, std::vector<float>(var->n, 0.0f));
     var->consistency = policy_->NewState(*var);
     variables[var->name] = std::move(var);
   }
   if (request.has_restore()) {
+    PSTRAIN_RETURN_IF_ERROR(
+        LoadShardCheckpoint(request.restore(), options_.shard_index, options_.optimizer.name(), variables));
+  }
+  return variables;
+}
+
+absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response) {
+  absl::MutexLock lock(&mu_);
+  const int64_t generation = std::max<int64_t>(1, request.generation());
+  if (initialized_.load()) {
+    if (generation <= generation_.load()) {
+      response->set_already_initialized(true);
+      response->set_generation(generation_.load());
+      return absl::OkStatus();
+    }
+    PSTRAIN_RETURN_IF_ERROR(RestoreInPlace(request, payload, generation));
+    response->set_already_initialized(true);
+    response->set_generation(generation);
+    return absl::OkStatus();
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options_.optimizer));
+  PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
+                           LearningRateSchedule::Create(options_.optimizer, request.total_steps()));
+  PSTRAIN_ASSIGN_OR_RETURN(auto variables, BuildVariables(request, payload, optimizer->num_slots()));
+  if (request.has_restore()) {
     const ShardRestore& restore = request.restore();
-    PSTRAIN_RETURN_IF_ERROR(LoadShardCheckpoint(restore, options_.shard_index, options_.optimizer.name(), variables));
     resumed_step_ = restore.step();
     // Every worker resumes at the checkpoint's step.
     progress_.completed_steps.assign(options_.num_workers, restore.step());
@@ -167,16 +187,108 @@ absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame
   }
   variables_ = std::move(variables);
   updater_.emplace(std::move(optimizer), std::move(schedule));
-  bytes_in_ += declared;
+  bytes_in_ += payload.payload_bytes();
+  generation_ = generation;
   initialized_ = true;  // publishes variables_ and updater_
-  LOG(INFO) << "shard " << options_.shard_index << ": initialised " << variables_.size() << " variables (" << declared
-            << " bytes) from worker " << request.worker();
+  LOG(INFO) << "shard " << options_.shard_index << ": initialised " << variables_.size() << " variables ("
+            << payload.payload_bytes() << " bytes) from worker " << request.worker() << ", generation " << generation;
   response->set_already_initialized(false);
+  response->set_generation(generation);
   return absl::OkStatus();
 }
 
+absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& payload, int64_t generation) {
+  PSTRAIN_ASSIGN_OR_RETURN(auto fresh, BuildVariables(request, payload, updater_->num_slots()));
+  std::vector<ShardVariable*> vars;
+  for (auto& [name, var] : variables_) {
+    auto it = fresh.find(name);
+    if (it == fresh.end() || it->second->shape != var->shape) {
+      return absl::InvalidArgumentError(absl::StrCat("init of generation ", generation, ": shard ",
+                                                     options_.shard_index, "'s variable ", name,
+                                                     it == fresh.end() ? " is missing" : " has another shape"));
+    }
+    vars.push_back(var.get());
+  }
+  if (fresh.size() != variables_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("init of generation ", generation, ": ", fresh.size(),
+                                                   " variables for a shard holding ", variables_.size()));
+  }
+  const int64_t step = request.has_restore() ? request.restore().step() : 0;
+  {
+    // Every variable changes at once: a push holding any variable's lock
+    // sees either the old generation's state or the new one's.
+    VariableLocks locks(vars);
+    for (ShardVariable* var : vars) {
+      var->mu.AssertHeld();
+      ShardVariable& from = *fresh[var->name];
+      absl::MutexLock from_lock(&from.mu);
+      var->value = std::move(from.value);
+      var->spare = nullptr;
+      var->slots = std::move(from.slots);
+      var->version = from.version.load();
+      var->consistency = policy_->NewState(*var);
+      var->encoded = nullptr;
+      var->encoded_version = -1;
+    }
+    generation_ = generation;
+  }
+  resumed_step_ = step;
+  progress_.completed_steps.assign(options_.num_workers, step);
+  last_step_.assign(options_.num_workers, step - 1);
+  rejoin_versions_.assign(options_.num_workers, 0);
+  LOG(INFO) << "shard " << options_.shard_index << ": restored " << vars.size() << " variables at generation "
+            << generation << " from "
+            << (request.has_restore() ? absl::StrCat(request.restore().path(), " (step ", step, ")")
+                                      : std::string("the chief's initial values (step 0)"));
+  return absl::OkStatus();
+}
+
+std::string PsShard::GenerationMismatch(int64_t theirs) const {
+  const int64_t mine = generation_.load();
+  if (mine == 0) {
+    return absl::StrCat("PS shard ", options_.shard_index,
+                        " has restarted and holds no variables until the chief restores them (request of generation ",
+                        theirs, ")");
+  }
+  return absl::StrCat("PS shard ", options_.shard_index, " was restored (generation ", mine,
+                      "); this request is of generation ", theirs);
+}
+
+bool PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
+  if (incarnation == 0) return false;
+  if (incarnation_[worker] == 0 || incarnation_[worker] == incarnation) {
+    incarnation_[worker] = incarnation;
+    return false;
+  }
+  incarnation_[worker] = incarnation;
+  rejoined_[worker] = true;
+  // Gradients the old process pushed for steps still being aggregated may
+  // arrive again from the new one (the same step, the same data): they are
+  // dropped, not refused as duplicates.
+  int64_t newest = 0;
+  if (initialized_.load()) {
+    for (const auto& [name, var] : variables_) newest = std::max(newest, var->version.load());
+  }
+  rejoin_versions_[worker] = newest + 1;
+  const bool was_lost = progress_.lost[worker];
+  if (was_lost) {
+    progress_.lost[worker] = false;
+    departed_[worker] = false;
+  }
+  last_seen_[worker] = absl::Now();
+  LOG(WARNING) << "shard " << options_.shard_index << ": worker " << worker
+               << " rejoined (a new process); its repeated gradients for steps below " << newest + 1 << " are dropped"
+               << (was_lost ? "; it is no longer lost" : "");
+  return was_lost;
+}
+
 absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& request, OutgoingFrame* response) {
-  if (!initialized_.load()) return PullState::kWaitingForVersions;
+  if (request.generation() != 0 && request.generation() != generation_.load()) {
+    return absl::AbortedError(GenerationMismatch(request.generation()));
+  }
+  if (!initialized_.load() || generation_.load() < std::max<int64_t>(1, request.min_generation())) {
+    return PullState::kWaitingForVersions;
+  }
   std::vector<ShardVariable*> vars;
   if (request.names().empty()) {
     for (auto& [name, var] : variables_) vars.push_back(var.get());
@@ -216,6 +328,9 @@ absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& requ
     }
   }
   header.set_resumed_step(resumed_step_);
+  header.set_generation(generation_.load());
+  header.set_rejoined(rejoined_[request.worker()]);
+  header.set_worker_steps(progress_.completed_steps[request.worker()]);
   header.SerializeToString(&response->header);
   bytes_out_ += response->payload_bytes();
   return PullState::kReady;
@@ -244,6 +359,7 @@ void PsShard::Pull(const PullRequest& request, Responder respond) {
   {
     // Check-and-park under mu_, so an update that lands in between wakes us.
     absl::MutexLock lock(&mu_);
+    NoteIncarnation(request.worker(), request.incarnation());
     state = TryServePull(request, &response);
     if (state.ok() && *state != PullState::kReady) {
       const absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
@@ -290,23 +406,39 @@ void PsShard::WakePulls() {
   }
 }
 
-absl::Status PsShard::CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker, int64_t step) const {
-  for (ShardVariable* var : vars) {
+absl::StatusOr<std::vector<bool>> PsShard::CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker,
+                                                                 int64_t step, int64_t repeats_below) const {
+  std::vector<bool> repeated(vars.size(), false);
+  for (size_t i = 0; i < vars.size(); ++i) {
+    ShardVariable* var = vars[i];
     var->mu.AssertHeld();
     if (step < 0 || step > var->version.load()) {
       return absl::InvalidArgumentError(absl::StrCat("push: step ", step, " of ", var->name,
                                                      " is ahead of the variable (version ", var->version.load(), ")"));
     }
+    if (step < repeats_below && policy_->HasGradientFrom(*var, worker, step)) {
+      repeated[i] = true;
+      continue;
+    }
     PSTRAIN_RETURN_IF_ERROR(policy_->CheckPush(*var, worker, step));
   }
-  return absl::OkStatus();
+  return repeated;
 }
 
 absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, PushResponse* response) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "push"));
-  if (!initialized_.load()) return absl::FailedPreconditionError("push before the chief initialised the variables");
+  if (!initialized_.load()) {
+    if (request.generation() != 0) return absl::AbortedError(GenerationMismatch(request.generation()));
+    return absl::FailedPreconditionError("push before the chief initialised the variables");
+  }
   const int worker = request.worker();
   const int64_t step = request.step();
+  int64_t repeats_below = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    NoteIncarnation(worker, request.incarnation());
+    repeats_below = rejoin_versions_[worker];
+  }
 
   // Validation: nothing changes unless the whole request is well formed.
   // First what needs no lock...
@@ -340,7 +472,10 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   // the update is done, so two pushes cannot both pass the checks and then
   // both apply.
   VariableLocks locks(vars);
-  PSTRAIN_RETURN_IF_ERROR(CheckPushAgainstState(vars, worker, step));
+  if (request.generation() != 0 && request.generation() != generation_.load()) {
+    return absl::AbortedError(GenerationMismatch(request.generation()));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<bool> repeated, CheckPushAgainstState(vars, worker, step, repeats_below));
   bytes_in_ += declared;
 
   bool applied_any = false;
@@ -350,7 +485,12 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
     var->mu.AssertHeld();
     const absl::Time t0 = absl::Now();
     IncomingFrame& gradient = decoded.empty() ? payload : decoded[t];
-    PSTRAIN_ASSIGN_OR_RETURN(PushOutcome outcome, policy_->Push(*var, worker, step, gradient, *updater_));
+    PushOutcome outcome = PushOutcome::kDropped;
+    if (repeated[t]) {
+      PSTRAIN_RETURN_IF_ERROR(gradient.Consume(var->bytes(), [](const char*, size_t) {}));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(outcome, policy_->Push(*var, worker, step, gradient, *updater_));
+    }
     apply_nanos_ += absl::ToInt64Nanoseconds(absl::Now() - t0);
     switch (outcome) {
       case PushOutcome::kApplied:
@@ -365,7 +505,9 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
         ++dropped;
         ++dropped_gradients_;
         LOG(INFO) << "shard " << options_.shard_index << ": dropped gradient of " << var->name << " from worker "
-                  << worker << " for step " << step << " (already applied, version " << var->version.load() << ")";
+                  << worker << " for step " << step
+                  << (repeated[t] ? " (repeated by its restarted process)"
+                                  : absl::StrCat(" (already applied, version ", var->version.load(), ")"));
         break;
     }
   }
@@ -387,6 +529,7 @@ absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "heartbeat"));
   {
     absl::MutexLock lock(&mu_);
+    NoteIncarnation(request.worker(), request.incarnation());
     last_seen_[request.worker()] = absl::Now();
     seen_[request.worker()] = true;
     last_step_[request.worker()] = std::max(last_step_[request.worker()], request.step());
@@ -448,6 +591,7 @@ StatsResponse PsShard::Stats() const {
       if (progress_.lost[w]) stats.add_lost(w);
     }
   }
+  stats.set_generation(generation_.load());
   load->set_shard(options_.shard_index);
   if (initialized_.load()) {
     int64_t bytes = 0;
@@ -466,6 +610,10 @@ StatsResponse PsShard::Stats() const {
 
 std::string PsShard::DescribeWait(const PullRequest& request) const {
   if (!initialized_.load()) return "variables not initialised yet (waiting for Init from the chief, worker 0)";
+  if (generation_.load() < request.min_generation()) {
+    return absl::StrCat("the chief's restore of this shard (generation ", request.min_generation(), "; now ",
+                        generation_.load(), ")");
+  }
   if (std::vector<int> blockers = policy_->PullBlockers(request, progress_); !blockers.empty()) {
     return policy_->DescribeBlockers(request, blockers);
   }

@@ -106,8 +106,29 @@ class PsShard {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
   absl::Status InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Push's checks that need the variables' locks (held by the caller).
-  absl::Status CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker, int64_t step) const;
+  // The variables an Init describes, with their values (from the payload,
+  // or from the checkpoint it names), not yet published.
+  absl::StatusOr<std::map<std::string, std::unique_ptr<ShardVariable>>> BuildVariables(const InitRequest& request,
+                                                                                       IncomingFrame& payload,
+                                                                                       int num_slots) const;
+  // Init of a newer generation on an initialised shard: every variable's
+  // value, slots, version and consistency state are replaced at once (the
+  // set of variables and their shapes must be the same); parked pulls of the
+  // old generation are answered ABORTED by the next WakePulls.
+  absl::Status RestoreInPlace(const InitRequest& request, IncomingFrame& payload, int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a request of generation `theirs` is ABORTED.
+  std::string GenerationMismatch(int64_t theirs) const;
+  // Records `worker`'s process incarnation; a new one means the worker was
+  // restarted and rejoins (logged; a lost worker counts again). True when
+  // the worker had been lost.
+  bool NoteIncarnation(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Push's checks that need the variables' locks (held by the caller). Per
+  // variable: true when the gradient repeats one the worker's previous
+  // process pushed for the same step (steps below `repeats_below`), to be
+  // dropped rather than refused.
+  absl::StatusOr<std::vector<bool>> CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker,
+                                                          int64_t step, int64_t repeats_below) const;
   void WakePulls() ABSL_LOCKS_EXCLUDED(mu_);
   // A worker left (done or finished pushing): let the policy apply what no
   // longer waits for it, then wake pulls.
@@ -127,7 +148,10 @@ class PsShard {
   std::optional<VariableUpdater> updater_;
   std::map<std::string, std::unique_ptr<ShardVariable>> variables_;
   // The checkpoint step Init restored (0: a fresh start); pulls report it.
-  int64_t resumed_step_ = 0;
+  int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // 0 before Init; changed (with every variable's lock held) by an Init of a
+  // newer generation.
+  std::atomic<int64_t> generation_{0};
 
   // Acquired before any variable's lock.
   mutable absl::Mutex mu_;
@@ -136,6 +160,11 @@ class PsShard {
   std::vector<absl::Time> last_seen_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> seen_ ABSL_GUARDED_BY(mu_);
+  // Per worker: its process's incarnation (0: unknown), whether a restarted
+  // process rejoined, and the steps below which its repeats are dropped.
+  std::vector<uint64_t> incarnation_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> rejoined_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> rejoin_versions_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkerReport> reports_ ABSL_GUARDED_BY(mu_);
 
   // Load counters.

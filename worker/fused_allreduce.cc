@@ -97,7 +97,9 @@ absl::Status FusedAllReducer::FinishStep(absl::Duration* waited) {
   tracker_.MarkAllReady();
   const absl::Time start = absl::Now();
   mu_.Await(absl::Condition(this, &FusedAllReducer::StepDone));
-  if (waited != nullptr) *waited += absl::Now() - start;
+  const absl::Time end = absl::Now();
+  if (waited != nullptr) *waited += end - start;
+  if (timeline_ != nullptr) timeline_->Record("wait for all-reduce", "step", start, end);
   step_active_ = false;
   return step_error_;
 }
@@ -139,13 +141,22 @@ absl::Status FusedAllReducer::AllReduceAcrossWorkers(float* sum, int64_t n) {
 absl::Status FusedAllReducer::ReduceBucket(int bucket) {
   const int replicas = static_cast<int>(gradients_.size());
   const int64_t elements = plan_.bucket_elements[bucket];
+  const std::string args = absl::StrCat(R"("bucket": )", bucket, R"(, "variables": )", plan_.buckets[bucket].size(),
+                                        R"(, "bytes": )", elements * static_cast<int64_t>(sizeof(float)));
+  auto record = [&](const char* phase, absl::Time start) {
+    if (timeline_ != nullptr) timeline_->Record(phase, "allreduce", start, absl::Now(), args);
+  };
+  absl::Time t = absl::Now();
   if (in_place_[bucket]) {
     float* sum = Contiguous(0, bucket);
     for (int r = 1; r < replicas; ++r) {
       const float* g = Contiguous(r, bucket);
       for (int64_t i = 0; i < elements; ++i) sum[i] += g[i];
     }
+    if (replicas > 1) record("sum replicas", t);
+    t = absl::Now();
     absl::Status status = AllReduceAcrossWorkers(sum, elements);
+    record("allreduce", t);
     if (!status.ok()) return status;
     for (int r = 1; r < replicas; ++r) std::copy_n(sum, elements, Contiguous(r, bucket));
     return absl::OkStatus();
@@ -160,12 +171,17 @@ absl::Status FusedAllReducer::ReduceBucket(int bucket) {
       for (int64_t i = 0; i < count; ++i) dst[i] += g[i];
     }
   }
+  record("fuse", t);
+  t = absl::Now();
   absl::Status status = AllReduceAcrossWorkers(fusion_.data(), elements);
+  record("allreduce", t);
   if (!status.ok()) return status;
+  t = absl::Now();
   for (int v : variables) {
     const float* src = fusion_.data() + plan_.offset_in_bucket[v];
     for (int r = 0; r < replicas; ++r) std::copy_n(src, gradients_[r][v].num_elements(), gradients_[r][v].data());
   }
+  record("unfuse", t);
   return absl::OkStatus();
 }
 

@@ -37,6 +37,7 @@
 #include "common/tensor.h"
 #include "worker/collective/collective.h"
 #include "worker/fusion.h"
+#include "worker/timeline.h"
 
 namespace pstrain {
 
@@ -73,6 +74,10 @@ class FusedAllReducer {
   static constexpr int64_t kMaxCollectiveElements = (int64_t{16} << 20) / 4;
 
   const FusionPlan& plan() const { return plan_; }
+  // Records each bucket's phases (fuse, all-reduce, unfuse) and the
+  // training thread's wait on `timeline` (null: none). Set before the first
+  // step.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   // 1 / (replicas x workers): what turns the summed gradients into the mean.
   float gradient_scale() const { return 1.0f / static_cast<float>(gradients_.size() * num_workers_); }
   // Buckets reduced in place (their gradients adjacent in every replica).
@@ -100,6 +105,7 @@ class FusedAllReducer {
   const FusionPlan plan_;
   const int num_workers_;
   const WireDType wire_dtype_;
+  Timeline* timeline_ = nullptr;
   std::vector<float> fusion_;     // the communication thread's
   std::vector<uint16_t> wire16_;  // the communication thread's (16-bit wire types)
   std::atomic<int64_t> bytes_allreduced_{0};

@@ -1,9 +1,10 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
 #include "common/ps_rpc.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -18,7 +19,18 @@ void DescribePart(const VariablePart& part, TensorHeader* h) {
   h->set_num_bytes(part.count * sizeof(float));
 }
 
+// Errors after which a fan-out stops waiting for the other shards.
+bool EndsFanOutAtOnce(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable || status.code() == absl::StatusCode::kAborted;
+}
+
 }  // namespace
+
+uint64_t PsClient::NewIncarnation() {
+  std::random_device device;
+  const uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
+  return value == 0 ? 1 : value;
+}
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfig& config, int worker_index,
                                                            Transport* transport, std::vector<Variable>* variables,
@@ -122,22 +134,45 @@ CallOptions PsClient::RpcOptions() const {
 }
 
 absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options) {
-  absl::BlockingCounter pending(static_cast<int>(calls.size()));
-  for (ShardCall& call : calls) {
+  // The calls live in state shared with their callbacks: after an early
+  // return the others still complete into it.
+  struct State {
+    absl::Mutex mu;
+    std::vector<ShardCall> calls;
+    int pending ABSL_GUARDED_BY(mu) = 0;
+    int ended_at_once ABSL_GUARDED_BY(mu) = -1;  // the call that ended the fan-out early
+  };
+  auto state = std::make_shared<State>();
+  const int n = static_cast<int>(calls.size());
+  state->calls = std::move(calls);
+  calls.clear();
+  {
+    absl::MutexLock lock(&state->mu);
+    state->pending = n;
+  }
+  for (int i = 0; i < n; ++i) {
+    ShardCall& call = state->calls[i];
     channels_[call.shard]->Call(method, std::move(call.request), options,
-                                [&call, &pending](absl::Status status, IncomingFrame frame) {
-                                  call.status = std::move(status);
-                                  call.response = std::move(frame);
-                                  pending.DecrementCount();
+                                [state, i](absl::Status status, IncomingFrame frame) {
+                                  absl::MutexLock lock(&state->mu);
+                                  if (state->ended_at_once < 0 && EndsFanOutAtOnce(status)) state->ended_at_once = i;
+                                  state->calls[i].status = std::move(status);
+                                  state->calls[i].response = std::move(frame);
+                                  --state->pending;
                                 });
   }
-  pending.Wait();
-  for (const ShardCall& call : calls) {
-    if (!call.status.ok()) {
-      return absl::Status(call.status.code(), absl::StrCat(std::string(method), " to PS shard ", call.shard, " (",
-                                                           addresses_[call.shard], "): ", call.status.message()));
-    }
+  auto failed = [&](const ShardCall& call) {
+    return absl::Status(call.status.code(), absl::StrCat(std::string(method), " to PS shard ", call.shard, " (",
+                                                         addresses_[call.shard], "): ", call.status.message()));
+  };
+  absl::MutexLock lock(&state->mu);
+  state->mu.Await(absl::Condition(
+      +[](State* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->pending == 0 || s->ended_at_once >= 0; }, state.get()));
+  if (state->pending > 0) return failed(state->calls[state->ended_at_once]);
+  for (const ShardCall& call : state->calls) {
+    if (!call.status.ok()) return failed(call);
   }
+  calls = std::move(state->calls);
   return absl::OkStatus();
 }
 
@@ -150,11 +185,26 @@ std::vector<PsClient::ShardCall> PsClient::CallsToEveryShard(const google::proto
   return calls;
 }
 
-absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>* restore) {
+absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>* restore,
+                            std::optional<absl::Duration> wait) {
   if (restore != nullptr && static_cast<int>(restore->size()) != num_shards()) {
     return absl::InvalidArgumentError(
         absl::StrCat("init: ", restore->size(), " checkpoint files for ", num_shards(), " shards"));
   }
+  CallOptions options;
+  options.deadline = absl::Now() + wait.value_or(absl::Seconds(config_.timeouts().startup_seconds()));
+  options.wait_for_ready = true;
+  // A generation above every shard's: shards that hold state (the chief
+  // restarted, or a shard did) replace it.
+  std::vector<ShardCall> asks = CallsToEveryShard(StatsRequest());
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kStats, asks, options));
+  int64_t newest = 0;
+  for (ShardCall& ask : asks) {
+    StatsResponse stats;
+    if (!ask.response.ParseHeader(&stats)) return absl::InternalError("init: malformed stats answer");
+    newest = std::max(newest, stats.generation());
+  }
+  const int64_t generation = newest + 1;
   // One call per shard: a shard installs all its variables at once.
   std::vector<ShardCall> calls(num_shards());
   for (int s = 0; s < num_shards(); ++s) {
@@ -162,6 +212,7 @@ absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>
     InitRequest header;
     header.set_worker(worker_);
     header.set_total_steps(total_steps);
+    header.set_generation(generation);
     if (restore != nullptr) *header.mutable_restore() = (*restore)[s];
     for (int i : shard_parts_[s]) {
       const VariablePart& part = parts_[i];
@@ -170,10 +221,9 @@ absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>
     }
     header.SerializeToString(&calls[s].request.header);
   }
-  CallOptions options;
-  options.deadline = absl::Now() + absl::Seconds(config_.timeouts().startup_seconds());
-  options.wait_for_ready = true;
-  return FanOut(ps_rpc::kInit, calls, options);
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kInit, calls, options));
+  generation_ = generation;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<CheckpointResponse>> PsClient::Checkpoint(int64_t step,
@@ -201,8 +251,8 @@ absl::StatusOr<std::vector<CheckpointResponse>> PsClient::Checkpoint(int64_t ste
   return responses;
 }
 
-absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,
-                                       int64_t local_step) {
+std::vector<PsClient::ShardCall> PsClient::PullCalls(int64_t min_version, int64_t min_generation, int64_t generation,
+                                                     absl::Duration timeout, int64_t local_step) const {
   std::vector<ShardCall> calls(batches_.size());
   for (size_t b = 0; b < batches_.size(); ++b) {
     calls[b].shard = batches_[b].shard;
@@ -211,24 +261,31 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
     header.set_min_version(min_version);
     header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     header.set_local_step(local_step);
+    header.set_generation(generation);
+    header.set_min_generation(min_generation);
+    header.set_incarnation(incarnation_);
     if (compression_ == Compression::kFp16 || compression_ == Compression::kBf16) {
       header.set_value_dtype(DenseWireDType(compression_));
     }
     for (int i : batches_[b].parts) header.add_names(parts_[i].name);
     header.SerializeToString(&calls[b].request.header);
   }
-  CallOptions options;
-  // The PS answers at `timeout` with what it waited for; the RPC deadline
-  // leaves room for that answer to arrive.
-  options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
-  options.wait_for_ready = wait_for_ready;
-  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options));
+  return calls;
+}
+
+absl::StatusOr<int64_t> PsClient::ReadPullAnswers(std::vector<ShardCall>& calls, JoinInfo* info) {
   int64_t min_seen = INT64_MAX;
+  int64_t generation = INT64_MAX;
   for (size_t b = 0; b < batches_.size(); ++b) {
     const int s = batches_[b].shard;
     PullResponse header;
     if (!calls[b].response.ParseHeader(&header)) return absl::InternalError("pull: malformed response header");
     resumed_step_ = header.resumed_step();
+    generation = std::min(generation, header.generation());
+    if (info != nullptr) {
+      info->rejoined = info->rejoined || header.rejoined();
+      info->worker_steps = std::max(info->worker_steps, header.worker_steps());
+    }
     if (header.tensors_size() != static_cast<int>(batches_[b].parts.size())) {
       return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header.tensors_size(), " tensors"));
     }
@@ -243,7 +300,38 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
       min_seen = std::min(min_seen, header.versions(k));
     }
   }
+  // Shards restored one after the other may answer from two generations
+  // for a moment: the older one is adopted, so requests to the newer shard
+  // are ABORTED and the worker joins again.
+  if (generation != INT64_MAX && (generation_.load() == 0 || info != nullptr)) generation_ = generation;
+  if (info != nullptr) {
+    info->resumed_step = resumed_step_;
+    info->generation = generation_.load();
+  }
   return min_seen == INT64_MAX ? 0 : min_seen;
+}
+
+absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,
+                                       int64_t local_step) {
+  std::vector<ShardCall> calls = PullCalls(min_version, 0, generation_.load(), timeout, local_step);
+  CallOptions options;
+  // The PS answers at `timeout` with what it waited for; the RPC deadline
+  // leaves room for that answer to arrive.
+  options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
+  options.wait_for_ready = wait_for_ready;
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options));
+  return ReadPullAnswers(calls, nullptr);
+}
+
+absl::StatusOr<PsClient::JoinInfo> PsClient::Join(int64_t min_generation, absl::Duration timeout) {
+  std::vector<ShardCall> calls = PullCalls(0, min_generation, /*generation=*/0, timeout, 0);
+  CallOptions options;
+  options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
+  options.wait_for_ready = true;
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options));
+  JoinInfo info;
+  PSTRAIN_ASSIGN_OR_RETURN(info.version, ReadPullAnswers(calls, &info));
+  return info;
 }
 
 absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
@@ -254,6 +342,8 @@ absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
     header.set_worker(worker_);
     header.set_step(step);
     header.set_local_step(local_step);
+    header.set_generation(generation_.load());
+    header.set_incarnation(incarnation_);
     for (int i : batches_[b].parts) AddPushTensor(i, &header, &calls[b].request);
     header.SerializeToString(&calls[b].request.header);
   }
@@ -281,6 +371,8 @@ void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,
   header.set_worker(worker_);
   header.set_step(step);
   header.set_local_step(local_step);
+  header.set_generation(generation_.load());
+  header.set_incarnation(incarnation_);
   OutgoingFrame request;
   for (int i : b.parts) AddPushTensor(i, &header, &request);
   header.SerializeToString(&request.header);
@@ -304,6 +396,7 @@ absl::Status PsClient::Heartbeat(int64_t step, bool finished_pushing) {
   header.set_worker(worker_);
   header.set_step(step);
   header.set_finished_pushing(finished_pushing);
+  header.set_incarnation(incarnation_);
   std::vector<ShardCall> calls = CallsToEveryShard(header);
   CallOptions options;
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().heartbeat_seconds() * 2 + 1);

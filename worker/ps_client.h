@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,34 @@ class PsClient {
 
   // Chief only: installs the variables' current values on every shard; with
   // `restore` (one per shard), each shard takes its state from that
-  // checkpoint file instead.
-  absl::Status Init(int64_t total_steps, const std::vector<ShardRestore>* restore = nullptr);
+  // checkpoint file instead. The shards' state gets a new generation, above
+  // every shard's current one (asked first with Stats): on shards that
+  // already hold a generation (a restarted chief, or recovery after a shard
+  // restarted) the new state replaces the old one and requests of the old
+  // generation are ABORTED. Waits up to `wait` (default
+  // timeouts.startup_seconds) for every shard to be reachable.
+  absl::Status Init(int64_t total_steps, const std::vector<ShardRestore>* restore = nullptr,
+                    std::optional<absl::Duration> wait = std::nullopt);
+
+  // What a worker joining the shards' state learns (Join).
+  struct JoinInfo {
+    int64_t version = 0;       // the smallest version pulled
+    int64_t resumed_step = 0;  // the checkpoint step the state was restored from
+    int64_t generation = 0;
+    // The shards heard from an earlier process of this worker: it was
+    // restarted, and worker_steps is how far that process got.
+    bool rejoined = false;
+    int64_t worker_steps = 0;
+  };
+  // Pulls every variable once the shards are initialised at generation
+  // `min_generation` or later (waiting for them to be reachable, and for
+  // the chief's Init or restore, up to `timeout`), and adopts that
+  // generation: later calls carry it, and the shards answer ABORTED once
+  // they hold a newer one.
+  absl::StatusOr<JoinInfo> Join(int64_t min_generation, absl::Duration timeout);
+  // The generation of the shards' state this client works on (0 before
+  // Init or Join).
+  int64_t generation() const { return generation_.load(); }
   // Fills every variable's value once each has at least `min_version`
   // updates; returns the smallest version received. `timeout` bounds the wait
   // (the PS answers with what it is waiting for when it expires).
@@ -78,7 +105,12 @@ class PsClient {
  private:
   PsClient(const ExperimentConfig& config, int worker_index, std::vector<Variable>* variables,
            std::vector<VariablePart> parts)
-      : config_(config), worker_(worker_index), variables_(variables), parts_(std::move(parts)) {}
+      : config_(config),
+        worker_(worker_index),
+        variables_(variables),
+        parts_(std::move(parts)),
+        incarnation_(NewIncarnation()) {}
+  static uint64_t NewIncarnation();
   // The bytes of part `p` inside `tensor` (a variable's value or gradient).
   ConstChunk PartChunk(const VariablePart& p, const Tensor& tensor) const;
   // Adds part `index`'s gradient to a push, encoded as `compression` says.
@@ -96,8 +128,17 @@ class PsClient {
     absl::Status status;
   };
   // Issues every call in parallel and waits for all; the first failure (in
-  // call order) is returned, naming the shard.
+  // call order) is returned, naming the shard. A call failing with
+  // UNAVAILABLE or ABORTED (a shard died or was restored) returns at once
+  // without waiting for the others (a pull parked on a live shard may wait
+  // long); their answers are then discarded as they arrive, and `calls` is
+  // left empty.
   absl::Status FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options);
+  // The pull requests (one per RPC batch) for `min_version`.
+  std::vector<ShardCall> PullCalls(int64_t min_version, int64_t min_generation, int64_t generation,
+                                   absl::Duration timeout, int64_t local_step) const;
+  // Reads pull answers into the variables; returns the smallest version.
+  absl::StatusOr<int64_t> ReadPullAnswers(std::vector<ShardCall>& calls, JoinInfo* info);
   // One call per shard, each carrying `header`.
   std::vector<ShardCall> CallsToEveryShard(const google::protobuf::MessageLite& header) const;
   CallOptions RpcOptions() const;
@@ -122,6 +163,9 @@ class PsClient {
   Compression compression_ = Compression::kNone;
   std::vector<std::unique_ptr<TopKEncoder>> topk_;  // per part (topk only)
   int64_t resumed_step_ = 0;
+  // Random per process, so a shard can tell a restarted worker.
+  const uint64_t incarnation_;
+  std::atomic<int64_t> generation_{0};
   std::atomic<int64_t> bytes_pushed_{0};
   std::atomic<int64_t> bytes_pulled_{0};
 };

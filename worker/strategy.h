@@ -28,6 +28,7 @@
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
 #include "worker/replica_set.h"
+#include "worker/timeline.h"
 
 namespace pstrain {
 
@@ -41,6 +42,9 @@ struct StrategyContext {
   // Where this worker serves (the chief's rendezvous store); empty: 0.0.0.0
   // and the port of its cluster.worker_hosts entry.
   std::string listen_address;
+  // The worker's timeline (config `timeline`), or null: strategies record
+  // their communication phases on it.
+  Timeline* timeline = nullptr;
 };
 
 // What the chief learns at the end: every worker's report (its own first) and
@@ -60,6 +64,13 @@ class Strategy {
   virtual int64_t start_step() const { return 0; }
   virtual absl::Status BeforeStep(int64_t step) = 0;
   virtual absl::Status AfterStep(int64_t step) = 0;
+  // BeforeStep or AfterStep failed with `failure`: recovers if the strategy
+  // can (parameter servers: waits for a restarted shard and the chief's
+  // restore) and returns the step to continue from, whose values are then
+  // in place (the next BeforeStep pulls nothing). Default: `failure`.
+  virtual absl::StatusOr<int64_t> Recover(const absl::Status& failure) { return failure; }
+  // Chief: the recoveries of the run so far, in order.
+  virtual std::vector<Recovery> recoveries() const { return {}; }
   // Non-chief workers return only their own report.
   virtual absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) = 0;
   // A line for the progress banner, e.g. "parameter_server (sync, 2 PS, grpc)".

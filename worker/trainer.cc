@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <atomic>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -117,6 +118,8 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   context.transport = transport;
   context.replicas = replicas.get();
   context.listen_address = options.listen_address;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Timeline> timeline, Timeline::Create(config, worker_index));
+  context.timeline = timeline.get();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, CreateStrategy(context));
 
   std::unique_ptr<WorkerMetrics> metrics;
@@ -141,21 +144,66 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   std::deque<float> recent_losses;
   std::vector<GradientReadyHook> hooks;
   for (int r = 0; r < devices; ++r) hooks.push_back(strategy->HookFor(r));
+  // Timeline: backward starts, as far as the trainer can see, when the
+  // first gradient is final (the strategy's hook hears of it).
+  std::vector<std::atomic<int64_t>> first_gradient(devices);
+  if (timeline != nullptr) {
+    for (int r = 0; r < devices; ++r) {
+      if (hooks[r] == nullptr) continue;
+      hooks[r] = [inner = hooks[r], first = &first_gradient[r]](int variable) {
+        int64_t none = 0;
+        first->compare_exchange_strong(none, absl::ToUnixNanos(absl::Now()));
+        inner(variable);
+      };
+    }
+  }
+  auto record_compute = [&](int r, absl::Time start, absl::Time end) {
+    const int64_t first = first_gradient[r].exchange(0);
+    const std::string lane = absl::StrCat("replica ", r);
+    if (first == 0) {
+      timeline->Record("forward+backward", lane, start, end);
+      return;
+    }
+    timeline->Record("forward", lane, start, absl::FromUnixNanos(first));
+    timeline->Record("backward", lane, absl::FromUnixNanos(first), end);
+  };
 
   for (int64_t step = strategy->start_step(); step < total_steps; ++step) {
     const absl::Time t0 = absl::Now();
-    PSTRAIN_RETURN_IF_ERROR(strategy->BeforeStep(step));
-    replicas->ForEach([&](int r) {
-      batchers[r].Fill(step, &images[r], &labels[r]);
-      losses[r] = replicas->TrainStep(r, images[r], labels[r].data(), hooks[r]);
-    });
+    if (timeline != nullptr) timeline->SetStep(step);
+    const bool traced = timeline != nullptr && timeline->Tracing();
     float loss = 0;
-    for (float l : losses) loss += l / devices;
-    if (!std::isfinite(loss)) {
-      return absl::InternalError(absl::StrCat("worker ", worker_index, ": loss is ", loss, " at step ", step,
-                                              " (diverged; lower optimizer.learning_rate?)"));
+    absl::Status status = strategy->BeforeStep(step);
+    const absl::Time t1 = absl::Now();
+    if (traced) timeline->Record("before step", "phases", t0, t1);
+    if (status.ok()) {
+      replicas->ForEach([&](int r) {
+        const absl::Time start = absl::Now();
+        batchers[r].Fill(step, &images[r], &labels[r]);
+        losses[r] = replicas->TrainStep(r, images[r], labels[r].data(), hooks[r]);
+        if (traced) record_compute(r, start, absl::Now());
+      });
+      for (float l : losses) loss += l / devices;
+      if (!std::isfinite(loss)) {
+        return absl::InternalError(absl::StrCat("worker ", worker_index, ": loss is ", loss, " at step ", step,
+                                                " (diverged; lower optimizer.learning_rate?)"));
+      }
+      const absl::Time t2 = absl::Now();
+      status = strategy->AfterStep(step);
+      if (traced) timeline->Record("after step", "phases", t2, absl::Now());
     }
-    PSTRAIN_RETURN_IF_ERROR(strategy->AfterStep(step));
+    if (traced) {
+      timeline->Record(status.ok() ? "step" : "failed step", "steps", t0, absl::Now());
+      if (absl::Status s = timeline->Flush(); !s.ok()) LOG(WARNING) << s.message();
+    }
+    if (!status.ok()) {
+      // A restarted peer: continue from where the strategy recovered to (the
+      // data order is a function of the step, so it continues too).
+      PSTRAIN_ASSIGN_OR_RETURN(const int64_t resume, strategy->Recover(status));
+      if (metrics) metrics->OnRecovery();
+      step = resume - 1;
+      continue;
+    }
     const double step_seconds = absl::ToDoubleSeconds(absl::Now() - t0);
     throughput.RecordStep(step, step_seconds);
     if (summaries) summaries->OnStep(step, loss, static_cast<int64_t>(batch) * devices, step_seconds);
@@ -169,6 +217,21 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     if (recent_losses.size() > 10) recent_losses.pop_front();
     if ((step + 1) % config.train().display_every() == 0 || step + 1 == total_steps) {
       std::cout << throughput.ProgressLine(step, loss) << std::endl;
+    }
+    const int64_t eval_every = config.train().eval_every_steps();
+    if (evaluate && eval_every > 0 && (step + 1) % eval_every == 0 && step + 1 < total_steps) {
+      // What replica 0 holds now: after the step's update (all-reduce
+      // strategies), or the values pulled for it (parameter servers).
+      const absl::Time start = absl::Now();
+      replicas->SyncModelValues(0);
+      const EvalResult eval = EvaluateOn(model, data.test, config.train().eval_batch_size());
+      const double accuracy = eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0;
+      if (summaries) summaries->OnEvaluation(step + 1, accuracy, eval.mean_loss);
+      if (metrics) metrics->OnEvaluation(accuracy);
+      if (traced) timeline->Record("evaluation", "phases", start, absl::Now());
+      std::cout << absl::StrFormat("Step %d: test accuracy %.4f, test loss %.4f (%d test examples)", step + 1, accuracy,
+                                   eval.mean_loss, eval.examples)
+                << std::endl;
     }
   }
 
@@ -214,6 +277,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   result.set_steps(total_steps);
   result.set_compression(config.compression());
   result.set_collective(needs.collective);  // the one in use ("" without one)
+  for (const Recovery& recovery : strategy->recoveries()) *result.add_recoveries() = recovery;
   for (const ShardLoad& load : cluster.ps_load) *result.add_ps_load() = load;
   std::vector<WorkerReport> workers = cluster.workers;
   std::sort(workers.begin(), workers.end(),
@@ -254,6 +318,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     EvalResult eval = EvaluateOn(model, data.test, config.train().eval_batch_size());
     result.set_test_accuracy(eval.examples > 0 ? static_cast<double>(eval.correct) / eval.examples : 0.0);
     if (summaries) summaries->OnEvaluation(total_steps, result.test_accuracy(), eval.mean_loss);
+    if (metrics) metrics->OnEvaluation(result.test_accuracy());
     std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", result.test_accuracy(),
                                  eval.correct, eval.examples, eval.mean_loss)
               << std::endl;

@@ -22,6 +22,13 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricReg
                                                      "Bytes this worker contributed to all-reduces.", labels));
   PSTRAIN_ASSIGN_OR_RETURN(m->wait_, registry->RegisterCounter("pstrain_worker_wait_seconds_total",
                                                                "Seconds spent waiting for others.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m->recoveries_,
+      registry->RegisterCounter("pstrain_worker_recoveries_total",
+                                "Times training continued after a restarted PS shard or chief.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m->test_accuracy_,
+                           registry->RegisterGauge("pstrain_worker_test_accuracy",
+                                                   "Test accuracy of the chief's latest evaluation.", labels));
   return m;
 }
 

@@ -3,7 +3,10 @@
 // (steps completed), pstrain_worker_loss, pstrain_worker_images_per_second
 // (this worker, last step); counters pstrain_worker_pushed_bytes_total,
 // pstrain_worker_pulled_bytes_total, pstrain_worker_allreduced_bytes_total,
-// pstrain_worker_wait_seconds_total (waiting for others).
+// pstrain_worker_wait_seconds_total (waiting for others),
+// pstrain_worker_recoveries_total (times it continued after a restarted PS
+// shard or chief); the chief also pstrain_worker_test_accuracy (its latest
+// evaluation).
 #pragma once
 
 #include <memory>
@@ -19,6 +22,8 @@ class WorkerMetrics {
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Register(MetricRegistry* registry, int worker);
   // After a step: `traffic` holds the bytes moved so far (Strategy::FillTraffic).
   void OnStep(int64_t steps_done, double loss, double images_per_sec, const WorkerReport& traffic, double wait_seconds);
+  void OnEvaluation(double accuracy) { test_accuracy_->Set(accuracy); }
+  void OnRecovery() { recoveries_->Add(); }
 
  private:
   WorkerMetrics() = default;
@@ -29,6 +34,8 @@ class WorkerMetrics {
   Counter* pulled_ = nullptr;
   Counter* allreduced_ = nullptr;
   Counter* wait_ = nullptr;
+  Counter* recoveries_ = nullptr;
+  Gauge* test_accuracy_ = nullptr;
 };
 
 }  // namespace pstrain

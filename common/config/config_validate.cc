@@ -55,6 +55,7 @@ absl::Status CheckTrain(const ConfigChecker& ck, const TrainConfig& t) {
   }
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("train.warmup_steps", t.warmup_steps()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("train.display_every", t.display_every()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("train.eval_every_steps", t.eval_every_steps()));
   return ck.Positive("train.eval_batch_size", t.eval_batch_size());
 }
 
@@ -64,6 +65,7 @@ absl::Status CheckTimeouts(const ConfigChecker& ck, const TimeoutConfig& t) {
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("timeouts.heartbeat_seconds", t.heartbeat_seconds()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("timeouts.worker_lost_seconds", t.worker_lost_seconds()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("timeouts.startup_seconds", t.startup_seconds()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("timeouts.ps_recover_seconds", t.ps_recover_seconds()));
   if (!(t.worker_lost_seconds() > t.heartbeat_seconds())) {
     return ck.Fail("timeouts.worker_lost_seconds",
                    absl::StrCat("a number > timeouts.heartbeat_seconds (", Num::Num(t.heartbeat_seconds()), ")"),
@@ -115,6 +117,17 @@ absl::Status CheckCheckpoint(const ConfigChecker& ck, const ExperimentConfig& c)
   return absl::OkStatus();
 }
 
+absl::Status CheckTimeline(const ConfigChecker& ck, const TimelineConfig& t) {
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("timeline.start_step", t.start_step()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("timeline.end_step", t.end_step()));
+  if (t.end_step() != 0 && t.end_step() <= t.start_step()) {
+    return ck.Fail("timeline.end_step",
+                   absl::StrCat("0 (to the end) or a step > timeline.start_step (", Num::Num(t.start_step()), ")"),
+                   Num::Num(t.end_step()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::string_view filename) {
@@ -126,6 +139,7 @@ absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::strin
   PSTRAIN_RETURN_IF_ERROR(CheckPlacementAndDevices(ck, config));
   PSTRAIN_RETURN_IF_ERROR(CheckCheckpoint(ck, config));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("summaries.every_steps", config.summaries().every_steps()));
+  PSTRAIN_RETURN_IF_ERROR(CheckTimeline(ck, config.timeline()));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<long long>("metrics_port", config.metrics_port(), 0, true, 65535, true));
   for (const std::string& name : ConfigCheckRegistry().Names()) {
     PSTRAIN_ASSIGN_OR_RETURN(ConfigCheck check, ConfigCheckRegistry().Find(name));

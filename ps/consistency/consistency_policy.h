@@ -70,6 +70,13 @@ class ConsistencyPolicy {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     return absl::OkStatus();
   }
+  // True when `worker` already contributed a gradient of `var` for `step`
+  // that is still waiting to be applied (sync). A restarted worker repeats
+  // such a gradient; the shard drops the repeat.
+  virtual bool HasGradientFrom(const ShardVariable& var, int worker, int64_t step) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
+    return false;
+  }
   // Consumes exactly var.bytes() of `payload` (worker's gradient computed
   // from version `step`) and applies the policy.
   virtual absl::StatusOr<PushOutcome> Push(ShardVariable& var, int worker, int64_t step, IncomingFrame& payload,

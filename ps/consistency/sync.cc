@@ -45,6 +45,11 @@ class SyncPolicy : public ConsistencyPolicy {
     return absl::OkStatus();
   }
 
+  bool HasGradientFrom(const ShardVariable& var, int worker, int64_t step) const override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
+    return step == var.version.load() && StepOf(var).contributed[worker];
+  }
+
   absl::StatusOr<PushOutcome> Push(ShardVariable& var, int worker, int64_t step, IncomingFrame& payload,
                                    const VariableUpdater& updater) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
     if (step < var.version.load()) {

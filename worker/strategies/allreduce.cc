@@ -54,6 +54,7 @@ class AllReduceStrategy : public Strategy {
     PSTRAIN_ASSIGN_OR_RETURN(s->reducer_, FusedAllReducer::Create(s->collective_.get(), std::move(gradients),
                                                                   context.config->fusion_threshold_bytes(),
                                                                   context.num_workers, DenseWireDType(compression)));
+    s->reducer_->set_timeline(context.timeline);
     return std::unique_ptr<Strategy>(std::move(s));
   }
 

@@ -58,35 +58,67 @@ void ParameterServerStrategy::FillTraffic(WorkerReport* report) const {
   report->set_bytes_pulled(client_->bytes_pulled());
 }
 
+absl::StatusOr<std::optional<RestorePoint>> ParameterServerStrategy::InstallState(absl::Duration wait,
+                                                                                  bool recovering) {
+  std::optional<RestorePoint> restore;
+  if (checkpoints_ != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(restore, checkpoints_->FindRestorePoint());
+  }
+  // Without a checkpoint a recovery starts over from the initial values.
+  if (!restore && recovering) context_.replicas->InitializeVariables(context_.config->train().init_seed());
+  PSTRAIN_RETURN_IF_ERROR(client_->Init(context_.total_steps, restore ? &restore->shards : nullptr, wait));
+  if (restore) {
+    std::cout << "Resuming from checkpoint " << restore->dir << " at step " << restore->manifest.step()
+              << " (data position " << restore->manifest.data_position() << " examples)" << std::endl;
+  }
+  LOG(INFO) << "chief: initialised " << context_.replicas->variables(0).size() << " variables on "
+            << client_->num_shards() << " PS shards at generation " << client_->generation()
+            << (restore ? " from " + restore->dir : "");
+  return restore;
+}
+
+absl::Status ParameterServerStrategy::JoinShards(int64_t min_generation, absl::Duration wait, bool starting) {
+  PSTRAIN_ASSIGN_OR_RETURN(const PsClient::JoinInfo info, client_->Join(min_generation, wait));
+  pulled_version_ = info.version;
+  pulled_at_start_ = true;
+  start_step_ = info.resumed_step;
+  if (starting && context_.worker_index != 0 && info.rejoined) {
+    // This worker's previous process died; the others went on (sync: they
+    // wait for this worker's gradients of the step being aggregated).
+    start_step_ = context_.config->consistency() == "sync" ? info.version : info.worker_steps;
+    std::cout << "worker " << context_.worker_index << ": rejoining the run at step " << start_step_
+              << " (this worker's previous process was lost)" << std::endl;
+  }
+  context_.replicas->BroadcastValues(0);
+  return absl::OkStatus();
+}
+
 absl::Status ParameterServerStrategy::Start() {
   const ExperimentConfig& config = *context_.config;
-  if (context_.worker_index == 0) {
-    PSTRAIN_ASSIGN_OR_RETURN(checkpoints_, CheckpointManager::Create(config, client_->parts(), client_->num_shards()));
-    std::optional<RestorePoint> restore;
-    if (checkpoints_ != nullptr) {
-      PSTRAIN_ASSIGN_OR_RETURN(restore, checkpoints_->FindRestorePoint());
-    }
-    PSTRAIN_RETURN_IF_ERROR(client_->Init(context_.total_steps, restore ? &restore->shards : nullptr));
-    if (restore) {
-      std::cout << "Resuming from checkpoint " << restore->dir << " at step " << restore->manifest.step()
-                << " (data position " << restore->manifest.data_position() << " examples)" << std::endl;
-    }
-    LOG(INFO) << "chief: initialised " << context_.replicas->variables(0).size() << " variables on "
-              << client_->num_shards() << " PS shards" << (restore ? " from " + restore->dir : "");
-  }
+  const absl::Duration startup = absl::Seconds(config.timeouts().startup_seconds());
   // The first pull waits for the PS to come up and the chief's Init, and
   // says where the run starts.
-  PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, client_->Pull(0, absl::Seconds(config.timeouts().startup_seconds()),
-                                                          /*wait_for_ready=*/true, /*local_step=*/0));
-  pulled_at_start_ = true;
-  start_step_ = client_->resumed_step();
+  int64_t min_generation = 1;
+  bool restored = false;
+  if (context_.worker_index == 0) {
+    PSTRAIN_ASSIGN_OR_RETURN(checkpoints_, CheckpointManager::Create(config, client_->parts(), client_->num_shards()));
+    PSTRAIN_ASSIGN_OR_RETURN(std::optional<RestorePoint> restore, InstallState(startup, /*recovering=*/false));
+    restored = restore.has_value();
+    min_generation = client_->generation();
+  }
+  PSTRAIN_RETURN_IF_ERROR(JoinShards(min_generation, startup, /*starting=*/true));
   if (start_step_ >= context_.total_steps) {
     return absl::FailedPreconditionError(absl::StrCat("the checkpoint's step ", start_step_,
                                                       " is not before the run's last step ", context_.total_steps,
                                                       " (raise train.steps or epochs to train further)"));
   }
-  if (checkpoints_ != nullptr) checkpoints_->MarkStart(start_step_, absl::Now());
-  context_.replicas->BroadcastValues(0);
+  if (checkpoints_ != nullptr) {
+    checkpoints_->MarkStart(start_step_, absl::Now());
+    // With recovery on, there is always a checkpoint to go back to.
+    if (!restored && config.timeouts().ps_recover_seconds() > 0 && !checkpoints_->dir().empty()) {
+      PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(start_step_));
+    }
+  }
   const absl::Duration period = absl::Seconds(config.timeouts().heartbeat_seconds());
   heartbeats_ = std::thread([this, period] {
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(period)) {
@@ -95,6 +127,43 @@ absl::Status ParameterServerStrategy::Start() {
     }
   });
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ParameterServerStrategy::Recover(const absl::Status& failure) {
+  const ExperimentConfig& config = *context_.config;
+  const float limit = config.timeouts().ps_recover_seconds();
+  const bool recoverable =
+      failure.code() == absl::StatusCode::kUnavailable || failure.code() == absl::StatusCode::kAborted;
+  if (limit <= 0 || !recoverable) return failure;
+  const absl::Duration wait = absl::Seconds(limit);
+  const absl::Time recovery_start = absl::Now();
+  const int worker = context_.worker_index;
+  std::cout << "worker " << worker << ": " << failure.message() << "\nworker " << worker << ": waiting up to "
+            << absl::FormatDuration(wait) << " (timeouts.ps_recover_seconds) for the parameter servers to recover"
+            << std::endl;
+  auto failed = [&](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("recovery after \"", failure.message(), "\" failed: ", s.message()));
+  };
+  if (worker == 0) {
+    absl::StatusOr<std::optional<RestorePoint>> restore = InstallState(wait, /*recovering=*/true);
+    if (!restore.ok()) return failed(restore.status());
+    if (absl::Status s = JoinShards(client_->generation(), wait, /*starting=*/false); !s.ok()) return failed(s);
+    Recovery recovery;
+    recovery.set_restored_step(start_step_);
+    recovery.set_failure(std::string(failure.message()));
+    recoveries_.push_back(recovery);
+    std::cout << "Recovered: every PS shard restored "
+              << (restore->has_value() ? absl::StrCat("from checkpoint ", (*restore)->dir)
+                                       : std::string("from the initial values (no committed checkpoint)"))
+              << " at step " << start_step_ << " (generation " << client_->generation() << ")" << std::endl;
+  } else {
+    if (absl::Status s = JoinShards(client_->generation() + 1, wait, /*starting=*/false); !s.ok()) return failed(s);
+    std::cout << "worker " << worker << ": continuing from step " << start_step_ << " (generation "
+              << client_->generation() << ")" << std::endl;
+  }
+  if (checkpoints_ != nullptr) checkpoints_->MarkStart(start_step_, absl::Now());
+  if (context_.timeline != nullptr) context_.timeline->Record("recovery", "phases", recovery_start, absl::Now());
+  return start_step_;
 }
 
 absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
@@ -109,10 +178,17 @@ absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
         absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds());
     const absl::Time start = absl::Now();
     PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, client_->Pull(want, timeout, /*wait_for_ready=*/false, step));
-    pull_wait_ += absl::Now() - start;
+    const absl::Time pulled = absl::Now();
+    pull_wait_ += pulled - start;
+    if (Timeline* timeline = context_.timeline) {
+      timeline->Record("pull", "phases", start, pulled,
+                       absl::StrCat(R"("min_version": )", want, R"(, "version": )", pulled_version_));
+    }
     context_.replicas->BroadcastValues(0);
     if (checkpoints_ != nullptr && checkpoints_->Due(step, absl::Now())) {
+      const absl::Time t = absl::Now();
       PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(step));
+      if (context_.timeline != nullptr) context_.timeline->Record("checkpoint", "phases", t, absl::Now());
     }
   }
   if (overlap_) {
@@ -155,7 +231,13 @@ std::vector<int> ParameterServerStrategy::TakeReadyBatches() {
 
 void ParameterServerStrategy::SendBatches(const std::vector<int>& batches) {
   for (int b : batches) {
-    client_->PushBatchAsync(b, pulled_version_, step_, [this](absl::Status status, int dropped) {
+    const absl::Time sent = absl::Now();
+    client_->PushBatchAsync(b, pulled_version_, step_, [this, b, sent](absl::Status status, int dropped) {
+      if (Timeline* timeline = context_.timeline) {
+        timeline->Record(absl::StrCat("push batch ", b), absl::StrCat("push batch ", b), sent, absl::Now(),
+                         absl::StrCat(R"("variables": )", batch_variables_[b].size(), R"(, "ok": )",
+                                      status.ok() ? "true" : "false"));
+      }
       absl::MutexLock lock(&overlap_mu_);
       if (!status.ok() && push_error_.ok()) push_error_ = status;
       step_dropped_ += dropped;
@@ -173,17 +255,25 @@ absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
       batches = TakeReadyBatches();
     }
     SendBatches(batches);
+    const absl::Time start = absl::Now();
     absl::MutexLock lock(&overlap_mu_);
     overlap_mu_.Await(absl::Condition(
         +[](ParameterServerStrategy* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
           return s->acknowledged_ == static_cast<int>(s->batch_variables_.size());
         },
         this));
+    if (context_.timeline != nullptr) context_.timeline->Record("wait for pushes", "phases", start, absl::Now());
     dropped_ += step_dropped_;
     return push_error_;
   }
+  const absl::Time start = absl::Now();
   PSTRAIN_RETURN_IF_ERROR(ReduceGradients(local_reduce_spec_, *context_.replicas));
+  const absl::Time reduced = absl::Now();
   PSTRAIN_ASSIGN_OR_RETURN(int dropped, client_->Push(pulled_version_, step));
+  if (Timeline* timeline = context_.timeline) {
+    timeline->Record("sum replicas", "phases", start, reduced);
+    timeline->Record("push", "phases", reduced, absl::Now());
+  }
   dropped_ += dropped;
   return absl::OkStatus();
 }

@@ -15,6 +15,14 @@
 //               its pull returned (sync: every variable at version `step`,
 //               and no worker can move past it before the chief pushes),
 //               has every shard write its state and commits the manifest.
+//   Recovery (timeouts.ps_recover_seconds > 0): when a shard dies or is
+//               restored, the failing step is abandoned; the chief waits for
+//               every shard to answer again and installs the newest
+//               committed checkpoint (or the initial values) at a new
+//               generation; every worker then pulls that state and
+//               continues from its step. A restarted non-chief worker
+//               rejoins the running state (sync: at the step being
+//               aggregated; async and ssp: after its last pushed step).
 //   Finish:     non-chief: Done with its report. Chief: wait for the others'
 //               reports, pull the final parameters, Done.
 // A heartbeat thread tells every shard this worker is alive.
@@ -22,6 +30,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -45,6 +54,8 @@ class ParameterServerStrategy : public Strategy {
   int64_t start_step() const override { return start_step_; }
   absl::Status BeforeStep(int64_t step) override;
   absl::Status AfterStep(int64_t step) override;
+  absl::StatusOr<int64_t> Recover(const absl::Status& failure) override;
+  std::vector<Recovery> recoveries() const override { return recoveries_; }
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;
   std::string Describe() const override;
   int64_t dropped_gradients() const override { return dropped_; }
@@ -58,6 +69,15 @@ class ParameterServerStrategy : public Strategy {
   void StopHeartbeats();
   // Chief: every shard writes its state at `step`; the manifest commits it.
   absl::Status SaveCheckpoint(int64_t step);
+  // Chief: installs the run's state on every shard (at a new generation)
+  // from the newest valid checkpoint, or from the values in replica 0 when
+  // there is none (`recovering`: reset to the initial values first); waits
+  // up to `wait` for the shards. Returns the checkpoint installed, if any.
+  absl::StatusOr<std::optional<RestorePoint>> InstallState(absl::Duration wait, bool recovering);
+  // Takes the state of the shards' generation `min_generation` (or later)
+  // as the one to train on; sets start_step_. `starting`: the worker's
+  // first join (a restarted non-chief worker rejoins the running step).
+  absl::Status JoinShards(int64_t min_generation, absl::Duration wait, bool starting);
   // Overlap (one replica): marks as sent, and returns, every batch whose
   // gradients are all ready; the caller sends them after releasing the lock
   // (an in-process transport may answer inline).
@@ -71,6 +91,7 @@ class ParameterServerStrategy : public Strategy {
   // Chief with `checkpoint:` configured (worker/checkpoint_manager.h).
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t start_step_ = 0;
+  std::vector<Recovery> recoveries_;
   // Start pulled the values the first step trains on.
   bool pulled_at_start_ = false;
   int64_t pulled_version_ = -1;
