@@ -200,15 +200,17 @@ TEST_F(LaunchTest, SuccessPrefixesOutputPassesFlagsAndPrintsResult) {
                            "[worker0] partial\n", "[worker1] partial\n"}) {
     EXPECT_TRUE(absl::StrContains(out, line)) << "missing " << line << "in:\n" << out;
   }
+  // A summary of result.json, not its JSON.
   EXPECT_TRUE(absl::StrContains(out, absl::StrCat("launch: all 3 roles finished; result: ", run_dir_,
                                                   "/result.json\n"
-                                                  "{\"final_loss\": 0.5}\n")))
+                                                  "launch: summary: ")))
       << out;
+  EXPECT_TRUE(absl::StrContains(out, "| final loss 0.5000 |")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "{\"final_loss\"")) << out;
   // Every line is either the launcher's or a role's, whole.
   for (absl::string_view line : absl::StrSplit(out, '\n', absl::SkipEmpty())) {
     EXPECT_TRUE(absl::StartsWith(line, "launch: ") || absl::StartsWith(line, "[ps0] ") ||
-                absl::StartsWith(line, "[worker0] ") || absl::StartsWith(line, "[worker1] ") ||
-                line == "{\"final_loss\": 0.5}")
+                absl::StartsWith(line, "[worker0] ") || absl::StartsWith(line, "[worker1] "))
         << "unexpected line: " << line;
   }
   // Raw logs: unprefixed bytes.
@@ -398,6 +400,44 @@ TEST_F(LaunchTest, DefaultsFindRolesBesideTheLauncherAndMakeATimestampedRunDir) 
   const std::string run = "runs/" + runs[0];
   EXPECT_TRUE(Exists(cwd + "/" + run + "/worker0.log"));
   EXPECT_TRUE(absl::StrContains(proc.out(), "result: " + run + "/result.json")) << proc.out();
+}
+
+// Worker 1 fails (exit 3) the first `fails` times it runs, then behaves as
+// kWorkerOk.
+std::string WorkerFailingFirst(int fails) {
+  return absl::StrCat(R"sh(
+if [ "$INDEX" = 1 ]; then
+  runs=$(cat "$RUN_DIR/worker1.runs" 2>/dev/null || echo 0)
+  echo $((runs + 1)) > "$RUN_DIR/worker1.runs"
+  if [ "$runs" -lt )sh",
+                      fails, R"sh( ]; then echo "worker 1 fails (run $((runs + 1)))"; exit 3; fi
+fi
+)sh",
+                      kWorkerOk);
+}
+
+TEST_F(LaunchTest, MaxRestartsStartsAFailedRoleAgainAndSaysSo) {
+  PrepareRoles(1, 2, kPsServe, WorkerFailingFirst(1));
+  Subprocess proc = Launch({"--max_restarts", "1"});
+  ASSERT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
+  const std::string out = proc.out();
+  EXPECT_TRUE(absl::StrContains(out, "launch: a role that fails is restarted up to 1 time\n")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "launch: worker1 exited with code 3; restarted it (restart 1 of 1, pid ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "launch: restarted: worker1 1x\n")) << out;
+  EXPECT_EQ(ReadFile(run_dir_ + "/worker1.runs"), "2\n");
+  // The log keeps both runs' output.
+  EXPECT_TRUE(absl::StrContains(ReadFile(run_dir_ + "/worker1.log"), "worker 1 fails (run 1)\nhello from worker 1\n"));
+}
+
+TEST_F(LaunchTest, ARoleFailingMoreThanMaxRestartsStopsTheCluster) {
+  PrepareRoles(1, 2, kPsServe, WorkerFailingFirst(5));
+  Subprocess proc = Launch({"--max_restarts", "2"});
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 1) << proc.out() << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.out(),
+                                "launch: worker1 exited with code 3 after 2 restarts (--max_restarts 2); "
+                                "stopping all roles\n"))
+      << proc.out();
+  EXPECT_EQ(ReadFile(run_dir_ + "/worker1.runs"), "3\n");
 }
 
 TEST_F(LaunchTest, UsageErrorWithoutConfig) {

@@ -1,7 +1,8 @@
 // pstrain-launch: runs a whole experiment cluster on this machine.
 //
 //   pstrain-launch CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N]
-//                  [--grace_s N] [--check_timeout_s N] [-- extra args passed to every role]
+//                  [--grace_s N] [--check_timeout_s N] [--max_restarts N]
+//                  [-- extra args passed to every role]
 //
 // Reads CONFIG with the config library and checks its host lists
 // (ValidateHosts), gives every role a free loopback port, then runs each role
@@ -9,7 +10,10 @@
 // only when the cluster has one), so a config any role would refuse is refused
 // before anything starts. Then starts <bin_dir>/pstrain-ps and
 // <bin_dir>/pstrain-worker once per host, prefixes their output with the role
-// name and supervises them (see process_group.h for the policy). Exit codes:
+// name and supervises them (see process_group.h for the policy; with
+// --max_restarts a failed role is started again up to N times). At the end
+// it prints a summary of result.json (accuracy, images/sec, wall time,
+// recoveries, where checkpoints, summaries and timelines are). Exit codes:
 // 0 success, 1 a role failed or the run timed out, 2 bad config (here, in a
 // role's check, or in a role), 128+N on signal N.
 #include <fcntl.h>
@@ -21,16 +25,16 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/config/cluster.h"
 #include "common/config/config_loader.h"
+#include "common/metrics/result_json.h"
 #include "tools/launch/free_ports.h"
 #include "tools/launch/mpirun.h"
 #include "tools/launch/process_group.h"
@@ -47,6 +51,10 @@ DEFINE_int32(grace_s, 5, "Seconds between SIGTERM and SIGKILL, and that PS may o
 DEFINE_int32(check_timeout_s, 30,
              "Deadline in seconds of each role binary's --check_config run, "
              "before anything starts");
+DEFINE_int32(max_restarts, 0,
+             "Times each role is started again after it dies or exits non-zero (not 2, a config error); "
+             "workers rejoin, and with timeouts.ps_recover_seconds the chief restores a restarted PS shard "
+             "from the last checkpoint");
 
 namespace {
 
@@ -104,6 +112,36 @@ std::string HostList(const std::vector<int>& ports, size_t begin, size_t count) 
   return absl::StrJoin(hosts, ",");
 }
 
+// The end of a successful run in a few lines instead of result.json's JSON.
+void PrintSummary(const pstrain::ExperimentConfig& config, const std::string& result_path,
+                  const pstrain::launch::ClusterOutcome& outcome) {
+  absl::StatusOr<pstrain::RunResult> result = pstrain::ReadResultJson(result_path);
+  if (!result.ok()) {
+    Print(absl::StrCat("launch: no summary: ", result.status().message()));
+    return;
+  }
+  std::string line = "launch: summary:";
+  if (result->has_test_accuracy())
+    absl::StrAppend(&line, absl::StrFormat(" test accuracy %.4f |", result->test_accuracy()));
+  absl::StrAppend(&line, absl::StrFormat(" %.1f images/sec (%d workers x %d devices) | final loss %.4f | %.1f s",
+                                         result->images_per_sec(), result->num_workers(), result->devices_per_worker(),
+                                         result->final_loss(), result->wall_seconds()));
+  Print(line);
+  for (const pstrain::Recovery& recovery : result->recoveries()) {
+    Print(absl::StrCat("launch: recovered: restored step ", recovery.restored_step(), " after: ", recovery.failure()));
+  }
+  std::vector<std::string> restarts;
+  for (const pstrain::launch::RoleExit& exit : outcome.exits) {
+    if (exit.restarts > 0) restarts.push_back(absl::StrCat(exit.name, " ", exit.restarts, "x"));
+  }
+  if (!restarts.empty()) Print(absl::StrCat("launch: restarted: ", absl::StrJoin(restarts, ", ")));
+  std::vector<std::string> outputs;
+  if (!config.checkpoint().dir().empty()) outputs.push_back(absl::StrCat("checkpoints ", config.checkpoint().dir()));
+  if (!config.summaries().dir().empty()) outputs.push_back(absl::StrCat("summaries ", config.summaries().dir()));
+  if (!config.timeline().path().empty()) outputs.push_back(absl::StrCat("timeline ", config.timeline().path()));
+  if (!outputs.empty()) Print(absl::StrCat("launch: ", absl::StrJoin(outputs, "; ")));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,7 +163,7 @@ int main(int argc, char** argv) {
   char** own_argv = own_args.data();
   gflags::SetUsageMessage(
       "CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N] [--grace_s N] "
-      "[--check_timeout_s N] [-- extra role args]\n"
+      "[--check_timeout_s N] [--max_restarts N] [-- extra role args]\n"
       "Checks CONFIG with every role binary (--check_config), then starts every PS "
       "and worker of its cluster on this machine.");
   gflags::ParseCommandLineFlags(&own_argc, &own_argv, /*remove_flags=*/true);
@@ -135,6 +173,7 @@ int main(int argc, char** argv) {
   const std::string config = own_argv[1];
   if (FLAGS_timeout_s < 0 || FLAGS_grace_s < 0) return Fail(2, "--timeout_s and --grace_s must be >= 0");
   if (FLAGS_check_timeout_s <= 0) return Fail(2, "--check_timeout_s must be > 0");
+  if (FLAGS_max_restarts < 0) return Fail(2, "--max_restarts must be >= 0");
   // An inherited SIGCHLD=SIG_IGN would make the kernel reap the checks and
   // the roles for us and hide their exit codes.
   signal(SIGCHLD, SIG_DFL);
@@ -245,6 +284,7 @@ int main(int argc, char** argv) {
   options.log_dir = run_dir;
   options.grace = absl::Seconds(FLAGS_grace_s);
   options.timeout = absl::Seconds(FLAGS_timeout_s);
+  options.max_restarts = FLAGS_max_restarts;
   options.interrupt_fd = InstallSignalPipe();
   if (options.interrupt_fd < 0) return Fail(1, absl::StrCat("cannot create signal pipe: ", std::strerror(errno)));
 
@@ -252,6 +292,13 @@ int main(int argc, char** argv) {
   Print(absl::StrCat("launch: the config is accepted by ", absl::StrJoin(checked, " and "), " (",
                      pstrain::launch::kCheckConfigFlag, ")"));
   Print(absl::StrCat("launch: --ps_hosts=", ps_hosts, " --worker_hosts=", worker_hosts));
+  if (FLAGS_max_restarts > 0) {
+    Print(absl::StrCat("launch: a role that fails is restarted up to ", FLAGS_max_restarts, " time",
+                       FLAGS_max_restarts == 1 ? "" : "s",
+                       num_ps > 0 && experiment->timeouts().ps_recover_seconds() <= 0
+                           ? " (timeouts.ps_recover_seconds is 0: a restarted PS shard still ends the run)"
+                           : ""));
+  }
   ClusterProcesses cluster(options);
   if (absl::Status status = cluster.Start(roles); !status.ok()) {
     return Fail(1, std::string(status.message()));
@@ -263,12 +310,6 @@ int main(int argc, char** argv) {
   }
   const std::string result = (fs::path(run_dir) / "result.json").string();
   Print(absl::StrCat("launch: all ", roles.size(), " roles finished; result: ", result));
-  if (std::ifstream in(result); in) {
-    std::ostringstream text;
-    text << in.rdbuf();
-    std::string content = text.str();
-    if (!content.empty() && content.back() != '\n') content += '\n';
-    std::cout << content << std::flush;
-  }
+  PrintSummary(*experiment, result, outcome);
   return 0;
 }

@@ -53,6 +53,7 @@ struct ClusterProcesses::Role {
   std::string partial;  // bytes of an unfinished line
   bool reaped = false;
   int wait_status = 0;
+  int restarts = 0;  // times this role was started again after failing
 };
 
 ClusterProcesses::ClusterProcesses(ClusterOptions options) : options_(std::move(options)) {}
@@ -101,48 +102,51 @@ absl::Status ClusterProcesses::Start(const std::vector<RoleSpec>& specs) {
     }
     roles_.push_back(std::move(role));
   }
+  start_time_ = Clock::now();
+  for (auto& role : roles_) {
+    if (absl::Status status = Spawn(*role); !status.ok()) {
+      KillAndReapAll();
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClusterProcesses::Spawn(Role& role) {
   const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) return absl::InternalError(absl::StrCat("open /dev/null: ", std::strerror(errno)));
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    close(null_fd);
+    return absl::InternalError(absl::StrCat("pipe for ", role.spec.name, ": ", std::strerror(errno)));
+  }
+  std::vector<char*> argv;
+  argv.push_back(role.spec.binary.data());
+  for (std::string& arg : role.spec.args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
 
-  start_time_ = Clock::now();
+  // Signals stay blocked across fork so that none runs the launcher's
+  // handler in the child before the child resets the handlers.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   const pid_t parent = getpid();
-  absl::Status status;
-  for (auto& role : roles_) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      status = absl::InternalError(absl::StrCat("pipe for ", role->spec.name, ": ", std::strerror(errno)));
-      break;
-    }
-    std::vector<char*> argv;
-    argv.push_back(role->spec.binary.data());
-    for (std::string& arg : role->spec.args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-
-    // Signals stay blocked across fork so that none runs the launcher's
-    // handler in the child before the child resets the handlers.
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    const pid_t pid = fork();
-    if (pid == 0) ExecChild(argv[0], argv.data(), fds[1], null_fd, parent);
-    const int fork_errno = errno;
-    pthread_sigmask(SIG_SETMASK, &old, nullptr);
-    close(fds[1]);
-    if (pid < 0) {
-      close(fds[0]);
-      status = absl::InternalError(absl::StrCat("fork for ", role->spec.name, ": ", std::strerror(fork_errno)));
-      break;
-    }
-    setpgid(pid, pid);  // also done by the child; whichever runs first wins
-    role->pid = pid;
-    role->pipe_fd = fds[0];
-    fcntl(role->pipe_fd, F_SETFL, fcntl(role->pipe_fd, F_GETFL) | O_NONBLOCK);
-  }
+  const pid_t pid = fork();
+  if (pid == 0) ExecChild(argv[0], argv.data(), fds[1], null_fd, parent);
+  const int fork_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  close(fds[1]);
   close(null_fd);
-  if (!status.ok()) {
-    KillAndReapAll();
-    return status;
+  if (pid < 0) {
+    close(fds[0]);
+    return absl::InternalError(absl::StrCat("fork for ", role.spec.name, ": ", std::strerror(fork_errno)));
   }
+  setpgid(pid, pid);  // also done by the child; whichever runs first wins
+  role.pid = pid;
+  role.pipe_fd = fds[0];
+  role.reaped = false;
+  role.wait_status = 0;
+  fcntl(role.pipe_fd, F_SETFL, fcntl(role.pipe_fd, F_GETFL) | O_NONBLOCK);
   return absl::OkStatus();
 }
 
@@ -257,9 +261,31 @@ void ClusterProcesses::OnRoleExit(Role& role) {
     case Phase::kRunning:
     case Phase::kWaitingForPs: {
       if (!ok) {
-        const int code =
-            phase_ == Phase::kRunning && WIFEXITED(role.wait_status) && WEXITSTATUS(role.wait_status) == 2 ? 2 : 1;
+        const bool config_error = WIFEXITED(role.wait_status) && WEXITSTATUS(role.wait_status) == 2;
+        const int code = phase_ == Phase::kRunning && config_error ? 2 : 1;
         const std::string reason = absl::StrCat(name, " ", verb, how);
+        // A role that refused the config would refuse it again.
+        if (!config_error && role.restarts < options_.max_restarts) {
+          ++role.restarts;
+          ClosePipe(role);
+          const pid_t old_pid = role.pid;
+          if (absl::Status status = Spawn(role); status.ok()) {
+            Say(absl::StrCat(reason, "; restarted it (restart ", role.restarts, " of ", options_.max_restarts, ", pid ",
+                             old_pid, " -> ", role.pid, ")"));
+            if (phase_ == Phase::kWaitingForPs && !role.spec.is_ps) phase_ = Phase::kRunning;
+            return;
+          } else {
+            Say(absl::StrCat(reason, "; cannot restart it: ", status.message(), "; stopping all roles"));
+            BeginTeardown(code, reason);
+            return;
+          }
+        }
+        if (options_.max_restarts > 0) {
+          Say(absl::StrCat(reason, " after ", role.restarts, " restart", role.restarts == 1 ? "" : "s",
+                           " (--max_restarts ", options_.max_restarts, "); stopping all roles"));
+          BeginTeardown(code, reason);
+          return;
+        }
         Say(absl::StrCat(reason, "; stopping all roles"));
         BeginTeardown(code, reason);
         return;
@@ -392,7 +418,8 @@ ClusterOutcome ClusterProcesses::Wait() {
   }
 
   outcome_.exits.clear();
-  for (const auto& role : roles_) outcome_.exits.push_back({role->spec.name, role->pid, role->wait_status});
+  for (const auto& role : roles_)
+    outcome_.exits.push_back({role->spec.name, role->pid, role->wait_status, role->restarts});
   if (!outcome_set_) {
     outcome_.exit_code = 0;
     outcome_.reason.clear();

@@ -11,7 +11,11 @@
 // Policy (see Wait()):
 //   - every role exits 0 (PS roles may exit before or after the workers)
 //     -> exit code 0;
-//   - the first role to exit non-zero or die from a signal -> every remaining
+//   - a role that exits non-zero (other than 2) or dies from a signal while
+//     the cluster runs is started again, with the same arguments, up to
+//     `max_restarts` times per role (said on the output, with both pids);
+//   - the first role to exit non-zero or die from a signal (past its
+//     restarts) -> every remaining
 //     process group gets SIGTERM, SIGKILL after `grace`, exit code 1; exit code
 //     2 when that first failure was exit code 2 (a role rejected the config)
 //     while training was still running;
@@ -70,13 +74,16 @@ struct ClusterOptions {
   // Read end of a signal self-pipe (or -1): every byte read from it is a signal
   // number asking for teardown. It should be non-blocking.
   int interrupt_fd = -1;
+  // Times each role is started again after it failed (see the policy).
+  int max_restarts = 0;
 };
 
 // How one role ended.
 struct RoleExit {
   std::string name;
   pid_t pid = -1;
-  int wait_status = 0;  // as from waitpid()
+  int wait_status = 0;  // as from waitpid() (its last process's)
+  int restarts = 0;     // times it was started again
 };
 
 // "code 3" or "signal 9 (Killed)" for a waitpid() status.
@@ -106,7 +113,8 @@ class ClusterProcesses {
   // copied, applying the policy above. Call once, after a successful Start().
   ClusterOutcome Wait();
 
-  // Process ids (= process group ids) of the started roles, in start order.
+  // Process ids (= process group ids) of the roles, in start order (a
+  // restarted role's newest).
   std::vector<pid_t> pids() const;
 
  private:
@@ -114,6 +122,8 @@ class ClusterProcesses {
   enum class Phase { kRunning, kWaitingForPs, kStopping, kKilling };
   using Clock = std::chrono::steady_clock;
 
+  // Forks and execs `role` (again, after a restart) with a fresh pipe.
+  absl::Status Spawn(Role& role);
   void Say(const std::string& message);
   void WriteOut(const std::string& text);
   bool ReadFromRole(Role& role);  // false once the pipe is closed
