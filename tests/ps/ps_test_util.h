@@ -190,13 +190,23 @@ class PsHarness {
     return DecodePull(s, response);
   }
 
+  // A pull of any request (generations, incarnations, ...).
+  PullResult PullRaw(const PullRequest& header) {
+    IncomingFrame response;
+    absl::Status s = Call("Pull", OutgoingFrame::FromHeader(header), &response);
+    return DecodePull(s, response);
+  }
+
   // Starts a pull; the result lands in the returned object.
   std::shared_ptr<PendingPull> PullAsync(const std::vector<std::string>& names, int64_t min_version, int64_t timeout_ms,
                                          int worker = 0) {
+    return PullAsyncRaw(PullHeader(names, min_version, timeout_ms, worker));
+  }
+  std::shared_ptr<PendingPull> PullAsyncRaw(const PullRequest& header) {
     auto pending = std::make_shared<PendingPull>();
     CallOptions options;
     options.deadline = absl::Now() + absl::Seconds(60);
-    channel_->Call("Pull", OutgoingFrame::FromHeader(PullHeader(names, min_version, timeout_ms, worker)), options,
+    channel_->Call("Pull", OutgoingFrame::FromHeader(header), options,
                    [pending](absl::Status s, IncomingFrame f) {
                      if (pending->completions.fetch_add(1) == 0) {
                        pending->result = DecodePull(std::move(s), f);

@@ -1,0 +1,166 @@
+// Runs that survive a dead process, as a user sees them: the shipped sync MLP
+// through pstrain-launch --max_restarts 1, a role killed with SIGKILL in the
+// middle, the launcher restarting it, and the run finishing at its target
+// accuracy: a restarted PS shard makes the chief restore every shard from the
+// newest valid checkpoint (the previous one when the newest is damaged); a
+// restarted worker rejoins the running step.
+#include <dirent.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/metrics/result_json.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/integration/cluster_test_util.h"
+#include "tests/util/process_test_util.h"
+
+namespace pstrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The pid of the process whose command line has `binary`, `--index=<index>`
+// and `run_dir` (each launch has its own run dir); 0 if none.
+pid_t FindRole(const std::string& binary, int index, const std::string& run_dir) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (absl::StrContains(cmdline, binary) && absl::StrContains(cmdline, absl::StrCat("--index=", index)) &&
+        absl::StrContains(cmdline, "--run_dir=" + run_dir)) {
+      return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return 0;
+}
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = dir_.path() + "/experiment.yaml";
+    WriteFile(config_, absl::StrCat(ReadFile(SourcePath("configs/fashion_mnist_mlp_sync.yaml")),
+                                    "checkpoint:\n  dir: ", checkpoints_, "\n  every_steps: 100\n",
+                                    "timeouts:\n  ps_recover_seconds: 60\n  worker_lost_seconds: 30\n",
+                                    "timeline:\n  path: ", dir_.path(), "/timeline.json\n  start_step: 0\n",
+                                    "  end_step: 2000\n"));
+  }
+
+  Subprocess Launch() {
+    return Spawn({BinDir() + "/pstrain-launch", config_, "--run_dir", run_dir_, "--max_restarts", "1"}, dir_.path());
+  }
+
+  // Waits for the checkpoint of `step` to be committed.
+  bool WaitForCheckpoint(int step) {
+    return WaitUntil([&] { return fs::exists(absl::StrCat(checkpoints_, "/ckpt-", step, "/MANIFEST")); },
+                     std::chrono::seconds(120));
+  }
+
+  void KillRole(const std::string& binary, int index) {
+    const pid_t pid = FindRole(binary, index, run_dir_);
+    ASSERT_GT(pid, 0) << "no " << binary << " --index=" << index;
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+  }
+
+  // The launcher's exit and result.json; `out` gets everything it printed.
+  RunResult Finish(Subprocess& launch, std::string* out) {
+    std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
+    *out = launch.out() + launch.err();
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *out;
+    absl::StatusOr<RunResult> result = ReadResultJson(run_dir_ + "/result.json");
+    EXPECT_TRUE(result.ok()) << result.status() << "\n" << *out;
+    return result.ok() ? *result : RunResult{};
+  }
+
+  void ExpectValidTimeline(const std::string& path) {
+    google::protobuf::ListValue events;
+    const auto status = google::protobuf::util::JsonStringToMessage(ReadFile(path), &events);
+    EXPECT_TRUE(status.ok()) << path << ": " << status.ToString();
+    EXPECT_GT(events.values_size(), 100) << path;
+  }
+
+  TempDir dir_;
+  std::string config_;
+  std::string checkpoints_ = dir_.path() + "/ckpt";
+  std::string run_dir_ = dir_.path() + "/run";
+};
+
+TEST_F(RecoveryTest, AKilledPsShardIsRestartedAndEveryShardRestoredFromTheLastCheckpoint) {
+  Subprocess launch = Launch();
+  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
+  KillRole("pstrain-ps", 1);
+  std::string out;
+  const RunResult result = Finish(launch, &out);
+
+  EXPECT_TRUE(absl::StrContains(out, "launch: ps1 was killed by signal 9 (Killed); restarted it (restart 1 of 1"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "waiting up to 1m (timeouts.ps_recover_seconds)")) << out;
+  ASSERT_EQ(result.recoveries_size(), 1) << out;
+  const int64_t step = result.recoveries(0).restored_step();
+  EXPECT_GE(step, 300);
+  EXPECT_EQ(step % 100, 0);
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("[worker0] Recovered: every PS shard restored from checkpoint ",
+                                                  checkpoints_, "/ckpt-", step, " at step ", step)))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("[worker1] worker 1: continuing from step ", step))) << out;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrCat("launch: recovered: restored step ", step, " after: "))) << out;
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85) << out;
+  for (const WorkerReport& worker : result.workers()) EXPECT_EQ(worker.steps(), result.steps());
+  ExpectValidTimeline(dir_.path() + "/timeline.json");
+  ExpectValidTimeline(dir_.path() + "/timeline.worker1.json");
+}
+
+TEST_F(RecoveryTest, AKilledWorkerIsRestartedAndRejoinsTheRunningStep) {
+  Subprocess launch = Launch();
+  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
+  KillRole("pstrain-worker", 1);
+  std::string out;
+  const RunResult result = Finish(launch, &out);
+
+  EXPECT_TRUE(absl::StrContains(out, "launch: worker1 was killed by signal 9 (Killed); restarted it")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "[worker1] worker 1: rejoining the run at step ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "worker 1 rejoined (a new process)")) << out;  // each shard says so
+  EXPECT_EQ(result.recoveries_size(), 0) << "a restarted worker needs no restore:\n" << out;
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85) << out;
+}
+
+TEST_F(RecoveryTest, ADamagedNewestCheckpointIsSkippedForThePreviousOneSayingWhy) {
+  Subprocess launch = Launch();
+  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
+  const std::string damaged = checkpoints_ + "/ckpt-300/shard-0-of-2.ckpt";
+  {
+    std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file.good()) << damaged;
+    file.seekp(200);
+    file.put('\x5a');
+  }
+  KillRole("pstrain-ps", 1);
+  std::string out;
+  const RunResult result = Finish(launch, &out);
+
+  ASSERT_EQ(result.recoveries_size(), 1) << out;
+  // Unless a newer checkpoint was committed between the damage and the kill,
+  // the restore went back to step 200, saying why.
+  if (result.recoveries(0).restored_step() < 300) {
+    EXPECT_EQ(result.recoveries(0).restored_step(), 200);
+    EXPECT_TRUE(absl::StrContains(out, "checkpoint: skipping " + checkpoints_ + "/ckpt-300: ")) << out;
+    EXPECT_TRUE(absl::StrContains(out, "Recovered: every PS shard restored from checkpoint " + checkpoints_ +
+                                           "/ckpt-200 at step 200"))
+        << out;
+  } else {
+    EXPECT_GT(result.recoveries(0).restored_step(), 300) << out;
+  }
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85) << out;
+}
+
+}  // namespace
+}  // namespace pstrain::test
