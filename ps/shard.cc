@@ -329,8 +329,10 @@ absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& requ
   }
   header.set_resumed_step(resumed_step_);
   header.set_generation(generation_.load());
-  header.set_rejoined(rejoined_[request.worker()]);
-  header.set_worker_steps(progress_.completed_steps[request.worker()]);
+  if (request.min_generation() > 0) {  // a worker joining: where it stands
+    header.set_rejoined(rejoined_[request.worker()]);
+    header.set_worker_steps(progress_.completed_steps[request.worker()]);
+  }
   header.SerializeToString(&response->header);
   bytes_out_ += response->payload_bytes();
   return PullState::kReady;

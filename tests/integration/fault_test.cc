@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/transport/transport.h"
 #include "gtest/gtest.h"
 #include "proto/ps.pb.h"
@@ -99,6 +100,32 @@ TEST_P(ClusterProcessTest, KilledPsMakesEveryWorkerExitNamingTheShard) {
     std::optional<int> status = WaitForExit(worker->pid, seconds(90));
     ASSERT_TRUE(status.has_value()) << "a worker hung after its PS died:\n" << worker->err();
     EXPECT_TRUE(ExitedNonZero(status));
+    EXPECT_TRUE(absl::StrContains(worker->err(), "PS shard 0")) << worker->err();
+  }
+}
+
+TEST_P(ClusterProcessTest, WorkersWaitingForADeadPsGiveUpAfterPsRecoverSecondsNamingIt) {
+  const std::string config = dir_ / "recovering.yaml";
+  WriteFile(config, absl::StrCat(absl::StrReplaceAll(kEndlessSyncConfig, {{"sync_step_seconds: 60}",
+                                                                           "sync_step_seconds: 60, "
+                                                                           "ps_recover_seconds: 3}"}}),
+                                 "transport: ", GetParam(), "\n"));
+  const std::string ps_hosts = FreeLoopbackHosts(1), worker_hosts = FreeLoopbackHosts(2);
+  Subprocess ps = StartRole("pstrain-ps", 0, config, ps_hosts, worker_hosts);
+  Subprocess chief = StartRole("pstrain-worker", 0, config, ps_hosts, worker_hosts);
+  Subprocess other = StartRole("pstrain-worker", 1, config, ps_hosts, worker_hosts);
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(other.out(), "images/sec"); }, seconds(60)))
+      << "worker 1 never made progress:\n"
+      << other.err() << "\nPS:\n"
+      << ps.err();
+  kill(ps.pid, SIGKILL);
+  WaitForExit(ps.pid, seconds(5));
+  for (Subprocess* worker : {&chief, &other}) {
+    std::optional<int> status = WaitForExit(worker->pid, seconds(90));
+    ASSERT_TRUE(status.has_value()) << "a worker hung after its PS died:\n" << worker->err();
+    EXPECT_TRUE(ExitedNonZero(status));
+    EXPECT_TRUE(absl::StrContains(worker->out(), "for the parameter servers to recover")) << worker->out();
+    EXPECT_TRUE(absl::StrContains(worker->err(), "recovery after \"")) << worker->err();
     EXPECT_TRUE(absl::StrContains(worker->err(), "PS shard 0")) << worker->err();
   }
 }

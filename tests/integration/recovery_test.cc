@@ -4,7 +4,6 @@
 // accuracy: a restarted PS shard makes the chief restore every shard from the
 // newest valid checkpoint (the previous one when the newest is damaged); a
 // restarted worker rejoins the running step.
-#include <dirent.h>
 #include <signal.h>
 
 #include <filesystem>
@@ -25,31 +24,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The pid of the process whose command line has `binary`, `--index=<index>`
-// and `run_dir` (each launch has its own run dir); 0 if none.
-pid_t FindRole(const std::string& binary, int index, const std::string& run_dir) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (absl::StrContains(cmdline, binary) && absl::StrContains(cmdline, absl::StrCat("--index=", index)) &&
-        absl::StrContains(cmdline, "--run_dir=" + run_dir)) {
-      return static_cast<pid_t>(std::stol(name));
-    }
-  }
-  return 0;
-}
-
 class RecoveryTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { UseConfig("configs/fashion_mnist_mlp_sync.yaml"); }
+
+  // The shipped `config` with checkpoints every 100 steps, recovery and a
+  // timeline.
+  void UseConfig(const std::string& shipped) {
     config_ = dir_.path() + "/experiment.yaml";
-    WriteFile(config_, absl::StrCat(ReadFile(SourcePath("configs/fashion_mnist_mlp_sync.yaml")),
-                                    "checkpoint:\n  dir: ", checkpoints_, "\n  every_steps: 100\n",
-                                    "timeouts:\n  ps_recover_seconds: 60\n  worker_lost_seconds: 30\n",
-                                    "timeline:\n  path: ", dir_.path(), "/timeline.json\n  start_step: 0\n",
-                                    "  end_step: 2000\n"));
+    WriteFile(
+        config_,
+        absl::StrCat(ReadFile(SourcePath(shipped)), "checkpoint:\n  dir: ", checkpoints_, "\n  every_steps: 100\n",
+                     "timeouts:\n  ps_recover_seconds: 60\n  worker_lost_seconds: 30\n",
+                     "timeline:\n  path: ", dir_.path(), "/timeline.json\n  start_step: 0\n", "  end_step: 2000\n"));
   }
 
   Subprocess Launch() {
@@ -63,9 +50,9 @@ class RecoveryTest : public ::testing::Test {
   }
 
   void KillRole(const std::string& binary, int index) {
-    const pid_t pid = FindRole(binary, index, run_dir_);
-    ASSERT_GT(pid, 0) << "no " << binary << " --index=" << index;
-    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    const std::vector<pid_t> pids = FindProcesses({binary, absl::StrCat("--index=", index), run_dir_});
+    ASSERT_EQ(pids.size(), 1u) << binary << " --index=" << index;
+    ASSERT_EQ(kill(pids[0], SIGKILL), 0);
   }
 
   // The launcher's exit and result.json; `out` gets everything it printed.
@@ -110,6 +97,8 @@ TEST_F(RecoveryTest, AKilledPsShardIsRestartedAndEveryShardRestoredFromTheLastCh
       << out;
   EXPECT_TRUE(absl::StrContains(out, absl::StrCat("[worker1] worker 1: continuing from step ", step))) << out;
   EXPECT_TRUE(absl::StrContains(out, absl::StrCat("launch: recovered: restored step ", step, " after: "))) << out;
+  EXPECT_TRUE(absl::StrContains(out, "launch: summary: test accuracy 0.8")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "launch: restarted: ps1 1x\n")) << out;
   ASSERT_TRUE(result.has_test_accuracy());
   EXPECT_GE(result.test_accuracy(), 0.85) << out;
   for (const WorkerReport& worker : result.workers()) EXPECT_EQ(worker.steps(), result.steps());
@@ -132,6 +121,22 @@ TEST_F(RecoveryTest, AKilledWorkerIsRestartedAndRejoinsTheRunningStep) {
   EXPECT_GE(result.test_accuracy(), 0.85) << out;
 }
 
+TEST_F(RecoveryTest, AKilledAsyncWorkerRejoinsAfterItsLastPushedStep) {
+  UseConfig("configs/fashion_mnist_mlp_async.yaml");
+  Subprocess launch = Launch();
+  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
+  KillRole("pstrain-worker", 1);
+  std::string out;
+  const RunResult result = Finish(launch, &out);
+
+  EXPECT_EQ(result.consistency(), "async");
+  EXPECT_TRUE(absl::StrContains(out, "launch: worker1 was killed by signal 9 (Killed); restarted it")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "[worker1] worker 1: rejoining the run at step ")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "[worker1] worker 1: rejoining the run at step 0 ")) << out;
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.84) << out;  // the async target of training_test
+}
+
 TEST_F(RecoveryTest, ADamagedNewestCheckpointIsSkippedForThePreviousOneSayingWhy) {
   Subprocess launch = Launch();
   ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
@@ -152,8 +157,8 @@ TEST_F(RecoveryTest, ADamagedNewestCheckpointIsSkippedForThePreviousOneSayingWhy
   if (result.recoveries(0).restored_step() < 300) {
     EXPECT_EQ(result.recoveries(0).restored_step(), 200);
     EXPECT_TRUE(absl::StrContains(out, "checkpoint: skipping " + checkpoints_ + "/ckpt-300: ")) << out;
-    EXPECT_TRUE(absl::StrContains(out, "Recovered: every PS shard restored from checkpoint " + checkpoints_ +
-                                           "/ckpt-200 at step 200"))
+    EXPECT_TRUE(absl::StrContains(
+        out, "Recovered: every PS shard restored from checkpoint " + checkpoints_ + "/ckpt-200 at step 200"))
         << out;
   } else {
     EXPECT_GT(result.recoveries(0).restored_step(), 300) << out;

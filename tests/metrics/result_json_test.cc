@@ -159,7 +159,8 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   RunResult r;
   const std::string json = ToJson(r);
   EXPECT_THAT(json,
-              HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\"\n}"));
+              HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\",\n"
+                        "  \"recoveries\": []\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);
@@ -177,6 +178,9 @@ TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
   w->set_bytes_pushed(1LL << 41);
   w->set_bytes_pulled(12345);
   w->set_bytes_allreduced(7);
+  Recovery* recovery = r.add_recoveries();
+  recovery->set_restored_step(400);
+  recovery->set_failure("Pull to PS shard 1 (h:1): \"lost\"");
   const std::string json = ToJson(r);
   EXPECT_THAT(json, HasSubstr("\"bytes_pushed\": 2199023255552"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
@@ -186,6 +190,9 @@ TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
   EXPECT_EQ(back->workers(0).bytes_pulled(), 12345);
   EXPECT_EQ(back->workers(0).bytes_allreduced(), 7);
   EXPECT_EQ(back->compression(), "fp16");
+  ASSERT_EQ(back->recoveries_size(), 1);
+  EXPECT_EQ(back->recoveries(0).restored_step(), 400);
+  EXPECT_EQ(back->recoveries(0).failure(), "Pull to PS shard 1 (h:1): \"lost\"");
   EXPECT_EQ(back->collective(), "mpi");
 }
 

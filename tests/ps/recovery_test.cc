@@ -186,7 +186,9 @@ TEST(ShardRejoinTest, ARestartedWorkersRepeatedGradientIsDroppedAndCountedOnce) 
   // The mean of one gradient per worker: the repeat was not added.
   EXPECT_FLOAT_EQ(r.values["a"][0], 1.0f - lr * (0.5f + 1.5f) / 2);
   EXPECT_FLOAT_EQ(r.values["a"][1], 2.0f - lr * (-1.0f + 3.0f) / 2);
-  EXPECT_FALSE(HeaderOf(r).rejoined());  // worker 0 never restarted
+  PullResult chief = ps.PullRaw(PullOf(0, 0, 1, 333));
+  ASSERT_TRUE(chief.status.ok()) << chief.status;
+  EXPECT_FALSE(HeaderOf(chief).rejoined());  // worker 0 never restarted
 }
 
 }  // namespace

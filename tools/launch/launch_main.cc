@@ -25,6 +25,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -115,9 +116,16 @@ std::string HostList(const std::vector<int>& ports, size_t begin, size_t count) 
 // The end of a successful run in a few lines instead of result.json's JSON.
 void PrintSummary(const pstrain::ExperimentConfig& config, const std::string& result_path,
                   const pstrain::launch::ClusterOutcome& outcome) {
+  std::vector<std::string> restarts;
+  for (const pstrain::launch::RoleExit& exit : outcome.exits) {
+    if (exit.restarts > 0) restarts.push_back(absl::StrCat(exit.name, " ", exit.restarts, "x"));
+  }
+  if (!restarts.empty()) Print(absl::StrCat("launch: restarted: ", absl::StrJoin(restarts, ", ")));
   absl::StatusOr<pstrain::RunResult> result = pstrain::ReadResultJson(result_path);
   if (!result.ok()) {
-    Print(absl::StrCat("launch: no summary: ", result.status().message()));
+    // Not one this pstrain wrote: show it as it is.
+    Print(absl::StrCat("launch: no summary (", result.status().message(), "); result.json:"));
+    if (std::ifstream in(result_path); in) std::cout << in.rdbuf() << std::flush;
     return;
   }
   std::string line = "launch: summary:";
@@ -130,11 +138,6 @@ void PrintSummary(const pstrain::ExperimentConfig& config, const std::string& re
   for (const pstrain::Recovery& recovery : result->recoveries()) {
     Print(absl::StrCat("launch: recovered: restored step ", recovery.restored_step(), " after: ", recovery.failure()));
   }
-  std::vector<std::string> restarts;
-  for (const pstrain::launch::RoleExit& exit : outcome.exits) {
-    if (exit.restarts > 0) restarts.push_back(absl::StrCat(exit.name, " ", exit.restarts, "x"));
-  }
-  if (!restarts.empty()) Print(absl::StrCat("launch: restarted: ", absl::StrJoin(restarts, ", ")));
   std::vector<std::string> outputs;
   if (!config.checkpoint().dir().empty()) outputs.push_back(absl::StrCat("checkpoints ", config.checkpoint().dir()));
   if (!config.summaries().dir().empty()) outputs.push_back(absl::StrCat("summaries ", config.summaries().dir()));

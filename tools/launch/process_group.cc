@@ -264,15 +264,15 @@ void ClusterProcesses::OnRoleExit(Role& role) {
         const bool config_error = WIFEXITED(role.wait_status) && WEXITSTATUS(role.wait_status) == 2;
         const int code = phase_ == Phase::kRunning && config_error ? 2 : 1;
         const std::string reason = absl::StrCat(name, " ", verb, how);
-        // A role that refused the config would refuse it again.
-        if (!config_error && role.restarts < options_.max_restarts) {
+        // A role that refused the config would refuse it again; a PS that
+        // fails after every worker finished has nobody left to serve.
+        if (phase_ == Phase::kRunning && !config_error && role.restarts < options_.max_restarts) {
           ++role.restarts;
           ClosePipe(role);
           const pid_t old_pid = role.pid;
           if (absl::Status status = Spawn(role); status.ok()) {
             Say(absl::StrCat(reason, "; restarted it (restart ", role.restarts, " of ", options_.max_restarts, ", pid ",
                              old_pid, " -> ", role.pid, ")"));
-            if (phase_ == Phase::kWaitingForPs && !role.spec.is_ps) phase_ = Phase::kRunning;
             return;
           } else {
             Say(absl::StrCat(reason, "; cannot restart it: ", status.message(), "; stopping all roles"));

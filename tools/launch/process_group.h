@@ -12,7 +12,7 @@
 //   - every role exits 0 (PS roles may exit before or after the workers)
 //     -> exit code 0;
 //   - a role that exits non-zero (other than 2) or dies from a signal while
-//     the cluster runs is started again, with the same arguments, up to
+//     workers still run is started again, with the same arguments, up to
 //     `max_restarts` times per role (said on the output, with both pids);
 //   - the first role to exit non-zero or die from a signal (past its
 //     restarts) -> every remaining
