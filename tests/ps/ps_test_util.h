@@ -206,13 +206,12 @@ class PsHarness {
     auto pending = std::make_shared<PendingPull>();
     CallOptions options;
     options.deadline = absl::Now() + absl::Seconds(60);
-    channel_->Call("Pull", OutgoingFrame::FromHeader(header), options,
-                   [pending](absl::Status s, IncomingFrame f) {
-                     if (pending->completions.fetch_add(1) == 0) {
-                       pending->result = DecodePull(std::move(s), f);
-                       pending->done.Notify();
-                     }
-                   });
+    channel_->Call("Pull", OutgoingFrame::FromHeader(header), options, [pending](absl::Status s, IncomingFrame f) {
+      if (pending->completions.fetch_add(1) == 0) {
+        pending->result = DecodePull(std::move(s), f);
+        pending->done.Notify();
+      }
+    });
     return pending;
   }
 
