@@ -1,9 +1,15 @@
 #include "common/role_main.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/allocator_tuning.h"
@@ -40,8 +46,31 @@ std::string DefaultRunDir(const std::string& experiment) {
   return absl::StrCat("runs/", experiment, "-", stamp);
 }
 
+namespace {
+
+// Replaces this process with the other role binary beside this one, with
+// the same arguments and environment (a launcher's rank made this process
+// the other job's). Returns only on failure.
+std::string RunOtherBinary(RoleKind kind, const std::vector<std::string>& args) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "cannot find my own executable (/proc/self/exe): " + ec.message();
+  const std::string binary = (self.parent_path() / (kind == RoleKind::kPs ? "pstrain-ps" : "pstrain-worker")).string();
+  std::vector<char*> argv;
+  std::vector<std::string> copy = args;
+  copy[0] = binary;
+  for (std::string& arg : copy) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  execv(binary.c_str(), argv.data());
+  return absl::StrCat("cannot run ", binary, ": ", std::strerror(errno));
+}
+
+}  // namespace
+
 RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   TuneAllocatorForBulkTraffic();
+  const std::vector<std::string> original_args(*argv, *argv + *argc);
   gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR] [--check_config]");
   gflags::ParseCommandLineFlags(argc, argv, true);
   FLAGS_logtostderr = true;
@@ -64,19 +93,26 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   flags.worker_hosts = FLAGS_worker_hosts;
   RoleSetup setup;
   setup.config = *std::move(config);
-  // mpirun gives workers their index (a PS never runs under mpirun).
-  absl::StatusOr<MpiRank> mpi = MpiRank{};
-  if (binary_role == RoleKind::kWorker) {
-    mpi = MpiRankFromEnvironment(std::getenv("OMPI_COMM_WORLD_RANK"), std::getenv("OMPI_COMM_WORLD_SIZE"));
-    if (!mpi.ok()) fail(FLAGS_config + ": " + std::string(mpi.status().message()));
-  }
-  absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *mpi);
+  // mpirun, srun or an operator may give the role as a rank.
+  absl::StatusOr<std::vector<LaunchRank>> launched =
+      LaunchRanksFromEnvironment([](const char* name) { return std::getenv(name); });
+  if (!launched.ok()) fail(FLAGS_config + ": " + std::string(launched.status().message()));
+  std::string how;
+  absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *launched, &how);
   if (!role.ok()) {
     std::string message(role.status().message());
     if (message.find(FLAGS_config) == std::string::npos) message = FLAGS_config + ": " + message;
     fail(message);
   }
   setup.role = *role;
+  if (role->kind != binary_role) {
+    // One command started every role (mpirun -np P+W pstrain-worker ...):
+    // this rank serves as the other job.
+    fail(FLAGS_config + ": " + RunOtherBinary(role->kind, original_args));
+  }
+  if (!launched->empty() && FLAGS_index < 0 && FLAGS_task_index < 0) {
+    std::cout << "role: " << how << std::endl;
+  }
   if (!FLAGS_restore.empty()) setup.config.mutable_checkpoint()->set_restore(FLAGS_restore);
   // A PS links no data sources, so it does not insist on the data files.
   if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) {

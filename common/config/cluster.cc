@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -184,6 +185,44 @@ void SplitHosts(absl::string_view csv, HostList* out) {
   }
 }
 
+// The role a launcher's rank gives (see ResolveRole); `source` says how.
+absl::StatusOr<Role> RoleFromRanks(RoleKind binary_role, const std::vector<LaunchRank>& launched,
+                                   const ClusterConfig& cluster, std::string* source) {
+  const int num_ps = cluster.ps_hosts_size(), num_workers = cluster.worker_hosts_size();
+  const LaunchRank* chosen = nullptr;
+  for (const LaunchRank& l : launched) {
+    const bool whole_cluster = num_ps > 0 && l.size == num_ps + num_workers;
+    const bool workers_only = binary_role == RoleKind::kWorker && l.size == num_workers;
+    if (!whole_cluster && !workers_only) continue;  // another launch (the srun around mpirun)
+    if (chosen == nullptr) {
+      chosen = &l;
+    } else if (chosen->rank != l.rank || chosen->size != l.size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("contradictory launchers: ", chosen->source, " but ", l.source, "; unset one, or pass --index"));
+    }
+  }
+  if (chosen == nullptr) {
+    std::vector<std::string> sources;
+    for (const LaunchRank& l : launched) sources.push_back(l.source);
+    return absl::InvalidArgumentError(absl::StrCat(
+        absl::StrJoin(sources, "; "), ": no launcher's size fits the cluster of ", num_ps, " PS and ", num_workers,
+        " workers: start ", num_workers, " ranks (the workers)",
+        num_ps > 0 ? absl::StrCat(" or ", num_ps + num_workers, " (the first ", num_ps, " serve as PS)") : "",
+        ", or pass --index"));
+  }
+  Role role{RoleKind::kWorker, chosen->rank};
+  std::string rule;
+  if (num_ps > 0 && chosen->size == num_ps + num_workers) {
+    if (chosen->rank < num_ps) role = Role{RoleKind::kPs, chosen->rank};
+    if (chosen->rank >= num_ps) role.index = chosen->rank - num_ps;
+    rule = absl::StrCat("ranks 0-", num_ps - 1, " serve as PS, ", num_ps, "-", num_ps + num_workers - 1, " as workers");
+  } else {
+    rule = absl::StrCat("one rank per worker");
+  }
+  *source = absl::StrCat(chosen->source, ": ", KindName(role.kind), " ", role.index, " (", rule, ")");
+  return role;
+}
+
 }  // namespace
 
 std::string_view RoleKindName(RoleKind kind) { return kind == RoleKind::kPs ? "ps" : "worker"; }
@@ -214,20 +253,34 @@ absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source
   return absl::OkStatus();
 }
 
-absl::StatusOr<MpiRank> MpiRankFromEnvironment(const char* rank, const char* size) {
-  MpiRank mpi;
-  if (rank == nullptr && size == nullptr) return mpi;
-  if (rank == nullptr || size == nullptr || !absl::SimpleAtoi(rank, &mpi.rank) || !absl::SimpleAtoi(size, &mpi.size) ||
-      mpi.size < 1 || mpi.rank < 0 || mpi.rank >= mpi.size) {
-    return absl::InvalidArgumentError(absl::StrCat("OMPI_COMM_WORLD_RANK='", rank == nullptr ? "" : rank,
-                                                   "' and OMPI_COMM_WORLD_SIZE='", size == nullptr ? "" : size,
-                                                   "': expected a rank in [0, size)"));
+absl::StatusOr<std::vector<LaunchRank>> LaunchRanksFromEnvironment(
+    const std::function<const char*(const char*)>& getenv) {
+  struct Launcher {
+    const char* rank;
+    const char* size;
+    const char* name;
+  };
+  std::vector<LaunchRank> found;
+  for (const Launcher& l :
+       {Launcher{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
+        Launcher{"SLURM_PROCID", "SLURM_NTASKS", "srun"}, Launcher{"RANK", "WORLD_SIZE", "PyTorchJob style"}}) {
+    const char* rank = getenv(l.rank);
+    const char* size = getenv(l.size);
+    if (rank == nullptr && size == nullptr) continue;
+    LaunchRank r;
+    r.source = absl::StrCat(l.rank, "=", rank == nullptr ? "" : rank, ", ", l.size, "=", size == nullptr ? "" : size,
+                            " (", l.name, ")");
+    if (rank == nullptr || size == nullptr || !absl::SimpleAtoi(rank, &r.rank) || !absl::SimpleAtoi(size, &r.size) ||
+        r.size < 1 || r.rank < 0 || r.rank >= r.size) {
+      return absl::InvalidArgumentError(absl::StrCat(r.source, ": expected both, a rank in [0, size)"));
+    }
+    found.push_back(std::move(r));
   }
-  return mpi;
+  return found;
 }
 
 absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
-                                 ExperimentConfig* config, const MpiRank& mpi) {
+                                 ExperimentConfig* config, const std::vector<LaunchRank>& launched, std::string* how) {
   ClusterConfig* cluster = config->mutable_cluster();
   std::string ps_source = "config file", worker_source = "config file";
 
@@ -291,26 +344,21 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
     role_source = tf->has_chief && tf->task_type == "worker"
                       ? absl::StrCat(task, " (worker ", role.index, " counting the chief)")
                       : task;
-  } else if (mpi.rank >= 0 && binary_role == RoleKind::kWorker) {
-    role.index = mpi.rank;
-    role_source = absl::StrCat("OMPI_COMM_WORLD_RANK=", mpi.rank, " (mpirun)");
-    if (mpi.size != hosts.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("mpirun started ", mpi.size,
-                                                     " ranks (OMPI_COMM_WORLD_SIZE=", mpi.size, ") but ", list_name,
-                                                     " has ", DescribeList(hosts), ": run one rank per worker"));
-    }
+  } else if (!launched.empty()) {
+    PSTRAIN_ASSIGN_OR_RETURN(role, RoleFromRanks(binary_role, launched, *cluster, &role_source));
   } else if (hosts.size() == 1) {
     role_source = "the default index 0";
   } else {
     return absl::InvalidArgumentError(absl::StrCat("no task index given for this ", KindName(binary_role),
                                                    ": pass --index (or --task_index), set TF_CONFIG or start it with "
-                                                   "mpirun; ",
+                                                   "mpirun or srun; ",
                                                    list_name, " has ", DescribeList(hosts)));
   }
-  if (role.index >= hosts.size()) {
+  if (role.kind == binary_role && role.index >= hosts.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(role_source, " is out of range: ", list_name, " has ", DescribeList(hosts)));
   }
+  if (how != nullptr) *how = role_source;
   return role;
 }
 

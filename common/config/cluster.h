@@ -1,16 +1,20 @@
 // Cluster lists and this process's role.
 //
 // The cluster (ps_hosts, worker_hosts) and the role (job, index) come from
-// three places; a later one in this list wins:
+// these places; a later one in this list wins:
 //   1. the config file (cluster.ps_hosts, cluster.worker_hosts; no role),
-//   2. the TF_CONFIG environment variable (Kubeflow TFJob's JSON),
-//   3. command-line flags (--ps_hosts, --worker_hosts, --job_name,
+//   2. a launcher's rank (role only): Open MPI's mpirun, Slurm's srun, a
+//      PyTorchJob-style operator (see LaunchRank),
+//   3. the TF_CONFIG environment variable (Kubeflow TFJob's JSON),
+//   4. command-line flags (--ps_hosts, --worker_hosts, --job_name,
 //      --task_index, --index).
 // The chief is worker 0. docs/CONFIG.md describes the rules for users.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,15 +54,22 @@ struct ClusterFlags {
 // says so (worker/strategy.h).
 absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source);
 
-// The rank mpirun gives a process (OMPI_COMM_WORLD_RANK / _SIZE); rank -1:
-// not started by mpirun.
-struct MpiRank {
-  int rank = -1;
+// The rank a launcher that starts every process of a job from one command
+// gave this process.
+struct LaunchRank {
+  int rank = 0;
   int size = 0;
+  // The variables it came from, e.g. "OMPI_COMM_WORLD_RANK=1,
+  // OMPI_COMM_WORLD_SIZE=4 (mpirun)".
+  std::string source;
 };
-// From the two variables' values (null: unset). InvalidArgument when one is
-// missing or they do not make a rank in [0, size).
-absl::StatusOr<MpiRank> MpiRankFromEnvironment(const char* rank, const char* size);
+// The launchers' ranks in the environment (`getenv` reads one variable,
+// null when unset), in precedence order: Open MPI (OMPI_COMM_WORLD_RANK,
+// OMPI_COMM_WORLD_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS), PyTorchJob
+// style (RANK, WORLD_SIZE). InvalidArgument naming the variables when a
+// pair is incomplete or does not make a rank in [0, size).
+absl::StatusOr<std::vector<LaunchRank>> LaunchRanksFromEnvironment(
+    const std::function<const char*(const char*)>& getenv);
 
 // Applies TF_CONFIG (JSON text; null or blank means unset) and then the flags
 // onto config->cluster, validates the result (ValidateHosts) and decides this
@@ -73,15 +84,25 @@ absl::StatusOr<MpiRank> MpiRankFromEnvironment(const char* rank, const char* siz
 //   - task type "chief" is worker 0; with a chief list, worker i is worker i+1.
 //   - "environment" and "rpc_layer" are accepted and ignored.
 // The role: if the flags give an index (--index or --task_index) it is used
-// with the binary's job; otherwise TF_CONFIG's task; otherwise, for a worker
-// started by mpirun, its MPI rank (and mpirun's size must be the number of
-// workers); otherwise index 0 when the binary's host list has exactly one
-// entry; otherwise an error. Every job named (--job_name, TF_CONFIG task
-// type) must be the binary's.
+// with the binary's job; otherwise TF_CONFIG's task; otherwise a launcher's
+// rank (`launched`, LaunchRanksFromEnvironment's) whose size fits the
+// cluster of P PS and W workers:
+//   - size P + W (P > 0): ranks 0..P-1 are PS shards 0..P-1, rank P + i is
+//     worker i. The role may then be the other binary's job: the caller runs
+//     that binary instead (role_main.h).
+//   - size W, for the worker binary: rank i is worker i (the workers alone
+//     under mpirun, as pstrain-launch starts a collective-mpi experiment).
+// Launchers whose size fits neither are ignored (e.g. the srun that started
+// mpirun); two that fit and disagree are an error naming both. Otherwise
+// index 0 when the binary's host list has exactly one entry; otherwise an
+// error. Every job named (--job_name, TF_CONFIG task type) must be the
+// binary's. `how`, when given, receives where the role came from (printed
+// at start-up).
 //
 // Errors (InvalidArgument) name their source: "--index=3 is out of range ...",
 // "TF_CONFIG: ...". On error `config` may be partly updated.
 absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
-                                 ExperimentConfig* config, const MpiRank& mpi = {});
+                                 ExperimentConfig* config, const std::vector<LaunchRank>& launched = {},
+                                 std::string* how = nullptr);
 
 }  // namespace pstrain

@@ -1,7 +1,13 @@
 #include "common/config/cluster.h"
 
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/config/config_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -145,7 +151,7 @@ TEST(ResolveRole, DefaultIndexOnlyWhenUnambiguous) {
   EXPECT_EQ(*ps, (Role{RoleKind::kPs, 0}));
   EXPECT_EQ(Error(ResolveRole(RoleKind::kWorker, {}, nullptr, &c)),
             "no task index given for this worker: pass --index (or --task_index), set TF_CONFIG or start "
-            "it with mpirun; cluster.worker_hosts has 2 entries [file-w0:2000, file-w1:2001]");
+            "it with mpirun or srun; cluster.worker_hosts has 2 entries [file-w0:2000, file-w1:2001]");
 }
 
 TEST(ResolveRole, FlagHostListsReplaceTheFilesAndAreValidated) {
@@ -339,4 +345,110 @@ TEST(ResolveRole, ResolvedConfigPassesValidation) {
 }
 
 }  // namespace
+// ---------------------------------------------------------------- launchers
+
+// An environment of `vars` ("NAME=value" each).
+std::function<const char*(const char*)> Env(std::vector<std::string> vars) {
+  auto held = std::make_shared<std::map<std::string, std::string>>();
+  for (const std::string& v : vars) (*held)[v.substr(0, v.find('='))] = v.substr(v.find('=') + 1);
+  return [held](const char* name) -> const char* {
+    auto it = held->find(name);
+    return it == held->end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::vector<LaunchRank> Ranks(std::vector<std::string> vars) {
+  absl::StatusOr<std::vector<LaunchRank>> ranks = LaunchRanksFromEnvironment(Env(std::move(vars)));
+  EXPECT_TRUE(ranks.ok()) << ranks.status();
+  return ranks.ok() ? *ranks : std::vector<LaunchRank>{};
+}
+
+TEST(LaunchRanks, EveryLauncherInPrecedenceOrder) {
+  std::vector<LaunchRank> ranks = Ranks({"RANK=3", "WORLD_SIZE=4", "SLURM_PROCID=2", "SLURM_NTASKS=4",
+                                         "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "UNRELATED=1"});
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(ranks[0].source, "OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=4 (mpirun)");
+  EXPECT_EQ(ranks[1].source, "SLURM_PROCID=2, SLURM_NTASKS=4 (srun)");
+  EXPECT_EQ(ranks[2].source, "RANK=3, WORLD_SIZE=4 (PyTorchJob style)");
+  EXPECT_EQ(ranks[2].rank, 3);
+  EXPECT_EQ(ranks[2].size, 4);
+  EXPECT_TRUE(Ranks({}).empty());
+}
+
+TEST(LaunchRanks, IncompleteOrOutOfRangePairsAreRefusedNamingThem) {
+  for (const auto& [vars, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"SLURM_PROCID=1"}, "SLURM_PROCID=1, SLURM_NTASKS= (srun): expected both, a rank in [0, size)"},
+           {{"RANK=4", "WORLD_SIZE=4"}, "RANK=4, WORLD_SIZE=4 (PyTorchJob style): expected both, a rank in [0, size)"},
+           {{"OMPI_COMM_WORLD_RANK=x", "OMPI_COMM_WORLD_SIZE=2"},
+            "OMPI_COMM_WORLD_RANK=x, OMPI_COMM_WORLD_SIZE=2 (mpirun): expected both, a rank in [0, size)"}}) {
+    absl::StatusOr<std::vector<LaunchRank>> ranks = LaunchRanksFromEnvironment(Env(vars));
+    ASSERT_FALSE(ranks.ok());
+    EXPECT_EQ(ranks.status().message(), message);
+  }
+}
+
+TEST(ResolveRole, RanksOfTheWholeClusterServeAsPsFirstThenWorkers) {
+  // 1 PS + 2 workers: 3 ranks.
+  const std::vector<std::pair<int, Role>> expected = {
+      {0, {RoleKind::kPs, 0}}, {1, {RoleKind::kWorker, 0}}, {2, {RoleKind::kWorker, 1}}};
+  for (const auto& [rank, role] : expected) {
+    for (RoleKind binary : {RoleKind::kPs, RoleKind::kWorker}) {
+      ExperimentConfig c = FileConfig();
+      std::string how;
+      absl::StatusOr<Role> r =
+          ResolveRole(binary, {}, nullptr, &c, Ranks({absl::StrCat("SLURM_PROCID=", rank), "SLURM_NTASKS=3"}), &how);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(*r, role) << rank;  // whichever binary srun started
+      EXPECT_EQ(how, absl::StrCat("SLURM_PROCID=", rank, ", SLURM_NTASKS=3 (srun): ", RoleToString(role),
+                                  " (ranks 0-0 serve as PS, 1-2 as workers)"));
+    }
+  }
+}
+
+TEST(ResolveRole, RanksOfTheWorkersAloneAreWorkerIndices) {
+  ExperimentConfig c = FileConfig();
+  std::string how;
+  absl::StatusOr<Role> r = ResolveRole(RoleKind::kWorker, {}, nullptr, &c,
+                                       Ranks({"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"}), &how);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, (Role{RoleKind::kWorker, 1}));
+  EXPECT_EQ(how, "OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=2 (mpirun): worker 1 (one rank per worker)");
+  // A PS binary is no worker: a workers-only launch does not place it.
+  ExperimentConfig c2 = FileConfig();
+  EXPECT_THAT(
+      Error(ResolveRole(RoleKind::kPs, {}, nullptr, &c2, Ranks({"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2"}))),
+      HasSubstr("no launcher's size fits the cluster of 1 PS and 2 workers: start 2 ranks (the workers) or 3 "
+                "(the first 1 serve as PS), or pass --index"));
+}
+
+TEST(ResolveRole, ContradictoryLaunchersAreRefusedNamingBoth) {
+  ExperimentConfig c = FileConfig();
+  EXPECT_EQ(Error(ResolveRole(RoleKind::kWorker, {}, nullptr, &c,
+                              Ranks({"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3", "RANK=2", "WORLD_SIZE=3"}))),
+            "contradictory launchers: OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=3 (mpirun) but RANK=2, "
+            "WORLD_SIZE=3 (PyTorchJob style); unset one, or pass --index");
+  // A launcher whose size fits nothing is another launch (the srun around
+  // mpirun) and is left out; agreeing ones are fine.
+  ExperimentConfig c2 = FileConfig();
+  absl::StatusOr<Role> r = ResolveRole(RoleKind::kWorker, {}, nullptr, &c2,
+                                       Ranks({"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=3", "SLURM_PROCID=0",
+                                              "SLURM_NTASKS=1", "RANK=2", "WORLD_SIZE=3"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, (Role{RoleKind::kWorker, 1}));
+}
+
+TEST(ResolveRole, FlagsAndTfConfigBeatLaunchers) {
+  ExperimentConfig c = FileConfig();
+  ClusterFlags f;
+  f.index = 0;
+  absl::StatusOr<Role> r = ResolveRole(RoleKind::kWorker, f, nullptr, &c, Ranks({"SLURM_PROCID=0", "SLURM_NTASKS=3"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, (Role{RoleKind::kWorker, 0}));  // not ps 0
+  ExperimentConfig c2 = FileConfig();
+  r = ResolveRole(RoleKind::kWorker, {}, R"({"task": {"type": "worker", "index": 1}})", &c2,
+                  Ranks({"SLURM_PROCID=0", "SLURM_NTASKS=3"}));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, (Role{RoleKind::kWorker, 1}));
+}
+
 }  // namespace pstrain
