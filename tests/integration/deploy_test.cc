@@ -1,0 +1,224 @@
+// Plays the Kubernetes operators on one machine: reads the shipped manifests
+// (deploy/k8s/), builds every replica's environment as the operator would
+// (TF_CONFIG per replica for the TFJob; RANK from the completion index for
+// the Indexed Job), and runs each pod's command on its own emulated host (a
+// network namespace with its own address; the pods' DNS names in its
+// /etc/hosts). The cluster must train and every process exit 0 by itself.
+// Needs root for the namespaces; skips saying so otherwise.
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "common/metrics/result_json.h"
+#include "gtest/gtest.h"
+#include "tests/integration/cluster_test_util.h"
+#include "tests/util/process_test_util.h"
+#include "tools/launch/emulated_hosts.h"
+
+namespace pstrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+using launch::EmulatedHosts;
+
+// One pod to run: its DNS names, command line and extra environment.
+struct Pod {
+  std::string name;
+  std::vector<std::string> dns_names;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // NAME=value
+};
+
+std::vector<YAML::Node> Documents(const std::string& manifest) { return YAML::LoadAllFromFile(SourcePath(manifest)); }
+
+const YAML::Node* FindKind(const std::vector<YAML::Node>& docs, const std::string& kind) {
+  for (const YAML::Node& doc : docs) {
+    if (doc["kind"].as<std::string>() == kind) return &doc;
+  }
+  return nullptr;
+}
+
+// Stands in for the pod's volumes: every mountPath of `container` becomes a
+// directory under `root`; the ConfigMap's files are written into theirs.
+class Volumes {
+ public:
+  Volumes(const YAML::Node& pod_spec, const YAML::Node& container, const YAML::Node& config_map,
+          const std::string& root) {
+    for (const YAML::Node& mount : container["volumeMounts"]) {
+      const std::string where = root + mount["mountPath"].as<std::string>();
+      fs::create_directories(where);
+      mounts_[mount["mountPath"].as<std::string>()] = where;
+      for (const YAML::Node& volume : pod_spec["volumes"]) {
+        if (volume["name"].as<std::string>() != mount["name"].as<std::string>() || !volume["configMap"]) continue;
+        for (const auto& file : config_map["data"]) {
+          WriteFile(where + "/" + file.first.as<std::string>(), Rewrite(file.second.as<std::string>()));
+        }
+      }
+    }
+  }
+  // `text` with every mount path replaced by its directory.
+  std::string Rewrite(const std::string& text) const {
+    std::string out = text;
+    for (const auto& [path, dir] : mounts_) out = absl::StrReplaceAll(out, {{path + "/", dir + "/"}});
+    return out;
+  }
+  const std::string& Dir(const std::string& mount_path) const { return mounts_.at(mount_path); }
+
+ private:
+  std::map<std::string, std::string> mounts_;
+};
+
+// The container's command and args with our binaries and volumes.
+std::vector<std::string> CommandLine(const YAML::Node& container, const Volumes& volumes) {
+  std::vector<std::string> argv;
+  for (const YAML::Node& part : container["command"]) {
+    std::string word = part.as<std::string>();
+    argv.push_back(argv.empty() && absl::StartsWith(word, "pstrain-") ? BinDir() + "/" + word : volumes.Rewrite(word));
+  }
+  for (const YAML::Node& arg : container["args"]) argv.push_back(volumes.Rewrite(arg.as<std::string>()));
+  return argv;
+}
+
+class DeployTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) GTEST_SKIP() << s.message();
+  }
+
+  // Runs every pod on its own host; true when all exit 0 by themselves.
+  void RunPods(const std::vector<Pod>& pods, int subnet) {
+    std::vector<std::vector<std::string>> names;
+    for (const Pod& pod : pods) names.push_back(pod.dns_names);
+    absl::StatusOr<std::unique_ptr<EmulatedHosts>> hosts = EmulatedHosts::Create(names, subnet);
+    ASSERT_TRUE(hosts.ok()) << hosts.status();
+    std::vector<Subprocess> running;
+    for (size_t i = 0; i < pods.size(); ++i) {
+      std::vector<std::string> argv = (*hosts)->RunOn(static_cast<int>(i));
+      argv.push_back("/usr/bin/env");
+      argv.insert(argv.end(), pods[i].env.begin(), pods[i].env.end());
+      argv.insert(argv.end(), pods[i].argv.begin(), pods[i].argv.end());
+      const std::string capture = dir_.path() + "/logs/" + pods[i].name;
+      fs::create_directories(capture);
+      running.push_back(Spawn(argv, capture));
+    }
+    for (size_t i = 0; i < pods.size(); ++i) {
+      std::optional<int> status = WaitForExit(running[i].pid, std::chrono::minutes(5));
+      EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+          << pods[i].name << " on " << (*hosts)->address(static_cast<int>(i)) << ":\n"
+          << running[i].out() << running[i].err();
+      outputs_[pods[i].name] = running[i].out() + running[i].err();
+    }
+  }
+
+  void ExpectTrained(const std::string& result_json, int ps, int workers) {
+    absl::StatusOr<RunResult> result = ReadResultJson(result_json);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->num_ps(), ps);
+    EXPECT_EQ(result->num_workers(), workers);
+    EXPECT_EQ(result->workers_size(), workers);
+    ASSERT_TRUE(result->has_test_accuracy());
+    EXPECT_GE(result->test_accuracy(), 0.84);
+  }
+
+  TempDir dir_;
+  std::map<std::string, std::string> outputs_;
+};
+
+TEST_F(DeployTest, TfJobOfTwoPsAndThreeWorkersTrainsWithRolesFromTfConfig) {
+  const std::vector<YAML::Node> docs = Documents("deploy/k8s/tfjob.yaml");
+  const YAML::Node* job = FindKind(docs, "TFJob");
+  const YAML::Node* config_map = FindKind(docs, "ConfigMap");
+  ASSERT_NE(job, nullptr);
+  ASSERT_NE(config_map, nullptr);
+  const std::string name = (*job)["metadata"]["name"].as<std::string>();
+  // The operator's TF_CONFIG cluster: <job>-<type>-<i>.<namespace>.svc:2222.
+  std::map<std::string, std::vector<std::string>> cluster;
+  for (const auto& [type, key] : std::vector<std::pair<std::string, std::string>>{{"ps", "PS"}, {"worker", "Worker"}}) {
+    const int replicas = (*job)["spec"]["tfReplicaSpecs"][key]["replicas"].as<int>();
+    for (int i = 0; i < replicas; ++i) cluster[type].push_back(absl::StrCat(name, "-", type, "-", i, ".default.svc"));
+  }
+  auto quoted = [](const std::vector<std::string>& hosts) {
+    std::vector<std::string> q;
+    for (const std::string& h : hosts) q.push_back(absl::StrCat("\"", h, ":2222\""));
+    return absl::StrCat("[", absl::StrJoin(q, ", "), "]");
+  };
+  const std::string shared = dir_.path() + "/shared";  // the ReadWriteMany claim: one for all pods
+  std::vector<Pod> pods;
+  for (const auto& [type, key] : std::vector<std::pair<std::string, std::string>>{{"ps", "PS"}, {"worker", "Worker"}}) {
+    const YAML::Node spec = (*job)["spec"]["tfReplicaSpecs"][key]["template"]["spec"];
+    const YAML::Node container = spec["containers"][0];
+    ASSERT_EQ(container["name"].as<std::string>(), "tensorflow") << "the TFJob operator configures this container";
+    for (size_t i = 0; i < cluster[type].size(); ++i) {
+      Pod pod;
+      pod.name = absl::StrCat(name, "-", type, "-", i);
+      pod.dns_names = {cluster[type][i]};
+      const std::string root = dir_.path() + "/pods/" + pod.name;
+      Volumes volumes(spec, container, *config_map, root);
+      fs::remove_all(volumes.Dir("/shared"));
+      fs::create_directories(shared);
+      fs::create_directory_symlink(shared, volumes.Dir("/shared"));
+      pod.argv = CommandLine(container, volumes);
+      pod.env = {absl::StrCat(R"(TF_CONFIG={"cluster": {"ps": )", quoted(cluster["ps"]), R"(, "worker": )",
+                              quoted(cluster["worker"]), R"(}, "task": {"type": ")", type, R"(", "index": )", i,
+                              R"(}, "environment": "cloud"})")};
+      pods.push_back(std::move(pod));
+    }
+  }
+  ASSERT_EQ(pods.size(), 5u);
+  RunPods(pods, /*subnet=*/213 * 256 + 11);
+  ExpectTrained(shared + "/run/result.json", 2, 3);
+  EXPECT_TRUE(absl::StrContains(outputs_[name + "-worker-0"], "Accuracy @ 1")) << outputs_[name + "-worker-0"];
+}
+
+TEST_F(DeployTest, IndexedJobPodsTakeTheirRolesFromTheirCompletionIndex) {
+  const std::vector<YAML::Node> docs = Documents("deploy/k8s/indexed-job.yaml");
+  const YAML::Node* job = FindKind(docs, "Job");
+  const YAML::Node* config_map = FindKind(docs, "ConfigMap");
+  const YAML::Node* service = FindKind(docs, "Service");
+  ASSERT_NE(job, nullptr);
+  ASSERT_NE(config_map, nullptr);
+  ASSERT_NE(service, nullptr);
+  const std::string name = (*job)["metadata"]["name"].as<std::string>();
+  const YAML::Node spec = (*job)["spec"]["template"]["spec"];
+  ASSERT_EQ((*job)["spec"]["completionMode"].as<std::string>(), "Indexed");
+  ASSERT_EQ(spec["subdomain"].as<std::string>(), (*service)["metadata"]["name"].as<std::string>());
+  const YAML::Node container = spec["containers"][0];
+  const int completions = (*job)["spec"]["completions"].as<int>();
+  std::vector<Pod> pods;
+  for (int index = 0; index < completions; ++index) {
+    Pod pod;
+    pod.name = absl::StrCat(name, "-", index);
+    pod.dns_names = {absl::StrCat(pod.name, ".", spec["subdomain"].as<std::string>())};
+    Volumes volumes(spec, container, *config_map, dir_.path() + "/pods/" + pod.name);
+    pod.argv = CommandLine(container, volumes);
+    for (const YAML::Node& env : container["env"]) {
+      const std::string key = env["name"].as<std::string>();
+      if (env["value"]) {
+        pod.env.push_back(absl::StrCat(key, "=", env["value"].as<std::string>()));
+      } else {
+        ASSERT_EQ(env["valueFrom"]["fieldRef"]["fieldPath"].as<std::string>(),
+                  "metadata.annotations['batch.kubernetes.io/job-completion-index']");
+        pod.env.push_back(absl::StrCat(key, "=", index));  // what the Job controller annotates
+      }
+    }
+    pods.push_back(std::move(pod));
+  }
+  ASSERT_EQ(pods.size(), 5u);
+  RunPods(pods, /*subnet=*/213 * 256 + 12);
+  // Ranks 0-1 ran pstrain-ps; the chief is rank 2, with its own emptyDir.
+  EXPECT_TRUE(absl::StrContains(outputs_[name + "-0"], "RANK=0, WORLD_SIZE=5 (PyTorchJob style): ps 0"))
+      << outputs_[name + "-0"];
+  EXPECT_TRUE(absl::StrContains(outputs_[name + "-2"], "RANK=2, WORLD_SIZE=5 (PyTorchJob style): worker 0"))
+      << outputs_[name + "-2"];
+  ExpectTrained(dir_.path() + "/pods/" + name + "-2/shared/run/result.json", 2, 3);
+}
+
+}  // namespace
+}  // namespace pstrain::test
