@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -75,14 +76,16 @@ class Volumes {
   std::map<std::string, std::string> mounts_;
 };
 
-// The container's command and args with our binaries and volumes.
+// The container's command and args with our binaries (the image has them
+// on PATH) and volumes.
 std::vector<std::string> CommandLine(const YAML::Node& container, const Volumes& volumes) {
   std::vector<std::string> argv;
-  for (const YAML::Node& part : container["command"]) {
-    std::string word = part.as<std::string>();
-    argv.push_back(argv.empty() && absl::StartsWith(word, "pstrain-") ? BinDir() + "/" + word : volumes.Rewrite(word));
+  for (const char* key : {"command", "args"}) {
+    for (const YAML::Node& part : container[key]) {
+      const std::string word = part.as<std::string>();
+      argv.push_back(word == "pstrain-ps" || word == "pstrain-worker" ? BinDir() + "/" + word : volumes.Rewrite(word));
+    }
   }
-  for (const YAML::Node& arg : container["args"]) argv.push_back(volumes.Rewrite(arg.as<std::string>()));
   return argv;
 }
 
@@ -98,8 +101,14 @@ class DeployTest : public ::testing::Test {
     for (const Pod& pod : pods) names.push_back(pod.dns_names);
     absl::StatusOr<std::unique_ptr<EmulatedHosts>> hosts = EmulatedHosts::Create(names, subnet);
     ASSERT_TRUE(hosts.ok()) << hosts.status();
+    hosts_ = hosts->get();
+    if (before_start_) before_start_(**hosts);
     std::vector<Subprocess> running;
     for (size_t i = 0; i < pods.size(); ++i) {
+      if (pods[i].argv.empty()) {  // a host the operator's launcher reaches by itself
+        running.emplace_back();
+        continue;
+      }
       std::vector<std::string> argv = (*hosts)->RunOn(static_cast<int>(i));
       argv.push_back("/usr/bin/env");
       argv.insert(argv.end(), pods[i].env.begin(), pods[i].env.end());
@@ -109,6 +118,7 @@ class DeployTest : public ::testing::Test {
       running.push_back(Spawn(argv, capture));
     }
     for (size_t i = 0; i < pods.size(); ++i) {
+      if (pods[i].argv.empty()) continue;
       std::optional<int> status = WaitForExit(running[i].pid, std::chrono::minutes(5));
       EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
           << pods[i].name << " on " << (*hosts)->address(static_cast<int>(i)) << ":\n"
@@ -129,6 +139,9 @@ class DeployTest : public ::testing::Test {
 
   TempDir dir_;
   std::map<std::string, std::string> outputs_;
+  // Called once the hosts exist, before any pod starts.
+  std::function<void(const EmulatedHosts&)> before_start_;
+  const EmulatedHosts* hosts_ = nullptr;
 };
 
 TEST_F(DeployTest, TfJobOfTwoPsAndThreeWorkersTrainsWithRolesFromTfConfig) {
@@ -218,6 +231,66 @@ TEST_F(DeployTest, IndexedJobPodsTakeTheirRolesFromTheirCompletionIndex) {
   EXPECT_TRUE(absl::StrContains(outputs_[name + "-2"], "RANK=2, WORLD_SIZE=5 (PyTorchJob style): worker 0"))
       << outputs_[name + "-2"];
   ExpectTrained(dir_.path() + "/pods/" + name + "-2/shared/run/result.json", 2, 3);
+}
+
+TEST_F(DeployTest, MpiJobRunsTheAllReduceRanksOnTheWorkerPodsThroughMpirun) {
+  const std::vector<YAML::Node> docs = Documents("deploy/k8s/mpijob.yaml");
+  const YAML::Node* job = FindKind(docs, "MPIJob");
+  const YAML::Node* config_map = FindKind(docs, "ConfigMap");
+  ASSERT_NE(job, nullptr);
+  ASSERT_NE(config_map, nullptr);
+  const std::string name = (*job)["metadata"]["name"].as<std::string>();
+  const YAML::Node specs = (*job)["spec"]["mpiReplicaSpecs"];
+  const YAML::Node launcher_spec = specs["Launcher"]["template"]["spec"];
+  const YAML::Node worker_spec = specs["Worker"]["template"]["spec"];
+  const int workers = specs["Worker"]["replicas"].as<int>();
+  // The test's pods share one filesystem: the ranks (on the worker pods)
+  // see the worker pods' volumes, so the command line is read with those.
+  Volumes worker_volumes(worker_spec, worker_spec["containers"][0], *config_map, dir_.path() + "/pods/worker");
+  Volumes launcher_volumes(launcher_spec, launcher_spec["containers"][0], *config_map, dir_.path() + "/pods/launcher");
+  // What mpi-operator v2 writes: the hostfile, one line per worker pod.
+  std::vector<Pod> pods;
+  Pod launcher;
+  launcher.name = name + "-launcher";
+  launcher.dns_names = {launcher.name};
+  launcher.argv = CommandLine(launcher_spec["containers"][0], worker_volumes);
+  std::string hostfile;
+  for (int i = 0; i < workers; ++i) {
+    Pod worker;
+    worker.name = absl::StrCat(name, "-worker-", i);
+    const std::string fqdn = absl::StrCat(worker.name, ".", name, "-worker.default.svc");
+    worker.dns_names = {fqdn, worker.name};
+    absl::StrAppend(&hostfile, fqdn, " slots=", (*job)["spec"]["slotsPerWorker"].as<int>(), "\n");
+    pods.push_back(std::move(worker));
+  }
+  WriteFile(dir_.path() + "/hostfile", hostfile);
+  // Where ssh would go, this agent goes: into the host's namespace, running
+  // the command line as the remote shell would.
+  const std::string agent = dir_.path() + "/rsh-agent.sh";
+  const std::string host_map = dir_.path() + "/hosts-to-namespaces";
+  WriteExecutable(
+      agent, absl::StrCat("#!/bin/sh\nhost=\"$1\"; shift\n", "ns=$(awk -v h=\"$host\" '$1 == h {print $2}' ", host_map,
+                          ")\n", "[ -n \"$ns\" ] || { echo \"rsh-agent: unknown host $host\" >&2; exit 255; }\n",
+                          "exec ip netns exec \"$ns\" sh -c \"$*\"\n"));
+  launcher.env = {"OMPI_MCA_orte_default_hostfile=" + dir_.path() + "/hostfile", "OMPI_MCA_plm_rsh_agent=" + agent};
+  pods.push_back(launcher);
+  before_start_ = [&](const EmulatedHosts& hosts) {
+    std::string map;
+    for (int i = 0; i < workers; ++i) {
+      for (const std::string& dns : pods[i].dns_names) absl::StrAppend(&map, dns, " ", hosts.namespace_name(i), "\n");
+    }
+    WriteFile(host_map, map);
+  };
+  RunPods(pods, /*subnet=*/213 * 256 + 13);
+  const std::string out = outputs_[launcher.name];
+  EXPECT_TRUE(absl::StrContains(out, "Accuracy @ 1")) << out;
+  absl::StatusOr<RunResult> result = ReadResultJson(worker_volumes.Dir("/shared") + "/run/result.json");
+  ASSERT_TRUE(result.ok()) << result.status() << "\n" << out;
+  EXPECT_EQ(result->variable_update(), "allreduce");
+  EXPECT_EQ(result->collective(), "mpi");
+  EXPECT_EQ(result->num_workers(), workers);
+  ASSERT_TRUE(result->has_test_accuracy());
+  EXPECT_GE(result->test_accuracy(), 0.84);
 }
 
 }  // namespace
