@@ -56,10 +56,15 @@ class Volumes {
       const std::string where = root + mount["mountPath"].as<std::string>();
       fs::create_directories(where);
       mounts_[mount["mountPath"].as<std::string>()] = where;
+    }
+    // The ConfigMap's files once every mount is known: a config naming
+    // another volume's path (checkpoint.dir: /shared/...) must point there.
+    for (const YAML::Node& mount : container["volumeMounts"]) {
       for (const YAML::Node& volume : pod_spec["volumes"]) {
         if (volume["name"].as<std::string>() != mount["name"].as<std::string>() || !volume["configMap"]) continue;
         for (const auto& file : config_map["data"]) {
-          WriteFile(where + "/" + file.first.as<std::string>(), Rewrite(file.second.as<std::string>()));
+          WriteFile(Dir(mount["mountPath"].as<std::string>()) + "/" + file.first.as<std::string>(),
+                    Rewrite(file.second.as<std::string>()));
         }
       }
     }
@@ -185,6 +190,9 @@ TEST_F(DeployTest, TfJobOfTwoPsAndThreeWorkersTrainsWithRolesFromTfConfig) {
     }
   }
   ASSERT_EQ(pods.size(), 5u);
+  // Nothing may land in this machine's own /shared.
+  ASSERT_FALSE(
+      absl::StrContains(ReadFile(dir_.path() + "/pods/" + name + "-ps-0/etc/pstrain/experiment.yaml"), " /shared/"));
   RunPods(pods, /*subnet=*/213 * 256 + 11);
   ExpectTrained(shared + "/run/result.json", 2, 3);
   EXPECT_TRUE(absl::StrContains(outputs_[name + "-worker-0"], "Accuracy @ 1")) << outputs_[name + "-worker-0"];
