@@ -276,13 +276,14 @@ TEST_F(DeployTest, MpiJobRunsTheAllReduceRanksOnTheWorkerPodsThroughMpirun) {
   // the command line as the remote shell would.
   const std::string agent = dir_.path() + "/rsh-agent.sh";
   const std::string host_map = dir_.path() + "/hosts-to-namespaces";
-  WriteExecutable(
-      agent, absl::StrCat("#!/bin/sh\nhost=\"$1\"; shift\n", "ns=$(awk -v h=\"$host\" '$1 == h {print $2}' ", host_map,
-                          ")\n", "[ -n \"$ns\" ] || { echo \"rsh-agent: unknown host $host\" >&2; exit 255; }\n",
-                          "exec ip netns exec \"$ns\" sh -c \"$*\"\n"));
   launcher.env = {"OMPI_MCA_orte_default_hostfile=" + dir_.path() + "/hostfile", "OMPI_MCA_plm_rsh_agent=" + agent};
   pods.push_back(launcher);
   before_start_ = [&](const EmulatedHosts& hosts) {
+    // The same ip (absolute path) RunOn uses: the agent runs without our PATH.
+    WriteExecutable(agent, absl::StrCat("#!/bin/sh\nhost=\"$1\"; shift\n",
+                                        "ns=$(awk -v h=\"$host\" '$1 == h {print $2}' ", host_map, ")\n",
+                                        "[ -n \"$ns\" ] || { echo \"rsh-agent: unknown host $host\" >&2; exit 255; }\n",
+                                        "exec ", hosts.RunOn(0)[0], " netns exec \"$ns\" sh -c \"$*\"\n"));
     std::string map;
     for (int i = 0; i < workers; ++i) {
       for (const std::string& dns : pods[i].dns_names) absl::StrAppend(&map, dns, " ", hosts.namespace_name(i), "\n");
