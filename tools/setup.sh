@@ -17,6 +17,8 @@ PACKAGES=(
   python3 procps
   # promtool and curl (tests scrape /metrics and check the exposition)
   prometheus curl
+  # emulated hosts (network namespaces, veth, bridge): the deploy test
+  iproute2
   # tools/check.sh: the clang thread-safety build, sanitizers, format check
   clang-14 libclang-rt-14-dev clang-format-14 git
 )
