@@ -178,10 +178,7 @@ absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame
   PSTRAIN_ASSIGN_OR_RETURN(auto variables, BuildVariables(request, payload, optimizer->num_slots()));
   if (request.has_restore()) {
     const ShardRestore& restore = request.restore();
-    resumed_step_ = restore.step();
-    // Every worker resumes at the checkpoint's step.
-    progress_.completed_steps.assign(options_.num_workers, restore.step());
-    last_step_.assign(options_.num_workers, restore.step() - 1);
+    ResumeAt(restore.step());
     LOG(INFO) << "shard " << options_.shard_index << ": restored " << variables.size() << " variables from "
               << restore.path() << " (step " << restore.step() << ")";
   }
@@ -232,9 +229,7 @@ absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& 
     }
     generation_ = generation;
   }
-  resumed_step_ = step;
-  progress_.completed_steps.assign(options_.num_workers, step);
-  last_step_.assign(options_.num_workers, step - 1);
+  ResumeAt(step);
   rejoin_versions_.assign(options_.num_workers, 0);
   LOG(INFO) << "shard " << options_.shard_index << ": restored " << vars.size() << " variables at generation "
             << generation << " from "
@@ -243,22 +238,30 @@ absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& 
   return absl::OkStatus();
 }
 
-std::string PsShard::GenerationMismatch(int64_t theirs) const {
-  const int64_t mine = generation_.load();
-  if (mine == 0) {
-    return absl::StrCat("PS shard ", options_.shard_index,
-                        " has restarted and holds no variables until the chief restores them (request of generation ",
-                        theirs, ")");
-  }
-  return absl::StrCat("PS shard ", options_.shard_index, " was restored (generation ", mine,
-                      "); this request is of generation ", theirs);
+void PsShard::ResumeAt(int64_t step) {
+  resumed_step_ = step;
+  // Every worker resumes at that step.
+  progress_.completed_steps.assign(options_.num_workers, step);
+  last_step_.assign(options_.num_workers, step - 1);
 }
 
-bool PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
-  if (incarnation == 0) return false;
+absl::Status PsShard::CheckGeneration(int64_t theirs) const {
+  const int64_t mine = generation_.load();
+  if (theirs == 0 || theirs == mine) return absl::OkStatus();
+  if (mine == 0) {
+    return absl::AbortedError(absl::StrCat(
+        "PS shard ", options_.shard_index,
+        " has restarted and holds no variables until the chief restores them (request of generation ", theirs, ")"));
+  }
+  return absl::AbortedError(absl::StrCat("PS shard ", options_.shard_index, " was restored (generation ", mine,
+                                         "); this request is of generation ", theirs));
+}
+
+void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
+  if (incarnation == 0) return;
   if (incarnation_[worker] == 0 || incarnation_[worker] == incarnation) {
     incarnation_[worker] = incarnation;
-    return false;
+    return;
   }
   incarnation_[worker] = incarnation;
   rejoined_[worker] = true;
@@ -279,13 +282,10 @@ bool PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
   LOG(WARNING) << "shard " << options_.shard_index << ": worker " << worker
                << " rejoined (a new process); its repeated gradients for steps below " << newest + 1 << " are dropped"
                << (was_lost ? "; it is no longer lost" : "");
-  return was_lost;
 }
 
 absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& request, OutgoingFrame* response) {
-  if (request.generation() != 0 && request.generation() != generation_.load()) {
-    return absl::AbortedError(GenerationMismatch(request.generation()));
-  }
+  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(request.generation()));
   if (!initialized_.load() || generation_.load() < std::max<int64_t>(1, request.min_generation())) {
     return PullState::kWaitingForVersions;
   }
@@ -430,7 +430,7 @@ absl::StatusOr<std::vector<bool>> PsShard::CheckPushAgainstState(const std::vect
 absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, PushResponse* response) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "push"));
   if (!initialized_.load()) {
-    if (request.generation() != 0) return absl::AbortedError(GenerationMismatch(request.generation()));
+    PSTRAIN_RETURN_IF_ERROR(CheckGeneration(request.generation()));  // a restarted shard
     return absl::FailedPreconditionError("push before the chief initialised the variables");
   }
   const int worker = request.worker();
@@ -474,9 +474,8 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   // the update is done, so two pushes cannot both pass the checks and then
   // both apply.
   VariableLocks locks(vars);
-  if (request.generation() != 0 && request.generation() != generation_.load()) {
-    return absl::AbortedError(GenerationMismatch(request.generation()));
-  }
+  // Under the locks: a restore changes every variable with all of them held.
+  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(request.generation()));
   PSTRAIN_ASSIGN_OR_RETURN(const std::vector<bool> repeated, CheckPushAgainstState(vars, worker, step, repeats_below));
   bytes_in_ += declared;
 

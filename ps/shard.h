@@ -117,12 +117,15 @@ class PsShard {
   // old generation are answered ABORTED by the next WakePulls.
   absl::Status RestoreInPlace(const InitRequest& request, IncomingFrame& payload, int64_t generation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why a request of generation `theirs` is ABORTED.
-  std::string GenerationMismatch(int64_t theirs) const;
+  // ABORTED, saying why, when a request of generation `theirs` (0: none)
+  // is not of this shard's generation (0 before Init: a restarted shard).
+  absl::Status CheckGeneration(int64_t theirs) const;
+  // Pulls report `step` as the step the run resumed from, and every
+  // worker's progress starts there.
+  void ResumeAt(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `worker`'s process incarnation; a new one means the worker was
-  // restarted and rejoins (logged; a lost worker counts again). True when
-  // the worker had been lost.
-  bool NoteIncarnation(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // restarted and rejoins (logged; a lost worker counts again).
+  void NoteIncarnation(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Push's checks that need the variables' locks (held by the caller). Per
   // variable: true when the gradient repeats one the worker's previous
   // process pushed for the same step (steps below `repeats_below`), to be

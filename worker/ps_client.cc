@@ -19,12 +19,11 @@ void DescribePart(const VariablePart& part, TensorHeader* h) {
   h->set_num_bytes(part.count * sizeof(float));
 }
 
-// Errors after which a fan-out stops waiting for the other shards.
-bool EndsFanOutAtOnce(const absl::Status& status) {
+}  // namespace
+
+bool IsShardLostOrRestored(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable || status.code() == absl::StatusCode::kAborted;
 }
-
-}  // namespace
 
 uint64_t PsClient::NewIncarnation() {
   std::random_device device;
@@ -155,7 +154,8 @@ absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& c
     channels_[call.shard]->Call(method, std::move(call.request), options,
                                 [state, i](absl::Status status, IncomingFrame frame) {
                                   absl::MutexLock lock(&state->mu);
-                                  if (state->ended_at_once < 0 && EndsFanOutAtOnce(status)) state->ended_at_once = i;
+                                  if (state->ended_at_once < 0 && IsShardLostOrRestored(status))
+                                    state->ended_at_once = i;
                                   state->calls[i].status = std::move(status);
                                   state->calls[i].response = std::move(frame);
                                   --state->pending;
@@ -311,26 +311,26 @@ absl::StatusOr<int64_t> PsClient::ReadPullAnswers(std::vector<ShardCall>& calls,
   return min_seen == INT64_MAX ? 0 : min_seen;
 }
 
-absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,
-                                       int64_t local_step) {
-  std::vector<ShardCall> calls = PullCalls(min_version, 0, generation_.load(), timeout, local_step);
+absl::StatusOr<int64_t> PsClient::RunPulls(std::vector<ShardCall> calls, absl::Duration timeout, bool wait_for_ready,
+                                           JoinInfo* info) {
   CallOptions options;
   // The PS answers at `timeout` with what it waited for; the RPC deadline
   // leaves room for that answer to arrive.
   options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
   options.wait_for_ready = wait_for_ready;
   PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options));
-  return ReadPullAnswers(calls, nullptr);
+  return ReadPullAnswers(calls, info);
+}
+
+absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,
+                                       int64_t local_step) {
+  return RunPulls(PullCalls(min_version, 0, generation_.load(), timeout, local_step), timeout, wait_for_ready, nullptr);
 }
 
 absl::StatusOr<PsClient::JoinInfo> PsClient::Join(int64_t min_generation, absl::Duration timeout) {
-  std::vector<ShardCall> calls = PullCalls(0, min_generation, /*generation=*/0, timeout, 0);
-  CallOptions options;
-  options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
-  options.wait_for_ready = true;
-  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options));
   JoinInfo info;
-  PSTRAIN_ASSIGN_OR_RETURN(info.version, ReadPullAnswers(calls, &info));
+  PSTRAIN_ASSIGN_OR_RETURN(info.version, RunPulls(PullCalls(0, min_generation, /*generation=*/0, timeout, 0), timeout,
+                                                  /*wait_for_ready=*/true, &info));
   return info;
 }
 

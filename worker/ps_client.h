@@ -27,6 +27,11 @@
 
 namespace pstrain {
 
+// A shard died (UNAVAILABLE) or was restored to a newer generation
+// (ABORTED): a fan-out stops waiting for the other shards, and a strategy
+// may recover (timeouts.ps_recover_seconds).
+bool IsShardLostOrRestored(const absl::Status& status);
+
 class PsClient {
  public:
   // `variables` is the model's list (fixed order); `parts` says where each
@@ -139,6 +144,9 @@ class PsClient {
                                    absl::Duration timeout, int64_t local_step) const;
   // Reads pull answers into the variables; returns the smallest version.
   absl::StatusOr<int64_t> ReadPullAnswers(std::vector<ShardCall>& calls, JoinInfo* info);
+  // Pull and Join: issues `calls`, then ReadPullAnswers.
+  absl::StatusOr<int64_t> RunPulls(std::vector<ShardCall> calls, absl::Duration timeout, bool wait_for_ready,
+                                   JoinInfo* info);
   // One call per shard, each carrying `header`.
   std::vector<ShardCall> CallsToEveryShard(const google::protobuf::MessageLite& header) const;
   CallOptions RpcOptions() const;

@@ -217,7 +217,7 @@ absl::StatusOr<Role> RoleFromRanks(RoleKind binary_role, const std::vector<Launc
     if (chosen->rank >= num_ps) role.index = chosen->rank - num_ps;
     rule = absl::StrCat("ranks 0-", num_ps - 1, " serve as PS, ", num_ps, "-", num_ps + num_workers - 1, " as workers");
   } else {
-    rule = absl::StrCat("one rank per worker");
+    rule = "one rank per worker";
   }
   *source = absl::StrCat(chosen->source, ": ", KindName(role.kind), " ", role.index, " (", rule, ")");
   return role;

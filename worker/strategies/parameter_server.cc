@@ -132,9 +132,7 @@ absl::Status ParameterServerStrategy::Start() {
 absl::StatusOr<int64_t> ParameterServerStrategy::Recover(const absl::Status& failure) {
   const ExperimentConfig& config = *context_.config;
   const float limit = config.timeouts().ps_recover_seconds();
-  const bool recoverable =
-      failure.code() == absl::StatusCode::kUnavailable || failure.code() == absl::StatusCode::kAborted;
-  if (limit <= 0 || !recoverable) return failure;
+  if (limit <= 0 || !IsShardLostOrRestored(failure)) return failure;
   const absl::Duration wait = absl::Seconds(limit);
   const absl::Time recovery_start = absl::Now();
   const int worker = context_.worker_index;
