@@ -5,10 +5,10 @@
 #include <signal.h>
 
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "common/transport/transport.h"
 #include "gtest/gtest.h"
 #include "proto/ps.pb.h"
@@ -38,11 +38,40 @@ std::string TransportName(const ::testing::TestParamInfo<std::string>& info) { r
 
 class ClusterProcessTest : public ::testing::TestWithParam<std::string> {
  protected:
-  // kEndlessSyncConfig over this test's transport, written to a file.
-  std::string EndlessSyncConfig() {
+  // kEndlessSyncConfig over this test's transport, with `timeouts` in
+  // place of its timeouts when given, written to a file.
+  std::string EndlessSyncConfig(const std::string& timeouts = "") {
     const std::string config = dir_ / "endless.yaml";
-    WriteFile(config, absl::StrCat(kEndlessSyncConfig, "transport: ", GetParam(), "\n"));
+    std::string yaml = kEndlessSyncConfig;
+    if (!timeouts.empty()) {
+      const size_t at = yaml.find("timeouts: {");
+      yaml.replace(at, yaml.find('\n', at) - at, "timeouts: {" + timeouts + "}");
+    }
+    WriteFile(config, absl::StrCat(yaml, "transport: ", GetParam(), "\n"));
     return config;
+  }
+
+  // Starts 1 PS + 2 workers with `config`, kills the PS once worker 1 made
+  // progress, and waits for both workers, which must exit non-zero within
+  // their deadlines naming the shard. Returns the two workers.
+  std::vector<Subprocess> KillThePsUnderTwoWorkers(const std::string& config) {
+    const std::string ps_hosts = FreeLoopbackHosts(1), worker_hosts = FreeLoopbackHosts(2);
+    Subprocess ps = StartRole("pstrain-ps", 0, config, ps_hosts, worker_hosts);
+    std::vector<Subprocess> workers = {StartRole("pstrain-worker", 0, config, ps_hosts, worker_hosts),
+                                       StartRole("pstrain-worker", 1, config, ps_hosts, worker_hosts)};
+    if (!WaitUntil([&] { return absl::StrContains(workers[1].out(), "images/sec"); }, seconds(60))) {
+      ADD_FAILURE() << "worker 1 never made progress:\n" << workers[1].err() << "\nPS:\n" << ps.err();
+      return {};
+    }
+    kill(ps.pid, SIGKILL);
+    WaitForExit(ps.pid, seconds(5));
+    for (Subprocess& worker : workers) {
+      std::optional<int> status = WaitForExit(worker.pid, seconds(90));
+      EXPECT_TRUE(status.has_value()) << "a worker hung after its PS died:\n" << worker.err();
+      EXPECT_TRUE(ExitedNonZero(status));
+      EXPECT_TRUE(absl::StrContains(worker.err(), "PS shard 0")) << worker.err();
+    }
+    return workers;
   }
 
   Subprocess StartRole(const std::string& binary, int index, const std::string& config, const std::string& ps_hosts,
@@ -85,48 +114,16 @@ TEST_P(ClusterProcessTest, KilledWorkerMakesSyncPsExitNamingIt) {
 // A PS shard that dies: every worker exits non-zero naming the shard, within
 // its deadlines (it does not wait for a step that can never complete).
 TEST_P(ClusterProcessTest, KilledPsMakesEveryWorkerExitNamingTheShard) {
-  const std::string config = EndlessSyncConfig();
-  const std::string ps_hosts = FreeLoopbackHosts(1), worker_hosts = FreeLoopbackHosts(2);
-  Subprocess ps = StartRole("pstrain-ps", 0, config, ps_hosts, worker_hosts);
-  Subprocess chief = StartRole("pstrain-worker", 0, config, ps_hosts, worker_hosts);
-  Subprocess other = StartRole("pstrain-worker", 1, config, ps_hosts, worker_hosts);
-  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(other.out(), "images/sec"); }, seconds(60)))
-      << "worker 1 never made progress:\n"
-      << other.err() << "\nPS:\n"
-      << ps.err();
-  kill(ps.pid, SIGKILL);
-  WaitForExit(ps.pid, seconds(5));
-  for (Subprocess* worker : {&chief, &other}) {
-    std::optional<int> status = WaitForExit(worker->pid, seconds(90));
-    ASSERT_TRUE(status.has_value()) << "a worker hung after its PS died:\n" << worker->err();
-    EXPECT_TRUE(ExitedNonZero(status));
-    EXPECT_TRUE(absl::StrContains(worker->err(), "PS shard 0")) << worker->err();
-  }
+  EXPECT_EQ(KillThePsUnderTwoWorkers(EndlessSyncConfig()).size(), 2u);
 }
 
 TEST_P(ClusterProcessTest, WorkersWaitingForADeadPsGiveUpAfterPsRecoverSecondsNamingIt) {
-  const std::string config = dir_ / "recovering.yaml";
-  WriteFile(config, absl::StrCat(absl::StrReplaceAll(kEndlessSyncConfig, {{"sync_step_seconds: 60}",
-                                                                           "sync_step_seconds: 60, "
-                                                                           "ps_recover_seconds: 3}"}}),
-                                 "transport: ", GetParam(), "\n"));
-  const std::string ps_hosts = FreeLoopbackHosts(1), worker_hosts = FreeLoopbackHosts(2);
-  Subprocess ps = StartRole("pstrain-ps", 0, config, ps_hosts, worker_hosts);
-  Subprocess chief = StartRole("pstrain-worker", 0, config, ps_hosts, worker_hosts);
-  Subprocess other = StartRole("pstrain-worker", 1, config, ps_hosts, worker_hosts);
-  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(other.out(), "images/sec"); }, seconds(60)))
-      << "worker 1 never made progress:\n"
-      << other.err() << "\nPS:\n"
-      << ps.err();
-  kill(ps.pid, SIGKILL);
-  WaitForExit(ps.pid, seconds(5));
-  for (Subprocess* worker : {&chief, &other}) {
-    std::optional<int> status = WaitForExit(worker->pid, seconds(90));
-    ASSERT_TRUE(status.has_value()) << "a worker hung after its PS died:\n" << worker->err();
-    EXPECT_TRUE(ExitedNonZero(status));
-    EXPECT_TRUE(absl::StrContains(worker->out(), "for the parameter servers to recover")) << worker->out();
-    EXPECT_TRUE(absl::StrContains(worker->err(), "recovery after \"")) << worker->err();
-    EXPECT_TRUE(absl::StrContains(worker->err(), "PS shard 0")) << worker->err();
+  const std::vector<Subprocess> workers = KillThePsUnderTwoWorkers(EndlessSyncConfig(
+      "heartbeat_seconds: 0.5, worker_lost_seconds: 5, sync_step_seconds: 60, ps_recover_seconds: 3"));
+  ASSERT_EQ(workers.size(), 2u);
+  for (const Subprocess& worker : workers) {
+    EXPECT_TRUE(absl::StrContains(worker.out(), "for the parameter servers to recover")) << worker.out();
+    EXPECT_TRUE(absl::StrContains(worker.err(), "recovery after \"")) << worker.err();
   }
 }
 

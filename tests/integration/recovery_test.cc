@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -55,6 +56,23 @@ class RecoveryTest : public ::testing::Test {
     ASSERT_EQ(kill(pids[0], SIGKILL), 0);
   }
 
+  // Launches the run, kills `binary --index=<index>` with SIGKILL once the
+  // checkpoint of step 300 is committed (after `before_kill`, when given),
+  // and returns the launcher's result; `out` gets everything it printed.
+  RunResult RunKillingAtStep300(const std::string& binary, int index, std::string* out,
+                                const std::function<void()>& before_kill = nullptr) {
+    Subprocess launch = Launch();
+    if (!WaitForCheckpoint(300)) {
+      ADD_FAILURE() << "no checkpoint of step 300:\n" << launch.out();
+      kill(launch.pid, SIGTERM);
+      WaitForExit(launch.pid, std::chrono::seconds(30));
+      return RunResult{};
+    }
+    if (before_kill) before_kill();
+    KillRole(binary, index);
+    return Finish(launch, out);
+  }
+
   // The launcher's exit and result.json; `out` gets everything it printed.
   RunResult Finish(Subprocess& launch, std::string* out) {
     std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
@@ -79,11 +97,8 @@ class RecoveryTest : public ::testing::Test {
 };
 
 TEST_F(RecoveryTest, AKilledPsShardIsRestartedAndEveryShardRestoredFromTheLastCheckpoint) {
-  Subprocess launch = Launch();
-  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
-  KillRole("pstrain-ps", 1);
   std::string out;
-  const RunResult result = Finish(launch, &out);
+  const RunResult result = RunKillingAtStep300("pstrain-ps", 1, &out);
 
   EXPECT_TRUE(absl::StrContains(out, "launch: ps1 was killed by signal 9 (Killed); restarted it (restart 1 of 1"))
       << out;
@@ -107,11 +122,8 @@ TEST_F(RecoveryTest, AKilledPsShardIsRestartedAndEveryShardRestoredFromTheLastCh
 }
 
 TEST_F(RecoveryTest, AKilledWorkerIsRestartedAndRejoinsTheRunningStep) {
-  Subprocess launch = Launch();
-  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
-  KillRole("pstrain-worker", 1);
   std::string out;
-  const RunResult result = Finish(launch, &out);
+  const RunResult result = RunKillingAtStep300("pstrain-worker", 1, &out);
 
   EXPECT_TRUE(absl::StrContains(out, "launch: worker1 was killed by signal 9 (Killed); restarted it")) << out;
   EXPECT_TRUE(absl::StrContains(out, "[worker1] worker 1: rejoining the run at step ")) << out;
@@ -123,11 +135,8 @@ TEST_F(RecoveryTest, AKilledWorkerIsRestartedAndRejoinsTheRunningStep) {
 
 TEST_F(RecoveryTest, AKilledAsyncWorkerRejoinsAfterItsLastPushedStep) {
   UseConfig("configs/fashion_mnist_mlp_async.yaml");
-  Subprocess launch = Launch();
-  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
-  KillRole("pstrain-worker", 1);
   std::string out;
-  const RunResult result = Finish(launch, &out);
+  const RunResult result = RunKillingAtStep300("pstrain-worker", 1, &out);
 
   EXPECT_EQ(result.consistency(), "async");
   EXPECT_TRUE(absl::StrContains(out, "launch: worker1 was killed by signal 9 (Killed); restarted it")) << out;
@@ -138,18 +147,14 @@ TEST_F(RecoveryTest, AKilledAsyncWorkerRejoinsAfterItsLastPushedStep) {
 }
 
 TEST_F(RecoveryTest, ADamagedNewestCheckpointIsSkippedForThePreviousOneSayingWhy) {
-  Subprocess launch = Launch();
-  ASSERT_TRUE(WaitForCheckpoint(300)) << launch.out();
-  const std::string damaged = checkpoints_ + "/ckpt-300/shard-0-of-2.ckpt";
-  {
+  std::string out;
+  const RunResult result = RunKillingAtStep300("pstrain-ps", 1, &out, [&] {
+    const std::string damaged = checkpoints_ + "/ckpt-300/shard-0-of-2.ckpt";
     std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
     ASSERT_TRUE(file.good()) << damaged;
     file.seekp(200);
     file.put('\x5a');
-  }
-  KillRole("pstrain-ps", 1);
-  std::string out;
-  const RunResult result = Finish(launch, &out);
+  });
 
   ASSERT_EQ(result.recoveries_size(), 1) << out;
   // Unless a newer checkpoint was committed between the damage and the kill,

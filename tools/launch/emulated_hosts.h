@@ -46,18 +46,16 @@ class EmulatedHosts {
   std::vector<std::string> RunOn(int host) const;
 
  private:
-  explicit EmulatedHosts(std::string prefix) : prefix_(std::move(prefix)) {}
+  EmulatedHosts(std::string prefix, std::string ip_path) : prefix_(std::move(prefix)), ip_path_(std::move(ip_path)) {}
   absl::Status AddHost(int index, const std::string& subnet_prefix);
+  // Runs `ip args...`.
+  absl::Status Ip(const std::vector<std::string>& args) const;
 
   const std::string prefix_;
-  std::string ip_path_;
+  const std::string ip_path_;
   bool bridge_made_ = false;
   std::vector<std::string> namespaces_;
   std::vector<std::string> addresses_;
 };
-
-// Runs `argv` (no shell), waits, and returns its output (stdout and stderr
-// together); an error naming the command and its output when it fails.
-absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv);
 
 }  // namespace pstrain::launch

@@ -270,15 +270,15 @@ void ClusterProcesses::OnRoleExit(Role& role) {
           ++role.restarts;
           ClosePipe(role);
           const pid_t old_pid = role.pid;
-          if (absl::Status status = Spawn(role); status.ok()) {
+          const absl::Status status = Spawn(role);
+          if (status.ok()) {
             Say(absl::StrCat(reason, "; restarted it (restart ", role.restarts, " of ", options_.max_restarts, ", pid ",
                              old_pid, " -> ", role.pid, ")"));
             return;
-          } else {
-            Say(absl::StrCat(reason, "; cannot restart it: ", status.message(), "; stopping all roles"));
-            BeginTeardown(code, reason);
-            return;
           }
+          Say(absl::StrCat(reason, "; cannot restart it: ", status.message(), "; stopping all roles"));
+          BeginTeardown(code, reason);
+          return;
         }
         if (options_.max_restarts > 0) {
           Say(absl::StrCat(reason, " after ", role.restarts, " restart", role.restarts == 1 ? "" : "s",
