@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config/launcher_hosts.h"
 #include "common/allocator_tuning.h"
 #include "common/config/config_loader.h"
 #include "common/durable_file.h"
@@ -50,8 +52,10 @@ namespace {
 
 // Replaces this process with the other role binary beside this one, with
 // the same arguments and environment (a launcher's rank made this process
-// the other job's). Returns only on failure.
-std::string RunOtherBinary(RoleKind kind, const std::vector<std::string>& args) {
+// the other job's) plus the resolved cluster and index as flags, so that it
+// need not resolve them again. Returns only on failure.
+std::string RunOtherBinary(const Role& role, const ClusterConfig& cluster, const std::vector<std::string>& args) {
+  const RoleKind kind = role.kind;
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "cannot find my own executable (/proc/self/exe): " + ec.message();
@@ -59,6 +63,9 @@ std::string RunOtherBinary(RoleKind kind, const std::vector<std::string>& args) 
   std::vector<char*> argv;
   std::vector<std::string> copy = args;
   copy[0] = binary;
+  if (!cluster.ps_hosts().empty()) copy.push_back("--ps_hosts=" + absl::StrJoin(cluster.ps_hosts(), ","));
+  copy.push_back("--worker_hosts=" + absl::StrJoin(cluster.worker_hosts(), ","));
+  copy.push_back(absl::StrCat("--index=", role.index));
   for (std::string& arg : copy) argv.push_back(arg.data());
   argv.push_back(nullptr);
   std::cout.flush();
@@ -98,20 +105,28 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
       LaunchRanksFromEnvironment([](const char* name) { return std::getenv(name); });
   if (!launched.ok()) fail(FLAGS_config + ": " + std::string(launched.status().message()));
   std::string how;
-  absl::StatusOr<Role> role = ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *launched, &how);
+  const auto getenv = [](const char* name) { return std::getenv(name); };
+  absl::StatusOr<Role> role =
+      ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *launched, &how,
+                  [&](const LaunchRank& rank, const ClusterConfig& cluster) {
+                    return LaunchedHostPorts(rank, cluster, getenv);
+                  });
   if (!role.ok()) {
     std::string message(role.status().message());
     if (message.find(FLAGS_config) == std::string::npos) message = FLAGS_config + ": " + message;
     fail(message);
   }
   setup.role = *role;
+  if (!launched->empty() && FLAGS_index < 0 && FLAGS_task_index < 0) {
+    std::cout << "role: " << how << std::endl;
+    const ClusterConfig& cluster = setup.config.cluster();
+    std::cout << "cluster: ps_hosts [" << absl::StrJoin(cluster.ps_hosts(), ", ") << "] worker_hosts ["
+              << absl::StrJoin(cluster.worker_hosts(), ", ") << "]" << std::endl;
+  }
   if (role->kind != binary_role) {
     // One command started every role (mpirun -np P+W pstrain-worker ...):
     // this rank serves as the other job.
-    fail(FLAGS_config + ": " + RunOtherBinary(role->kind, original_args));
-  }
-  if (!launched->empty() && FLAGS_index < 0 && FLAGS_task_index < 0) {
-    std::cout << "role: " << how << std::endl;
+    fail(FLAGS_config + ": " + RunOtherBinary(*role, setup.config.cluster(), original_args));
   }
   if (!FLAGS_restore.empty()) setup.config.mutable_checkpoint()->set_restore(FLAGS_restore);
   // A PS links no data sources, so it does not insist on the data files.

@@ -255,19 +255,21 @@ absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source
 
 absl::StatusOr<std::vector<LaunchRank>> LaunchRanksFromEnvironment(
     const std::function<const char*(const char*)>& getenv) {
-  struct Launcher {
+  struct Variables {
+    Launcher launcher;
     const char* rank;
     const char* size;
     const char* name;
   };
   std::vector<LaunchRank> found;
-  for (const Launcher& l :
-       {Launcher{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
-        Launcher{"SLURM_PROCID", "SLURM_NTASKS", "srun"}, Launcher{"RANK", "WORLD_SIZE", "PyTorchJob style"}}) {
+  for (const Variables& l : {Variables{Launcher::kMpirun, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
+                             Variables{Launcher::kSrun, "SLURM_PROCID", "SLURM_NTASKS", "srun"},
+                             Variables{Launcher::kRankEnv, "RANK", "WORLD_SIZE", "PyTorchJob style"}}) {
     const char* rank = getenv(l.rank);
     const char* size = getenv(l.size);
     if (rank == nullptr && size == nullptr) continue;
     LaunchRank r;
+    r.launcher = l.launcher;
     r.source = absl::StrCat(l.rank, "=", rank == nullptr ? "" : rank, ", ", l.size, "=", size == nullptr ? "" : size,
                             " (", l.name, ")");
     if (rank == nullptr || size == nullptr || !absl::SimpleAtoi(rank, &r.rank) || !absl::SimpleAtoi(size, &r.size) ||
@@ -280,7 +282,8 @@ absl::StatusOr<std::vector<LaunchRank>> LaunchRanksFromEnvironment(
 }
 
 absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
-                                 ExperimentConfig* config, const std::vector<LaunchRank>& launched, std::string* how) {
+                                 ExperimentConfig* config, const std::vector<LaunchRank>& launched, std::string* how,
+                                 const LaunchedHostsFn& launched_hosts) {
   ClusterConfig* cluster = config->mutable_cluster();
   std::string ps_source = "config file", worker_source = "config file";
 
@@ -307,12 +310,38 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
     PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster->worker_hosts(), "worker_hosts", "--worker_hosts"));
     worker_source = "--worker_hosts";
   }
+  // 3. Host lists from the launcher where nothing listed any.
+  if (cluster->num_ps() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'cluster.num_ps': expected a number >= 0, got ", cluster->num_ps()));
+  }
+  if (cluster->port() < 1 || cluster->port() > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'cluster.port': expected a port in 1..65535, got ", cluster->port()));
+  }
+  if (cluster->ps_hosts().empty() && cluster->worker_hosts().empty() && !launched.empty() && launched_hosts) {
+    PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> hosts, launched_hosts(launched[0], *cluster));
+    if (cluster->num_ps() >= static_cast<int>(hosts.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster->num_ps(),
+                                                     " PS shards leave no worker among the ", hosts.size(),
+                                                     " ranks of ", launched[0].source));
+    }
+    for (size_t r = 0; r < hosts.size(); ++r) {
+      *(static_cast<int>(r) < cluster->num_ps() ? cluster->add_ps_hosts() : cluster->add_worker_hosts()) = hosts[r];
+    }
+    ps_source = worker_source = absl::StrCat("the launcher (", launched[0].source, ")");
+  } else if (cluster->num_ps() > 0 && cluster->num_ps() != cluster->ps_hosts_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster->num_ps(),
+                                                   ", but the ps_hosts from ", ps_source, " list ",
+                                                   cluster->ps_hosts_size(), " (num_ps is for host lists from the "
+                                                   "launcher; leave it out or make it agree)"));
+  }
   const std::string source = ps_source == worker_source ? absl::StrCat("cluster from ", ps_source)
                                                         : absl::StrCat("cluster (ps_hosts from ", ps_source,
                                                                        ", worker_hosts from ", worker_source, ")");
   PSTRAIN_RETURN_IF_ERROR(ValidateHosts(*cluster, source));
 
-  // 3. The role.
+  // 4. The role.
   if (flags.index < -1) {
     return absl::InvalidArgumentError(absl::StrCat("--index: expected a non-negative integer, got ", flags.index));
   }

@@ -54,9 +54,12 @@ struct ClusterFlags {
 // says so (worker/strategy.h).
 absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source);
 
-// The rank a launcher that starts every process of a job from one command
-// gave this process.
+// The launchers that start every process of a job from one command.
+enum class Launcher { kMpirun, kSrun, kRankEnv };
+
+// The rank such a launcher gave this process.
 struct LaunchRank {
+  Launcher launcher = Launcher::kMpirun;
   int rank = 0;
   int size = 0;
   // The variables it came from, e.g. "OMPI_COMM_WORLD_RANK=1,
@@ -101,8 +104,18 @@ absl::StatusOr<std::vector<LaunchRank>> LaunchRanksFromEnvironment(
 //
 // Errors (InvalidArgument) name their source: "--index=3 is out of range ...",
 // "TF_CONFIG: ...". On error `config` may be partly updated.
+//
+// Host lists from the launcher: when both lists are still empty after the
+// file, TF_CONFIG and the flags, and a launcher started this process, the
+// first launcher (in the order above) gives every rank's host:port through
+// `launched_hosts` (LaunchedHostPorts in launcher_hosts.h, which role
+// binaries pass); the first cluster.num_ps of them become ps_hosts, the rest
+// worker_hosts. cluster.num_ps must also match ps_hosts wherever the lists
+// came from.
+using LaunchedHostsFn =
+    std::function<absl::StatusOr<std::vector<std::string>>(const LaunchRank&, const ClusterConfig&)>;
 absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags, const char* tf_config_json,
                                  ExperimentConfig* config, const std::vector<LaunchRank>& launched = {},
-                                 std::string* how = nullptr);
+                                 std::string* how = nullptr, const LaunchedHostsFn& launched_hosts = nullptr);
 
 }  // namespace pstrain
