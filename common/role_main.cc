@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config/launcher_hosts.h"
 #include "common/allocator_tuning.h"
 #include "common/config/config_loader.h"
+#include "common/config/launcher_hosts.h"
 #include "common/durable_file.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -106,11 +106,9 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   if (!launched.ok()) fail(FLAGS_config + ": " + std::string(launched.status().message()));
   std::string how;
   const auto getenv = [](const char* name) { return std::getenv(name); };
-  absl::StatusOr<Role> role =
-      ResolveRole(binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *launched, &how,
-                  [&](const LaunchRank& rank, const ClusterConfig& cluster) {
-                    return LaunchedHostPorts(rank, cluster, getenv);
-                  });
+  absl::StatusOr<Role> role = ResolveRole(
+      binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *launched, &how,
+      [&](const LaunchRank& rank, const ClusterConfig& cluster) { return LaunchedHostPorts(rank, cluster, getenv); });
   if (!role.ok()) {
     std::string message(role.status().message());
     if (message.find(FLAGS_config) == std::string::npos) message = FLAGS_config + ": " + message;

@@ -233,7 +233,10 @@ absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source
   const absl::string_view source(source_in.data(), source_in.size());
   if (cluster.worker_hosts().empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source, ": field 'cluster.worker_hosts': expected at least one host:port, got none"));
+        absl::StrCat(source, ": field 'cluster.worker_hosts': expected at least one host:port, got none",
+                     cluster.num_ps() > 0 ? " (cluster.num_ps alone takes the hosts from srun or mpirun, which did not "
+                                            "start this process; list the hosts)"
+                                          : ""));
   }
   PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster.ps_hosts(), "ps_hosts", source));
   PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster.worker_hosts(), "worker_hosts", source));
@@ -333,7 +336,8 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
   } else if (cluster->num_ps() > 0 && cluster->num_ps() != cluster->ps_hosts_size()) {
     return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster->num_ps(),
                                                    ", but the ps_hosts from ", ps_source, " list ",
-                                                   cluster->ps_hosts_size(), " (num_ps is for host lists from the "
+                                                   cluster->ps_hosts_size(),
+                                                   " (num_ps is for host lists from the "
                                                    "launcher; leave it out or make it agree)"));
   }
   const std::string source = ps_source == worker_source ? absl::StrCat("cluster from ", ps_source)

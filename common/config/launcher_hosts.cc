@@ -87,10 +87,10 @@ absl::StatusOr<std::vector<RankPlace>> SlurmPlaces(const LaunchRank& launched,
   const auto [list_name, list] = FirstSet(getenv, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"});
   const auto [counts_name, counts] = FirstSet(getenv, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
   if (list == nullptr || counts == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        launched.source, ": srun gives no ",
-        list == nullptr ? "SLURM_STEP_NODELIST or SLURM_JOB_NODELIST" : "SLURM_STEP_TASKS_PER_NODE",
-        " to place the ranks on; list the hosts in the config (cluster.ps_hosts, cluster.worker_hosts)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(launched.source, ": srun gives no ",
+                     list == nullptr ? "SLURM_STEP_NODELIST or SLURM_JOB_NODELIST" : "SLURM_STEP_TASKS_PER_NODE",
+                     " to place the ranks on; list the hosts in the config (cluster.ps_hosts, cluster.worker_hosts)"));
   }
   absl::StatusOr<std::vector<std::string>> hosts = ExpandSlurmHostList(list);
   if (!hosts.ok()) return absl::InvalidArgumentError(absl::StrCat(list_name, ": ", hosts.status().message()));
@@ -113,9 +113,10 @@ absl::StatusOr<std::vector<RankPlace>> SlurmPlaces(const LaunchRank& launched,
     if (nodes == "cyclic") {
       distribution = Distribution::kCyclic;
     } else if (nodes != "block" && nodes != "*") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SLURM_DISTRIBUTION=", d, ": pstrain can place ranks for block or cyclic only; use srun --distribution=block, "
-          "or list the hosts in the config"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("SLURM_DISTRIBUTION=", d,
+                       ": pstrain can place ranks for block or cyclic only; use srun --distribution=block, "
+                       "or list the hosts in the config"));
     }
   }
   std::vector<RankPlace> places = PlaceRanks(*hosts, *per_node, distribution);
@@ -126,12 +127,11 @@ absl::StatusOr<std::vector<RankPlace>> SlurmPlaces(const LaunchRank& launched,
                                                    " place it on ", mine.host));
   }
   int local = 0;
-  if (const char* l = Env(getenv, "SLURM_LOCALID"); l != nullptr && absl::SimpleAtoi(l, &local) &&
-                                                     local != mine.local_index) {
-    return absl::InvalidArgumentError(absl::StrCat("SLURM_LOCALID=", l, ": task ", launched.rank, " is local task ",
-                                                   local, " on its node, but the ",
-                                                   distribution == Distribution::kBlock ? "block" : "cyclic",
-                                                   " placement makes it ", mine.local_index));
+  if (const char* l = Env(getenv, "SLURM_LOCALID");
+      l != nullptr && absl::SimpleAtoi(l, &local) && local != mine.local_index) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SLURM_LOCALID=", l, ": task ", launched.rank, " is local task ", local, " on its node, but the ",
+        distribution == Distribution::kBlock ? "block" : "cyclic", " placement makes it ", mine.local_index));
   }
   return places;
 }
@@ -153,8 +153,8 @@ absl::StatusOr<std::vector<RankPlace>> MpirunPlaces(const LaunchRank& launched, 
     int local = 0;
     if (local_size == nullptr || !absl::SimpleAtoi(local_size, &local) || local != launched.size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          launched.source, ": the ranks run on several hosts (OMPI_COMM_WORLD_LOCAL_SIZE=",
-          local_size == nullptr ? "" : local_size,
+          launched.source,
+          ": the ranks run on several hosts (OMPI_COMM_WORLD_LOCAL_SIZE=", local_size == nullptr ? "" : local_size,
           "); give cluster.hostfile, the hostfile mpirun placed them from, or list the hosts in the config"));
     }
     for (int r = 0; r < launched.size; ++r) places.push_back(RankPlace{"localhost", r});
@@ -174,9 +174,10 @@ absl::StatusOr<std::vector<RankPlace>> MpirunPlaces(const LaunchRank& launched, 
     int take = hosts[i].slots;
     if (take == 0) {
       if (i + 1 < hosts.size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": host '", hosts[i].host, "' gives no slots=N but is not the last host: Open MPI counts its cores, "
-            "which the other hosts cannot know; give slots=N"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ": host '", hosts[i].host,
+                         "' gives no slots=N but is not the last host: Open MPI counts its cores, "
+                         "which the other hosts cannot know; give slots=N"));
       }
       take = left;
     }
@@ -186,18 +187,18 @@ absl::StatusOr<std::vector<RankPlace>> MpirunPlaces(const LaunchRank& launched, 
     left -= take;
   }
   if (left > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", launched.size - left, " slots for ", launched.size,
-                                                   " ranks (", launched.source, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", launched.size - left, " slots for ", launched.size, " ranks (", launched.source, ")"));
   }
   places = PlaceRanks(names, counts, Distribution::kBlock);
   const RankPlace& mine = places[launched.rank];
   int local = 0;
   if (const char* l = Env(getenv, "OMPI_COMM_WORLD_LOCAL_RANK");
       l != nullptr && absl::SimpleAtoi(l, &local) && local != mine.local_index) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "OMPI_COMM_WORLD_LOCAL_RANK=", l, ": rank ", launched.rank, " is local rank ", local,
-        " on its host, but filling ", path, " slot by slot makes it local rank ", mine.local_index, " on ", mine.host,
-        ": start mpirun without --map-by/--npernode options, or list the hosts in the config"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("OMPI_COMM_WORLD_LOCAL_RANK=", l, ": rank ", launched.rank, " is local rank ", local,
+                     " on its host, but filling ", path, " slot by slot makes it local rank ", mine.local_index, " on ",
+                     mine.host, ": start mpirun without --map-by/--npernode options, or list the hosts in the config"));
   }
   return places;
 }
@@ -318,7 +319,8 @@ absl::StatusOr<std::vector<std::string>> LaunchedHostPorts(const LaunchRank& lau
       break;
     case Launcher::kRankEnv:
       return absl::InvalidArgumentError(absl::StrCat(
-          launched.source, " gives the role but not where the other ranks run: list the hosts in the config "
+          launched.source,
+          " gives the role but not where the other ranks run: list the hosts in the config "
           "(cluster.ps_hosts, cluster.worker_hosts; e.g. a headless Service's pod names) or in TF_CONFIG"));
   }
   if (!places.ok()) return places.status();
@@ -327,8 +329,7 @@ absl::StatusOr<std::vector<std::string>> LaunchedHostPorts(const LaunchRank& lau
     const int port = cluster.port() + p.local_index;
     if (port > 65535) {
       return absl::InvalidArgumentError(absl::StrCat("cluster.port ", cluster.port(), ": ", p.local_index + 1,
-                                                     " ranks on ", p.host, " need ports up to ", port,
-                                                     ", past 65535"));
+                                                     " ranks on ", p.host, " need ports up to ", port, ", past 65535"));
     }
     // IPv6 literals need brackets in host:port.
     host_ports.push_back(p.host.find(':') == std::string::npos ? absl::StrCat(p.host, ":", port)

@@ -155,13 +155,12 @@ TEST(LaunchedHostPorts, MpirunFromTheHostfileBySlot) {
   // cluster.hostfile beats the variable.
   test::WriteFile(dir / "mine", "a slots=1\nb slots=1\n");
   cluster.set_hostfile(dir / "mine");
-  EXPECT_THAT(*LaunchedHostPorts(Rank(Launcher::kMpirun, 1, 2), cluster,
-                                 Env({"OMPI_MCA_orte_default_hostfile=" + (dir / "hosts"),
-                                      "OMPI_COMM_WORLD_LOCAL_RANK=0"})),
-              ElementsAre("a:2222", "b:2222"));
+  EXPECT_THAT(
+      *LaunchedHostPorts(Rank(Launcher::kMpirun, 1, 2), cluster,
+                         Env({"OMPI_MCA_orte_default_hostfile=" + (dir / "hosts"), "OMPI_COMM_WORLD_LOCAL_RANK=0"})),
+      ElementsAre("a:2222", "b:2222"));
   // One host, no hostfile: every rank is here.
-  EXPECT_THAT(*LaunchedHostPorts(Rank(Launcher::kMpirun, 1, 2), ClusterConfig(),
-                                 Env({"OMPI_COMM_WORLD_LOCAL_SIZE=2"})),
+  EXPECT_THAT(*LaunchedHostPorts(Rank(Launcher::kMpirun, 1, 2), ClusterConfig(), Env({"OMPI_COMM_WORLD_LOCAL_SIZE=2"})),
               ElementsAre("localhost:2222", "localhost:2223"));
 }
 
@@ -187,8 +186,7 @@ TEST(LaunchedHostPorts, MpirunErrorsSayWhatToGive) {
               HasSubstr("OMPI_COMM_WORLD_LOCAL_RANK=0: rank 1 is local rank 0 on its host, but filling"));
   ClusterConfig missing;
   missing.set_hostfile(dir / "nope");
-  absl::StatusOr<std::vector<std::string>> hosts =
-      LaunchedHostPorts(Rank(Launcher::kMpirun, 0, 2), missing, Env({}));
+  absl::StatusOr<std::vector<std::string>> hosts = LaunchedHostPorts(Rank(Launcher::kMpirun, 0, 2), missing, Env({}));
   ASSERT_FALSE(hosts.ok());
   EXPECT_EQ(ErrorOf(hosts.status()), absl::StrCat("cluster.hostfile: cannot read the hostfile '", dir / "nope", "'"));
 }
@@ -258,6 +256,16 @@ TEST(ResolveRole, NumPsIsCheckedAgainstTheRanksAndListedHosts) {
   role = ResolveFromSrun(RoleKind::kWorker, 0, &listed);
   ASSERT_TRUE(role.ok()) << role.status();
   EXPECT_THAT(listed.cluster().worker_hosts(), ElementsAre("w:1", "w:2"));
+  // num_ps without a launcher: nothing gives the hosts.
+  ExperimentConfig alone;
+  alone.mutable_cluster()->set_num_ps(1);
+  role = ResolveRole(RoleKind::kWorker, {}, nullptr, &alone, {}, nullptr,
+                     [](const LaunchRank&, const ClusterConfig&) -> absl::StatusOr<std::vector<std::string>> {
+                       return absl::InternalError("not called without a launcher");
+                     });
+  ASSERT_FALSE(role.ok());
+  EXPECT_THAT(ErrorOf(role.status()), HasSubstr("cluster.num_ps alone takes the hosts from srun or mpirun, which did "
+                                                "not start this process; list the hosts"));
   ExperimentConfig bad_port;
   bad_port.mutable_cluster()->set_port(70000);
   role = ResolveFromSrun(RoleKind::kWorker, 0, &bad_port);

@@ -35,6 +35,7 @@ struct Pod {
   std::vector<std::string> dns_names;
   std::vector<std::string> argv;
   std::vector<std::string> env;  // NAME=value
+  int same_host_as = -1;         // >= 0: runs on that earlier pod's host (several tasks per node)
 };
 
 std::vector<YAML::Node> Documents(const std::string& manifest) { return YAML::LoadAllFromFile(SourcePath(manifest)); }
@@ -103,7 +104,15 @@ class DeployTest : public ::testing::Test {
   // Runs every pod on its own host; true when all exit 0 by themselves.
   void RunPods(const std::vector<Pod>& pods, int subnet) {
     std::vector<std::vector<std::string>> names;
-    for (const Pod& pod : pods) names.push_back(pod.dns_names);
+    std::vector<int> host_of;  // pod -> host
+    for (const Pod& pod : pods) {
+      if (pod.same_host_as >= 0) {
+        host_of.push_back(host_of.at(pod.same_host_as));
+        continue;
+      }
+      host_of.push_back(static_cast<int>(names.size()));
+      names.push_back(pod.dns_names);
+    }
     absl::StatusOr<std::unique_ptr<EmulatedHosts>> hosts = EmulatedHosts::Create(names, subnet);
     ASSERT_TRUE(hosts.ok()) << hosts.status();
     if (before_start_) before_start_(**hosts);
@@ -113,7 +122,7 @@ class DeployTest : public ::testing::Test {
         running.emplace_back();
         continue;
       }
-      std::vector<std::string> argv = (*hosts)->RunOn(static_cast<int>(i));
+      std::vector<std::string> argv = (*hosts)->RunOn(host_of[i]);
       argv.push_back("/usr/bin/env");
       argv.insert(argv.end(), pods[i].env.begin(), pods[i].env.end());
       argv.insert(argv.end(), pods[i].argv.begin(), pods[i].argv.end());
@@ -125,7 +134,7 @@ class DeployTest : public ::testing::Test {
       if (pods[i].argv.empty()) continue;
       std::optional<int> status = WaitForExit(running[i].pid, std::chrono::minutes(5));
       EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-          << pods[i].name << " on " << (*hosts)->address(static_cast<int>(i)) << ":\n"
+          << pods[i].name << " on " << (*hosts)->address(host_of[i]) << ":\n"
           << running[i].out() << running[i].err();
       outputs_[pods[i].name] = running[i].out() + running[i].err();
     }
@@ -298,6 +307,88 @@ TEST_F(DeployTest, MpiJobRunsTheAllReduceRanksOnTheWorkerPodsThroughMpirun) {
   const RunResult result = ExpectTrained(worker_volumes.Dir("/shared") + "/run/result.json", 0, workers);
   EXPECT_EQ(result.variable_update(), "allreduce");
   EXPECT_EQ(result.collective(), "mpi");
+}
+
+// An srun step of 4 tasks on 2 nodes (2 per node) of the shipped sync MLP
+// whose config lists no host: each task works out every rank's host:port
+// from the node list and tasks per node, as on a Slurm cluster.
+TEST_F(DeployTest, SrunTasksOnTwoNodesTakeTheHostListsFromTheNodeList) {
+  std::string yaml = ReadFile(SourcePath("configs/fashion_mnist_mlp_sync.yaml"));
+  yaml = absl::StrReplaceAll(yaml, {{R"(  ps_hosts: ["localhost:2222", "localhost:2223"])", "  num_ps: 2"},
+                                    {R"(  worker_hosts: ["localhost:2224", "localhost:2225"])"
+                                     "\n",
+                                     ""},
+                                    {"epochs: 3", "epochs: 1"}});
+  WriteFile(dir_.path() + "/exp.yaml", yaml);
+  std::vector<Pod> pods;
+  for (int rank = 0; rank < 4; ++rank) {
+    const int node = rank / 2;
+    Pod task;
+    task.name = absl::StrCat("task", rank);
+    if (rank % 2 == 0) task.dns_names = {absl::StrCat("node0", node + 1)};
+    if (rank % 2 == 1) task.same_host_as = rank - 1;
+    task.env = {absl::StrCat("SLURM_PROCID=", rank),
+                "SLURM_NTASKS=4",
+                "SLURM_JOB_NODELIST=node[01-02]",
+                "SLURM_TASKS_PER_NODE=2(x2)",
+                absl::StrCat("SLURMD_NODENAME=node0", node + 1),
+                absl::StrCat("SLURM_LOCALID=", rank % 2)};
+    task.argv = {BinDir() + "/pstrain-worker", "--config=" + dir_.path() + "/exp.yaml",
+                 "--run_dir=" + dir_.path() + "/run"};
+    pods.push_back(std::move(task));
+  }
+  RunPods(pods, /*subnet=*/213 * 256 + 14);
+  EXPECT_TRUE(absl::StrContains(outputs_["task3"],
+                                "cluster: ps_hosts [node01:2222, node01:2223] worker_hosts [node02:2222, node02:2223]"))
+      << outputs_["task3"];
+  ExpectTrained(dir_.path() + "/run/result.json", 2, 2);
+}
+
+// The GPU TFJob cannot train here, but it must be consistent: PS replicas on
+// the CPU image asking for no GPU, every worker asking for exactly the GPUs
+// its config uses, on the CUDA image, and every replica's role accepting
+// the config under the operator's TF_CONFIG (--check_config).
+TEST(DeployManifests, GpuTfJobAsksEveryWorkerForTheGpusItsConfigUses) {
+  TempDir dir;
+  const std::vector<YAML::Node> docs = Documents("deploy/k8s/tfjob-gpu.yaml");
+  const YAML::Node* job = FindKind(docs, "TFJob");
+  const YAML::Node* config_map = FindKind(docs, "ConfigMap");
+  ASSERT_NE(job, nullptr);
+  ASSERT_NE(config_map, nullptr);
+  const YAML::Node experiment = YAML::Load((*config_map)["data"]["experiment.yaml"].as<std::string>());
+  ASSERT_EQ(experiment["device"].as<std::string>(), "gpu");
+  const int gpus_per_worker = experiment["devices_per_worker"].as<int>();
+  const YAML::Node specs = (*job)["spec"]["tfReplicaSpecs"];
+  const int num_ps = specs["PS"]["replicas"].as<int>(), num_workers = specs["Worker"]["replicas"].as<int>();
+  std::vector<std::string> ps, workers;
+  for (int i = 0; i < num_ps; ++i) ps.push_back(absl::StrCat("\"ps-", i, ":2222\""));
+  for (int i = 0; i < num_workers; ++i) workers.push_back(absl::StrCat("\"worker-", i, ":2222\""));
+  for (const auto& [type, key] : std::vector<std::pair<std::string, std::string>>{{"ps", "PS"}, {"worker", "Worker"}}) {
+    const YAML::Node spec = specs[key]["template"]["spec"];
+    const YAML::Node container = spec["containers"][0];
+    const YAML::Node limits = container["resources"]["limits"];
+    if (type == "ps") {
+      EXPECT_EQ(container["image"].as<std::string>(), "pstrain:cpu");
+      EXPECT_FALSE(limits && limits["nvidia.com/gpu"]) << "a PS uses no GPU";
+    } else {
+      EXPECT_EQ(container["image"].as<std::string>(), "pstrain:cuda");
+      ASSERT_TRUE(limits && limits["nvidia.com/gpu"]) << "a GPU worker must ask for its GPUs";
+      EXPECT_EQ(limits["nvidia.com/gpu"].as<int>(), gpus_per_worker);
+    }
+    Volumes volumes(spec, container, *config_map, dir.path() + "/" + type);
+    std::vector<std::string> argv = {
+        "/usr/bin/env",
+        absl::StrCat(R"(TF_CONFIG={"cluster": {"ps": [)", absl::StrJoin(ps, ", "), R"(], "worker": [)",
+                     absl::StrJoin(workers, ", "), R"(]}, "task": {"type": ")", type, R"(", "index": 1}})")};
+    for (const std::string& word : CommandLine(container, volumes)) argv.push_back(word);
+    argv.push_back("--check_config");
+    Subprocess check = Spawn(argv, dir.path());
+    std::optional<int> status = WaitForExit(check.pid, std::chrono::seconds(60));
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << type << ":\n" << check.err();
+    EXPECT_TRUE(absl::StrContains(
+        check.out(), absl::StrCat("config ok: ", volumes.Dir("/etc/pstrain"), "/experiment.yaml (", type, " 1)")))
+        << check.out();
+  }
 }
 
 }  // namespace

@@ -70,7 +70,9 @@ std::string WriteLauncherHostsConfig(const std::string& dir, int* port, const st
   std::string yaml = ReadFile(SourcePath("configs/fashion_mnist_mlp_sync.yaml"));
   yaml = absl::StrReplaceAll(yaml, {{R"(  ps_hosts: ["localhost:2222", "localhost:2223"])",
                                      absl::StrCat("  num_ps: 2\n  port: ", *port, extra)},
-                                    {R"(  worker_hosts: ["localhost:2224", "localhost:2225"])" "\n", ""},
+                                    {R"(  worker_hosts: ["localhost:2224", "localhost:2225"])"
+                                     "\n",
+                                     ""},
                                     {"epochs: 3", "epochs: 1"}});
   const std::string path = dir + "/sync.yaml";
   WriteFile(path, yaml);
@@ -79,8 +81,8 @@ std::string WriteLauncherHostsConfig(const std::string& dir, int* port, const st
 
 // What every role prints about the cluster of 4 ranks on localhost from `port`.
 std::string ExpectedClusterLine(int port) {
-  return absl::StrCat("cluster: ps_hosts [localhost:", port, ", localhost:", port + 1, "] worker_hosts [localhost:",
-                      port + 2, ", localhost:", port + 3, "]");
+  return absl::StrCat("cluster: ps_hosts [localhost:", port, ", localhost:", port + 1,
+                      "] worker_hosts [localhost:", port + 2, ", localhost:", port + 3, "]");
 }
 
 void ExpectTrained(const std::string& run_dir) {
@@ -134,12 +136,11 @@ TEST(LaunchersTest, ASlurmEnvironmentResolvesRolesTheSameWay) {
     fs::create_directories(capture);
     // What srun sets for each of its 4 tasks on one node (cyclic over one
     // node is block); every task runs the worker binary.
-    tasks.push_back(Spawn({"/usr/bin/env", absl::StrCat("SLURM_PROCID=", rank), "SLURM_NTASKS=4",
-                           "SLURM_STEP_NODELIST=localhost", "SLURM_STEP_TASKS_PER_NODE=4",
-                           absl::StrCat("SLURM_LOCALID=", rank), "SLURMD_NODENAME=localhost",
-                           "SLURM_DISTRIBUTION=cyclic", BinDir() + "/pstrain-worker", "--config=" + config,
-                           "--run_dir=" + run_dir},
-                          capture));
+    tasks.push_back(
+        Spawn({"/usr/bin/env", absl::StrCat("SLURM_PROCID=", rank), "SLURM_NTASKS=4", "SLURM_STEP_NODELIST=localhost",
+               "SLURM_STEP_TASKS_PER_NODE=4", absl::StrCat("SLURM_LOCALID=", rank), "SLURMD_NODENAME=localhost",
+               "SLURM_DISTRIBUTION=cyclic", BinDir() + "/pstrain-worker", "--config=" + config, "--run_dir=" + run_dir},
+              capture));
   }
   for (int rank = 0; rank < 4; ++rank) {
     std::optional<int> status = WaitForExit(tasks[rank].pid, std::chrono::minutes(5));
