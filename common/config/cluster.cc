@@ -333,7 +333,8 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
       *(static_cast<int>(r) < cluster->num_ps() ? cluster->add_ps_hosts() : cluster->add_worker_hosts()) = hosts[r];
     }
     ps_source = worker_source = absl::StrCat("the launcher (", launched[0].source, ")");
-  } else if (cluster->num_ps() > 0 && cluster->num_ps() != cluster->ps_hosts_size()) {
+  } else if (cluster->num_ps() > 0 && cluster->num_ps() != cluster->ps_hosts_size() &&
+             !cluster->worker_hosts().empty()) {  // no lists at all: ValidateHosts says what is missing
     return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster->num_ps(),
                                                    ", but the ps_hosts from ", ps_source, " list ",
                                                    cluster->ps_hosts_size(),
