@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -138,5 +139,33 @@ EmulatedHosts::~EmulatedHosts() {
 absl::Status EmulatedHosts::Ip(const std::vector<std::string>& args) const { return Run(ip_path_, args).status(); }
 
 std::vector<std::string> EmulatedHosts::RunOn(int host) const { return {ip_path_, "netns", "exec", namespaces_[host]}; }
+
+absl::Status EmulatedHosts::LimitLink(int host, double gbps) {
+  if (host < 0 || host >= size()) return absl::InvalidArgumentError(absl::StrCat("no emulated host ", host));
+  if (!(gbps > 0 && gbps <= 400)) {
+    return absl::InvalidArgumentError(absl::StrCat("link rate ", gbps, " Gbit/s: expected a rate in (0, 400]"));
+  }
+  absl::StatusOr<std::string> tc = Run("/bin/sh", {"-c", "command -v tc"});
+  if (!tc.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("capping links needs iproute2's `tc` on PATH: ", tc.status().message()));
+  }
+  const std::string tc_path(absl::StripAsciiWhitespace(*tc));
+  // The bucket holds 4 ms at the rate and at least 256 KiB: veth passes
+  // segmentation-offloaded frames of up to 64 KiB, which a smaller bucket
+  // could never send.
+  const double bytes_per_second = gbps * 1e9 / 8;
+  const int64_t burst = std::max<int64_t>(256 << 10, static_cast<int64_t>(bytes_per_second * 0.004));
+  const std::vector<std::string> tbf = {
+      "root",    "tbf",  "rate", absl::StrCat(static_cast<int64_t>(gbps * 1e6), "kbit"), "burst", absl::StrCat(burst),
+      "latency", "100ms"};
+  std::vector<std::string> egress = {"netns", "exec", namespaces_[host], tc_path, "qdisc", "replace", "dev", "eth0"};
+  egress.insert(egress.end(), tbf.begin(), tbf.end());
+  std::vector<std::string> ingress = {"qdisc", "replace", "dev", absl::StrCat(prefix_, "v", host)};
+  ingress.insert(ingress.end(), tbf.begin(), tbf.end());
+  if (absl::Status s = Ip(egress); !s.ok()) return s;
+  absl::StatusOr<std::string> done = Run(tc_path, ingress);
+  return done.status();
+}
 
 }  // namespace pstrain::launch

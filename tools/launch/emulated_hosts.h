@@ -44,6 +44,14 @@ class EmulatedHosts {
   // The argv prefix that runs a program on `host`: /path/to/ip netns exec
   // <namespace> (an absolute path: for execv).
   std::vector<std::string> RunOn(int host) const;
+  // Caps `host`'s link at `gbps` gigabits per second in each direction: a
+  // token bucket (tc tbf) on its eth0 for what it sends and on its bridge
+  // port for what it receives, counting Ethernet frames (so TCP payload
+  // gets about 95% of the rate). Replaces an earlier cap. Latency is not
+  // emulated (netem is not available in every kernel). InvalidArgument for
+  // a rate outside (0, 400]; FailedPrecondition without iproute2's `tc` or
+  // the kernel's tbf.
+  absl::Status LimitLink(int host, double gbps);
 
  private:
   EmulatedHosts(std::string prefix, std::string ip_path) : prefix_(std::move(prefix)), ip_path_(std::move(ip_path)) {}
