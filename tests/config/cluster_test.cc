@@ -11,6 +11,7 @@
 #include "common/config/config_loader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/config/environment.h"
 
 namespace pstrain {
 namespace {
@@ -347,15 +348,7 @@ TEST(ResolveRole, ResolvedConfigPassesValidation) {
 }  // namespace
 // ---------------------------------------------------------------- launchers
 
-// An environment of `vars` ("NAME=value" each).
-std::function<const char*(const char*)> Env(std::vector<std::string> vars) {
-  auto held = std::make_shared<std::map<std::string, std::string>>();
-  for (const std::string& v : vars) (*held)[v.substr(0, v.find('='))] = v.substr(v.find('=') + 1);
-  return [held](const char* name) -> const char* {
-    auto it = held->find(name);
-    return it == held->end() ? nullptr : it->second.c_str();
-  };
-}
+using test::Env;
 
 std::vector<LaunchRank> Ranks(std::vector<std::string> vars) {
   absl::StatusOr<std::vector<LaunchRank>> ranks = LaunchRanksFromEnvironment(Env(std::move(vars)));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/config/environment.h"
 #include "tests/util/process_test_util.h"
 
 namespace pstrain {
@@ -20,15 +21,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// An environment of `vars` ("NAME=value" each).
-std::function<const char*(const char*)> Env(std::vector<std::string> vars) {
-  auto held = std::make_shared<std::map<std::string, std::string>>();
-  for (const std::string& v : vars) (*held)[v.substr(0, v.find('='))] = v.substr(v.find('=') + 1);
-  return [held](const char* name) -> const char* {
-    auto it = held->find(name);
-    return it == held->end() ? nullptr : it->second.c_str();
-  };
-}
+using test::Env;
 
 LaunchRank Rank(Launcher launcher, int rank, int size) {
   return LaunchRank{launcher, rank, size, absl::StrCat("rank ", rank, " of ", size)};
