@@ -137,6 +137,18 @@ class GraphModel final : public Model {
     return flops;
   }
 
+  std::vector<LayerCost> LayerCosts() const override {
+    std::vector<LayerCost> costs;
+    for (size_t k = 1; k < nodes_.size(); ++k) {
+      LayerCost cost{nodes_[k].name, nodes_[k].layer->ForwardFlopsPerExample(), {}};
+      for (size_t p = 0; p < nodes_[k].layer->parameters().size(); ++p) {
+        cost.variables.push_back(nodes_[k].first_variable + static_cast<int>(p));
+      }
+      costs.push_back(std::move(cost));
+    }
+    return costs;
+  }
+
  private:
   // Activations are allocated in Forward(), in the layout each layer asks for
   // (OutputLayout()); they and everything derived from them are reallocated

@@ -35,6 +35,13 @@ struct EvalResult {
   int64_t examples = 0;
 };
 
+// One layer of a model: its cost and the variables it owns.
+struct LayerCost {
+  std::string name;
+  int64_t forward_flops_per_example = 0;  // Layer::ForwardFlopsPerExample()
+  std::vector<int> variables;             // indices into Model::variables(), ascending
+};
+
 // Called with the index of a variable whose gradient is final. On a CPU
 // model the gradient can be read at once; on a GPU model it is final in the
 // order of the model's stream: work queued on that stream sees it, host code
@@ -63,6 +70,10 @@ class Model {
   // Sum of the layers' Layer::ForwardFlopsPerExample() (multiply-add = 2
   // FLOPs; conv and dense layers only). Training step ~ 3x this per example.
   virtual int64_t ForwardFlopsPerExample() const = 0;
+  // Every layer in construction order. Backward visits them in reverse and
+  // finalises a layer's gradients together, its last variable first (the
+  // order TrainStep calls the hook in).
+  virtual std::vector<LayerCost> LayerCosts() const = 0;
 };
 
 // Builds a model graph. Node 0 is the input.

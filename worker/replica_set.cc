@@ -21,6 +21,9 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     const Device device = gpu ? Device{DeviceKind::kCuda, (options.worker_index * replicas + r) % gpus} : Device::Cpu();
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> context, CreateDeviceContext(device));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, context.get()));
+    if (options.wrap_model) {
+      PSTRAIN_ASSIGN_OR_RETURN(model, options.wrap_model(std::move(model)));
+    }
     set->contexts_.push_back(std::move(context));
     set->models_.push_back(std::move(model));
   }

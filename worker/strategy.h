@@ -98,7 +98,7 @@ struct StrategyNeeds {
   // synchronise the devices of one worker only.
   int max_workers = 0;
   // The `device` values it runs on.
-  std::vector<std::string> devices = {"cpu", "gpu"};
+  std::vector<std::string> devices = {"cpu", "gpu", "emulated"};
   // GPU replicas keep pinned host mirrors of the variables (ReplicaSet);
   // false for strategies that work on the device variables (NCCL).
   bool host_mirrors = true;

@@ -5,6 +5,7 @@
 #include <deque>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +14,14 @@
 #include "absl/synchronization/notification.h"
 #include "common/data/batcher.h"
 #include "common/data/data_source.h"
+#include "common/metrics/cpu_usage.h"
 #include "common/metrics/throughput.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "models/emulated_model.h"
 #include "models/model.h"
+#include "worker/emulated_device.h"
+#include "worker/emulation_report.h"
 #include "worker/replica_set.h"
 #include "worker/strategy.h"
 #include "worker/training_summaries.h"
@@ -87,10 +92,13 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   const int num_workers = config.cluster().worker_hosts_size();
   const int devices = config.devices_per_worker();
   const int batch = config.train().batch_size_per_device();
-  const bool evaluate = chief && config.train().evaluate();
+  const bool emulated = config.device() == "emulated";
+  // An emulated device computes no accuracy (models/emulated_model.h).
+  const bool evaluate = chief && config.train().evaluate() && !emulated;
+  const double time_scale = emulated ? config.emulation().time_scale() : 1.0;
 
   PSTRAIN_ASSIGN_OR_RETURN(const StrategyNeeds needs, NeedsOf(config));
-  PSTRAIN_ASSIGN_OR_RETURN(const DeviceKind device_kind, ParseDeviceName(config.device()));
+  PSTRAIN_ASSIGN_OR_RETURN(const DeviceKind device_kind, ParseDeviceName(emulated ? "cpu" : config.device()));
   PSTRAIN_ASSIGN_OR_RETURN(Datasets data, LoadDatasets(config, evaluate));
   // Replica r of worker w is "device" w * devices + r of the whole job.
   std::vector<ShardedBatcher> batchers;
@@ -105,6 +113,14 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   replica_options.worker_index = worker_index;
   replica_options.host_mirrors = needs.host_mirrors;
   replica_options.download_gradients = needs.download_gradients;
+  double device_images_per_sec = 0;
+  if (emulated) {
+    replica_options.wrap_model = [&](std::unique_ptr<Model> real) -> absl::StatusOr<std::unique_ptr<Model>> {
+      PSTRAIN_ASSIGN_OR_RETURN(device_images_per_sec,
+                               EmulatedImagesPerSecond(config, real->name(), real->ForwardFlopsPerExample()));
+      return std::make_unique<EmulatedModel>(std::move(real), ModelledCompute(config, device_images_per_sec));
+    };
+  }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaSet> replicas,
                            ReplicaSet::Create(ResolveModelConfig(config, data.train), devices, replica_options));
   Model& model = replicas->model(0);
@@ -133,6 +149,12 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   if (chief) replicas->InitializeVariables(config.train().init_seed());
   PSTRAIN_RETURN_IF_ERROR(strategy->Start());
   PrintBanner(config, model, total_steps, worker_index, strategy->Describe());
+  if (emulated) {
+    std::cout << absl::StrFormat("Emulated:    %.1f images/sec per device, time scale %g%s", device_images_per_sec,
+                                 time_scale,
+                                 time_scale != 1 ? " (progress lines show measured rates; totals are x the scale)" : "")
+              << std::endl;
+  }
 
   ThroughputTracker throughput(static_cast<int64_t>(batch) * devices, config.train().warmup_steps());
   Shape image_shape = {batch};
@@ -168,7 +190,11 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
     timeline->Record("backward", lane, absl::FromUnixNanos(first), end);
   };
 
+  // CPU use over the measured steps (after warm-up): emulated runs report
+  // whether this machine kept up (worker/emulation_report.h).
+  std::optional<CpuSample> cpu_at_warmup;
   for (int64_t step = strategy->start_step(); step < total_steps; ++step) {
+    if (!cpu_at_warmup && step >= config.train().warmup_steps()) cpu_at_warmup = SampleCpu();
     const absl::Time t0 = absl::Now();
     if (timeline != nullptr) timeline->SetStep(step);
     const bool traced = timeline != nullptr && timeline->Tracing();
@@ -241,8 +267,12 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   WorkerReport report;
   report.set_worker(worker_index);
   report.set_steps(total_steps);
-  report.set_images_per_sec(throughput.mean_images_per_sec());
-  report.set_images_per_sec_stddev(throughput.stddev());
+  // Under time dilation every modelled time was k times longer: emulated
+  // rates are k times the measured ones.
+  report.set_images_per_sec(throughput.mean_images_per_sec() * time_scale);
+  report.set_images_per_sec_stddev(throughput.stddev() * time_scale);
+  const CpuUsage cpu = cpu_at_warmup ? UsageBetween(*cpu_at_warmup, SampleCpu()) : CpuUsage{};
+  report.set_cpu_cores(cpu.process_cores);
   report.set_final_loss(final_loss);
   report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   strategy->FillTraffic(&report);
@@ -326,6 +356,21 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec(),
                                result.images_per_sec_stddev(), num_workers, devices)
             << std::endl;
+  if (config.has_emulation()) {
+    *result.mutable_emulation() = EmulationRecord(config, result, device_images_per_sec, cpu.machine_busy);
+    const Emulation& e = result.emulation();
+    std::cout << absl::StrFormat("emulation: %d hosts, links %s, time scale %g", e.hosts(),
+                                 e.link_gbps() > 0 ? absl::StrFormat("%g Gbit/s", e.link_gbps()) : "uncapped",
+                                 e.time_scale());
+    if (e.device_images_per_sec() > 0) {
+      std::cout << absl::StrFormat("; scaling efficiency %.3f against one device at %.1f images/sec",
+                                   e.scaling_efficiency(), e.device_images_per_sec());
+      std::cout << (e.cpu_bound() ? absl::StrFormat("; CPU-BOUND, not valid: %s; try time_scale %g",
+                                                    e.cpu_bound_reason(), e.suggested_time_scale())
+                                  : std::string("; valid (this machine kept up)"));
+    }
+    std::cout << std::endl;
+  }
   result.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   if (!options.run_dir.empty()) {
     std::error_code ec;

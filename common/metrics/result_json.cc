@@ -43,8 +43,10 @@ std::string JsonDouble(double v) {
   return std::string(buf, end);
 }
 
+std::string JsonObject(const Message& m);
+
 // The JSON value of singular field `f` of `m`: null for an optional field
-// that is not set.
+// or a message that is not set.
 std::string JsonField(const Message& m, const FieldDescriptor* f) {
   const Reflection* r = m.GetReflection();
   if (f->has_presence() && !r->HasField(m, f)) return "null";
@@ -65,13 +67,15 @@ std::string JsonField(const Message& m, const FieldDescriptor* f) {
       return JsonDouble(r->GetFloat(m, f));
     case FieldDescriptor::CPPTYPE_BOOL:
       return r->GetBool(m, f) ? "true" : "false";
+    case FieldDescriptor::CPPTYPE_MESSAGE:  // a record of scalars (emulation)
+      return JsonObject(r->GetMessage(m, f));
     default:
       LOG(FATAL) << "result.json: field " << f->full_name() << " has a type the writer does not know";
   }
   return "null";
 }
 
-// {"a": 1, "b": "x"}: a message of scalar fields on one line.
+// {"a": 1, "b": "x"}: a message of scalar fields (or such records) on one line.
 std::string JsonObject(const Message& m) {
   std::vector<std::string> parts;
   const auto* d = m.GetDescriptor();
@@ -120,7 +124,9 @@ absl::StatusOr<int64_t> IntegerOf(const Value& v, double lo, double hi) {
   return static_cast<int64_t>(d);
 }
 
-// Sets singular scalar field `f` of `m` from `v`.
+absl::Status ReadObject(const Struct& obj, const std::string& origin, int required_up_to, Message* m);
+
+// Sets singular field `f` of `m` (a scalar, or a record of scalars) from `v`.
 absl::Status SetField(const Value& v, const FieldDescriptor* f, Message* m) {
   const Reflection* r = m->GetReflection();
   if (v.kind_case() == Value::kNullValue && f->has_presence()) {
@@ -171,6 +177,12 @@ absl::Status SetField(const Value& v, const FieldDescriptor* f, Message* m) {
       }
       r->SetBool(m, f, v.bool_value());
       return absl::OkStatus();
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      if (v.kind_case() != Value::kStructValue) {
+        return absl::InvalidArgumentError(absl::StrCat("expected an object or null, got ", KindName(v)));
+      }
+      // Every field of the record may be absent (files written before it existed).
+      return ReadObject(v.struct_value(), std::string(f->name()), 0, r->MutableMessage(m, f));
     default:
       return absl::InternalError(absl::StrCat("field ", f->full_name(), " has a type the reader does not know"));
   }

@@ -499,7 +499,8 @@ TEST(ValidateExperimentConfig, EveryRule) {
        "field 'placement': expected one of greedy, partitioned, round_robin, got 'random'"},
       {"partition_bytes", [](auto* c) { c->set_partition_bytes(0); },
        "field 'partition_bytes': expected a number > 0, got 0"},
-      {"device", [](auto* c) { c->set_device("tpu"); }, "field 'device': expected one of cpu, gpu, got 'tpu'"},
+      {"device", [](auto* c) { c->set_device("tpu"); },
+       "field 'device': expected one of cpu, gpu, emulated, got 'tpu'"},
       {"lpd gpu for allreduce",
        [](auto* c) {
          c->set_device("gpu");
@@ -523,8 +524,8 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"devices 0", [](auto* c) { c->set_devices_per_worker(0); },
        "field 'devices_per_worker': expected a number in [1, 16], got 0"},
       {"lpd", [](auto* c) { c->set_local_parameter_device("gpu"); },
-       "field 'local_parameter_device': expected cpu with device cpu (gpu places variables on "
-       "GPUs; this experiment runs on CPUs), got 'gpu'"},
+       "field 'local_parameter_device': expected cpu with device cpu or emulated (gpu places variables on "
+       "GPUs; this experiment has none), got 'gpu'"},
       {"all_reduce_spec nccl on cpu",
        [](auto* c) {
          c->set_variable_update("replicated");

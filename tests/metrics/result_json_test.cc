@@ -160,7 +160,7 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   const std::string json = ToJson(r);
   EXPECT_THAT(json,
               HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\",\n"
-                        "  \"recoveries\": []\n}"));
+                        "  \"recoveries\": [],\n  \"emulation\": null\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);
@@ -194,6 +194,37 @@ TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
   EXPECT_EQ(back->recoveries(0).restored_step(), 400);
   EXPECT_EQ(back->recoveries(0).failure(), "Pull to PS shard 1 (h:1): \"lost\"");
   EXPECT_EQ(back->collective(), "mpi");
+}
+
+// An emulated run's record travels as one object; runs without one write null.
+TEST(ResultJsonTest, EmulationRoundTrips) {
+  RunResult r = Sample();
+  Emulation* e = r.mutable_emulation();
+  e->set_time_scale(10);
+  e->set_hosts(6);
+  e->set_scaling_efficiency(0.875);
+  e->set_cpu_bound(true);
+  e->set_cpu_bound_reason("worker 3 kept 0.80 cores busy");
+  e->set_suggested_time_scale(32);
+  WorkerReport* w = r.add_workers();
+  w->set_cpu_cores(0.125);
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr("\"emulation\": {\"time_scale\": 10, \"link_gbps\": 0, \"hosts\": 6,"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(back->has_emulation());
+  EXPECT_EQ(back->emulation().scaling_efficiency(), 0.875);
+  EXPECT_TRUE(back->emulation().cpu_bound());
+  EXPECT_EQ(back->emulation().cpu_bound_reason(), "worker 3 kept 0.80 cores busy");
+  EXPECT_EQ(back->emulation().suggested_time_scale(), 32);
+  EXPECT_EQ(back->workers(0).cpu_cores(), 0.125);
+  // A record of the wrong kind is refused naming it.
+  absl::StatusOr<RunResult> bad =
+      ParseResultJson(absl::StrReplaceAll(json, {{"\"emulation\": {", "\"emulation\": [{"},
+                                                 {"\"suggested_time_scale\": 32}", "\"suggested_time_scale\": 32}]"}}),
+                      "mem");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("field \"emulation\": expected an object or null"));
 }
 
 TEST(ResultJsonTest, AbsentAccuracyIsNull) {

@@ -1,0 +1,63 @@
+// EmulatedModel: a model that takes the time a device would take and does
+// no math (`device: emulated`, docs/EMULATION.md).
+//
+// It wraps a real model of the zoo built on the CPU, so its variables have
+// the real names, shapes and byte counts, and every strategy exchanges them
+// for real. TrainStep sleeps for the modelled forward pass, then walks the
+// layers backward and, at the moment the modelled backward pass would finish
+// each layer (its share of the backward time is its share of the model's
+// forward FLOPs), calls the gradient-ready hook for that layer's variables,
+// so fusion and overlap behave as on the device. Gradients stay zero and the
+// loss is ln(classes) (what a model that has learnt nothing scores): the
+// numbers an emulated run reports are rates, never accuracies.
+//
+// Sleeps are taken against deadlines counted from the step's start, so
+// scheduling delays do not accumulate over the layers.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "models/model.h"
+
+namespace pstrain {
+
+// The modelled compute of one training step on one device.
+struct EmulatedCompute {
+  absl::Duration forward;
+  absl::Duration backward;
+};
+
+class EmulatedModel final : public Model {
+ public:
+  // `real` provides the variables and layer costs (its own compute is never
+  // run); its gradients are zeroed here.
+  EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute);
+
+  const std::string& name() const override { return real_->name(); }
+  const Shape& input_shape() const override { return real_->input_shape(); }
+  int num_classes() const override { return real_->num_classes(); }
+  std::vector<Variable>& variables() override { return real_->variables(); }
+  void InitializeVariables(uint64_t seed) override { real_->InitializeVariables(seed); }
+  // Sleeps through the modelled step, calling `hook` as described above.
+  float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override;
+  // Models no inference: every example counted, none correct, loss
+  // ln(classes). Emulated runs do not evaluate (the trainer skips it).
+  EvalResult Evaluate(const Tensor& images, const int32_t* labels) override;
+  std::vector<std::pair<std::string, Shape>> LayerShapes() const override { return real_->LayerShapes(); }
+  int64_t ForwardFlopsPerExample() const override { return real_->ForwardFlopsPerExample(); }
+  std::vector<LayerCost> LayerCosts() const override { return layers_; }
+
+  // When, after backward starts, each layer's gradients are final, in
+  // backward order (for tests): the cumulative FLOP shares of `backward`.
+  std::vector<absl::Duration> BackwardSchedule() const;
+
+ private:
+  std::unique_ptr<Model> real_;
+  const EmulatedCompute compute_;
+  const std::vector<LayerCost> layers_;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,126 @@
+// device emulated: rates from profiles, modelled step times, the checks of
+// the `emulation:` section, and the verdict on whether a run was CPU-bound.
+#include "worker/emulated_device.h"
+
+#include <memory>
+#include <string>
+
+#include "common/config/config_loader.h"
+#include "device/device_context.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/emulation_report.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+ExperimentConfig Config(const std::string& yaml) {
+  absl::StatusOr<ExperimentConfig> c = ParseExperimentYaml(
+      "cluster: {worker_hosts: [\"w:1\", \"w:2\"]}\ndata: {source: synthetic}\nvariable_update: allreduce\n" + yaml,
+      "exp.yaml");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : ExperimentConfig();
+}
+
+std::string Refusal(const std::string& yaml) {
+  absl::Status s = ValidateExperimentConfig(Config(yaml), "exp.yaml");
+  EXPECT_FALSE(s.ok()) << yaml;
+  return std::string(s.message());
+}
+
+TEST(EmulatedDevice, TheResNet50ReferenceFlopsAreTheZoos) {
+  auto ctx = CreateDeviceContext(Device::Cpu());
+  ASSERT_TRUE(ctx.ok());
+  ModelConfig config;
+  config.set_name("resnet50");
+  for (int d : {3, 224, 224}) config.add_input_shape(d);
+  config.set_num_classes(1000);
+  auto model = CreateModel(config, ctx->get());
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->ForwardFlopsPerExample(), kResNet50ForwardFlops);
+}
+
+TEST(EmulatedDevice, RatesFromProfilesOrGivenDirectly) {
+  ExperimentConfig c = Config("device: emulated\nemulation: {device_profile: p100}\n");
+  EXPECT_EQ(*EmulatedImagesPerSecond(c, "resnet50", 123), 221.0);
+  // Another model: scaled by the reference's FLOPs over its own.
+  EXPECT_DOUBLE_EQ(*EmulatedImagesPerSecond(c, "vgg16", 2 * kResNet50ForwardFlops), 110.5);
+  EXPECT_THAT(std::string(EmulatedImagesPerSecond(c, "odd", 0).status().message()),
+              HasSubstr("counts no FLOPs to scale the profile by"));
+  c.mutable_emulation()->set_images_per_second(500);
+  EXPECT_EQ(*EmulatedImagesPerSecond(c, "resnet50", 123), 500.0);
+}
+
+TEST(EmulatedDevice, AStepIsAThirdForwardTwoThirdsBackwardTimesTheScale) {
+  ExperimentConfig c = Config(
+      "device: emulated\ntrain: {batch_size_per_device: 64}\n"
+      "emulation: {images_per_second: 200, time_scale: 10}\n");
+  const EmulatedCompute compute = ModelledCompute(c, 200);
+  EXPECT_NEAR(absl::ToDoubleSeconds(compute.forward), 64.0 / 200 * 10 / 3, 1e-9);
+  EXPECT_NEAR(absl::ToDoubleSeconds(compute.backward), 64.0 / 200 * 10 * 2 / 3, 1e-9);
+}
+
+TEST(EmulatedDevice, TheSectionIsCheckedNamingTheField) {
+  EXPECT_THAT(Refusal("device: emulated\n"),
+              HasSubstr("field 'emulation': expected a section with device_profile or images_per_second"));
+  EXPECT_THAT(Refusal("device: emulated\nemulation: {link_gbps: 1}\n"),
+              HasSubstr("field 'emulation.device_profile': expected one of p100, or emulation.images_per_second > 0"));
+  EXPECT_THAT(Refusal("device: emulated\nemulation: {device_profile: k80}\n"),
+              HasSubstr("field 'emulation.device_profile': expected one of p100, got 'k80'"));
+  EXPECT_THAT(Refusal("emulation: {device_profile: p100}\n"),
+              HasSubstr("field 'emulation.device_profile': expected none unless device is emulated"));
+  EXPECT_THAT(Refusal("emulation: {time_scale: 4}\n"),
+              HasSubstr("field 'emulation.time_scale': expected 1 unless device is emulated"));
+  EXPECT_THAT(Refusal("emulation: {link_gbps: -1}\n"), HasSubstr("field 'emulation.link_gbps'"));
+  EXPECT_THAT(Refusal("emulation: {workers_per_host: 0}\n"), HasSubstr("field 'emulation.workers_per_host'"));
+  EXPECT_THAT(Refusal("emulation: {ps_placement: rack}\n"),
+              HasSubstr("field 'emulation.ps_placement': expected one of separate, colocated, got 'rack'"));
+  EXPECT_THAT(Refusal("device: emulated\ntrain: {eval_every_steps: 10}\nemulation: {device_profile: p100}\n"),
+              HasSubstr("field 'train.eval_every_steps': expected 0 with device emulated"));
+  const absl::Status valid = ValidateExperimentConfig(
+      Config("device: emulated\nemulation: {device_profile: p100, time_scale: 5}\n"), "exp.yaml");
+  EXPECT_TRUE(valid.ok()) << valid;
+}
+
+RunResult TwoWorkers(double rate, double cores0, double cores1) {
+  RunResult r;
+  r.set_images_per_sec(rate);
+  for (double cores : {cores0, cores1}) {
+    WorkerReport* w = r.add_workers();
+    w->set_worker(r.workers_size() - 1);
+    w->set_cpu_cores(cores);
+  }
+  return r;
+}
+
+TEST(EmulationRecord, EfficiencyAgainstOneDeviceAndTheCpuVerdict) {
+  ExperimentConfig c = Config(
+      "device: emulated\nemulation: {device_profile: p100, time_scale: 8, link_gbps: 8, "
+      "workers_per_host: 2}\n");
+  Emulation ok = EmulationRecord(c, TwoWorkers(360, 0.1, 0.2), 200, 0.3);
+  EXPECT_EQ(ok.hosts(), 1);
+  EXPECT_DOUBLE_EQ(ok.scaling_efficiency(), 0.9);
+  EXPECT_FALSE(ok.cpu_bound());
+  EXPECT_DOUBLE_EQ(ok.max_worker_cpu_cores(), 0.2);
+
+  Emulation busy = EmulationRecord(c, TwoWorkers(360, 0.1, 0.2), 200, 0.75);
+  EXPECT_TRUE(busy.cpu_bound());
+  EXPECT_THAT(busy.cpu_bound_reason(), HasSubstr("this machine's CPUs were 75% busy"));
+  EXPECT_EQ(busy.suggested_time_scale(), 24);  // 8 x 0.75 / 0.25
+
+  Emulation worker = EmulationRecord(c, TwoWorkers(360, 0.1, 0.9), 200, 0.3);
+  EXPECT_TRUE(worker.cpu_bound());
+  EXPECT_THAT(worker.cpu_bound_reason(), HasSubstr("worker 1 kept 0.90 cores busy (limit 0.25)"));
+  EXPECT_EQ(worker.suggested_time_scale(), 58);  // ceil(8 x 0.9 / 0.125)
+
+  // A real device sets its own pace: no verdict.
+  ExperimentConfig real = Config("emulation: {link_gbps: 1}\n");
+  Emulation record = EmulationRecord(real, TwoWorkers(360, 2, 2), 0, 0.99);
+  EXPECT_FALSE(record.cpu_bound());
+  EXPECT_EQ(record.hosts(), 2);
+}
+
+}  // namespace
+}  // namespace pstrain

@@ -1,0 +1,95 @@
+#include "worker/emulated_device.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/config/config_checks.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+std::vector<std::string> ProfileNames() {
+  std::vector<std::string> names;
+  for (const DeviceProfile& p : DeviceProfiles()) names.push_back(p.name);
+  return names;
+}
+
+// The `emulation:` section and `device: emulated` together.
+absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) {
+  const EmulationConfig& e = c.emulation();
+  const bool emulated_device = c.device() == "emulated";
+  if (!c.has_emulation()) {
+    if (emulated_device) {
+      return ck.Fail("emulation", "a section with device_profile or images_per_second (device is emulated)", "none");
+    }
+    return absl::OkStatus();
+  }
+  PSTRAIN_RETURN_IF_ERROR(ck.Positive("emulation.workers_per_host", e.workers_per_host()));
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("emulation.ps_placement", e.ps_placement(), {"separate", "colocated"}));
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("emulation.link_gbps", e.link_gbps(), 0, true, 400, true));
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("emulation.time_scale", e.time_scale(), 1, true, 1000, true));
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("emulation.images_per_second", e.images_per_second(), 0, true, 1e7, true));
+  if (!e.device_profile().empty()) {
+    PSTRAIN_RETURN_IF_ERROR(ck.OneOf("emulation.device_profile", e.device_profile(), ProfileNames()));
+  }
+  const bool device_given = !e.device_profile().empty() || e.images_per_second() > 0;
+  if (emulated_device && !device_given) {
+    return ck.Fail("emulation.device_profile",
+                   absl::StrCat("one of ", absl::StrJoin(ProfileNames(), ", "),
+                                ", or emulation.images_per_second > 0 (device is emulated)"),
+                   "neither");
+  }
+  if (!emulated_device && device_given) {
+    return ck.Fail(e.device_profile().empty() ? "emulation.images_per_second" : "emulation.device_profile",
+                   "none unless device is emulated (a real device computes for itself)",
+                   absl::StrCat("given with device '", c.device(), "'"));
+  }
+  if (emulated_device && c.train().eval_every_steps() > 0) {
+    return ck.Fail("train.eval_every_steps", "0 with device emulated (an emulated device computes no accuracy)",
+                   ConfigChecker::Num(c.train().eval_every_steps()));
+  }
+  if (e.time_scale() != 1 && !emulated_device) {
+    return ck.Fail("emulation.time_scale",
+                   "1 unless device is emulated (real compute cannot be slowed down to match the links)",
+                   ConfigChecker::Num(e.time_scale()));
+  }
+  return absl::OkStatus();
+}
+
+const bool kConfigCheck = ConfigCheckRegistry().Register("emulation", CheckEmulation);
+
+}  // namespace
+
+const std::vector<DeviceProfile>& DeviceProfiles() {
+  static const auto* profiles = new std::vector<DeviceProfile>{
+      {"p100", "resnet50", 221.0,
+       "2 NVIDIA Tesla P100 (PCIe) training ResNet-50 at 442 images/sec in fp32, Horovod's and the cloud images' "
+       "one-host baseline for the 4 hosts x 2 P100 / 8 Gbps figure (7.3x, 91.2%)"},
+  };
+  return *profiles;
+}
+
+absl::StatusOr<double> EmulatedImagesPerSecond(const ExperimentConfig& config, const std::string& model_name,
+                                               int64_t forward_flops) {
+  const EmulationConfig& e = config.emulation();
+  if (e.images_per_second() > 0) return e.images_per_second();
+  for (const DeviceProfile& p : DeviceProfiles()) {
+    if (p.name != e.device_profile()) continue;
+    if (model_name == p.reference_model) return p.images_per_second;
+    if (forward_flops <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("emulation.device_profile ", p.name, ": model ", model_name,
+                                                     " counts no FLOPs to scale the profile by; give "
+                                                     "emulation.images_per_second"));
+    }
+    return p.images_per_second * static_cast<double>(kResNet50ForwardFlops) / static_cast<double>(forward_flops);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("emulation: no device profile '", e.device_profile(), "' and no images_per_second"));
+}
+
+EmulatedCompute ModelledCompute(const ExperimentConfig& config, double images_per_second) {
+  const double step = config.train().batch_size_per_device() / images_per_second * config.emulation().time_scale();
+  return EmulatedCompute{absl::Seconds(step / 3), absl::Seconds(step * 2 / 3)};
+}
+
+}  // namespace pstrain

@@ -1,0 +1,42 @@
+// `device: emulated`: how long one device takes for a training step, from a
+// device profile or a rate given directly, and the checks of the
+// `emulation:` section (docs/EMULATION.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/emulated_model.h"
+#include "proto/config.pb.h"
+
+namespace pstrain {
+
+// A device's measured training rate on a reference model, with where the
+// figure was published.
+struct DeviceProfile {
+  std::string name;             // emulation.device_profile
+  std::string reference_model;  // zoo name, at its default ImageNet shape
+  double images_per_second;     // per device, fp32
+  std::string source;
+};
+const std::vector<DeviceProfile>& DeviceProfiles();
+
+// ResNet-50's forward FLOPs per example at [3, 224, 224] with 1000 classes,
+// as the zoo counts them (multiply-add = 2): profiles on ResNet-50 scale to
+// other models by this. The emulated-device test checks it against the zoo.
+inline constexpr int64_t kResNet50ForwardFlops = 8'178'368'512;
+
+// One emulated device's training rate for a model of `forward_flops` per
+// example named `model_name`: emulation.images_per_second when given, else
+// the profile's rate, scaled by reference FLOPs / model FLOPs for a model
+// other than the profile's (an approximation: docs/EMULATION.md).
+absl::StatusOr<double> EmulatedImagesPerSecond(const ExperimentConfig& config, const std::string& model_name,
+                                               int64_t forward_flops);
+
+// One step of batch_size_per_device images at `images_per_second`: a third
+// forward, two thirds backward, both multiplied by emulation.time_scale.
+EmulatedCompute ModelledCompute(const ExperimentConfig& config, double images_per_second);
+
+}  // namespace pstrain
