@@ -88,6 +88,11 @@ std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes
       const double device_ratio = static_cast<double>(DevicesTotal(r)) / static_cast<double>(DevicesTotal(*base));
       if (device_ratio > 0) row.scaling_efficiency = row.speedup / device_ratio;
     }
+    // An emulated device's rate is known: efficiency against one such device.
+    if (row.outcome.ok && row.outcome.result.has_value() &&
+        row.outcome.result->emulation().device_images_per_sec() > 0) {
+      row.scaling_efficiency = row.outcome.result->emulation().scaling_efficiency();
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -219,7 +224,8 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
         MarkdownCell(StrategySummary(r)),
         r.num_ps() > 0 ? absl::StrCat(r.num_ps()) : std::string(kDash),
         absl::StrCat(r.num_workers(), " × ", r.devices_per_worker(), " ", r.device()),
-        absl::StrCat(FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev())),
+        absl::StrCat(FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
+                     r.emulation().cpu_bound() ? " (CPU-bound: not valid)" : ""),
         FormatSpeedup(row.speedup),
         FormatPercent(row.scaling_efficiency),
         std::isfinite(r.final_loss()) ? absl::StrFormat("%.4f", r.final_loss()) : std::string(kDash),
@@ -296,6 +302,17 @@ std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const Repor
                   "workers × devices per worker; 100% means throughput grew exactly with the devices.\n",
                   "- **final loss** is the chief's last training loss; **test accuracy** is evaluated by the "
                   "chief on the test set after training (— when `train.evaluate` is off).\n");
+  bool emulated = false;
+  for (const ReportRow& row : rows) {
+    emulated |=
+        row.outcome.ok && row.outcome.result.has_value() && row.outcome.result->emulation().device_images_per_sec() > 0;
+  }
+  if (emulated) {
+    absl::StrAppend(&md,
+                    "- **Emulated devices** (`device: emulated`, docs/EMULATION.md): images/sec are in emulated "
+                    "time, and scaling eff. is images/sec ÷ (devices × one emulated device's rate). A row marked "
+                    "CPU-bound is not valid: this machine, not the emulated devices and links, set its pace.\n");
+  }
   if (context.chart) {
     absl::StrAppend(&md, "\n![images/sec per variant and scaling efficiency](chart.png)\n\n",
                     "(also `chart.svg`; redraw with `gnuplot chart.gp` in this directory)\n");

@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "common/config/cluster.h"
 #include "common/config/config_loader.h"
 #include "common/metrics/result_json.h"
+#include "tools/launch/emulated_cluster.h"
 #include "tools/launch/free_ports.h"
 #include "tools/launch/mpirun.h"
 #include "tools/launch/process_group.h"
@@ -200,10 +202,40 @@ int main(int argc, char** argv) {
 
   const int num_ps = experiment->cluster().ps_hosts_size();
   const int num_workers = experiment->cluster().worker_hosts_size();
-  absl::StatusOr<std::vector<int>> ports = pstrain::launch::PickFreeLoopbackPorts(num_ps + num_workers);
-  if (!ports.ok()) return Fail(1, std::string(ports.status().message()));
-  const std::string ps_hosts = HostList(*ports, 0, num_ps);
-  const std::string worker_hosts = HostList(*ports, num_ps, num_workers);
+  std::string ps_hosts, worker_hosts;
+  // emulation: every role on its emulated host, the hosts' links capped.
+  std::unique_ptr<pstrain::launch::EmulatedCluster> emulated;
+  if (experiment->has_emulation()) {
+    const pstrain::EmulationConfig& e = experiment->emulation();
+    if (absl::Status s = pstrain::launch::CanEmulateHosts(); !s.ok()) {
+      return Fail(2, absl::StrCat(config, ": emulation: ", s.message(), "; nothing was started"));
+    }
+    pstrain::launch::EmulatedLayout layout;
+    layout.num_ps = num_ps;
+    layout.num_workers = num_workers;
+    layout.workers_per_host = std::max(1, e.workers_per_host());
+    layout.ps_on_separate_hosts = e.ps_placement() != "colocated";
+    // Time dilation slows the links as it slows the devices.
+    const double scale = experiment->device() == "emulated" ? std::max(1.0, e.time_scale()) : 1.0;
+    layout.link_gbps = e.link_gbps() / scale;
+    layout.port = experiment->cluster().port();
+    // A /24 of 10.0.0.0/8 per launcher: concurrent launches do not collide.
+    const int subnet = (216 + getpid() % 32) * 256 + (getpid() / 32) % 256;
+    absl::StatusOr<std::unique_ptr<pstrain::launch::EmulatedCluster>> made =
+        pstrain::launch::EmulatedCluster::Create(layout, subnet);
+    if (!made.ok()) {
+      return Fail(made.status().code() == absl::StatusCode::kFailedPrecondition ? 2 : 1,
+                  absl::StrCat(config, ": emulation: ", made.status().message(), "; nothing was started"));
+    }
+    emulated = *std::move(made);
+    ps_hosts = emulated->ps_hosts();
+    worker_hosts = emulated->worker_hosts();
+  } else {
+    absl::StatusOr<std::vector<int>> ports = pstrain::launch::PickFreeLoopbackPorts(num_ps + num_workers);
+    if (!ports.ok()) return Fail(1, std::string(ports.status().message()));
+    ps_hosts = HostList(*ports, 0, num_ps);
+    worker_hosts = HostList(*ports, num_ps, num_workers);
+  }
 
   // A role's arguments; the check adds --check_config before the extra args.
   auto role_args = [&](int index, bool check) {
@@ -221,6 +253,13 @@ int main(int argc, char** argv) {
     role.is_ps = is_ps;
     role.binary = (fs::path(bin_dir) / binary).string();
     role.args = role_args(index, /*check=*/false);
+    if (emulated != nullptr) {  // ip netns exec <its host> binary args...
+      std::vector<std::string> argv = is_ps ? emulated->RunPs(index) : emulated->RunWorker(index);
+      argv.push_back(role.binary);
+      argv.insert(argv.end(), role.args.begin(), role.args.end());
+      role.binary = argv[0];
+      role.args.assign(argv.begin() + 1, argv.end());
+    }
     roles.push_back(std::move(role));
   };
   // The workers share this machine's cores: unless the user chose, give each
@@ -261,6 +300,12 @@ int main(int argc, char** argv) {
   }
   // Workers that must be the ranks of one mpirun (collective mpi) run as one
   // role: mpirun with a rank per worker, each taking its index from its rank.
+  if (workers_need_mpirun && emulated != nullptr) {
+    return Fail(2, absl::StrCat(config,
+                                ": emulation: workers that run as the ranks of one mpirun (collective mpi) "
+                                "cannot be placed on emulated hosts yet; use collective gloo; nothing was "
+                                "started"));
+  }
   if (workers_need_mpirun) {
     absl::StatusOr<RoleSpec> mpirun =
         pstrain::launch::MpirunRole(num_workers, (fs::path(bin_dir) / "pstrain-worker").string(), [&] {
@@ -294,6 +339,7 @@ int main(int argc, char** argv) {
   Print(absl::StrCat("launch: ", num_ps, " PS and ", num_workers, " workers from ", config, "; run dir ", run_dir));
   Print(absl::StrCat("launch: the config is accepted by ", absl::StrJoin(checked, " and "), " (",
                      pstrain::launch::kCheckConfigFlag, ")"));
+  if (emulated != nullptr) Print(absl::StrCat("launch: emulation: ", emulated->Describe()));
   Print(absl::StrCat("launch: --ps_hosts=", ps_hosts, " --worker_hosts=", worker_hosts));
   if (FLAGS_max_restarts > 0) {
     Print(absl::StrCat("launch: a role that fails is restarted up to ", FLAGS_max_restarts, " time",

@@ -1,0 +1,172 @@
+// Emulated clusters end to end through pstrain-launch (config `emulation`):
+// known answers (workers that hardly communicate scale at 100%; one worker moving a
+// 100 MB model to and from one PS over 1 Gbit/s takes 2 x 0.8 s a step), a
+// run forced CPU-bound flagged as such, equivalence with a real CPU model
+// (the same parameters as without emulation), and the refusals (no root, no
+// iproute2) before anything starts. Needs root; skips saying so otherwise.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/metrics/result_json.h"
+#include "gtest/gtest.h"
+#include "tests/integration/cluster_test_util.h"
+#include "tests/util/process_test_util.h"
+#include "tools/launch/emulated_hosts.h"
+
+namespace pstrain::test {
+namespace {
+
+struct Launched {
+  int exit_code = -1;
+  std::string output;
+  absl::StatusOr<RunResult> result = absl::UnknownError("not run");
+};
+
+class EmulationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) GTEST_SKIP() << s.message();
+  }
+
+  // Runs pstrain-launch on `yaml` (written to a file), prefixed by `prefix`
+  // (e.g. another user, another PATH).
+  Launched Launch(const std::string& name, const std::string& yaml, std::vector<std::string> prefix = {}) {
+    const std::string config = dir_.path() + "/" + name + ".yaml";
+    const std::string run_dir = dir_.path() + "/" + name;
+    WriteFile(config, yaml);
+    prefix.insert(prefix.end(), {BinDir() + "/pstrain-launch", config, "--run_dir", run_dir, "--timeout_s", "240"});
+    Subprocess launch = Spawn(prefix, dir_.path());
+    std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
+    Launched out;
+    out.output = launch.out() + launch.err();
+    if (status && WIFEXITED(*status)) out.exit_code = WEXITSTATUS(*status);
+    out.result = ReadResultJson(run_dir + "/result.json");
+    return out;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(EmulationTest, WorkersThatHardlyCommunicateScaleAtOneHundredPercent) {
+  // 4 workers, 2 per host, each an emulated device of 64 images/sec at
+  // batch 32 (0.5 s a step); their all-reduce moves 2.4 KB a step.
+  const Launched run = Launch("tiny_allreduce", R"(
+cluster: {worker_hosts: ["w:1", "w:2", "w:3", "w:4"]}
+model: {name: mlp, hidden_units: [8], input_shape: [1, 8, 8], num_classes: 4}
+data: {source: synthetic, synthetic_examples: 512}
+optimizer: {name: sgd, learning_rate: 0.01}
+train: {batch_size_per_device: 32, steps: 12, warmup_steps: 2, display_every: 4, evaluate: false}
+variable_update: allreduce
+device: emulated
+emulation: {workers_per_host: 2, link_gbps: 1, images_per_second: 64}
+)");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  const Emulation& e = run.result->emulation();
+  EXPECT_EQ(e.hosts(), 2);
+  EXPECT_EQ(e.device_images_per_sec(), 64);
+  EXPECT_NEAR(e.scaling_efficiency(), 1.0, 0.03) << run.output;
+  EXPECT_NEAR(run.result->images_per_sec(), 4 * 64, 4 * 64 * 0.03);
+  EXPECT_FALSE(e.cpu_bound()) << e.cpu_bound_reason();
+  EXPECT_TRUE(absl::StrContains(run.output, "launch: emulation: 2 emulated hosts")) << run.output;
+}
+
+// One worker, one PS on its own host, a 100 MB model (784 x 32000 floats),
+// links at 1 Gbit/s, devices that take no time: a sync step pulls 100 MB
+// and pushes 100 MB, 0.8 s each (bytes / rate; TCP and Ethernet headers add
+// about 5%). Time scale 4: the links run at 0.25 Gbit/s, and rates are
+// reported x 4, so the answer is the same.
+constexpr char kHundredMegabyteModel[] = R"(
+cluster: {ps_hosts: ["p:1"], worker_hosts: ["w:1"]}
+model: {name: mlp, hidden_units: [32000]}
+data: {source: synthetic, synthetic_examples: 256}
+optimizer: {name: sgd, learning_rate: 0.001}
+train: {batch_size_per_device: 16, steps: 4, warmup_steps: 1, display_every: 1, evaluate: false}
+variable_update: parameter_server
+consistency: sync
+device: emulated
+timeouts: {sync_step_seconds: 120}
+)";
+
+TEST_F(EmulationTest, AHundredMegabyteModelOverOneGigabitTakesPullPlusPushTime) {
+  const Launched run = Launch("ps_1gbps", absl::StrCat(kHundredMegabyteModel,
+                                                       "emulation: {link_gbps: 1, time_scale: 4, "
+                                                       "images_per_second: 1000000}\n"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  ASSERT_EQ(run.result->ps_load_size(), 1);
+  const double bytes = static_cast<double>(run.result->ps_load(0).variable_bytes());
+  ASSERT_GT(bytes, 100e6) << "the model is 100 MB";
+  const double expected_step = 2 * bytes * 8 / 1e9;  // pull + push at 1 Gbit/s
+  const double step = 16 / run.result->images_per_sec();
+  EXPECT_NEAR(step, expected_step, expected_step * 0.15) << run.output;
+  EXPECT_EQ(run.result->emulation().time_scale(), 4);
+  EXPECT_FALSE(run.result->emulation().cpu_bound()) << run.result->emulation().cpu_bound_reason();
+}
+
+TEST_F(EmulationTest, ARunWhoseMachineCannotKeepUpIsFlaggedCpuBound) {
+  // The same 100 MB model, uncapped links and no time dilation: moving the
+  // bytes keeps this machine's CPUs busy, not the emulated links or devices.
+  const Launched run =
+      Launch("cpu_bound", absl::StrCat(kHundredMegabyteModel, "emulation: {images_per_second: 1000000}\n"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  const Emulation& e = run.result->emulation();
+  EXPECT_TRUE(e.cpu_bound()) << "machine busy " << e.machine_cpu_busy() << ", worker cores "
+                             << e.max_worker_cpu_cores();
+  EXPECT_GT(e.suggested_time_scale(), 1);
+  EXPECT_TRUE(absl::StrContains(run.output, "CPU-BOUND, not valid")) << run.output;
+}
+
+// A real CPU model on emulated hosts and links computes what it computes
+// without them: sync is deterministic, so the results are equal.
+TEST_F(EmulationTest, ARealModelOnEmulatedLinksEndsWithTheSameParameters) {
+  const std::string base = R"(
+cluster: {ps_hosts: ["p:1", "p:2"], worker_hosts: ["w:1", "w:2"]}
+model: {name: mlp, hidden_units: [64, 32]}
+optimizer: {name: momentum, learning_rate: 0.05, momentum: 0.9}
+train: {batch_size_per_device: 64, steps: 150, display_every: 50}
+variable_update: parameter_server
+consistency: sync
+)";
+  const Launched plain = Launch("plain", base);
+  const Launched emulated = Launch(
+      "emulated", absl::StrCat(base, "emulation: {workers_per_host: 2, ps_placement: colocated, link_gbps: 1}\n"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(emulated.exit_code, 0) << emulated.output;
+  ASSERT_TRUE(plain.result.ok() && emulated.result.ok());
+  EXPECT_EQ(emulated.result->test_accuracy(), plain.result->test_accuracy());
+  EXPECT_EQ(emulated.result->final_loss(), plain.result->final_loss());
+  EXPECT_GT(plain.result->test_accuracy(), 0.7);
+  EXPECT_EQ(emulated.result->emulation().hosts(), 1);                  // both workers and both shards on one host
+  EXPECT_EQ(emulated.result->emulation().device_images_per_sec(), 0);  // a real device: no modelled rate
+}
+
+TEST_F(EmulationTest, WithoutRootOrIproute2TheEmulationIsRefusedBeforeAnythingStarts) {
+  const std::string yaml = R"(
+cluster: {worker_hosts: ["w:1"]}
+model: {name: mlp, hidden_units: [8], input_shape: [1, 8, 8], num_classes: 4}
+data: {source: synthetic}
+train: {batch_size_per_device: 8, steps: 2, evaluate: false}
+variable_update: independent
+emulation: {link_gbps: 1}
+)";
+  // Another user must be able to read the config (the temp dir is 0700).
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0755), 0);
+  const Launched nobody =
+      Launch("nobody", yaml, {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"});
+  EXPECT_EQ(nobody.exit_code, 2) << nobody.output;
+  EXPECT_TRUE(absl::StrContains(nobody.output, "emulation: emulated hosts need root")) << nobody.output;
+  EXPECT_TRUE(absl::StrContains(nobody.output, "nothing was started")) << nobody.output;
+  const Launched no_ip = Launch("no_ip", yaml, {"/usr/bin/env", "PATH=" + dir_.path()});
+  EXPECT_EQ(no_ip.exit_code, 2) << no_ip.output;
+  EXPECT_TRUE(absl::StrContains(no_ip.output, "emulated hosts need iproute2's `ip` on PATH")) << no_ip.output;
+}
+
+}  // namespace
+}  // namespace pstrain::test

@@ -1,0 +1,55 @@
+#include "tools/launch/emulated_cluster.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace pstrain::launch {
+
+RolePlacement PlaceRoles(const EmulatedLayout& layout) {
+  RolePlacement placement;
+  const int per_host = std::max(1, layout.workers_per_host);
+  const int worker_hosts = std::max(1, (layout.num_workers + per_host - 1) / per_host);
+  for (int w = 0; w < layout.num_workers; ++w) placement.worker_host.push_back(w / per_host);
+  for (int i = 0; i < layout.num_ps; ++i) {
+    placement.ps_host.push_back(layout.ps_on_separate_hosts ? worker_hosts + i : i % worker_hosts);
+  }
+  placement.num_hosts = worker_hosts + (layout.ps_on_separate_hosts ? layout.num_ps : 0);
+  return placement;
+}
+
+absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const EmulatedLayout& layout, int subnet) {
+  std::unique_ptr<EmulatedCluster> cluster(new EmulatedCluster);
+  cluster->placement_ = PlaceRoles(layout);
+  cluster->link_gbps_ = layout.link_gbps;
+  std::vector<std::vector<std::string>> names(cluster->placement_.num_hosts);
+  for (int h = 0; h < cluster->placement_.num_hosts; ++h) names[h] = {absl::StrCat("host", h)};
+  absl::StatusOr<std::unique_ptr<EmulatedHosts>> hosts = EmulatedHosts::Create(names, subnet);
+  if (!hosts.ok()) return hosts.status();
+  cluster->hosts_ = *std::move(hosts);
+  if (layout.link_gbps > 0) {
+    for (int h = 0; h < cluster->placement_.num_hosts; ++h) {
+      if (absl::Status s = cluster->hosts_->LimitLink(h, layout.link_gbps); !s.ok()) return s;
+    }
+  }
+  // Ports: the k-th role placed on a host gets port + k.
+  std::map<int, int> used;
+  auto host_port = [&](int host) {
+    return absl::StrCat(cluster->hosts_->address(host), ":", layout.port + used[host]++);
+  };
+  std::vector<std::string> ps, workers;
+  for (int host : cluster->placement_.ps_host) ps.push_back(host_port(host));
+  for (int host : cluster->placement_.worker_host) workers.push_back(host_port(host));
+  cluster->ps_hosts_ = absl::StrJoin(ps, ",");
+  cluster->worker_hosts_ = absl::StrJoin(workers, ",");
+  return cluster;
+}
+
+std::string EmulatedCluster::Describe() const {
+  return absl::StrCat(placement_.num_hosts, " emulated hosts (", hosts_->address(0), " to ",
+                      hosts_->address(placement_.num_hosts - 1), "), links ",
+                      link_gbps_ > 0 ? absl::StrCat(link_gbps_, " Gbit/s each way") : "uncapped");
+}
+
+}  // namespace pstrain::launch
