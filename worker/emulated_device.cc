@@ -75,7 +75,8 @@ absl::StatusOr<double> EmulatedImagesPerSecond(const ExperimentConfig& config, c
   if (e.images_per_second() > 0) return e.images_per_second();
   for (const DeviceProfile& p : DeviceProfiles()) {
     if (p.name != e.device_profile()) continue;
-    if (model_name == p.reference_model) return p.images_per_second;
+    // The reference model at its reference shape gets the profile's rate
+    // exactly; other models and shapes by their FLOPs.
     if (forward_flops <= 0) {
       return absl::InvalidArgumentError(absl::StrCat("emulation.device_profile ", p.name, ": model ", model_name,
                                                      " counts no FLOPs to scale the profile by; give "

@@ -30,8 +30,9 @@ inline constexpr int64_t kResNet50ForwardFlops = 8'178'368'512;
 
 // One emulated device's training rate for a model of `forward_flops` per
 // example named `model_name`: emulation.images_per_second when given, else
-// the profile's rate, scaled by reference FLOPs / model FLOPs for a model
-// other than the profile's (an approximation: docs/EMULATION.md).
+// the profile's rate scaled by the reference's FLOPs / the model's (exact
+// for ResNet-50 at [3, 224, 224]; an approximation for other models and
+// shapes: docs/EMULATION.md).
 absl::StatusOr<double> EmulatedImagesPerSecond(const ExperimentConfig& config, const std::string& model_name,
                                                int64_t forward_flops);
 

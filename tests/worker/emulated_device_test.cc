@@ -44,13 +44,13 @@ TEST(EmulatedDevice, TheResNet50ReferenceFlopsAreTheZoos) {
 
 TEST(EmulatedDevice, RatesFromProfilesOrGivenDirectly) {
   ExperimentConfig c = Config("device: emulated\nemulation: {device_profile: p100}\n");
-  EXPECT_EQ(*EmulatedImagesPerSecond(c, "resnet50", 123), 221.0);
+  EXPECT_EQ(*EmulatedImagesPerSecond(c, "resnet50", kResNet50ForwardFlops), 221.0);
   // Another model: scaled by the reference's FLOPs over its own.
   EXPECT_DOUBLE_EQ(*EmulatedImagesPerSecond(c, "vgg16", 2 * kResNet50ForwardFlops), 110.5);
   EXPECT_THAT(std::string(EmulatedImagesPerSecond(c, "odd", 0).status().message()),
               HasSubstr("counts no FLOPs to scale the profile by"));
   c.mutable_emulation()->set_images_per_second(500);
-  EXPECT_EQ(*EmulatedImagesPerSecond(c, "resnet50", 123), 500.0);
+  EXPECT_EQ(*EmulatedImagesPerSecond(c, "resnet50", kResNet50ForwardFlops), 500.0);
 }
 
 TEST(EmulatedDevice, AStepIsAThirdForwardTwoThirdsBackwardTimesTheScale) {

@@ -331,6 +331,10 @@ int main(int argc, char** argv) {
   ClusterOptions options;
   options.log_dir = run_dir;
   options.grace = absl::Seconds(FLAGS_grace_s);
+  // Time dilation slows every exchange, the last ones before a PS exits too.
+  if (emulated != nullptr && experiment->device() == "emulated") {
+    options.grace *= std::max(1.0, experiment->emulation().time_scale());
+  }
   options.timeout = absl::Seconds(FLAGS_timeout_s);
   options.max_restarts = FLAGS_max_restarts;
   options.interrupt_fd = InstallSignalPipe();
