@@ -131,6 +131,18 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) {
     fail(std::string(s.message()));
   }
+  // Time dilation (device emulated, emulation.time_scale k): every modelled
+  // time and link is k times slower, so every deadline is k times longer
+  // (the heartbeat interval stays: beats only come more often).
+  if (setup.config.device() == "emulated" && setup.config.emulation().time_scale() > 1) {
+    const float k = static_cast<float>(setup.config.emulation().time_scale());
+    TimeoutConfig* t = setup.config.mutable_timeouts();
+    t->set_rpc_seconds(t->rpc_seconds() * k);
+    t->set_sync_step_seconds(t->sync_step_seconds() * k);
+    t->set_worker_lost_seconds(t->worker_lost_seconds() * k);
+    t->set_startup_seconds(t->startup_seconds() * k);
+    t->set_ps_recover_seconds(t->ps_recover_seconds() * k);
+  }
   // The chief writes checkpoints and summaries: a directory it cannot write
   // is a config matter, refused before anything starts.
   if (setup.role.kind == RoleKind::kWorker && setup.role.index == 0) {
