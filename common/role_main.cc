@@ -16,6 +16,7 @@
 #include "common/allocator_tuning.h"
 #include "common/config/config_loader.h"
 #include "common/config/launcher_hosts.h"
+#include "common/config/time_dilation.h"
 #include "common/durable_file.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -134,8 +135,8 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   // Time dilation (device emulated, emulation.time_scale k): every modelled
   // time and link is k times slower, so every deadline is k times longer
   // (the heartbeat interval stays: beats only come more often).
-  if (setup.config.device() == "emulated" && setup.config.emulation().time_scale() > 1) {
-    const float k = static_cast<float>(setup.config.emulation().time_scale());
+  if (const double dilation = TimeDilation(setup.config); dilation > 1) {
+    const float k = static_cast<float>(dilation);
     TimeoutConfig* t = setup.config.mutable_timeouts();
     t->set_rpc_seconds(t->rpc_seconds() * k);
     t->set_sync_step_seconds(t->sync_step_seconds() * k);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "common/config/time_dilation.h"
 
 namespace pstrain {
 
@@ -12,7 +13,7 @@ Emulation EmulationRecord(const ExperimentConfig& config, const RunResult& resul
                           double machine_busy) {
   const EmulationConfig& e = config.emulation();
   Emulation record;
-  const double k = config.device() == "emulated" ? e.time_scale() : 1.0;
+  const double k = TimeDilation(config);
   record.set_time_scale(k);
   record.set_link_gbps(e.link_gbps());
   const int workers = config.cluster().worker_hosts_size();

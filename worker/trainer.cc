@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/config/time_dilation.h"
 #include "common/data/batcher.h"
 #include "common/data/data_source.h"
 #include "common/metrics/cpu_usage.h"
@@ -95,7 +96,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   const bool emulated = config.device() == "emulated";
   // An emulated device computes no accuracy (models/emulated_model.h).
   const bool evaluate = chief && config.train().evaluate() && !emulated;
-  const double time_scale = emulated ? config.emulation().time_scale() : 1.0;
+  const double time_scale = TimeDilation(config);
 
   PSTRAIN_ASSIGN_OR_RETURN(const StrategyNeeds needs, NeedsOf(config));
   PSTRAIN_ASSIGN_OR_RETURN(const DeviceKind device_kind, ParseDeviceName(emulated ? "cpu" : config.device()));

@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "common/config/cluster.h"
 #include "common/config/config_loader.h"
+#include "common/config/time_dilation.h"
 #include "common/metrics/result_json.h"
 #include "tools/launch/emulated_cluster.h"
 #include "tools/launch/free_ports.h"
@@ -207,19 +208,16 @@ int main(int argc, char** argv) {
   std::unique_ptr<pstrain::launch::EmulatedCluster> emulated;
   if (experiment->has_emulation()) {
     const pstrain::EmulationConfig& e = experiment->emulation();
-    if (absl::Status s = pstrain::launch::CanEmulateHosts(); !s.ok()) {
-      return Fail(2, absl::StrCat(config, ": emulation: ", s.message(), "; nothing was started"));
-    }
     pstrain::launch::EmulatedLayout layout;
     layout.num_ps = num_ps;
     layout.num_workers = num_workers;
     layout.workers_per_host = std::max(1, e.workers_per_host());
     layout.ps_on_separate_hosts = e.ps_placement() != "colocated";
     // Time dilation slows the links as it slows the devices.
-    const double scale = experiment->device() == "emulated" ? std::max(1.0, e.time_scale()) : 1.0;
-    layout.link_gbps = e.link_gbps() / scale;
+    layout.link_gbps = e.link_gbps() / pstrain::TimeDilation(*experiment);
     layout.port = experiment->cluster().port();
     // A /24 of 10.0.0.0/8 per launcher: concurrent launches do not collide.
+    // Create says why this machine cannot emulate (no root, no ip): exit 2.
     const int subnet = (216 + getpid() % 32) * 256 + (getpid() / 32) % 256;
     absl::StatusOr<std::unique_ptr<pstrain::launch::EmulatedCluster>> made =
         pstrain::launch::EmulatedCluster::Create(layout, subnet);
@@ -332,9 +330,7 @@ int main(int argc, char** argv) {
   options.log_dir = run_dir;
   options.grace = absl::Seconds(FLAGS_grace_s);
   // Time dilation slows every exchange, the last ones before a PS exits too.
-  if (emulated != nullptr && experiment->device() == "emulated") {
-    options.grace *= std::max(1.0, experiment->emulation().time_scale());
-  }
+  options.grace *= pstrain::TimeDilation(*experiment);
   options.timeout = absl::Seconds(FLAGS_timeout_s);
   options.max_restarts = FLAGS_max_restarts;
   options.interrupt_fd = InstallSignalPipe();
