@@ -26,4 +26,15 @@ struct HostPort {
 // source (callers add theirs).
 absl::StatusOr<HostPort> ParseHostPort(std::string_view text);
 
+// cluster.listen_address: where a role whose cluster entry is `entry`
+// binds. `setting` "" is every interface (AnyInterface), "cluster" the
+// entry's own host, anything else a host of this machine (a name, an IPv4
+// or an IPv6 address without brackets); the port is always the entry's.
+// ListenHost is the host alone ("0.0.0.0" / "::" for every interface).
+std::string ListenHost(std::string_view setting, const HostPort& entry);
+std::string ListenAddress(std::string_view setting, const HostPort& entry);
+// Whether `setting` is one of those: InvalidArgument saying what is wrong
+// (e.g. a port given with it), naming no source.
+absl::Status CheckListenSetting(std::string_view setting);
+
 }  // namespace pstrain

@@ -18,6 +18,7 @@
 #include "common/config/launcher_hosts.h"
 #include "common/config/time_dilation.h"
 #include "common/durable_file.h"
+#include "common/host_port.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -36,6 +37,9 @@ DEFINE_string(restore, "",
 DEFINE_int32(metrics_port, -1,
              "this process's /metrics and /healthz HTTP port (0: none); default: the config's metrics_port plus the "
              "role's offset");
+DEFINE_string(listen_address, "",
+              "where this process binds its servers: \"cluster\" (its own cluster entry's host) or a host of this "
+              "machine (sets cluster.listen_address; default: the config's, every interface)");
 DEFINE_bool(check_config, false, "validate the config as this role would, print 'config ok', exit; start nothing");
 
 namespace pstrain {
@@ -128,6 +132,7 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
     fail(FLAGS_config + ": " + RunOtherBinary(*role, setup.config.cluster(), original_args));
   }
   if (!FLAGS_restore.empty()) setup.config.mutable_checkpoint()->set_restore(FLAGS_restore);
+  if (!FLAGS_listen_address.empty()) setup.config.mutable_cluster()->set_listen_address(FLAGS_listen_address);
   // A PS links no data sources, so it does not insist on the data files.
   if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) {
     fail(std::string(s.message()));
@@ -155,6 +160,10 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
         fail(FLAGS_config + ": " + std::string(s.message()));
     }
   }
+  // Checked by the config check already; loaded here for the transport.
+  absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(setup.config);
+  if (!security.ok()) fail(FLAGS_config + ": " + std::string(security.status().message()));
+  setup.security = *std::move(security);
   if (FLAGS_check_config) {
     setup.check_only = true;
     std::cout << "config ok: " << FLAGS_config << " (" << RoleToString(setup.role) << ")" << std::endl;
@@ -186,12 +195,31 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsEndpoint(const RoleSetup& setup,
                                                                         const MetricRegistry* registry) {
   if (setup.metrics_port == 0) return std::unique_ptr<MetricsHttpServer>();
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
-      MetricsHttpServer::Start("0.0.0.0", setup.metrics_port, registry, [] { return absl::OkStatus(); });
+  const ClusterConfig& cluster = setup.config.cluster();
+  const std::string& entry =
+      setup.role.kind == RoleKind::kPs ? cluster.ps_hosts(setup.role.index) : cluster.worker_hosts(setup.role.index);
+  absl::StatusOr<HostPort> own = ParseHostPort(entry);
+  if (!own.ok()) return own.status();
+  MetricsHttpServerOptions options;
+  if (setup.config.security().metrics_require_token()) {
+    options.authorize = [token = setup.security.token](std::string_view authorization) {
+      return PresentsToken(authorization, token);
+    };
+  }
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server = MetricsHttpServer::Start(
+      ListenHost(cluster.listen_address(), *own), setup.metrics_port, registry, [] { return absl::OkStatus(); },
+      options);
   if (server.ok()) {
     LOG(INFO) << RoleToString(setup.role) << ": /metrics and /healthz on port " << (*server)->port();
   }
   return server;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> CreateRoleTransport(const RoleSetup& setup) {
+  TransportOptions options;
+  options.max_message_bytes = setup.config.max_message_bytes();
+  options.security = setup.security;
+  return CreateTransport(setup.config.transport(), options);
 }
 
 }  // namespace pstrain

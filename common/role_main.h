@@ -4,7 +4,8 @@
 //
 // Flags: --config=FILE (required), --index=N, --job_name, --task_index,
 // --ps_hosts, --worker_hosts (comma-separated host:port), --run_dir,
-// --metrics_port, --restore, --check_config (validate everything this role would, print "config ok:
+// --metrics_port, --listen_address (sets cluster.listen_address for this
+// process), --restore, --check_config (validate everything this role would, print "config ok:
 // <file> (<role>)" and then what launching it needs, one "needs: <what>" line
 // each (today "needs: mpirun" when the workers must be the ranks of one
 // mpirun), and exit 0; or print the error and exit 2; start nothing: what
@@ -18,6 +19,7 @@
 #include "common/config/cluster.h"
 #include "common/telemetry/http_server.h"
 #include "common/telemetry/metric_registry.h"
+#include "common/transport/transport.h"
 #include "proto/config.pb.h"
 
 namespace pstrain {
@@ -35,13 +37,21 @@ struct RoleSetup {
   // config's metrics_port plus this role's offset (PS i: i; worker i:
   // num_ps + i); 0: none.
   int metrics_port = 0;
+  // The config's `security`, loaded and checked (common/transport/security.h).
+  TransportSecurity security;
 };
 
 // Serves `registry` at /metrics and a /healthz answering OK on
-// 0.0.0.0:setup.metrics_port; null when the port is 0. An error names the
-// port ("metrics_port 9100: address already in use").
+// setup.metrics_port of cluster.listen_address's host (every interface by
+// default); null when the port is 0. With security.metrics_require_token,
+// requests without the token are refused 401. An error names the port
+// ("metrics_port 9100: address already in use").
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsEndpoint(const RoleSetup& setup,
                                                                         const MetricRegistry* registry);
+
+// The config's transport with its max_message_bytes and security. An error
+// (a transport this build lacks) is a config matter: exit kExitBadConfig.
+absl::StatusOr<std::unique_ptr<Transport>> CreateRoleTransport(const RoleSetup& setup);
 
 // Parses flags (gflags) and sets up logging. On a bad config or bad flags it
 // prints one message naming what was wrong and exits with code 2.

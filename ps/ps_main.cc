@@ -13,9 +13,7 @@ int main(int argc, char** argv) {
   using namespace pstrain;
   RoleSetup setup = InitRole(&argc, &argv, RoleKind::kPs);
   if (setup.check_only) return 0;
-  TransportOptions transport_options;
-  transport_options.max_message_bytes = setup.config.max_message_bytes();
-  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateTransport(setup.config.transport(), transport_options);
+  absl::StatusOr<std::unique_ptr<Transport>> transport = CreateRoleTransport(setup);
   if (!transport.ok()) {
     std::cerr << "error: " << transport.status().message() << std::endl;
     return kExitBadConfig;

@@ -49,7 +49,7 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   std::string address = options.listen_address;
   if (address.empty()) {
     PSTRAIN_ASSIGN_OR_RETURN(const HostPort entry, ParseHostPort(config.cluster().ps_hosts(shard_index)));
-    address = entry.AnyInterface();
+    address = ListenAddress(config.cluster().listen_address(), entry);
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, transport->Serve(address, &service));
   LOG(INFO) << "PS shard " << shard_index << " serving on " << address << " for " << shard_options.num_workers

@@ -18,7 +18,8 @@
 namespace pstrain {
 
 struct PsRunOptions {
-  // Address to listen on; default: 0.0.0.0 and the port of ps_hosts[index].
+  // Address to listen on; default: cluster.listen_address (host_port.h
+  // ListenAddress) and the port of ps_hosts[index].
   std::string listen_address;
   const std::atomic<bool>* cancel = nullptr;
   // Filled with the shard's final statistics.

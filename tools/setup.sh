@@ -8,6 +8,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev
   libboost-dev libboost-system-dev
+  # security: OpenSSL checks the TLS files; openssl makes the test certificates
+  libssl-dev openssl
   libdnnl-dev zlib1g-dev libyaml-cpp-dev libgloo-dev libucx-dev libeigen3-dev
   # the mpi collective (Open MPI) and mpirun
   libopenmpi-dev openmpi-bin

@@ -39,8 +39,8 @@ struct StrategyContext {
   int64_t total_steps = 0;
   Transport* transport = nullptr;
   ReplicaSet* replicas = nullptr;
-  // Where this worker serves (the chief's rendezvous store); empty: 0.0.0.0
-  // and the port of its cluster.worker_hosts entry.
+  // Where this worker serves (the chief's rendezvous store); empty:
+  // cluster.listen_address and the port of its cluster.worker_hosts entry.
   std::string listen_address;
   // The worker's timeline (config `timeline`), or null: strategies record
   // their communication phases on it.

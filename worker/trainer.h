@@ -30,7 +30,7 @@ struct WorkerRunOptions {
   // nowhere (tests).
   std::string run_dir;
   // Address this worker serves on (allreduce: the chief's rendezvous store);
-  // empty: 0.0.0.0 and the port of its cluster.worker_hosts entry.
+  // empty: cluster.listen_address and the port of its cluster.worker_hosts entry.
   std::string listen_address;
   // Chief: receives the final parameters (model order) when non-null.
   std::vector<std::vector<float>>* final_parameters = nullptr;

@@ -10,6 +10,7 @@
 #include "common/config/cluster.h"
 #include "common/config/config_checks.h"
 #include "common/config/config_loader.h"
+#include "common/host_port.h"
 #include "common/placement.h"
 #include "common/status_macros.h"
 
@@ -134,6 +135,9 @@ absl::Status CheckTimeline(const ConfigChecker& ck, const TimelineConfig& t) {
 absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::string_view filename) {
   const ConfigChecker ck(absl::string_view(filename.data(), filename.size()));
   PSTRAIN_RETURN_IF_ERROR(ValidateHosts(config.cluster(), filename));
+  if (absl::Status s = CheckListenSetting(config.cluster().listen_address()); !s.ok()) {
+    return ck.Fail("cluster.listen_address", "\"\", \"cluster\" or a host of this machine", s.message());
+  }
   PSTRAIN_RETURN_IF_ERROR(CheckModelShape(ck, config.model()));
   PSTRAIN_RETURN_IF_ERROR(CheckTrain(ck, config.train()));
   PSTRAIN_RETURN_IF_ERROR(CheckTimeouts(ck, config.timeouts()));

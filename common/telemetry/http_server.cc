@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -41,12 +42,38 @@ constexpr auto kMaxLinger = std::chrono::seconds(1);
 // file descriptors).
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 
+// The addresses already logged for a refused token (each once; at most
+// kMaxLoggedPeers of them, then no more logging). Thread-safe.
+class RefusedPeerLog {
+ public:
+  void Refused(const std::string& address) {
+    absl::MutexLock lock(&mu_);
+    if (logged_.size() >= kMaxLoggedPeers || !logged_.insert(address).second) return;
+    LOG(WARNING) << "metrics endpoint: refused " << address << ": no or wrong bearer token";
+  }
+
+ private:
+  static constexpr size_t kMaxLoggedPeers = 1024;
+  absl::Mutex mu_;
+  std::set<std::string> logged_ ABSL_GUARDED_BY(mu_);
+};
+
 // What every connection answers from; shared by the connections.
 struct Site {
   const MetricRegistry* registry;
   HealthCheck health;
   std::chrono::steady_clock::duration io_timeout;
+  std::function<bool(std::string_view)> authorize;  // empty: everyone
+  mutable RefusedPeerLog refused;
 };
+
+// Whether the site's `authorize` lets `request` through (true without one).
+bool Authorized(const Site& site, const Request& request) {
+  if (!site.authorize) return true;
+  auto header = request.find(http::field::authorization);
+  if (header == request.end()) return site.authorize("");
+  return site.authorize(std::string_view(header->value().data(), header->value().size()));
+}
 
 Response TextResponse(http::status status, unsigned version, std::string body) {
   Response response(status, version);
@@ -64,12 +91,16 @@ bool IsMalformedRequest(const beast::error_code& error) {
          &error.category() == &http::make_error_code(http::error::bad_method).category();
 }
 
-// The answer to one well-formed request.
-Response Answer(const Site& site, const Request& request) {
+// The answer to one well-formed request from `peer` (for the log).
+Response Answer(const Site& site, const Request& request, const std::string& peer) {
   std::string_view target(request.target().data(), request.target().size());
   std::string_view path = target.substr(0, target.find('?'));
   Response response;
-  if (path != "/metrics" && path != "/healthz") {
+  if (!Authorized(site, request)) {
+    site.refused.Refused(peer);
+    response = TextResponse(http::status::unauthorized, request.version(), "unauthorized: bearer token required\n");
+    response.set(http::field::www_authenticate, "Bearer");
+  } else if (path != "/metrics" && path != "/healthz") {
     response = TextResponse(http::status::not_found, request.version(), "not found\n");
   } else if (request.method() != http::verb::get) {
     response = TextResponse(http::status::method_not_allowed, request.version(), "method not allowed\n");
@@ -122,9 +153,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (error) return;  // timeout (the stream is closed already), reset, ...
-    Response response = Answer(*site_, parser_->get());
+    Response response = Answer(*site_, parser_->get(), PeerAddress());
     bool close = response.need_eof();
     Send(std::move(response), close);
+  }
+
+  // The client's address (no port: one log line per host), for the log.
+  std::string PeerAddress() {
+    beast::error_code error;
+    tcp::endpoint peer = stream_.socket().remote_endpoint(error);
+    return error ? std::string("an unknown peer") : peer.address().to_string();
   }
 
   void Send(Response response, bool close) {
@@ -220,8 +258,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
         absl::StrCat("metrics server: io_timeout ", absl::FormatDuration(options.io_timeout), " (0 < it <= 24h)"));
   }
   auto state = std::make_unique<State>(options.io_threads);
-  state->site =
-      std::make_shared<const Site>(Site{registry, std::move(health), absl::ToChronoNanoseconds(options.io_timeout)});
+  auto site = std::make_shared<Site>();
+  site->registry = registry;
+  site->health = std::move(health);
+  site->io_timeout = absl::ToChronoNanoseconds(options.io_timeout);
+  site->authorize = options.authorize;
+  state->site = std::move(site);
 
   beast::error_code error;
   tcp::endpoint endpoint(asio::ip::make_address(host, error), static_cast<unsigned short>(port));

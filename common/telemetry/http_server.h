@@ -4,6 +4,9 @@
 //                 (Content-Type: text/plain; version=0.0.4; charset=utf-8)
 //   GET /healthz  200 "ok", or 503 with the message of the health check
 //   other paths   404;  other methods on these paths: 405 (Allow: GET)
+//   with `authorize` set: a request whose Authorization header it refuses
+//                 (or that has none): 401 (WWW-Authenticate: Bearer), each
+//                 refused address logged once
 //   a request that does not parse (or whose header or body exceeds 8 KiB): 400, then the connection closes
 //
 // A query string is ignored. Connections are kept alive between requests; a
@@ -16,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -37,6 +41,10 @@ struct MetricsHttpServerOptions {
   absl::Duration io_timeout = absl::Seconds(10);
   // Threads serving connections (1..16). Callback gauges run on them.
   int io_threads = 1;
+  // When set, every request must pass it: it gets the Authorization
+  // header's value ("" when absent) and says whether to answer. Runs on an
+  // io thread: thread-safe and quick. (The roles check their token here.)
+  std::function<bool(std::string_view authorization)> authorize;
 };
 
 class MetricsHttpServer {

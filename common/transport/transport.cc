@@ -1,5 +1,6 @@
 #include "common/transport/transport.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/config/config_checks.h"
 #include "common/status_macros.h"
@@ -32,6 +33,10 @@ std::vector<std::string> RegisteredTransports() { return TransportRegistry().Nam
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options) {
   PSTRAIN_ASSIGN_OR_RETURN(TransportFactory factory, TransportRegistry().Find(name));
+  if (options.security.enabled() && !TransportSupportsSecurity(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transport '", name, "' cannot carry TLS or a token (docs/SECURITY.md): use transport grpc"));
+  }
   return factory(options);
 }
 

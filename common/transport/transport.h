@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/registry.h"
 #include "common/transport/frame.h"
+#include "common/transport/security.h"
 
 namespace pstrain {
 
@@ -63,6 +64,9 @@ class Server {
 
 struct TransportOptions {
   int64_t max_message_bytes = 2147483647;
+  // TLS and the token (security.h); a transport that cannot carry what is
+  // enabled here is refused before it is created (TransportSupportsSecurity).
+  TransportSecurity security;
 };
 
 class Transport {
@@ -78,7 +82,8 @@ class Transport {
 using TransportFactory = std::function<std::unique_ptr<Transport>(const TransportOptions&)>;
 Registry<TransportFactory>& TransportRegistry();
 bool RegisterTransport(const std::string& name, TransportFactory factory);
-// Unknown names are NotFound listing the known ones.
+// Unknown names are NotFound listing the known ones; security asked of a
+// transport that cannot carry it is INVALID_ARGUMENT.
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options);
 std::vector<std::string> RegisteredTransports();
 

@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<ClusterStore>> ClusterStore::Open(const Experimen
     std::string listen = listen_address;
     if (listen.empty()) {
       PSTRAIN_ASSIGN_OR_RETURN(const HostPort entry, ParseHostPort(chief));
-      listen = entry.AnyInterface();
+      listen = ListenAddress(config.cluster().listen_address(), entry);
     }
     PSTRAIN_ASSIGN_OR_RETURN(cluster_store->server_, transport->Serve(listen, &cluster_store->service_));
     cluster_store->store_ = cluster_store->service_.local_store();

@@ -16,8 +16,9 @@ namespace pstrain {
 
 class ClusterStore {
  public:
-  // `listen_address`: where the chief serves; empty means 0.0.0.0 and the
-  // port of cluster.worker_hosts(0). Errors: the chief cannot bind it.
+  // `listen_address`: where the chief serves; empty means
+  // cluster.listen_address (host_port.h ListenAddress) and the port of
+  // cluster.worker_hosts(0). Errors: the chief cannot bind it.
   static absl::StatusOr<std::unique_ptr<ClusterStore>> Open(const ExperimentConfig& config, int worker_index,
                                                             Transport* transport, const std::string& listen_address);
   // Chief: answers parked waits with CANCELLED, then stops serving (1 s grace).

@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <set>
 
 #include "absl/base/config.h"
 #ifdef ABSL_HAVE_THREAD_SANITIZER
 #include <sanitizer/tsan_interface.h>
 #endif
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
 
@@ -87,7 +90,10 @@ void SetBulkTransferArgs(const TransportOptions& options, SetInt set_int) {
 
 class GrpcChannel : public Channel {
  public:
-  GrpcChannel(std::shared_ptr<grpc::Channel> channel) : stub_(std::move(channel)) {}
+  // `token`: sent with every call (empty: none). `address` names the server
+  // in errors.
+  GrpcChannel(std::shared_ptr<grpc::Channel> channel, std::string token, std::string address, bool tls)
+      : peer_(std::make_shared<Peer>(std::move(channel), std::move(address), tls)), token_(std::move(token)) {}
 
   void Call(std::string_view method, OutgoingFrame request, const CallOptions& options,
             ResponseCallback done) override {
@@ -102,34 +108,108 @@ class GrpcChannel : public Channel {
     state->request = ToByteBuffer(std::move(request));
     if (options.deadline != absl::InfiniteFuture()) state->context.set_deadline(absl::ToChronoTime(options.deadline));
     state->context.set_wait_for_ready(options.wait_for_ready);
+    if (!token_.empty()) state->context.AddMetadata(kTokenMetadataKey, BearerValue(token_));
+    const bool waited = options.wait_for_ready;
     HandOff(state);
-    stub_.UnaryCall(&state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(),
-                    &state->request, &state->response, [state](grpc::Status status) {
-                      TakeBack(state);
-                      // Take what the callback needs, then destroy the call
-                      // (context, buffers) before running it: user code must
-                      // not outlive gRPC's view of the call.
-                      std::unique_ptr<CallState> owned(state);
-                      ResponseCallback done = std::move(owned->done);
-                      absl::Status result = FromGrpcStatus(status);
-                      absl::StatusOr<IncomingFrame> frame = IncomingFrame();
-                      if (result.ok()) frame = FromByteBuffer(owned->response);  // holds slice refs
-                      owned.reset();
-                      if (!result.ok()) {
-                        done(result, {});
-                      } else if (!frame.ok()) {
-                        done(frame.status(), {});
-                      } else {
-                        done(absl::OkStatus(), *std::move(frame));
-                      }
-                    });
+    peer_->stub.UnaryCall(&state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(),
+                          &state->request, &state->response, [peer = peer_, state, waited](grpc::Status status) {
+                            TakeBack(state);
+                            if (waited && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+                                peer->channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+                              // Waited for a server that never accepted us: say why.
+                              ExplainUnreachable(peer, std::move(std::unique_ptr<CallState>(state)->done));
+                              return;
+                            }
+                            // Take what the callback needs, then destroy the call
+                            // (context, buffers) before running it: user code must
+                            // not outlive gRPC's view of the call.
+                            std::unique_ptr<CallState> owned(state);
+                            ResponseCallback done = std::move(owned->done);
+                            absl::Status result = FromGrpcStatus(status);
+                            absl::StatusOr<IncomingFrame> frame = IncomingFrame();
+                            if (result.ok()) frame = FromByteBuffer(owned->response);  // holds slice refs
+                            owned.reset();
+                            if (!result.ok()) {
+                              done(result, {});
+                            } else if (!frame.ok()) {
+                              done(frame.status(), {});
+                            } else {
+                              done(absl::OkStatus(), *std::move(frame));
+                            }
+                          });
   }
 
  private:
-  grpc::GenericStub stub_;
+  // The server end of the channel; calls in flight share it.
+  struct Peer {
+    Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t)
+        : channel(c), stub(std::move(c)), address(std::move(a)), tls(t) {}
+    std::shared_ptr<grpc::Channel> channel;
+    grpc::GenericStub stub;
+    const std::string address;
+    const bool tls;  // this end uses TLS
+  };
+
+  // Completes `done` with DEADLINE_EXCEEDED and the reason the connection
+  // keeps failing (a TLS handshake refused, a plaintext peer, nobody
+  // listening), which a call without wait_for_ready reports at once.
+  static void ExplainUnreachable(const std::shared_ptr<Peer>& peer, ResponseCallback done) {
+    struct Probe {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request;
+      grpc::ByteBuffer response;
+      ResponseCallback done;
+    };
+    auto* probe = new Probe;
+    probe->done = std::move(done);
+    probe->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    probe->request = ToByteBuffer(OutgoingFrame());
+    HandOff(probe);
+    peer->stub.UnaryCall(
+        &probe->context, std::string(kServicePrefix) + "Probe", grpc::StubOptions(), &probe->request, &probe->response,
+        [probe, address = peer->address, tls = peer->tls](grpc::Status status) {
+          TakeBack(probe);
+          std::unique_ptr<Probe> owned(probe);
+          ResponseCallback done = std::move(owned->done);
+          owned.reset();
+          std::string why;
+          if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+            why = absl::StrCat("; the connection fails with: ", status.error_message());
+            // A TLS server closes a plaintext client's connection without a word.
+            if (!tls && absl::StrContains(status.error_message(), "Socket closed")) {
+              absl::StrAppend(&why,
+                              " (this role speaks plaintext: if the server uses TLS, give this role the same "
+                              "security.tls)");
+            }
+          }
+          done(absl::DeadlineExceededError(absl::StrCat("deadline passed while waiting to connect to ", address, why)),
+               {});
+        });
+  }
+
+  std::shared_ptr<Peer> peer_;
+  std::string token_;
 };
 
 // ---- server ----
+
+// Logs each peer host refused for its token once (at most kMaxLogged
+// hosts, then no more). Thread-safe.
+class RefusedPeerLog {
+ public:
+  // `peer`: gRPC's "ipv4:10.0.0.7:53122" form; the port is dropped.
+  void Refused(const std::string& peer) {
+    std::string host = peer.substr(0, peer.rfind(':'));
+    absl::MutexLock lock(&mu_);
+    if (logged_.size() >= kMaxLogged || !logged_.insert(host).second) return;
+    LOG(WARNING) << "refused calls from " << host << ": no or wrong token (security.token_file)";
+  }
+
+ private:
+  static constexpr size_t kMaxLogged = 1024;
+  absl::Mutex mu_;
+  std::set<std::string> logged_ ABSL_GUARDED_BY(mu_);
+};
 
 // Serves one unary call: read the request, hand it to the Handler, write the
 // answer whenever the handler responds (possibly later, from another thread).
@@ -137,8 +217,17 @@ class GrpcChannel : public Channel {
 // call is finished with CANCELLED at once and a later answer is dropped.
 class UnaryReactor : public grpc::ServerGenericBidiReactor {
  public:
-  UnaryReactor(grpc::GenericCallbackServerContext* context, pstrain::Handler* handler)
+  // `token`: what every call must present (empty: nothing); refusals are
+  // logged through `refused`.
+  UnaryReactor(grpc::GenericCallbackServerContext* context, pstrain::Handler* handler, const std::string& token,
+               RefusedPeerLog* refused)
       : context_(context), handler_(handler), guard_(std::make_shared<Guard>()) {
+    if (!token.empty() && !Presents(token)) {
+      refused->Refused(context_->peer());
+      FinishOnce(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                              "no or wrong token (security.token_file): this server does not answer the call"));
+      return;
+    }
     HandOff(this);
     StartRead(&request_);
   }
@@ -174,6 +263,13 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
                      });
   }
 
+  // Whether the call's metadata carries `token`.
+  bool Presents(const std::string& token) const {
+    const auto& metadata = context_->client_metadata();
+    auto it = metadata.find(kTokenMetadataKey);
+    return it != metadata.end() && PresentsToken(std::string_view(it->second.data(), it->second.size()), token);
+  }
+
   void OnCancel() override {
     TakeBack(this);
     FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "call cancelled before the server answered"));
@@ -207,13 +303,15 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
 
 class FrameService : public grpc::CallbackGenericService {
  public:
-  explicit FrameService(pstrain::Handler* handler) : handler_(handler) {}
+  FrameService(pstrain::Handler* handler, std::string token) : handler_(handler), token_(std::move(token)) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
-    return new UnaryReactor(context, handler_);
+    return new UnaryReactor(context, handler_, token_, &refused_);
   }
 
  private:
   pstrain::Handler* handler_;
+  const std::string token_;
+  RefusedPeerLog refused_;
 };
 
 class GrpcServer : public Server {
@@ -248,16 +346,36 @@ class GrpcTransport : public Transport {
     // Each channel gets its own TCP connection, so shards do not share one.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     SetBulkTransferArgs(options_, [&args](const char* key, int value) { args.SetInt(key, value); });
-    auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    const TransportSecurity& security = options_.security;
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (security.tls) {
+      grpc::SslCredentialsOptions tls;
+      tls.pem_root_certs = security.ca_pem;
+      tls.pem_private_key = security.private_key_pem;
+      tls.pem_cert_chain = security.cert_chain_pem;
+      credentials = grpc::SslCredentials(tls);
+      if (!security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
+    }
+    auto channel = grpc::CreateCustomChannel(address, credentials, args);
     if (channel == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot create channel to ", address));
-    return std::unique_ptr<Channel>(new GrpcChannel(std::move(channel)));
+    return std::unique_ptr<Channel>(new GrpcChannel(std::move(channel), security.token, address, security.tls));
   }
 
   absl::StatusOr<std::unique_ptr<Server>> Serve(const std::string& address, Handler* handler) override {
-    auto service = std::make_unique<FrameService>(handler);
+    const TransportSecurity& security = options_.security;
+    auto service = std::make_unique<FrameService>(handler, security.token);
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+    if (security.tls) {
+      grpc::SslServerCredentialsOptions tls(security.require_client_cert
+                                                ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+      tls.pem_root_certs = security.ca_pem;
+      tls.pem_key_cert_pairs.push_back({security.private_key_pem, security.cert_chain_pem});
+      credentials = grpc::SslServerCredentials(tls);
+    }
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+    builder.AddListeningPort(address, credentials, &port);
     builder.SetMaxReceiveMessageSize(ClampToInt(options_.max_message_bytes));
     builder.SetMaxSendMessageSize(ClampToInt(options_.max_message_bytes));
     builder.RegisterCallbackGenericService(service.get());

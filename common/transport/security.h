@@ -1,0 +1,56 @@
+// TransportSecurity: what the config's `security` section asks of the wire,
+// loaded and checked once per process (docs/SECURITY.md).
+//
+// LoadTransportSecurity reads the PEM files and the token file and checks
+// them with OpenSSL before anything starts: each file readable and holding
+// what its field says, the key matching the certificate, the certificate
+// valid now and chaining to the CA, the token long enough. Every error names
+// the field and the file ("security.tls.key: /etc/pstrain/w0.key does not
+// match the certificate in security.tls.cert /etc/pstrain/w0.crt"). Only
+// transports that can carry it accept security: gRPC does (TLS channel and
+// server credentials, the token as call metadata); the others are refused
+// by name. The same checks run as a config check, so --check_config and
+// pstrain-launch report a bad security section with exit 2.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "proto/config.pb.h"
+
+namespace pstrain {
+
+struct TransportSecurity {
+  // TLS: off when empty. PEM text, already checked.
+  bool tls = false;
+  std::string cert_chain_pem;
+  std::string private_key_pem;
+  std::string ca_pem;
+  bool require_client_cert = false;
+  // Clients check server certificates against this name instead of the
+  // host of the address they dial (empty: the host).
+  std::string server_name;
+  // The shared secret every call must carry (empty: none).
+  std::string token;
+
+  bool enabled() const { return tls || !token.empty(); }
+};
+
+// The transports that can carry TLS and the token.
+bool TransportSupportsSecurity(std::string_view transport);
+
+// Reads and checks `config.security()` for `config.transport()`. An absent
+// section gives a TransportSecurity with nothing enabled. Errors are
+// INVALID_ARGUMENT naming the field (and the file, for file fields).
+absl::StatusOr<TransportSecurity> LoadTransportSecurity(const ExperimentConfig& config);
+
+// The metadata key and value a client sends the token as (gRPC lower-case
+// key): "authorization: Bearer <token>".
+inline constexpr char kTokenMetadataKey[] = "authorization";
+std::string BearerValue(std::string_view token);
+// Whether `presented` (a whole "authorization" value) carries `token`;
+// compares in constant time for equal lengths.
+bool PresentsToken(std::string_view presented, std::string_view token);
+
+}  // namespace pstrain
