@@ -2,6 +2,7 @@
 // texts are also checked through cluster validation (tests/config).
 #include "common/host_port.h"
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -28,6 +29,31 @@ TEST(HostPortTest, FormatsBackAndListensOnEveryInterfaceOfTheSameFamily) {
   EXPECT_EQ(ParseHostPort("[::1]:5000")->ToString(), "[::1]:5000");
   EXPECT_EQ(ParseHostPort("worker-1:2223")->AnyInterface(), "0.0.0.0:2223");
   EXPECT_EQ(ParseHostPort("[::1]:5000")->AnyInterface(), "[::]:5000");
+}
+
+TEST(HostPortTest, ListenSettingsPickEveryInterfaceTheClusterHostOrTheGivenOne) {
+  const HostPort v4 = *ParseHostPort("10.0.0.7:2222");
+  const HostPort v6 = *ParseHostPort("[fd00::7]:2222");
+  EXPECT_EQ(ListenAddress("", v4), "0.0.0.0:2222");
+  EXPECT_EQ(ListenAddress("", v6), "[::]:2222");
+  EXPECT_EQ(ListenAddress("cluster", v4), "10.0.0.7:2222");
+  EXPECT_EQ(ListenAddress("cluster", v6), "[fd00::7]:2222");
+  EXPECT_EQ(ListenAddress("192.168.1.3", v4), "192.168.1.3:2222");
+  EXPECT_EQ(ListenAddress("::1", v4), "[::1]:2222");
+  EXPECT_EQ(ListenHost("", v4), "0.0.0.0");
+  EXPECT_EQ(ListenHost("cluster", v6), "fd00::7");
+  for (const char* good : {"", "cluster", "10.0.0.5", "::1", "fd00::7", "node-3.internal"}) {
+    EXPECT_TRUE(CheckListenSetting(good).ok()) << good << ": " << CheckListenSetting(good);
+  }
+  struct Bad {
+    const char* setting;
+    const char* why;
+  };
+  for (const Bad& bad : {Bad{"10.0.0.5:2222", "has a port"}, Bad{"[::1]", "without brackets"},
+                         Bad{"a b", "is not a host name or address"}}) {
+    absl::Status s = CheckListenSetting(bad.setting);
+    EXPECT_TRUE(absl::StrContains(s.message(), bad.why)) << bad.setting << ": " << s;
+  }
 }
 
 TEST(HostPortTest, RejectsWhatNoRoleCouldUse) {

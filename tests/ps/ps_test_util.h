@@ -118,18 +118,35 @@ struct PendingPull {
 
 class PsHarness {
  public:
-  explicit PsHarness(const PsShardOptions& options, const std::string& address = "ps0:1") {
+  explicit PsHarness(const PsShardOptions& options, const std::string& address = "ps0:1")
+      : PsHarness(options, nullptr, address) {}
+
+  // Served by `transport` (not owned; e.g. grpc on "127.0.0.1:0", reached
+  // as localhost:<port>), or in-process when null.
+  PsHarness(const PsShardOptions& options, Transport* transport, const std::string& address) {
     absl::StatusOr<std::unique_ptr<PsShard>> shard = PsShard::Create(options);
     EXPECT_TRUE(shard.ok()) << shard.status();
     if (!shard.ok()) return;
     shard_ = *std::move(shard);
     service_ = std::make_unique<PsService>(shard_.get());
-    absl::StatusOr<std::unique_ptr<Server>> server = transport_.Serve(address, service_.get());
+    Transport* serving = transport != nullptr ? transport : &transport_;
+    absl::StatusOr<std::unique_ptr<Server>> server = serving->Serve(address, service_.get());
     EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return;
     server_ = *std::move(server);
-    absl::StatusOr<std::unique_ptr<Channel>> channel = transport_.Connect(address);
+    connect_address_ = transport != nullptr ? "localhost:" + std::to_string(server_->port()) : address;
+    absl::StatusOr<std::unique_ptr<Channel>> channel = serving->Connect(connect_address_);
     EXPECT_TRUE(channel.ok()) << channel.status();
     channel_ = *std::move(channel);
+  }
+
+  // Where clients reach the shard.
+  const std::string& address() const { return connect_address_; }
+  // Makes every call below go through `channel` (e.g. one of another
+  // client's credentials); returns the one used so far.
+  std::unique_ptr<Channel> SwapChannel(std::unique_ptr<Channel> channel) {
+    std::swap(channel, channel_);
+    return channel;
   }
 
   ~PsHarness() {
@@ -281,6 +298,7 @@ class PsHarness {
   std::unique_ptr<PsService> service_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<Channel> channel_;
+  std::string connect_address_;
 };
 
 // Polls `pred` until it holds or `timeout` passes.

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -367,6 +368,36 @@ TEST_F(MetricsHttpTest, NoHealthCheckMeansHealthy) {
   absl::StatusOr<HttpReply> reply = Fetch((*server)->port(), "/healthz");
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->status, 200);
+}
+
+TEST_F(MetricsHttpTest, WithAnAuthorizeCheckOnlyAcceptedRequestsAreAnswered) {
+  MetricsHttpServerOptions options;
+  std::atomic<int> asked{0};
+  options.authorize = [&asked](std::string_view authorization) {
+    ++asked;
+    return authorization == "Bearer the-token";
+  };
+  auto server = MetricsHttpServer::Start("127.0.0.1", 0, &registry_, nullptr, options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  // The raw answer to GET `path` with `headers` (each ending in \r\n).
+  auto get = [&](const std::string& path, const std::string& headers) {
+    RawClient client((*server)->port());
+    EXPECT_TRUE(client.connected());
+    client.Send("GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + headers + "\r\n");
+    return client.ReadUntilClosed().value_or("(no answer)");
+  };
+  for (const char* path : {"/metrics", "/healthz", "/elsewhere"}) {
+    for (const std::string& headers : {std::string(), std::string("Authorization: Bearer another\r\n"),
+                                       std::string("Authorization: the-token\r\n")}) {
+      const std::string answer = get(path, headers);
+      EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 401")) << path << " with [" << headers << "]: " << answer;
+      EXPECT_TRUE(absl::StrContains(answer, "WWW-Authenticate: Bearer")) << answer;
+      EXPECT_FALSE(absl::StrContains(answer, "# TYPE")) << "no metrics without the token: " << answer;
+    }
+  }
+  EXPECT_TRUE(absl::StartsWith(get("/healthz", "Authorization: Bearer the-token\r\n"), "HTTP/1.1 200"));
+  EXPECT_TRUE(absl::StartsWith(get("/metrics", "Authorization: Bearer the-token\r\n"), "HTTP/1.1 200"));
+  EXPECT_EQ(asked.load(), 11);
 }
 
 TEST_F(MetricsHttpTest, UnknownPathsAre404AndOtherMethods405) {

@@ -139,6 +139,11 @@ class AllReduceStrategy : public Strategy {
     }
     LOG(INFO) << "worker " << context_.worker_index << ": joined the " << CollectiveOf(config) << " all-reduce of "
               << options.size << " workers";
+    if (config.security().has_tls() || !config.security().token_file().empty()) {
+      LOG(WARNING) << "security: the " << CollectiveOf(config)
+                   << " all-reduce's own connections carry gradients without TLS or the token (only its rendezvous "
+                      "store is protected): docs/SECURITY.md";
+    }
     return absl::OkStatus();
   }
 
