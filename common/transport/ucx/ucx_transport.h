@@ -3,6 +3,14 @@
 // (transport.h): every call has a deadline, a dead peer completes calls with
 // UNAVAILABLE, handlers may answer later from any thread.
 //
+// Security. UCX offers neither encryption nor peer authentication: any
+// process that reaches the listener's port (TCP, or the RDMA fabric) can
+// call, and bytes travel as they are. This transport therefore carries no
+// `security` (TLS, token): a config that asks for it with transport ucx is
+// refused before anything starts (security.h, TransportSupportsSecurity).
+// Isolate the fabric instead (InfiniBand partitions, RoCE VLANs;
+// docs/SECURITY.md).
+//
 // Threads. One UCP context (features AM and WAKEUP) and one UCP worker per
 // Transport object, driven by one progress thread the transport owns; Serve()
 // and Connect() of one transport share them. No other thread calls UCX (the
