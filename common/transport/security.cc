@@ -85,7 +85,20 @@ std::string TimeText(const ASN1_TIME* t) {
 }
 
 // The contents of the file `field` names, or why not.
+// Certificates, keys and tokens are small: a larger file is not one (and a
+// device such as /dev/zero would never end).
+constexpr off_t kMaxSecurityFileBytes = 1 << 20;
+
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot read it (", std::strerror(errno), ")"));
+  }
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  if (st.st_size > kMaxSecurityFileBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", st.st_size, " bytes, more than a certificate, key or token file holds (1 MiB)"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot read it (", std::strerror(errno), ")"));
   std::ostringstream text;

@@ -96,6 +96,8 @@ TEST_F(SecurityTest, EachBadFileIsNamedWithItsField) {
       {"a CA that did not sign it",
        [&](ExperimentConfig& c) { c.mutable_security()->mutable_tls()->set_ca(pki_.rogue_ca_cert); },
        "security.tls.cert", "does not chain to the CA in security.tls.ca " + pki_.rogue_ca_cert},
+      {"a device, not a file", [&](ExperimentConfig& c) { c.mutable_security()->mutable_tls()->set_ca("/dev/zero"); },
+       "security.tls.ca", "/dev/zero: not a regular file"},
       {"missing token file", [&](ExperimentConfig& c) { c.mutable_security()->set_token_file(missing); },
        "security.token_file", missing + ": cannot read it"},
       {"transport ucx", [&](ExperimentConfig& c) { c.set_transport("ucx"); }, "security.tls",
