@@ -111,32 +111,36 @@ class GrpcChannel : public Channel {
     if (!token_.empty()) state->context.AddMetadata(kTokenMetadataKey, BearerValue(token_));
     const bool waited = options.wait_for_ready;
     HandOff(state);
-    peer_->stub.UnaryCall(&state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(),
-                          &state->request, &state->response, [peer = peer_, state, waited](grpc::Status status) {
-                            TakeBack(state);
-                            if (waited && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-                                peer->channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-                              // Waited for a server that never accepted us: say why.
-                              ExplainUnreachable(peer, std::move(std::unique_ptr<CallState>(state)->done));
-                              return;
-                            }
-                            // Take what the callback needs, then destroy the call
-                            // (context, buffers) before running it: user code must
-                            // not outlive gRPC's view of the call.
-                            std::unique_ptr<CallState> owned(state);
-                            ResponseCallback done = std::move(owned->done);
-                            absl::Status result = FromGrpcStatus(status);
-                            absl::StatusOr<IncomingFrame> frame = IncomingFrame();
-                            if (result.ok()) frame = FromByteBuffer(owned->response);  // holds slice refs
-                            owned.reset();
-                            if (!result.ok()) {
-                              done(result, {});
-                            } else if (!frame.ok()) {
-                              done(frame.status(), {});
-                            } else {
-                              done(absl::OkStatus(), *std::move(frame));
-                            }
-                          });
+    peer_->stub.UnaryCall(
+        &state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(), &state->request,
+        &state->response, [weak = std::weak_ptr<Peer>(peer_), state, waited](grpc::Status status) {
+          TakeBack(state);
+          // Not owned here: the channel must not be destroyed
+          // from its own completion.
+          std::shared_ptr<Peer> peer =
+              waited && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? weak.lock() : nullptr;
+          if (peer != nullptr && peer->channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+            // Waited for a server that never accepted us: say why.
+            ExplainUnreachable(peer, std::move(std::unique_ptr<CallState>(state)->done));
+            return;
+          }
+          // Take what the callback needs, then destroy the call
+          // (context, buffers) before running it: user code must
+          // not outlive gRPC's view of the call.
+          std::unique_ptr<CallState> owned(state);
+          ResponseCallback done = std::move(owned->done);
+          absl::Status result = FromGrpcStatus(status);
+          absl::StatusOr<IncomingFrame> frame = IncomingFrame();
+          if (result.ok()) frame = FromByteBuffer(owned->response);  // holds slice refs
+          owned.reset();
+          if (!result.ok()) {
+            done(result, {});
+          } else if (!frame.ok()) {
+            done(frame.status(), {});
+          } else {
+            done(absl::OkStatus(), *std::move(frame));
+          }
+        });
   }
 
  private:
@@ -335,9 +339,38 @@ class GrpcServer : public Server {
   bool shut_down_ = false;
 };
 
+// gRPC 1.51 runs the callbacks of the callback API on a process-wide
+// completion queue with threads of its own, reference-counted by the
+// channels using it: when the last channel goes, the queue is shut down, and
+// the next channel makes a new one. Channels destroyed while a connection
+// attempt fails (a refused TLS handshake, a plaintext peer) race that
+// shutdown against the queue's own threads, and gRPC aborts
+// ("grpc_cq_internal_unref: assertion failed: prior > 0"). One channel that
+// has used the queue and lives as long as the process keeps the count above
+// zero, so the queue is made once and never shut down.
+void KeepCallbackQueueForTheProcess() {
+  static const bool kept = [] {
+    // Never destroyed (reachable, so not a leak); its one call fails at
+    // once on its past deadline, without connecting anywhere.
+    static grpc::GenericStub* stub =
+        new grpc::GenericStub(grpc::CreateChannel("localhost:1", grpc::InsecureChannelCredentials()));
+    struct Call {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request, response;
+    };
+    auto* call = new Call;
+    call->request = ToByteBuffer(OutgoingFrame());
+    call->context.set_deadline(std::chrono::system_clock::now());
+    stub->UnaryCall(&call->context, std::string(kServicePrefix) + "KeepAlive", grpc::StubOptions(), &call->request,
+                    &call->response, [call](grpc::Status) { delete call; });
+    return true;
+  }();
+  (void)kept;
+}
+
 class GrpcTransport : public Transport {
  public:
-  explicit GrpcTransport(const TransportOptions& options) : options_(options) {}
+  explicit GrpcTransport(const TransportOptions& options) : options_(options) { KeepCallbackQueueForTheProcess(); }
 
   absl::StatusOr<std::unique_ptr<Channel>> Connect(const std::string& address) override {
     grpc::ChannelArguments args;
