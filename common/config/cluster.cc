@@ -150,6 +150,10 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
 absl::StatusOr<Role> TfTaskRole(const TfConfig& tf) {
   if (tf.task_type == "ps") return Role{RoleKind::kPs, tf.task_index};
   if (tf.task_type == "worker") {
+    // With a chief list worker i is worker i + 1, which must still be an int.
+    if (tf.has_chief && tf.task_index == INT_MAX) {
+      return TfError(absl::StrCat("task.index ", tf.task_index, " is out of range"));
+    }
     return Role{RoleKind::kWorker, tf.task_index + (tf.has_chief ? 1 : 0)};
   }
   if (tf.task_type == "chief" || tf.task_type == "master") {

@@ -13,10 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/host_port.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
+
+// The most hosts, nodes, slots or ranks a launcher's description may expand
+// to (a range in brackets and a repeat count have the same bound): more is a
+// typo, and expanding it would exhaust memory before saying so.
+constexpr int64_t kMaxRanks = 100000;
 
 absl::Status ListError(absl::string_view list, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("host list '", list, "': ", what));
@@ -64,6 +70,17 @@ absl::StatusOr<std::vector<std::string>> ExpandRanges(absl::string_view list, ab
   return out;
 }
 
+// OK when `host` is a host name or address (IPv6 without brackets) that a
+// host:port list accepts; otherwise the parser's reason.
+absl::Status CheckHostName(absl::string_view host) {
+  const std::string entry =
+      host.find(':') == absl::string_view::npos ? absl::StrCat(host, ":1") : absl::StrCat("[", host, "]:1");
+  absl::StatusOr<HostPort> parsed = ParseHostPort(entry);
+  if (parsed.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", host, "' is not a host name or address (", parsed.status().message(), ")"));
+}
+
 absl::Status LineError(absl::string_view source, int line, absl::string_view text, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": '", text, "': ", what));
 }
@@ -100,7 +117,7 @@ absl::StatusOr<std::vector<RankPlace>> SlurmPlaces(const LaunchRank& launched,
     return absl::InvalidArgumentError(absl::StrCat(list_name, "=", list, " names ", hosts->size(), " nodes but ",
                                                    counts_name, "=", counts, " gives counts for ", per_node->size()));
   }
-  int total = 0;
+  int64_t total = 0;  // up to kMaxRanks counts of up to INT_MAX each
   for (int c : *per_node) total += c;
   if (total != launched.size) {
     return absl::InvalidArgumentError(absl::StrCat(counts_name, "=", counts, " places ", total, " tasks but ",
@@ -221,6 +238,9 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostList(absl::string_view l
       const size_t close = item.find(']', open);
       PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> values,
                                ExpandRanges(list, absl::string_view(item).substr(open + 1, close - open - 1)));
+      if (static_cast<int64_t>(hosts.size() + names.size() * values.size()) > kMaxRanks) {
+        return ListError(list, absl::StrCat("expands to more than ", kMaxRanks, " hosts"));
+      }
       std::vector<std::string> next;
       for (const std::string& n : names) {
         for (const std::string& v : values) next.push_back(n + v);
@@ -228,7 +248,10 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostList(absl::string_view l
       names = std::move(next);
       pos = close + 1;
     }
-    for (std::string& n : names) hosts.push_back(std::move(n));
+    for (std::string& n : names) {
+      if (absl::Status bad = CheckHostName(n); !bad.ok()) return ListError(list, bad.message());
+      hosts.push_back(std::move(n));
+    }
   }
   return hosts;
 }
@@ -248,6 +271,10 @@ absl::StatusOr<std::vector<int>> ExpandSlurmTasksPerNode(absl::string_view count
       return absl::InvalidArgumentError(
           absl::StrCat("tasks per node '", counts, "': expected counts like 2(x3),1, got '", part, "'"));
     }
+    if (static_cast<int64_t>(out.size()) + repeat > kMaxRanks) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tasks per node '", counts, "': counts for more than ", kMaxRanks, " nodes"));
+    }
     out.insert(out.end(), repeat, count);
   }
   return out;
@@ -263,6 +290,9 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view text, abs
     if (line.empty()) continue;
     std::vector<absl::string_view> words = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     HostSlots entry{std::string(words[0]), 0};
+    if (absl::Status bad = CheckHostName(entry.host); !bad.ok()) {
+      return LineError(source, line_number, line, bad.message());
+    }
     for (size_t i = 1; i < words.size(); ++i) {
       std::vector<absl::string_view> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
       int value = 0;
@@ -279,7 +309,12 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view text, abs
     } else {
       // Open MPI adds a repeated host's slots (a line without slots counts one).
       HostSlots& first = hosts[it->second];
-      first.slots = std::max(first.slots, 1) + std::max(entry.slots, 1);
+      const int64_t slots = int64_t{std::max(first.slots, 1)} + std::max(entry.slots, 1);
+      if (slots > kMaxRanks) {
+        return LineError(source, line_number, line,
+                         absl::StrCat("host ", entry.host, " has more than ", kMaxRanks, " slots in all"));
+      }
+      first.slots = static_cast<int>(slots);
     }
   }
   if (hosts.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": the hostfile lists no host"));
@@ -309,6 +344,10 @@ std::vector<RankPlace> PlaceRanks(const std::vector<std::string>& hosts, const s
 
 absl::StatusOr<std::vector<std::string>> LaunchedHostPorts(const LaunchRank& launched, const ClusterConfig& cluster,
                                                            const std::function<const char*(const char*)>& getenv) {
+  if (launched.size > kMaxRanks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(launched.source, ": pstrain places at most ", kMaxRanks, " launched ranks"));
+  }
   absl::StatusOr<std::vector<RankPlace>> places;
   switch (launched.launcher) {
     case Launcher::kSrun:
@@ -326,7 +365,7 @@ absl::StatusOr<std::vector<std::string>> LaunchedHostPorts(const LaunchRank& lau
   if (!places.ok()) return places.status();
   std::vector<std::string> host_ports;
   for (const RankPlace& p : *places) {
-    const int port = cluster.port() + p.local_index;
+    const int64_t port = int64_t{cluster.port()} + p.local_index;
     if (port > 65535) {
       return absl::InvalidArgumentError(absl::StrCat("cluster.port ", cluster.port(), ": ", p.local_index + 1,
                                                      " ranks on ", p.host, " need ports up to ", port, ", past 65535"));
