@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace pstrain {
@@ -465,6 +467,61 @@ void AppendFields(const Message& message, int indent, std::string* out) {
   }
 }
 
+// Where each document of a YAML text starts (the mark of its first event).
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+
+  void OnDocumentStart(const YAML::Mark&) override { in_document_ = false; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Note(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Note(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t, const std::string&) override { Note(mark); }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Note(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Note(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Note(const YAML::Mark& mark) {
+    if (!in_document_) starts.push_back(mark);
+    in_document_ = true;
+  }
+  bool in_document_ = false;
+};
+
+// The number of documents in `yaml`. yaml-cpp's own LoadAll never returns on
+// some malformed text (a ',' at the top level: its parser then yields empty
+// documents forever without reading on), so documents are counted here and
+// one that starts where the previous one did is an error at that character.
+// Throws YAML::Exception as the parser does.
+absl::StatusOr<int> CountDocuments(std::string_view yaml, absl::string_view file) {
+  std::istringstream in{std::string(yaml)};
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  int docs = 0;
+  while (parser.HandleNextDocument(starts)) {
+    ++docs;
+    if (static_cast<size_t>(docs) > yaml.size() + 1) {  // every document but an empty text's takes a character
+      return absl::InvalidArgumentError(absl::StrCat(file, ": invalid YAML: the parser does not advance"));
+    }
+    const size_t n = starts.starts.size();
+    if (n >= 2 && starts.starts[n - 1].pos <= starts.starts[n - 2].pos) {
+      const YAML::Mark& at = starts.starts[n - 1];
+      const std::string found = at.pos >= 0 && static_cast<size_t>(at.pos) < yaml.size()
+                                    ? QuoteString(absl::string_view(yaml.data() + at.pos, 1))
+                                    : "end of text";
+      return absl::InvalidArgumentError(absl::StrCat(file, ":", at.line + 1, ":", at.column + 1,
+                                                     ": invalid YAML: unexpected ", found, " outside any value"));
+    }
+  }
+  return docs;
+}
+
 }  // namespace
 
 absl::Status ParseYamlIntoMessage(std::string_view yaml, std::string_view filename,
@@ -472,7 +529,8 @@ absl::Status ParseYamlIntoMessage(std::string_view yaml, std::string_view filena
   const absl::string_view file(filename.data(), filename.size());
   std::vector<YAML::Node> docs;
   try {
-    docs = YAML::LoadAll(std::string(yaml));
+    PSTRAIN_ASSIGN_OR_RETURN(const int count, CountDocuments(yaml, file));
+    if (count > 0) docs = YAML::LoadAll(std::string(yaml));
   } catch (const YAML::Exception& e) {
     const std::string where = e.mark.is_null() ? absl::StrCat(file, ":")
                                                : absl::StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ":");
