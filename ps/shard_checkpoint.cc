@@ -1,6 +1,7 @@
 #include "ps/shard_checkpoint.h"
 
 #include <cstring>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/durable_file.h"
@@ -89,7 +90,15 @@ absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const s
   }
   // Check everything before changing anything.
   size_t needed = offset;
+  std::set<std::string> listed;
   for (const ShardCheckpointHeader::Entry& e : header.entries()) {
+    // As many entries as variables, each listed once: every variable is restored.
+    if (!listed.insert(e.name()).second) {
+      return absl::DataLossError(absl::StrCat(path, ": variable ", e.name(), " is listed twice"));
+    }
+    if (e.version() < 0) {
+      return absl::DataLossError(absl::StrCat(path, ": variable ", e.name(), " has version ", e.version()));
+    }
     auto it = variables.find(e.name());
     if (it == variables.end()) return refuse(absl::StrCat("variable ", e.name(), " is not on this shard here"));
     const ShardVariable& var = *it->second;

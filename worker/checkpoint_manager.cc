@@ -78,7 +78,9 @@ CheckpointManifest CheckpointManager::Describe(int64_t step) const {
 }
 
 std::string CheckpointManager::Incompatibility(const CheckpointManifest& manifest) const {
-  const CheckpointManifest here = Describe(manifest.step());
+  // What this run's variables are; the step is the manifest's own, not compared
+  // (and step x batch of a damaged manifest's step may not fit in 64 bits).
+  const CheckpointManifest here = Describe(0);
   if (manifest.model() != here.model())
     return absl::StrCat("model ", manifest.model(), " there, ", here.model(), " here");
   if (manifest.optimizer() != here.optimizer()) {
@@ -118,13 +120,18 @@ absl::StatusOr<RestorePoint> CheckpointManager::Load(const std::string& dir) con
   RestorePoint point;
   point.dir = dir;
   if (!point.manifest.ParseFromString(*bytes)) return absl::DataLossError(absl::StrCat(manifest_path, ": malformed"));
+  if (point.manifest.step() < 0) {
+    return absl::DataLossError(absl::StrCat(manifest_path, ": step ", point.manifest.step(), " is negative"));
+  }
   if (std::string why = Incompatibility(point.manifest); !why.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", dir, " is not of this run's model: ", why));
   }
   point.shards.resize(num_shards_);
   for (const CheckpointManifest::ShardFile& f : point.manifest.shards()) {
-    if (f.shard() < 0 || f.shard() >= num_shards_ || f.file().find('/') != std::string::npos) {
-      return absl::DataLossError(absl::StrCat(manifest_path, ": bad shard entry ", f.shard(), " ", f.file()));
+    // A file in `dir` itself: a name, not "", "." or ".." (the directory or its parent).
+    if (f.shard() < 0 || f.shard() >= num_shards_ || f.file().find('/') != std::string::npos || f.file().empty() ||
+        f.file() == "." || f.file() == "..") {
+      return absl::DataLossError(absl::StrCat(manifest_path, ": bad shard entry ", f.shard(), " '", f.file(), "'"));
     }
     ShardRestore& r = point.shards[f.shard()];
     r.set_path((fs::path(dir) / f.file()).string());
