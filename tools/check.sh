@@ -4,19 +4,23 @@
 #   2. clang:   the whole tree with clang, -Wthread-safety -Werror (the
 #               ABSL_GUARDED_BY annotations are checked), AddressSanitizer and
 #               UndefinedBehaviorSanitizer; the unit tests run under them
-#   3. tsan:    the concurrent code (transports, PS, in-process clusters,
+#   3. fuzz:    each libFuzzer target the clang stage built (PSTRAIN_FUZZ;
+#               docs/FUZZING.md) runs for $PSTRAIN_FUZZ_SECONDS (default 30)
+#               on a scratch copy of its corpus; a crash, leak or timeout
+#               fails, naming the target and the saved input
+#   4. tsan:    the concurrent code (transports, PS, in-process clusters,
 #               rendezvous store, collectives) under ThreadSanitizer
 # Each sanitizer stage first runs a canary with a deliberate bug and insists
 # on the report, so a stage that checks nothing fails.
 #
-# Usage: tools/check.sh [format|clang|tsan]...   (default: all three)
+# Usage: tools/check.sh [format|clang|fuzz|tsan]...   (default: all four)
 # Build directories: $PSTRAIN_CHECK_DIR (default build-check/) /clang and /tsan.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CHECK_DIR="${PSTRAIN_CHECK_DIR:-$ROOT/build-check}"
 JOBS="${PSTRAIN_JOBS:-2}"
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(format clang tsan)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(format clang fuzz tsan)
 CLANG_ARGS=(-G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo
             -DPSTRAIN_WERROR=ON -DPSTRAIN_BUILD_TESTS=ON)
 
@@ -48,7 +52,8 @@ stage_format() {
 stage_clang() {
   local start; start=$(date +%s)
   local dir="$CHECK_DIR/clang"
-  cmake -S "$ROOT" -B "$dir" "${CLANG_ARGS[@]}" -DPSTRAIN_SANITIZE=address,undefined > /dev/null
+  # PSTRAIN_FUZZ: coverage instrumentation, and bin/<name>_fuzz for the fuzz stage.
+  cmake -S "$ROOT" -B "$dir" "${CLANG_ARGS[@]}" -DPSTRAIN_SANITIZE=address,undefined -DPSTRAIN_FUZZ=ON > /dev/null
   cmake --build "$dir" -j"$JOBS"
   say "clang: whole tree built with -Wthread-safety -Werror, ASan + UBSan ($(elapsed "$start"))"
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1"
@@ -62,6 +67,53 @@ stage_clang() {
   (cd "$dir" && ctest -j"$JOBS" --timeout 900 --output-on-failure -LE 'integration|bench' \
      -E 'ZooTrainingTest[.].*/(resnet101|resnet152|vgg16|inception3)')
   say "clang: unit tests passed under ASan + UBSan ($(elapsed "$start"))"
+}
+
+# The fuzz targets of tests/fuzz, each for $PSTRAIN_FUZZ_SECONDS on a scratch
+# copy of its corpus (inputs it finds are not written into the repository).
+# One summary line per target; a crash, leak or timeout (10 s per input) or
+# more than 2 GiB of memory fails the stage, naming the target and the input
+# saved under $CHECK_DIR/fuzz-artifacts/.
+stage_fuzz() {
+  local start; start=$(date +%s)
+  local dir="$CHECK_DIR/clang" seconds="${PSTRAIN_FUZZ_SECONDS:-30}"
+  local targets=(frame ps_service kv_store config launcher_env checkpoint)
+  local t
+  for t in "${targets[@]}"; do
+    if [ ! -x "$dir/bin/${t}_fuzz" ] || ! grep -q '^PSTRAIN_FUZZ:BOOL=ON' "$dir/CMakeCache.txt"; then
+      say "FAILED: $dir/bin/${t}_fuzz is not a libFuzzer build: run the clang stage first"
+      exit 1
+    fi
+  done
+  local scratch artifacts="$CHECK_DIR/fuzz-artifacts"
+  scratch="$(mktemp -d)"
+  rm -rf "$artifacts" && mkdir -p "$artifacts"
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  for t in "${targets[@]}"; do
+    mkdir -p "$scratch/$t"
+    cp "$ROOT/tests/fuzz/corpus/$t/"* "$scratch/$t/"
+    local log="$scratch/$t.log" rc=0
+    (cd "$scratch" && "$dir/bin/${t}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+       -print_final_stats=1 -artifact_prefix="$artifacts/$t-" "$scratch/$t" > "$log" 2>&1) || rc=$?
+    if [ "$rc" -ne 0 ]; then
+      local input; input="$(ls "$artifacts/$t-"* 2>/dev/null | head -1)"
+      grep -E 'ERROR|fuzz check failed|runtime error|SUMMARY' "$log" | head -5
+      say "FAILED: fuzz target $t (exit $rc): input saved at ${input:-<none>}; reproduce: $dir/bin/${t}_fuzz ${input:-}"
+      say "        add it to tests/fuzz/corpus/$t/ as crash-<what> once fixed (docs/FUZZING.md); log: $log"
+      exit 1
+    fi
+    # The last status line: "#N DONE cov: C ft: F corp: K/B ...".
+    local line cov ft corp execs
+    line="$(grep -E '^#[0-9]+.*cov: ' "$log" | tail -1)"
+    cov="$(sed -E 's/.*cov: ([0-9]+).*/\1/' <<<"$line")"
+    ft="$(sed -E 's/.*ft: ([0-9]+).*/\1/' <<<"$line")"
+    corp="$(sed -E 's/.*corp: ([0-9]+)\/([0-9]+[a-zA-Z]*).*/\1 inputs, \2/' <<<"$line")"
+    execs="$(sed -nE 's/^stat::average_exec_per_sec: *([0-9]+).*/\1/p' "$log")"
+    say "fuzz: $t: ${execs:-?} exec/s, cov: ${cov:-?} ft: ${ft:-?}, corpus $corp (${seconds} s)"
+  done
+  rm -rf "$scratch"
+  say "fuzz: ${#targets[@]} targets ran ${seconds} s each without a crash, leak or timeout ($(elapsed "$start"))"
 }
 
 # The abseil source of the installed version (cmake/tsan_absl.cmake).
@@ -116,7 +168,8 @@ for stage in "${STAGES[@]}"; do
   case "$stage" in
     format) stage_format ;;
     clang) stage_clang ;;
+    fuzz) stage_fuzz ;;
     tsan) stage_tsan ;;
-    *) say "unknown stage '$stage' (format, clang, tsan)"; exit 2 ;;
+    *) say "unknown stage '$stage' (format, clang, fuzz, tsan)"; exit 2 ;;
   esac
 done
