@@ -202,8 +202,11 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsEndpoint(const Ro
   if (!own.ok()) return own.status();
   MetricsHttpServerOptions options;
   if (setup.config.security().metrics_require_token()) {
-    options.authorize = [token = setup.security.token](std::string_view authorization) {
-      return PresentsToken(authorization, token);
+    options.authorize = [token = setup.security.token, refused = std::make_shared<RefusedPeerLog>()](
+                            std::string_view authorization, const std::string& peer) {
+      if (PresentsToken(authorization, token)) return true;
+      refused->Refused(peer, "metrics endpoint: no or wrong bearer token (security.metrics_require_token)");
+      return false;
     };
   }
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server = MetricsHttpServer::Start(

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <exception>
 #include <optional>
-#include <set>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -42,37 +41,21 @@ constexpr auto kMaxLinger = std::chrono::seconds(1);
 // file descriptors).
 constexpr auto kAcceptRetryDelay = std::chrono::milliseconds(100);
 
-// The addresses already logged for a refused token (each once; at most
-// kMaxLoggedPeers of them, then no more logging). Thread-safe.
-class RefusedPeerLog {
- public:
-  void Refused(const std::string& address) {
-    absl::MutexLock lock(&mu_);
-    if (logged_.size() >= kMaxLoggedPeers || !logged_.insert(address).second) return;
-    LOG(WARNING) << "metrics endpoint: refused " << address << ": no or wrong bearer token";
-  }
-
- private:
-  static constexpr size_t kMaxLoggedPeers = 1024;
-  absl::Mutex mu_;
-  std::set<std::string> logged_ ABSL_GUARDED_BY(mu_);
-};
-
 // What every connection answers from; shared by the connections.
 struct Site {
   const MetricRegistry* registry;
   HealthCheck health;
   std::chrono::steady_clock::duration io_timeout;
-  std::function<bool(std::string_view)> authorize;  // empty: everyone
-  mutable RefusedPeerLog refused;
+  std::function<bool(std::string_view, const std::string&)> authorize;  // empty: everyone
 };
 
-// Whether the site's `authorize` lets `request` through (true without one).
-bool Authorized(const Site& site, const Request& request) {
+// Whether the site's `authorize` lets `request` from `peer` through (true
+// without one).
+bool Authorized(const Site& site, const Request& request, const std::string& peer) {
   if (!site.authorize) return true;
   auto header = request.find(http::field::authorization);
-  if (header == request.end()) return site.authorize("");
-  return site.authorize(std::string_view(header->value().data(), header->value().size()));
+  if (header == request.end()) return site.authorize("", peer);
+  return site.authorize(std::string_view(header->value().data(), header->value().size()), peer);
 }
 
 Response TextResponse(http::status status, unsigned version, std::string body) {
@@ -96,8 +79,7 @@ Response Answer(const Site& site, const Request& request, const std::string& pee
   std::string_view target(request.target().data(), request.target().size());
   std::string_view path = target.substr(0, target.find('?'));
   Response response;
-  if (!Authorized(site, request)) {
-    site.refused.Refused(peer);
+  if (!Authorized(site, request, peer)) {
     response = TextResponse(http::status::unauthorized, request.version(), "unauthorized: bearer token required\n");
     response.set(http::field::www_authenticate, "Bearer");
   } else if (path != "/metrics" && path != "/healthz") {

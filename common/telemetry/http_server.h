@@ -5,8 +5,7 @@
 //   GET /healthz  200 "ok", or 503 with the message of the health check
 //   other paths   404;  other methods on these paths: 405 (Allow: GET)
 //   with `authorize` set: a request whose Authorization header it refuses
-//                 (or that has none): 401 (WWW-Authenticate: Bearer), each
-//                 refused address logged once
+//                 (or that has none): 401 (WWW-Authenticate: Bearer)
 //   a request that does not parse (or whose header or body exceeds 8 KiB): 400, then the connection closes
 //
 // A query string is ignored. Connections are kept alive between requests; a
@@ -42,9 +41,10 @@ struct MetricsHttpServerOptions {
   // Threads serving connections (1..16). Callback gauges run on them.
   int io_threads = 1;
   // When set, every request must pass it: it gets the Authorization
-  // header's value ("" when absent) and says whether to answer. Runs on an
-  // io thread: thread-safe and quick. (The roles check their token here.)
-  std::function<bool(std::string_view authorization)> authorize;
+  // header's value ("" when absent) and the client's address, and says
+  // whether to answer (logging a refusal is its business). Runs on an io
+  // thread: thread-safe and quick. (The roles check their token here.)
+  std::function<bool(std::string_view authorization, const std::string& peer)> authorize;
 };
 
 class MetricsHttpServer {

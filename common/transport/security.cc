@@ -268,4 +268,15 @@ bool PresentsToken(std::string_view presented, std::string_view token) {
   return CRYPTO_memcmp(presented.data(), token.data(), token.size()) == 0;
 }
 
+void RefusedPeerLog::Refused(const std::string& peer, std::string_view why) {
+  // "ipv4:10.0.0.7:53122" and "ipv6:%5B::1%5D:53122" carry a port; a bare
+  // address given by the caller does not.
+  const size_t colon = peer.rfind(':');
+  const bool has_port = colon != std::string::npos && absl::StartsWith(peer, "ipv") && colon > peer.find(':');
+  const std::string host = has_port ? peer.substr(0, colon) : peer;
+  absl::MutexLock lock(&mu_);
+  if (logged_.size() >= kMaxLogged || !logged_.insert(host).second) return;
+  LOG(WARNING) << "refused calls from " << host << ": " << why;
+}
+
 }  // namespace pstrain

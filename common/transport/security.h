@@ -13,10 +13,13 @@
 // pstrain-launch report a bad security section with exit 2.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/config.pb.h"
 
 namespace pstrain {
@@ -52,5 +55,20 @@ std::string BearerValue(std::string_view token);
 // Whether `presented` (a whole "authorization" value) carries `token`;
 // compares in constant time for equal lengths.
 bool PresentsToken(std::string_view presented, std::string_view token);
+
+// The servers' log of refused peers: each host once (the first 1024 hosts,
+// then no more lines), so a peer retrying in a loop fills no disk.
+// Thread-safe.
+class RefusedPeerLog {
+ public:
+  // `peer`: an address, optionally with a port ("ipv4:10.0.0.7:53122",
+  // "10.0.0.7"); the port is dropped. Logs "refused calls from <host>: <why>".
+  void Refused(const std::string& peer, std::string_view why);
+
+ private:
+  static constexpr size_t kMaxLogged = 1024;
+  absl::Mutex mu_;
+  std::set<std::string> logged_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace pstrain

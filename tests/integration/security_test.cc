@@ -47,12 +47,7 @@ class SecurityIntegrationTest : public ::testing::Test {
   // The loaded security of SecurityYaml's section.
   TransportSecurity Loaded() const {
     ExperimentConfig config;
-    TlsConfig* tls = config.mutable_security()->mutable_tls();
-    tls->set_cert(pki_.node_cert);
-    tls->set_key(pki_.node_key);
-    tls->set_ca(pki_.ca_cert);
-    tls->set_require_client_cert(true);
-    config.mutable_security()->set_token_file(pki_.token);
+    SetMutualTlsAndToken(pki_, config.mutable_security());
     absl::StatusOr<TransportSecurity> s = LoadTransportSecurity(config);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *s : TransportSecurity();

@@ -373,8 +373,9 @@ TEST_F(MetricsHttpTest, NoHealthCheckMeansHealthy) {
 TEST_F(MetricsHttpTest, WithAnAuthorizeCheckOnlyAcceptedRequestsAreAnswered) {
   MetricsHttpServerOptions options;
   std::atomic<int> asked{0};
-  options.authorize = [&asked](std::string_view authorization) {
+  options.authorize = [&asked](std::string_view authorization, const std::string& peer) {
     ++asked;
+    EXPECT_EQ(peer, "127.0.0.1");
     return authorization == "Bearer the-token";
   };
   auto server = MetricsHttpServer::Start("127.0.0.1", 0, &registry_, nullptr, options);

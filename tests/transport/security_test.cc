@@ -39,12 +39,7 @@ class SecurityTest : public ::testing::Test {
     config.mutable_cluster()->add_ps_hosts("localhost:1");
     config.mutable_cluster()->add_worker_hosts("localhost:2");
     config.mutable_data()->set_source("synthetic");
-    TlsConfig* tls = config.mutable_security()->mutable_tls();
-    tls->set_cert(pki_.node_cert);
-    tls->set_key(pki_.node_key);
-    tls->set_ca(pki_.ca_cert);
-    tls->set_require_client_cert(true);
-    config.mutable_security()->set_token_file(pki_.token);
+    test::SetMutualTlsAndToken(pki_, config.mutable_security());
     return config;
   }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "proto/config.pb.h"
 
 namespace pstrain::test {
 
@@ -71,6 +72,16 @@ openssl rand -hex 32 > other-token
     return absl::InternalError(absl::StrCat("making test certificates failed: see ", dir, "/make-pki.log"));
   }
   return p;
+}
+
+// `security` with mutual TLS from `pki` (node certificate, its CA) and its token.
+inline void SetMutualTlsAndToken(const TestPki& pki, SecurityConfig* security) {
+  TlsConfig* tls = security->mutable_tls();
+  tls->set_cert(pki.node_cert);
+  tls->set_key(pki.node_key);
+  tls->set_ca(pki.ca_cert);
+  tls->set_require_client_cert(true);
+  security->set_token_file(pki.token);
 }
 
 }  // namespace pstrain::test

@@ -97,12 +97,6 @@ class GrpcChannel : public Channel {
 
   void Call(std::string_view method, OutgoingFrame request, const CallOptions& options,
             ResponseCallback done) override {
-    struct CallState {
-      grpc::ClientContext context;
-      grpc::ByteBuffer request;
-      grpc::ByteBuffer response;
-      ResponseCallback done;
-    };
     auto* state = new CallState;
     state->done = std::move(done);
     state->request = ToByteBuffer(std::move(request));
@@ -144,6 +138,14 @@ class GrpcChannel : public Channel {
   }
 
  private:
+  // One call in flight, owned by its completion.
+  struct CallState {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
+    ResponseCallback done;
+  };
+
   // The server end of the channel; calls in flight share it.
   struct Peer {
     Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t)
@@ -158,13 +160,7 @@ class GrpcChannel : public Channel {
   // keeps failing (a TLS handshake refused, a plaintext peer, nobody
   // listening), which a call without wait_for_ready reports at once.
   static void ExplainUnreachable(const std::shared_ptr<Peer>& peer, ResponseCallback done) {
-    struct Probe {
-      grpc::ClientContext context;
-      grpc::ByteBuffer request;
-      grpc::ByteBuffer response;
-      ResponseCallback done;
-    };
-    auto* probe = new Probe;
+    auto* probe = new CallState;
     probe->done = std::move(done);
     probe->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
     probe->request = ToByteBuffer(OutgoingFrame());
@@ -173,7 +169,7 @@ class GrpcChannel : public Channel {
         &probe->context, std::string(kServicePrefix) + "Probe", grpc::StubOptions(), &probe->request, &probe->response,
         [probe, address = peer->address, tls = peer->tls](grpc::Status status) {
           TakeBack(probe);
-          std::unique_ptr<Probe> owned(probe);
+          std::unique_ptr<CallState> owned(probe);
           ResponseCallback done = std::move(owned->done);
           owned.reset();
           std::string why;
@@ -197,24 +193,6 @@ class GrpcChannel : public Channel {
 
 // ---- server ----
 
-// Logs each peer host refused for its token once (at most kMaxLogged
-// hosts, then no more). Thread-safe.
-class RefusedPeerLog {
- public:
-  // `peer`: gRPC's "ipv4:10.0.0.7:53122" form; the port is dropped.
-  void Refused(const std::string& peer) {
-    std::string host = peer.substr(0, peer.rfind(':'));
-    absl::MutexLock lock(&mu_);
-    if (logged_.size() >= kMaxLogged || !logged_.insert(host).second) return;
-    LOG(WARNING) << "refused calls from " << host << ": no or wrong token (security.token_file)";
-  }
-
- private:
-  static constexpr size_t kMaxLogged = 1024;
-  absl::Mutex mu_;
-  std::set<std::string> logged_ ABSL_GUARDED_BY(mu_);
-};
-
 // Serves one unary call: read the request, hand it to the Handler, write the
 // answer whenever the handler responds (possibly later, from another thread).
 // If gRPC cancels the call first (client deadline, server shutdown grace), the
@@ -227,7 +205,7 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
                RefusedPeerLog* refused)
       : context_(context), handler_(handler), guard_(std::make_shared<Guard>()) {
     if (!token.empty() && !Presents(token)) {
-      refused->Refused(context_->peer());
+      refused->Refused(context_->peer(), "no or wrong token (security.token_file)");
       FinishOnce(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                               "no or wrong token (security.token_file): this server does not answer the call"));
       return;
