@@ -35,6 +35,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/allocator_tuning.h"
+#include "common/config/config_loader.h"
+#include "common/transport/security.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "tools/bench/allreduce_bench.h"
@@ -51,6 +53,9 @@ DEFINE_string(transport, "grpc", "ps: PS transport (grpc, ucx where built; inpro
 DEFINE_double(seconds, 2.0, "ps: seconds per phase (push, pull, push+pull) when --rounds is 0");
 DEFINE_int64(rounds, 0, "ps: rounds per worker per phase; overrides --seconds when > 0");
 DEFINE_int64(warmup_rounds, 2, "ps: untimed rounds per worker before each phase");
+DEFINE_string(security_config, "",
+              "ps: an experiment config whose security section (TLS, token) every shard and worker uses "
+              "(default: plaintext)");
 DEFINE_bool(json, false, "print one JSON object on stdout instead of the table");
 DEFINE_bool(profile, false,
             "ps: also print each phase's CPU, page faults and context switches; model: also time forward/backward "
@@ -92,6 +97,18 @@ int RunPs() {
   options.seconds = FLAGS_seconds;
   options.rounds = FLAGS_rounds;
   options.warmup_rounds = FLAGS_warmup_rounds;
+  if (!FLAGS_security_config.empty()) {
+    absl::StatusOr<pstrain::ExperimentConfig> config = pstrain::ReadExperimentConfig(FLAGS_security_config);
+    if (config.ok()) config->set_transport(options.transport);
+    absl::StatusOr<pstrain::TransportSecurity> security =
+        config.ok() ? pstrain::LoadTransportSecurity(*config) : config.status();
+    if (!security.ok()) {
+      std::cerr << "pstrain-bench ps: --security_config " << FLAGS_security_config << ": "
+                << security.status().message() << std::endl;
+      return kExitUsage;
+    }
+    options.security = *std::move(security);
+  }
   if (!gflags::GetCommandLineFlagInfoOrDie("seconds").is_default && FLAGS_rounds > 0) {
     std::cerr << "pstrain-bench ps: give --seconds or --rounds, not both" << std::endl;
     return kExitUsage;

@@ -379,6 +379,7 @@ absl::StatusOr<PsBenchResult> RunPsBench(const PsBenchOptions& options) {
 
   TransportOptions transport_options;
   transport_options.max_message_bytes = config.max_message_bytes();
+  transport_options.security = options.security;
   // inproc needs one object shared by every role; other transports get one
   // per role, so every worker and shard has its own connections.
   const bool share_transport = options.transport == "inproc";
@@ -497,10 +498,19 @@ absl::StatusOr<PsBenchResult> RunPsBench(const PsBenchOptions& options) {
   return result;
 }
 
+// " security=tls+token" and the like; "" for plaintext.
+static std::string SecurityName(const PsBenchOptions& options) {
+  const TransportSecurity& s = options.security;
+  if (!s.enabled()) return "";
+  std::string name = s.tls ? (s.require_client_cert ? "mtls" : "tls") : "";
+  if (!s.token.empty()) name += name.empty() ? "token" : "+token";
+  return " security=" + name;
+}
+
 std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResult& result) {
   std::string out =
-      absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s\n", options.workers,
-                      options.servers, options.keys, options.key_bytes, options.transport);
+      absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s%s\n", options.workers,
+                      options.servers, options.keys, options.key_bytes, options.transport, SecurityName(options));
   auto phase = [&out](const char* name, const PhaseResult& p) {
     absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d rounds, %.2f s)\n", name, p.gbps, p.rounds, p.max_seconds);
   };

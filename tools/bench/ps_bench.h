@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/transport/security.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain::bench {
@@ -46,6 +47,9 @@ struct PsBenchOptions {
   int64_t warmup_rounds = 2;       // per worker before each phase; >= 0
   double memcpy_seconds = 0.5;     // > 0
   std::string placement = "round_robin";
+  // TLS and the token every shard and worker uses (--security_config: the
+  // `security` section of an experiment config); nothing enabled: plaintext.
+  TransportSecurity security;
 };
 
 // What the whole process (every shard and worker thread, gRPC's own threads
