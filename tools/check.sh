@@ -57,6 +57,7 @@ stage_clang() {
   cmake --build "$dir" -j"$JOBS"
   say "clang: whole tree built with -Wthread-safety -Werror, ASan + UBSan ($(elapsed "$start"))"
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1"
+  export LSAN_OPTIONS="suppressions=$ROOT/tools/lsan.supp"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   canary "$dir/bin/sanitizer_canary" overflow "heap-buffer-overflow"
   "$dir/bin/sanitizer_canary" guarded
@@ -89,6 +90,7 @@ stage_fuzz() {
   scratch="$(mktemp -d)"
   rm -rf "$artifacts" && mkdir -p "$artifacts"
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
+  export LSAN_OPTIONS="suppressions=$ROOT/tools/lsan.supp"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
   for t in "${targets[@]}"; do
     mkdir -p "$scratch/$t"
