@@ -20,7 +20,6 @@
 #include "gtest/gtest.h"
 #include "worker/collective/collective.h"
 // Pins gRPC's callback completion queue for the whole binary (see there).
-#include "tests/transport/grpc_keepalive.h"
 #include "worker/collective/kv_store.h"
 
 namespace pstrain {

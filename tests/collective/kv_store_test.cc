@@ -16,7 +16,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 // Pins gRPC's callback completion queue for the whole binary (see there).
-#include "tests/transport/grpc_keepalive.h"
 #include "worker/collective/kv_store.pb.h"
 
 namespace pstrain {

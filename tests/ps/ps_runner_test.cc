@@ -18,7 +18,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/ps/ps_test_util.h"
-#include "tests/transport/grpc_keepalive.h"
 
 namespace pstrain {
 namespace {

@@ -21,7 +21,6 @@
 #include "common/transport/inproc/inproc_transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/transport/grpc_keepalive.h"
 #include "tests/transport/transport_test_util.h"
 
 namespace pstrain {
