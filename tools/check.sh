@@ -5,7 +5,7 @@
 #               ABSL_GUARDED_BY annotations are checked), AddressSanitizer and
 #               UndefinedBehaviorSanitizer; the unit tests run under them
 #   3. fuzz:    each libFuzzer target the clang stage built (PSTRAIN_FUZZ;
-#               docs/FUZZING.md) runs for $PSTRAIN_FUZZ_SECONDS (default 30)
+#               docs/FUZZING.md) runs for $PSTRAIN_FUZZ_SECONDS (default 20)
 #               on a scratch copy of its corpus; a crash, leak or timeout
 #               fails, naming the target and the saved input
 #   4. tsan:    the concurrent code (transports, PS, in-process clusters,
@@ -77,7 +77,7 @@ stage_clang() {
 # saved under $CHECK_DIR/fuzz-artifacts/.
 stage_fuzz() {
   local start; start=$(date +%s)
-  local dir="$CHECK_DIR/clang" seconds="${PSTRAIN_FUZZ_SECONDS:-30}"
+  local dir="$CHECK_DIR/clang" seconds="${PSTRAIN_FUZZ_SECONDS:-20}"
   local targets=(frame ps_service kv_store config launcher_env checkpoint)
   local t
   for t in "${targets[@]}"; do
