@@ -75,21 +75,22 @@ std::string ListenAddress(std::string_view setting, const HostPort& entry) {
   return HostPort{ListenHost(setting, entry), entry.port}.ToString();
 }
 
+absl::Status CheckHost(std::string_view host_in) {
+  const absl::string_view host(host_in.data(), host_in.size());
+  const bool ipv6 = host.find(':') != absl::string_view::npos;
+  absl::StatusOr<HostPort> parsed = ParseHostPort(ipv6 ? absl::StrCat("[", host, "]:1") : absl::StrCat(host, ":1"));
+  if (parsed.ok()) return absl::OkStatus();
+  return BadHost(absl::StrCat("'", host, "' is not a host name or address (", parsed.status().message(), ")"));
+}
+
 absl::Status CheckListenSetting(std::string_view setting_in) {
   const absl::string_view setting(setting_in.data(), setting_in.size());
   if (setting.empty() || setting == "cluster") return absl::OkStatus();
-  const bool ipv6 = setting.find(':') != std::string_view::npos;
   if (setting.front() == '[') return BadHost("an IPv6 address is written without brackets here");
   if (absl::StatusOr<HostPort> with_port = ParseHostPort(setting_in); with_port.ok() && !with_port->is_ipv6()) {
     return BadHost(absl::StrCat("'", setting, "' has a port: give the host alone (the port is the cluster entry's)"));
   }
-  absl::StatusOr<HostPort> parsed =
-      ParseHostPort(ipv6 ? absl::StrCat("[", setting, "]:1") : absl::StrCat(setting, ":1"));
-  if (!parsed.ok()) {
-    return BadHost(
-        absl::StrCat("'", setting, "' is not \"\", \"cluster\" or a host (", parsed.status().message(), ")"));
-  }
-  return absl::OkStatus();
+  return CheckHost(setting_in);
 }
 
 }  // namespace pstrain

@@ -26,6 +26,11 @@ struct HostPort {
 // source (callers add theirs).
 absl::StatusOr<HostPort> ParseHostPort(std::string_view text);
 
+// Whether `host` is a host name or address (IPv6 without brackets) that a
+// host:port entry accepts: InvalidArgument "'<host>' is not a host name or
+// address (<why>)" otherwise.
+absl::Status CheckHost(std::string_view host);
+
 // cluster.listen_address: where a role whose cluster entry is `entry`
 // binds. `setting` "" is every interface (AnyInterface), "cluster" the
 // entry's own host, anything else a host of this machine (a name, an IPv4

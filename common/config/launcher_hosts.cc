@@ -70,17 +70,6 @@ absl::StatusOr<std::vector<std::string>> ExpandRanges(absl::string_view list, ab
   return out;
 }
 
-// OK when `host` is a host name or address (IPv6 without brackets) that a
-// host:port list accepts; otherwise the parser's reason.
-absl::Status CheckHostName(absl::string_view host) {
-  const std::string entry =
-      host.find(':') == absl::string_view::npos ? absl::StrCat(host, ":1") : absl::StrCat("[", host, "]:1");
-  absl::StatusOr<HostPort> parsed = ParseHostPort(entry);
-  if (parsed.ok()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", host, "' is not a host name or address (", parsed.status().message(), ")"));
-}
-
 absl::Status LineError(absl::string_view source, int line, absl::string_view text, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(source, ":", line, ": '", text, "': ", what));
 }
@@ -249,7 +238,7 @@ absl::StatusOr<std::vector<std::string>> ExpandSlurmHostList(absl::string_view l
       pos = close + 1;
     }
     for (std::string& n : names) {
-      if (absl::Status bad = CheckHostName(n); !bad.ok()) return ListError(list, bad.message());
+      if (absl::Status bad = CheckHost(std::string_view(n)); !bad.ok()) return ListError(list, bad.message());
       hosts.push_back(std::move(n));
     }
   }
@@ -290,7 +279,7 @@ absl::StatusOr<std::vector<HostSlots>> ParseHostfile(absl::string_view text, abs
     if (line.empty()) continue;
     std::vector<absl::string_view> words = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     HostSlots entry{std::string(words[0]), 0};
-    if (absl::Status bad = CheckHostName(entry.host); !bad.ok()) {
+    if (absl::Status bad = CheckHost(entry.host); !bad.ok()) {
       return LineError(source, line_number, line, bad.message());
     }
     for (size_t i = 1; i < words.size(); ++i) {
