@@ -1,6 +1,7 @@
 #include "worker/timeline.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +45,34 @@ absl::Status WriteAt(int fd, absl::string_view data, int64_t offset, const std::
   return absl::OkStatus();
 }
 
+// Copies the first `length` bytes of `from` to the start of `to`, in the
+// kernel (a reflink where the file system shares extents), falling back to
+// read and write where copy_file_range cannot serve the pair.
+absl::Status CopyPrefix(int from, int to, int64_t length, const std::string& path) {
+  off_t in = 0, out = 0;
+  while (in < length) {
+    const ssize_t n = copy_file_range(from, &in, to, &out, static_cast<size_t>(length - in), 0);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) break;
+    return absl::InternalError(absl::StrCat(
+        "timeline ", path, ": copy failed: ", n == 0 ? "the file is shorter than written" : std::strerror(errno)));
+  }
+  std::string buffer(1 << 20, '\0');
+  while (in < length) {
+    const ssize_t n = pread(from, buffer.data(), std::min<int64_t>(buffer.size(), length - in), in);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::InternalError(absl::StrCat(
+          "timeline ", path, ": read failed: ", n == 0 ? "the file is shorter than written" : std::strerror(errno)));
+    }
+    if (absl::Status s = WriteAt(to, absl::string_view(buffer.data(), n), out, path); !s.ok()) return s;
+    in += n;
+    out += n;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string Timeline::TimelinePath(const std::string& path, int worker_index) {
@@ -83,6 +112,7 @@ absl::StatusOr<std::unique_ptr<Timeline>> Timeline::Create(const ExperimentConfi
 Timeline::~Timeline() {
   absl::Status s = Flush();
   if (!s.ok()) LOG(WARNING) << s.message();
+  absl::MutexLock lock(&mu_);
   close(fd_);
 }
 
@@ -124,13 +154,29 @@ void Timeline::Record(absl::string_view name, absl::string_view lane, absl::Time
 absl::Status Timeline::Flush() {
   absl::MutexLock lock(&mu_);
   if (pending_.empty() || broken_) return absl::OkStatus();
-  // One write: the new events, then the closing bracket again.
-  const std::string chunk = absl::StrCat(pending_, kClosing);
-  absl::Status s = WriteAt(fd_, chunk, end_offset_, path_);
+  // A write of more than a page is not atomic: a process killed inside it
+  // keeps the pages already copied. So the new file is built beside the old
+  // one (the events written so far, the new events, the closing bracket)
+  // and renamed over it; a kill anywhere leaves one complete file.
+  const std::string staging = path_ + ".partial";
+  const int next = open(staging.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  absl::Status s = next < 0 ? absl::InternalError(absl::StrCat("timeline ", path_, ": cannot create ", staging, ": ",
+                                                               std::strerror(errno)))
+                            : CopyPrefix(fd_, next, end_offset_, path_);
+  if (s.ok()) s = WriteAt(next, absl::StrCat(pending_, kClosing), end_offset_, path_);
+  if (s.ok() && rename(staging.c_str(), path_.c_str()) != 0) {
+    s = absl::InternalError(absl::StrCat("timeline ", path_, ": cannot replace it: ", std::strerror(errno)));
+  }
   if (!s.ok()) {
+    if (next >= 0) {
+      close(next);
+      unlink(staging.c_str());
+    }
     broken_ = true;
     return s;
   }
+  close(fd_);
+  fd_ = next;
   end_offset_ += static_cast<int64_t>(pending_.size());
   pending_.clear();
   return absl::OkStatus();

@@ -9,10 +9,13 @@
 // [start_step, end_step).
 //
 // Crash safety: the file always holds a complete JSON array. Events are
-// buffered and appended by Flush (the trainer calls it after every traced
-// step) with one positioned write that replaces the closing bracket with
-// the new events followed by a new closing bracket; a process killed
-// between two flushes leaves the previous flush's valid file.
+// buffered and written by Flush (the trainer calls it after every traced
+// step), which builds the next file beside it ("<path>.partial": the events
+// so far copied in the kernel, the new ones, the closing bracket) and
+// renames it over the path. A process killed at any moment, inside a flush
+// too, leaves the last flush's complete file (and perhaps a stale
+// .partial). Each flush copies the file so far: the window is meant to be
+// steps, not a whole long run.
 //
 // Thread-safe: Record is called from the training thread, backward threads
 // (gradient-ready hooks), RPC completion callbacks and the all-reduce
@@ -64,7 +67,7 @@ class Timeline {
   void Append(const std::string& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
-  const int fd_;
+  int fd_ ABSL_GUARDED_BY(mu_);  // the file last renamed to path_
   const int worker_;
   const int64_t start_step_;
   const int64_t end_step_;  // 0: no end

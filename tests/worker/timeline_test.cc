@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <set>
 #include <string>
 
@@ -114,6 +115,7 @@ TEST(TimelineTest, RecordsOnlyTheWindowAndIsValidAfterEveryFlush) {
   EXPECT_EQ(steps, (std::set<int64_t>{2, 3}));
   EXPECT_EQ(forward, 2);
   EXPECT_EQ(lanes, 2);  // each lane announced once
+  EXPECT_FALSE(std::filesystem::exists(timeline.path() + ".partial")) << "each flush renames its staging file";
 }
 
 TEST(TimelineTest, AProcessKilledMidWindowLeavesValidJson) {
