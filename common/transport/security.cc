@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/config/config_checks.h"
 #include "glog/logging.h"
@@ -233,14 +234,21 @@ std::vector<FieldError> Check(const ExperimentConfig& config, bool warn, Transpo
   return errors;
 }
 
+// Every problem, one per line, each as "<prefix>field 'f': problem" or,
+// with `quote` false, "f: problem".
+std::string Describe(const std::vector<FieldError>& errors, absl::string_view prefix, bool quote) {
+  return absl::StrJoin(errors, "\n", [&](std::string* out, const FieldError& e) {
+    absl::StrAppend(out, prefix, quote ? absl::StrCat("field '", e.field, "'") : e.field, ": ", e.problem);
+  });
+}
+
 // security: checked as the roles will load it.
 const bool kConfigCheck =
     ConfigCheckRegistry().Register("security", [](const ExperimentConfig& config, const ConfigChecker& ck) {
       TransportSecurity ignored;
       std::vector<FieldError> errors = Check(config, /*warn=*/false, ignored);
       if (errors.empty()) return absl::OkStatus();
-      return absl::InvalidArgumentError(
-          absl::StrCat(ck.file(), ": field '", errors.front().field, "': ", errors.front().problem));
+      return absl::InvalidArgumentError(Describe(errors, absl::StrCat(ck.file(), ": "), /*quote=*/true));
     });
 
 }  // namespace
@@ -250,8 +258,7 @@ bool TransportSupportsSecurity(std::string_view transport) { return transport ==
 absl::StatusOr<TransportSecurity> LoadTransportSecurity(const ExperimentConfig& config) {
   TransportSecurity out;
   std::vector<FieldError> errors = Check(config, /*warn=*/true, out);
-  if (!errors.empty())
-    return absl::InvalidArgumentError(absl::StrCat(errors.front().field, ": ", errors.front().problem));
+  if (!errors.empty()) return absl::InvalidArgumentError(Describe(errors, "", /*quote=*/false));
   return out;
 }
 

@@ -45,7 +45,8 @@ bool TransportSupportsSecurity(std::string_view transport);
 
 // Reads and checks `config.security()` for `config.transport()`. An absent
 // section gives a TransportSecurity with nothing enabled. Errors are
-// INVALID_ARGUMENT naming the field (and the file, for file fields).
+// INVALID_ARGUMENT naming every problem found, one line each as
+// "field: problem" (with the file, for file fields).
 absl::StatusOr<TransportSecurity> LoadTransportSecurity(const ExperimentConfig& config);
 
 // The metadata key and value a client sends the token as (gRPC lower-case

@@ -137,6 +137,20 @@ TEST_F(SecurityTest, ShortOrUnprintableTokensAreRefused) {
   EXPECT_EQ(s->token, "0123456789abcdef0123");
 }
 
+TEST_F(SecurityTest, EveryProblemIsNamedNotOnlyTheFirst) {
+  ExperimentConfig config = Secure();
+  const std::string short_token = dir_.path() + "/short-token";
+  test::WriteFile(short_token, "short\n");
+  config.mutable_security()->mutable_tls()->set_key(pki_.node_cert);  // a certificate where the key goes
+  config.mutable_security()->set_token_file(short_token);
+  const absl::Status s = LoadError(config);
+  EXPECT_TRUE(absl::StrContains(s.message(), "security.tls.key: " + pki_.node_cert)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "\nsecurity.token_file: " + short_token)) << s;
+  const absl::Status v = ValidateExperimentConfig(config, "exp.yaml");
+  EXPECT_TRUE(absl::StrContains(v.message(), "exp.yaml: field 'security.tls.key'")) << v;
+  EXPECT_TRUE(absl::StrContains(v.message(), "\nexp.yaml: field 'security.token_file'")) << v;
+}
+
 TEST(TokenTest, OnlyTheExactTokenAfterABearerSchemePasses) {
   const std::string token = "0123456789abcdef";
   EXPECT_TRUE(PresentsToken(BearerValue(token), token));
