@@ -191,19 +191,14 @@ absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>
     return absl::InvalidArgumentError(
         absl::StrCat("init: ", restore->size(), " checkpoint files for ", num_shards(), " shards"));
   }
+  // A generation above every shard's: shards that hold state (the chief
+  // restarted, or a shard did) replace it.
   CallOptions options;
   options.deadline = absl::Now() + wait.value_or(absl::Seconds(config_.timeouts().startup_seconds()));
   options.wait_for_ready = true;
-  // A generation above every shard's: shards that hold state (the chief
-  // restarted, or a shard did) replace it.
-  std::vector<ShardCall> asks = CallsToEveryShard(StatsRequest());
-  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kStats, asks, options));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<StatsResponse> shards, StatsWith(options));
   int64_t newest = 0;
-  for (ShardCall& ask : asks) {
-    StatsResponse stats;
-    if (!ask.response.ParseHeader(&stats)) return absl::InternalError("init: malformed stats answer");
-    newest = std::max(newest, stats.generation());
-  }
+  for (const StatsResponse& stats : shards) newest = std::max(newest, stats.generation());
   const int64_t generation = newest + 1;
   // One call per shard: a shard installs all its variables at once.
   std::vector<ShardCall> calls(num_shards());
@@ -328,8 +323,14 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
 }
 
 absl::StatusOr<PsClient::JoinInfo> PsClient::Join(int64_t min_generation, absl::Duration timeout) {
+  // Reachable first, within `timeout`: a pull's RPC deadline adds
+  // rpc_seconds for a live shard's answer, which a shard that never comes
+  // back must not get.
+  const absl::Time give_up = absl::Now() + timeout;
+  PSTRAIN_RETURN_IF_ERROR(StatsOnceReachable(give_up).status());
+  const absl::Duration left = std::max(give_up - absl::Now(), absl::ZeroDuration());
   JoinInfo info;
-  PSTRAIN_ASSIGN_OR_RETURN(info.version, RunPulls(PullCalls(0, min_generation, /*generation=*/0, timeout, 0), timeout,
+  PSTRAIN_ASSIGN_OR_RETURN(info.version, RunPulls(PullCalls(0, min_generation, /*generation=*/0, left, 0), left,
                                                   /*wait_for_ready=*/true, &info));
   return info;
 }
@@ -410,9 +411,18 @@ absl::Status PsClient::Done(const WorkerReport& report) {
   return FanOut(ps_rpc::kDone, calls, RpcOptions());
 }
 
-absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() {
+absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() { return StatsWith(RpcOptions()); }
+
+absl::StatusOr<std::vector<StatsResponse>> PsClient::StatsOnceReachable(absl::Time deadline) {
+  CallOptions options;
+  options.deadline = deadline;
+  options.wait_for_ready = true;
+  return StatsWith(options);
+}
+
+absl::StatusOr<std::vector<StatsResponse>> PsClient::StatsWith(const CallOptions& options) {
   std::vector<ShardCall> calls = CallsToEveryShard(StatsRequest());
-  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kStats, calls, RpcOptions()));
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kStats, calls, options));
   std::vector<StatsResponse> stats(num_shards());
   for (int s = 0; s < num_shards(); ++s) {
     if (!calls[s].response.ParseHeader(&stats[s])) return absl::InternalError("stats: malformed response");

@@ -64,9 +64,10 @@ class PsClient {
   };
   // Pulls every variable once the shards are initialised at generation
   // `min_generation` or later (waiting for them to be reachable, and for
-  // the chief's Init or restore, up to `timeout`), and adopts that
-  // generation: later calls carry it, and the shards answer ABORTED once
-  // they hold a newer one.
+  // the chief's Init or restore, up to `timeout` in all; a reachable shard
+  // that then stalls gets timeouts.rpc_seconds more to answer), and adopts
+  // that generation: later calls carry it, and the shards answer ABORTED
+  // once they hold a newer one.
   absl::StatusOr<JoinInfo> Join(int64_t min_generation, absl::Duration timeout);
   // The generation of the shards' state this client works on (0 before
   // Init or Join).
@@ -149,6 +150,9 @@ class PsClient {
                                    JoinInfo* info);
   // One call per shard, each carrying `header`.
   std::vector<ShardCall> CallsToEveryShard(const google::protobuf::MessageLite& header) const;
+  // Stats of every shard, waiting for each to be reachable until `deadline`.
+  absl::StatusOr<std::vector<StatsResponse>> StatsOnceReachable(absl::Time deadline);
+  absl::StatusOr<std::vector<StatsResponse>> StatsWith(const CallOptions& options);
   CallOptions RpcOptions() const;
 
   // Pushes and pulls of one shard travel in several concurrent RPCs of about
