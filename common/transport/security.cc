@@ -27,6 +27,7 @@ namespace pstrain {
 namespace {
 
 constexpr size_t kMinTokenBytes = 16;
+constexpr uint32_t kMaxReloadSeconds = 86400;
 
 // A problem with one field of `security`.
 struct FieldError {
@@ -179,6 +180,14 @@ void LoadTls(const TlsConfig& tls, TransportSecurity& out, std::vector<FieldErro
   out.tls = true;
   out.require_client_cert = tls.require_client_cert();
   out.server_name = tls.server_name();
+  if (tls.reload_seconds() > kMaxReloadSeconds) {
+    errors.push_back({"security.tls.reload_seconds",
+                      absl::StrCat(tls.reload_seconds(), " is above ", kMaxReloadSeconds, " (one day)")});
+  }
+  out.reload_seconds = tls.reload_seconds();
+  out.cert_path = tls.cert();
+  out.key_path = tls.key();
+  out.ca_path = tls.ca();
 }
 
 // `warn`: log what is allowed but unwise (a token file others can read).

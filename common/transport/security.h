@@ -31,6 +31,10 @@ struct TransportSecurity {
   std::string private_key_pem;
   std::string ca_pem;
   bool require_client_cert = false;
+  // > 0: re-read the files below this often (security.tls.reload_seconds);
+  // the PEM text above is what they held at start.
+  uint32_t reload_seconds = 0;
+  std::string cert_path, key_path, ca_path;
   // Clients check server certificates against this name instead of the
   // host of the address they dial (empty: the host).
   std::string server_name;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -175,12 +176,16 @@ class EchoHandler : public Handler {
   std::atomic<int> calls{0};
 };
 
-class GrpcSecurityTest : public SecurityTest {
+// Every case runs with the credentials read once (SslCredentials) and with
+// security.tls.reload_seconds (gRPC's file-watching TLS credentials).
+class GrpcSecurityTest : public SecurityTest, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     SecurityTest::SetUp();
     if (IsSkipped()) return;
-    absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(Secure());
+    ExperimentConfig config = Secure();
+    if (Reloading()) config.mutable_security()->mutable_tls()->set_reload_seconds(1);
+    absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(config);
     ASSERT_TRUE(security.ok()) << security.status();
     server_security_ = *security;
     TransportOptions options;
@@ -200,7 +205,7 @@ class GrpcSecurityTest : public SecurityTest {
   absl::Status CallWith(const TransportSecurity& security, std::string* answer = nullptr,
                         absl::Duration wait = absl::ZeroDuration()) {
     TransportOptions options;
-    options.security = security;
+    options.security = Reloading() ? OnFiles(security) : security;
     std::unique_ptr<Transport> transport = *CreateTransport("grpc", options);
     std::unique_ptr<Channel> channel = *transport->Connect(address_);
     CallOptions call;
@@ -214,6 +219,25 @@ class GrpcSecurityTest : public SecurityTest {
     return s;
   }
 
+  bool Reloading() const { return GetParam(); }
+
+  // `security` with its PEM texts in files of their own, watched.
+  TransportSecurity OnFiles(TransportSecurity security) {
+    const std::string prefix = absl::StrCat(dir_.path(), "/client", ++clients_, "-");
+    auto put = [&](const std::string& text, const char* name, std::string* path) {
+      path->clear();
+      if (text.empty()) return;
+      *path = prefix + name;
+      test::WriteFile(*path, text);
+    };
+    put(security.cert_chain_pem, "cert.pem", &security.cert_path);
+    put(security.private_key_pem, "key.pem", &security.key_path);
+    put(security.ca_pem, "ca.pem", &security.ca_path);
+    security.reload_seconds = 1;
+    return security;
+  }
+
+  int clients_ = 0;
   EchoHandler handler_;
   TransportSecurity server_security_;
   std::unique_ptr<Transport> server_transport_;
@@ -221,14 +245,14 @@ class GrpcSecurityTest : public SecurityTest {
   std::string address_;
 };
 
-TEST_F(GrpcSecurityTest, AClientWithTheCaTheCertificateAndTheTokenIsAnswered) {
+TEST_P(GrpcSecurityTest, AClientWithTheCaTheCertificateAndTheTokenIsAnswered) {
   std::string answer;
   ASSERT_TRUE(CallWith(server_security_, &answer).ok());
   EXPECT_EQ(answer, "hello");
   EXPECT_EQ(handler_.calls.load(), 1);
 }
 
-TEST_F(GrpcSecurityTest, NoTokenOrAnotherTokenIsPermissionDeniedBeforeTheHandler) {
+TEST_P(GrpcSecurityTest, NoTokenOrAnotherTokenIsPermissionDeniedBeforeTheHandler) {
   TransportSecurity no_token = server_security_;
   no_token.token.clear();
   TransportSecurity other = server_security_;
@@ -241,7 +265,7 @@ TEST_F(GrpcSecurityTest, NoTokenOrAnotherTokenIsPermissionDeniedBeforeTheHandler
   EXPECT_EQ(handler_.calls.load(), 0);
 }
 
-TEST_F(GrpcSecurityTest, ACertificateFromAnotherCaIsRefusedInTheHandshake) {
+TEST_P(GrpcSecurityTest, ACertificateFromAnotherCaIsRefusedInTheHandshake) {
   // The rogue client trusts the cluster's CA but shows a certificate the
   // cluster's CA did not sign.
   TransportSecurity rogue = server_security_;
@@ -258,7 +282,7 @@ TEST_F(GrpcSecurityTest, ACertificateFromAnotherCaIsRefusedInTheHandshake) {
   EXPECT_EQ(handler_.calls.load(), 0);
 }
 
-TEST_F(GrpcSecurityTest, AServerWhoseCertificateTheClientCannotVerifyIsRefused) {
+TEST_P(GrpcSecurityTest, AServerWhoseCertificateTheClientCannotVerifyIsRefused) {
   TransportSecurity trusts_other_ca = server_security_;
   trusts_other_ca.ca_pem = test::ReadFile(pki_.rogue_ca_cert);
   absl::Status s = CallWith(trusts_other_ca);
@@ -269,7 +293,7 @@ TEST_F(GrpcSecurityTest, AServerWhoseCertificateTheClientCannotVerifyIsRefused) 
   EXPECT_EQ(handler_.calls.load(), 0);
 }
 
-TEST_F(GrpcSecurityTest, PlaintextAgainstTlsIsRefusedAndAWaitingClientSaysWhy) {
+TEST_P(GrpcSecurityTest, PlaintextAgainstTlsIsRefusedAndAWaitingClientSaysWhy) {
   TransportSecurity plaintext;
   plaintext.token = server_security_.token;
   absl::Status s = CallWith(plaintext);
@@ -283,7 +307,7 @@ TEST_F(GrpcSecurityTest, PlaintextAgainstTlsIsRefusedAndAWaitingClientSaysWhy) {
   EXPECT_EQ(handler_.calls.load(), 0);
 }
 
-TEST_F(GrpcSecurityTest, OneCertificateForTheClusterByServerName) {
+TEST_P(GrpcSecurityTest, OneCertificateForTheClusterByServerName) {
   // The certificate names localhost; clients dialling 127.0.0.1 by a name
   // it does not list verify it as server_name instead.
   TransportSecurity named = server_security_;
@@ -295,12 +319,82 @@ TEST_F(GrpcSecurityTest, OneCertificateForTheClusterByServerName) {
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
 }
 
-TEST_F(GrpcSecurityTest, TransportsThatCannotCarrySecurityAreRefused) {
+TEST_P(GrpcSecurityTest, TransportsThatCannotCarrySecurityAreRefused) {
   TransportOptions options;
   options.security = server_security_;
   absl::StatusOr<std::unique_ptr<Transport>> ucx = CreateTransport("ucx", options);
   ASSERT_FALSE(ucx.ok());
   EXPECT_TRUE(absl::StrContains(ucx.status().message(), "cannot carry TLS or a token")) << ucx.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Credentials, GrpcSecurityTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Reloaded" : "ReadOnce";
+                         });
+
+// security.tls.reload_seconds: a server whose certificate files are
+// replaced presents the new certificate to new connections, no restart.
+TEST_F(SecurityTest, ARotatedServerCertificateIsPresentedWithoutARestart) {
+  const std::string live = dir_.path() + "/live";
+  std::filesystem::create_directories(live);
+  std::filesystem::copy_file(pki_.node_cert, live + "/cert.pem");
+  std::filesystem::copy_file(pki_.node_key, live + "/key.pem");
+  std::filesystem::copy_file(pki_.ca_cert, live + "/ca.pem");
+  ExperimentConfig config = Secure();
+  TlsConfig* tls = config.mutable_security()->mutable_tls();
+  tls->set_cert(live + "/cert.pem");
+  tls->set_key(live + "/key.pem");
+  tls->set_ca(live + "/ca.pem");
+  tls->set_require_client_cert(false);
+  tls->set_reload_seconds(1);
+  config.mutable_security()->clear_token_file();
+  absl::StatusOr<TransportSecurity> server_security = LoadTransportSecurity(config);
+  ASSERT_TRUE(server_security.ok()) << server_security.status();
+  TransportOptions server_options;
+  server_options.security = *server_security;
+  std::unique_ptr<Transport> server_transport = *CreateTransport("grpc", server_options);
+  EchoHandler handler;
+  absl::StatusOr<std::unique_ptr<Server>> server = server_transport->Serve("127.0.0.1:0", &handler);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = absl::StrCat("localhost:", (*server)->port());
+
+  // A new client each time: a new connection, a new handshake.
+  auto call_trusting = [&](const std::string& ca_file) {
+    TransportOptions options;
+    options.security.tls = true;
+    options.security.ca_pem = test::ReadFile(ca_file);
+    std::unique_ptr<Transport> transport = *CreateTransport("grpc", options);
+    std::unique_ptr<Channel> channel = *transport->Connect(address);
+    CallOptions call;
+    call.deadline = absl::Now() + absl::Seconds(10);
+    OutgoingFrame request;
+    request.header = "hello";
+    IncomingFrame response;
+    return channel->CallSync("Echo", std::move(request), call, &response);
+  };
+  EXPECT_TRUE(call_trusting(pki_.ca_cert).ok());
+  EXPECT_TRUE(absl::IsUnavailable(call_trusting(pki_.rogue_ca_cert)));
+
+  // Rotate to the other CA's certificate, each file replaced by rename.
+  for (const auto& [from, to] : {std::pair{pki_.rogue_key, "key.pem"}, std::pair{pki_.rogue_cert, "cert.pem"}}) {
+    std::filesystem::copy_file(from, live + "/next");
+    std::filesystem::rename(live + "/next", live + "/" + to);
+  }
+  absl::Status rogue = call_trusting(pki_.rogue_ca_cert);
+  for (const absl::Time give_up = absl::Now() + absl::Seconds(30); !rogue.ok() && absl::Now() < give_up;) {
+    absl::SleepFor(absl::Milliseconds(200));
+    rogue = call_trusting(pki_.rogue_ca_cert);
+  }
+  EXPECT_TRUE(rogue.ok()) << "the server never presented the rotated certificate: " << rogue;
+  EXPECT_TRUE(absl::IsUnavailable(call_trusting(pki_.ca_cert))) << "the old certificate is still presented";
+  (*server)->Shutdown(absl::Seconds(1));
+}
+
+TEST_F(SecurityTest, ReloadSecondsAboveADayIsRefused) {
+  ExperimentConfig config = Secure();
+  config.mutable_security()->mutable_tls()->set_reload_seconds(86401);
+  const absl::Status s = LoadError(config);
+  EXPECT_TRUE(absl::StrContains(s.message(), "security.tls.reload_seconds: 86401 is above 86400")) << s;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
 #include <atomic>
@@ -342,6 +344,18 @@ void KeepCallbackQueueForTheProcess() {
   (void)kept;
 }
 
+// security.tls.reload_seconds: the files, re-read by gRPC that often; a
+// pair whose key does not match its certificate is not taken.
+// A client without a certificate of its own watches the CA file only.
+std::shared_ptr<grpc::experimental::CertificateProviderInterface> WatchFiles(const TransportSecurity& security) {
+  if (security.cert_path.empty()) {
+    return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(security.ca_path,
+                                                                                security.reload_seconds);
+  }
+  return std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      security.key_path, security.cert_path, security.ca_path, security.reload_seconds);
+}
+
 class GrpcTransport : public Transport {
  public:
   explicit GrpcTransport(const TransportOptions& options) : options_(options) { KeepCallbackQueueForTheProcess(); }
@@ -355,14 +369,22 @@ class GrpcTransport : public Transport {
     SetBulkTransferArgs(options_, [&args](const char* key, int value) { args.SetInt(key, value); });
     const TransportSecurity& security = options_.security;
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-    if (security.tls) {
+    if (security.tls && security.reload_seconds > 0) {
+      grpc::experimental::TlsChannelCredentialsOptions tls;
+      tls.set_certificate_provider(WatchFiles(security));
+      tls.watch_root_certs();
+      if (!security.cert_path.empty()) tls.watch_identity_key_cert_pairs();
+      tls.set_verify_server_certs(true);
+      credentials = grpc::experimental::TlsCredentials(tls);
+    } else if (security.tls) {
       grpc::SslCredentialsOptions tls;
       tls.pem_root_certs = security.ca_pem;
       tls.pem_private_key = security.private_key_pem;
       tls.pem_cert_chain = security.cert_chain_pem;
       credentials = grpc::SslCredentials(tls);
-      if (!security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
     }
+    if (security.tls && !security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
+    if (credentials == nullptr) return absl::InternalError(absl::StrCat("cannot create TLS credentials for ", address));
     auto channel = grpc::CreateCustomChannel(address, credentials, args);
     if (channel == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot create channel to ", address));
     return std::unique_ptr<Channel>(new GrpcChannel(std::move(channel), security.token, address, security.tls));
@@ -372,14 +394,22 @@ class GrpcTransport : public Transport {
     const TransportSecurity& security = options_.security;
     auto service = std::make_unique<FrameService>(handler, security.token);
     std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-    if (security.tls) {
-      grpc::SslServerCredentialsOptions tls(security.require_client_cert
-                                                ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                                                : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    const grpc_ssl_client_certificate_request_type client_certs =
+        security.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                     : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+    if (security.tls && security.reload_seconds > 0) {
+      grpc::experimental::TlsServerCredentialsOptions tls(WatchFiles(security));
+      tls.watch_root_certs();
+      tls.watch_identity_key_cert_pairs();
+      tls.set_cert_request_type(client_certs);
+      credentials = grpc::experimental::TlsServerCredentials(tls);
+    } else if (security.tls) {
+      grpc::SslServerCredentialsOptions tls(client_certs);
       tls.pem_root_certs = security.ca_pem;
       tls.pem_key_cert_pairs.push_back({security.private_key_pem, security.cert_chain_pem});
       credentials = grpc::SslServerCredentials(tls);
     }
+    if (credentials == nullptr) return absl::InternalError(absl::StrCat("cannot create TLS credentials for ", address));
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort(address, credentials, &port);
