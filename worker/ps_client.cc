@@ -328,7 +328,8 @@ absl::StatusOr<PsClient::JoinInfo> PsClient::Join(int64_t min_generation, absl::
   // back must not get.
   const absl::Time give_up = absl::Now() + timeout;
   PSTRAIN_RETURN_IF_ERROR(StatsOnceReachable(give_up).status());
-  const absl::Duration left = std::max(give_up - absl::Now(), absl::ZeroDuration());
+  // At least 1 ms: a shard takes a timeout of 0 as "rpc_seconds".
+  const absl::Duration left = std::max(give_up - absl::Now(), absl::Milliseconds(1));
   JoinInfo info;
   PSTRAIN_ASSIGN_OR_RETURN(info.version, RunPulls(PullCalls(0, min_generation, /*generation=*/0, left, 0), left,
                                                   /*wait_for_ready=*/true, &info));
