@@ -665,6 +665,11 @@ absl::Status PsShard::Check(absl::Time now) {
 
   // 3. Lost workers.
   std::vector<int> newly_lost;
+  // Under a policy that cannot go on without a worker: every worker over
+  // its limit, the longest silent first. The shard cannot tell a dead
+  // worker from a live one whose heartbeats did not get through, so it
+  // names all it has not heard from rather than the lowest index.
+  std::vector<std::pair<absl::Duration, std::string>> fatal;
   {
     absl::MutexLock lock(&mu_);
     for (int w = 0; w < options_.num_workers; ++w) {
@@ -677,13 +682,21 @@ absl::Status PsShard::Check(absl::Time now) {
                                                  " (last step ", last_step_[w], ")")
                                   : absl::StrCat("worker ", w, " never connected within startup_seconds (",
                                                  absl::FormatDuration(limit), ")");
-      if (policy_->LostWorkerIsFatal()) return absl::UnavailableError(what);
+      if (policy_->LostWorkerIsFatal()) {
+        fatal.emplace_back(silent, std::move(what));
+        continue;
+      }
       progress_.lost[w] = true;
       departed_[w] = true;
       newly_lost.push_back(w);
       LOG(WARNING) << "shard " << options_.shard_index << ": " << what << "; " << options_.consistency
                    << " training continues without it";
     }
+  }
+  if (!fatal.empty()) {
+    std::stable_sort(fatal.begin(), fatal.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    return absl::UnavailableError(
+        absl::StrJoin(fatal, "; ", [](std::string* out, const auto& lost) { out->append(lost.second); }));
   }
   for (int w : newly_lost) OnDeparted(w);
   return absl::OkStatus();

@@ -679,6 +679,28 @@ TEST(PsShardSyncTest, CheckReportsLostWorker) {
   EXPECT_FALSE(ps.shard()->Finished());
 }
 
+// Two workers silent at once: the shard cannot tell which one died, so it
+// names both, the longest silent first, not just the lowest index.
+TEST(PsShardSyncTest, CheckNamesEveryLostWorkerLongestSilentFirst) {
+  PsShardOptions options = SgdOptions(2, "sync", 0.5f);
+  options.timeouts.set_worker_lost_seconds(2);
+  options.timeouts.set_startup_seconds(1000);
+  PsHarness ps(options);
+  ASSERT_TRUE(ps.Init({kA}).ok());
+  ASSERT_TRUE(ps.Heartbeat(1, 4).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(ps.Heartbeat(0, 5).ok());
+  absl::Status s = ps.shard()->Check(absl::Now() + absl::Seconds(10));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  const std::string message = Msg(s);
+  const size_t one = message.find("worker 1 lost"), zero = message.find("worker 0 lost");
+  ASSERT_NE(one, std::string::npos) << message;
+  ASSERT_NE(zero, std::string::npos) << message;
+  EXPECT_LT(one, zero) << "worker 1 went silent first: " << message;
+  EXPECT_THAT(message, HasSubstr("(last step 4)"));
+}
+
 TEST(PsShardSyncTest, CheckReportsWorkerThatNeverConnected) {
   PsShardOptions options = SgdOptions(2, "sync", 0.5f);
   options.timeouts.set_startup_seconds(3);
