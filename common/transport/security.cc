@@ -108,8 +108,10 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return text.str();
 }
 
-// The checks of security.tls; appends what is wrong to `errors`.
-void LoadTls(const TlsConfig& tls, TransportSecurity& out, std::vector<FieldError>& errors) {
+// Reads security.tls's files into `out` and checks them (PEM contents, the
+// key matches, validity dates, the chain to the CA); appends what is wrong
+// to `errors`, which it expects empty.
+void LoadTlsFiles(const TlsConfig& tls, TransportSecurity& out, std::vector<FieldError>& errors) {
   struct File {
     const char* field;
     const std::string& path;
@@ -177,13 +179,18 @@ void LoadTls(const TlsConfig& tls, TransportSecurity& out, std::vector<FieldErro
     errors.push_back({"security.tls.cert", absl::StrCat(tls.cert(), " does not chain to the CA in security.tls.ca ",
                                                         tls.ca(), ": ", X509_verify_cert_error_string(code))});
   }
-  out.tls = true;
-  out.require_client_cert = tls.require_client_cert();
-  out.server_name = tls.server_name();
+}
+
+// The checks of security.tls; appends what is wrong to `errors`.
+void LoadTls(const TlsConfig& tls, TransportSecurity& out, std::vector<FieldError>& errors) {
+  LoadTlsFiles(tls, out, errors);
   if (tls.reload_seconds() > kMaxReloadSeconds) {
     errors.push_back({"security.tls.reload_seconds",
                       absl::StrCat(tls.reload_seconds(), " is above ", kMaxReloadSeconds, " (one day)")});
   }
+  out.tls = true;
+  out.require_client_cert = tls.require_client_cert();
+  out.server_name = tls.server_name();
   out.reload_seconds = tls.reload_seconds();
   out.cert_path = tls.cert();
   out.key_path = tls.key();

@@ -395,6 +395,11 @@ TEST_F(SecurityTest, ReloadSecondsAboveADayIsRefused) {
   config.mutable_security()->mutable_tls()->set_reload_seconds(86401);
   const absl::Status s = LoadError(config);
   EXPECT_TRUE(absl::StrContains(s.message(), "security.tls.reload_seconds: 86401 is above 86400")) << s;
+  // Named beside a problem with the files too, not only once they pass.
+  config.mutable_security()->mutable_tls()->set_cert(dir_.path() + "/missing.pem");
+  const absl::Status both = LoadError(config);
+  EXPECT_TRUE(absl::StrContains(both.message(), "security.tls.cert: " + dir_.path() + "/missing.pem")) << both;
+  EXPECT_TRUE(absl::StrContains(both.message(), "\nsecurity.tls.reload_seconds: 86401 is above 86400")) << both;
 }
 
 }  // namespace
