@@ -12,6 +12,15 @@
 namespace pstrain {
 namespace {
 
+// Options for a call that waits for its shard to be reachable (a shard still
+// starting, or restarting) until `deadline`, answer included.
+CallOptions OnceReachable(absl::Time deadline) {
+  CallOptions options;
+  options.deadline = deadline;
+  options.wait_for_ready = true;
+  return options;
+}
+
 void DescribePart(const VariablePart& part, TensorHeader* h) {
   h->set_name(part.name);
   for (int64_t d : part.shape) h->add_shape(d);
@@ -193,9 +202,8 @@ absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>
   }
   // A generation above every shard's: shards that hold state (the chief
   // restarted, or a shard did) replace it.
-  CallOptions options;
-  options.deadline = absl::Now() + wait.value_or(absl::Seconds(config_.timeouts().startup_seconds()));
-  options.wait_for_ready = true;
+  const CallOptions options =
+      OnceReachable(absl::Now() + wait.value_or(absl::Seconds(config_.timeouts().startup_seconds())));
   PSTRAIN_ASSIGN_OR_RETURN(const std::vector<StatsResponse> shards, StatsWith(options));
   int64_t newest = 0;
   for (const StatsResponse& stats : shards) newest = std::max(newest, stats.generation());
@@ -415,10 +423,7 @@ absl::Status PsClient::Done(const WorkerReport& report) {
 absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() { return StatsWith(RpcOptions()); }
 
 absl::StatusOr<std::vector<StatsResponse>> PsClient::StatsOnceReachable(absl::Time deadline) {
-  CallOptions options;
-  options.deadline = deadline;
-  options.wait_for_ready = true;
-  return StatsWith(options);
+  return StatsWith(OnceReachable(deadline));
 }
 
 absl::StatusOr<std::vector<StatsResponse>> PsClient::StatsWith(const CallOptions& options) {
