@@ -65,7 +65,7 @@ stage_clang() {
   # roles are the same code), the benchmarks, and the training steps of the
   # larger zoo models (the same layers resnet50 and alexnet train through,
   # many times over; 2+ minutes under ASan).
-  (cd "$dir" && ctest -j"$JOBS" --timeout 900 --output-on-failure -LE 'integration|bench' \
+  (cd "$dir" && "$ROOT/tools/ctest_once_more.sh" -j"$JOBS" --timeout 900 --output-on-failure -LE 'integration|bench' \
      -E 'ZooTrainingTest[.].*/(resnet101|resnet152|vgg16|inception3)')
   say "clang: unit tests passed under ASan + UBSan ($(elapsed "$start"))"
 }
@@ -162,7 +162,7 @@ stage_tsan() {
   export TSAN_OPTIONS="suppressions=$ROOT/tools/tsan.supp:ignore_noninstrumented_modules=1:halt_on_error=1:detect_deadlocks=0"
   canary "$dir/bin/sanitizer_canary" race "data race"
   "$dir/bin/sanitizer_canary" guarded
-  (cd "$dir" && ctest -j"$JOBS" --timeout 900 --output-on-failure -L concurrent)
+  (cd "$dir" && "$ROOT/tools/ctest_once_more.sh" -j"$JOBS" --timeout 900 --output-on-failure -L concurrent)
   say "tsan: concurrent tests passed under ThreadSanitizer ($(elapsed "$start"))"
 }
 
