@@ -18,6 +18,10 @@
 //              memcpy. --backend mpi starts `mpirun -np RANKS` of itself and
 //              prints the Gloo figures beside (allreduce_bench.h)
 //        pstrain-bench allreduce --backend gloo|mpi --ranks 2 --bytes 4194304 [--json]
+//   timeline  a worker timeline's crash-safe flush (copy, append, rename) as
+//             the file grows, vs a plain append of the same bytes
+//             (timeline_bench.h)
+//        pstrain-bench timeline --steps 1000 --events_per_step 50 [--dir D] [--json]
 //
 // Exit codes: 0 success; 1 the benchmark failed; 2 bad usage (unknown
 // subcommand or flag, bad flag value). Results go to stdout; logs to stderr.
@@ -42,6 +46,7 @@
 #include "tools/bench/allreduce_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/ps_bench.h"
+#include "tools/bench/timeline_bench.h"
 #include "tools/launch/mpirun.h"
 #include "worker/collective/collective.h"
 
@@ -63,7 +68,7 @@ DEFINE_bool(profile, false,
 DEFINE_string(model, "resnet50", "model: zoo model name");
 DEFINE_string(device, "cpu", "model: cpu or gpu (GPU 0; reference cuBLAS sgemm instead of oneDNN's)");
 DEFINE_int32(batch_size, 32, "model: images per step");
-DEFINE_int64(steps, 10, "model: measured training steps");
+DEFINE_int64(steps, 10, "model: measured training steps; timeline: traced steps, each one flush (default there 1000)");
 DEFINE_int64(warmup, 2, "model: untimed training steps before the measured ones");
 DEFINE_string(input_shape, "",
               "model: C,H,W of one image; default 3,299,299 for inception3, 1,28,28 for "
@@ -78,6 +83,8 @@ DEFINE_int32(iterations, 20, "allreduce: timed all-reduces per rank and path");
 DEFINE_int32(variables, 16, "allreduce: gradients the strategy path splits --bytes into");
 DEFINE_int64(fusion_threshold_bytes, 64 << 20, "allreduce: the strategy path's fusion bucket size (0: per variable)");
 DEFINE_string(compression, "none", "allreduce: the strategy path's wire (none, fp16, bf16)");
+DEFINE_int32(events_per_step, 50, "timeline: events recorded in each traced step");
+DEFINE_string(dir, "", "timeline: directory for the files (default: a fresh one under $TMPDIR, removed after)");
 DEFINE_bool(mpi_rank, false, "allreduce: internal; run as one rank of the mpirun that --backend mpi starts");
 
 namespace {
@@ -283,6 +290,26 @@ int RunAllReduce() {
   return kExitOk;
 }
 
+int RunTimeline() {
+  pstrain::TimelineBenchOptions options;
+  if (!gflags::GetCommandLineFlagInfoOrDie("steps").is_default) options.steps = FLAGS_steps;
+  options.events_per_step = FLAGS_events_per_step;
+  options.dir = FLAGS_dir;
+  if (absl::Status s = pstrain::ValidateTimelineBenchOptions(options); !s.ok()) {
+    std::cerr << "pstrain-bench timeline: " << s.message() << std::endl;
+    return kExitUsage;
+  }
+  absl::StatusOr<pstrain::TimelineBenchResult> result = pstrain::RunTimelineBench(options);
+  if (!result.ok()) {
+    std::cerr << "pstrain-bench timeline: " << result.status().message() << std::endl;
+    return kExitFailure;
+  }
+  std::cout << (FLAGS_json ? pstrain::FormatTimelineBenchJson(*result) + "\n"
+                           : pstrain::FormatTimelineBenchTable(*result))
+            << std::flush;
+  return kExitOk;
+}
+
 struct Subcommand {
   const char* name;
   const char* summary;
@@ -296,6 +323,8 @@ constexpr Subcommand kSubcommands[] = {
     {"allreduce",
      "all-reduce over gloo or mpi, the library call beside the strategy's fused path: bus bandwidth vs memcpy",
      &RunAllReduce},
+    {"timeline", "the crash-safe timeline's flush as its file grows, vs a plain append of the same bytes",
+     &RunTimeline},
 };
 
 void PrintSubcommands(std::ostream& os) {
@@ -351,7 +380,7 @@ int main(int argc, char** argv) {
   --argc;
   argv[argc] = nullptr;
 
-  gflags::SetUsageMessage("pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce");
+  gflags::SetUsageMessage("pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce, timeline");
   if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {
     std::cerr << "pstrain-bench " << name << ": unknown flag " << unknown << std::endl;
     return kExitUsage;
