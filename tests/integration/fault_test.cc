@@ -110,6 +110,10 @@ TEST_P(ClusterProcessTest, KilledWorkerMakesSyncPsExitNamingIt) {
   ASSERT_TRUE(ps_status.has_value()) << "PS did not exit after worker 1 died:\n" << ps.err();
   EXPECT_TRUE(ExitedNonZero(ps_status));
   EXPECT_TRUE(absl::StrContains(ps.err(), "worker 1")) << ps.err();
+  // The chief is alive and heartbeating: blaming it too is wrong.
+  EXPECT_FALSE(absl::StrContains(ps.err(), "worker 0 lost")) << "the live chief was named lost\nPS:\n"
+                                                             << ps.err() << "\nchief:\n"
+                                                             << chief.err();
 
   // The chief cannot go on without its PS: it fails too, within its deadline.
   std::optional<int> chief_status = WaitForExit(chief.pid, seconds(90));

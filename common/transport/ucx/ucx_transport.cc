@@ -50,6 +50,14 @@ constexpr absl::Duration kFirstBackoff = absl::Milliseconds(20);
 constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 // The longest the progress thread sleeps without looking at UCX.
 constexpr absl::Duration kMaxSleep = absl::Seconds(1);
+// Calls of ucp_worker_progress (each followed by the work it deferred) in
+// one pass of the progress loop. UCX may report work on every call for a
+// long while (a peer that died with sends in flight, for one); between
+// passes the loop runs posted tasks and expires deadlines, so they never
+// wait behind it.
+constexpr int kProgressCallsPerPass = 64;
+// A warning when UCX has reported work on every call for this long.
+constexpr absl::Duration kBusyWarning = absl::Seconds(1);
 
 // PSTRAIN_UCX_SPIN_US: microseconds the progress thread keeps polling after
 // the last message or task before it sleeps on the event fd (default 200; 0:
@@ -457,9 +465,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Runs the queued tasks; true once Stop() was requested. *ran: whether
   // there were any.
   bool RunTasks(bool* ran) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
-  // ucp_worker_progress until it is idle, and the work callbacks deferred;
-  // true when anything happened.
-  bool Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // ucp_worker_progress, each call followed by the work its callbacks
+  // deferred, until UCX is idle or kProgressCallsPerPass calls were made;
+  // true when anything happened. *busy: UCX still reported work on the
+  // last call.
+  bool Progress(bool* busy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void Defer(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) { deferred_.push_back(std::move(task)); }
   // Sleeps on the worker's event fd until UCX or Post() wakes it, or `wake_at`.
   void WaitForEvents(absl::Time wake_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
@@ -564,12 +574,23 @@ void Engine::Run() {
     return;
   }
   absl::Time last_active = absl::InfinitePast();
+  absl::Time busy_since = absl::InfiniteFuture();  // UCX reported work on every call since
   for (;;) {
     bool ran = false;
     const bool stop = RunTasks(&ran);
-    const bool progressed = Progress();
+    bool busy = false;
+    const bool progressed = Progress(&busy);
     const absl::Time now = absl::Now();
     if (ran || progressed) last_active = now;
+    if (!busy) {
+      busy_since = absl::InfiniteFuture();
+    } else if (busy_since == absl::InfiniteFuture()) {
+      busy_since = now;
+    } else if (now - busy_since > kBusyWarning) {
+      LOG_EVERY_T(WARNING, 10) << "ucx: UCX has reported work on every progress call for "
+                               << absl::FormatDuration(now - busy_since)
+                               << "; tasks and deadlines are served between passes";
+    }
     ExpireCalls(now);
     RetryConnections(now);
     if (stop) break;
@@ -669,15 +690,17 @@ bool Engine::RunTasks(bool* ran) {
   return stop;
 }
 
-bool Engine::Progress() {
+bool Engine::Progress(bool* busy) {
   bool active = false;
-  do {
-    while (ucp_worker_progress(worker_) != 0) active = true;
+  *busy = false;
+  for (int call = 0; call < kProgressCallsPerPass; ++call) {
+    *busy = ucp_worker_progress(worker_) != 0;
     std::vector<Task> deferred;
     deferred.swap(deferred_);
-    active = active || !deferred.empty();
     for (Task& task : deferred) task();
-  } while (!deferred_.empty());
+    if (!*busy && deferred.empty() && deferred_.empty()) break;
+    active = true;
+  }
   return active;
 }
 
@@ -729,9 +752,10 @@ void Engine::ShutdownAll() {
   servers_.clear();
   // Let UCX finish: close requests, and sends and receives they cancel.
   const absl::Time give_up = absl::Now() + kCloseWait;
-  Progress();
+  bool busy = false;
+  Progress(&busy);
   while (outstanding_ > 0 && absl::Now() < give_up) {
-    Progress();
+    Progress(&busy);
     if (outstanding_ > 0) absl::SleepFor(absl::Milliseconds(1));
   }
   if (outstanding_ > 0) {
