@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,7 +129,10 @@ struct Subprocess {
 };
 
 // Starts `argv` (argv[0] is the executable path) in `cwd` with the current
-// environment; output goes to <capture_dir>/{stdout,stderr}.
+// environment; output goes to <capture_dir>/{stdout,stderr}. The child is
+// killed when the test process ends (PR_SET_PDEATHSIG), so a test that
+// fails, or is stopped by ctest's timeout, before it waits for its roles
+// leaves none running beside the next test (or its own second run).
 inline Subprocess Spawn(const std::vector<std::string>& argv, const std::string& capture_dir,
                         const std::string& cwd = "") {
   Subprocess proc;
@@ -140,8 +144,11 @@ inline Subprocess Spawn(const std::vector<std::string>& argv, const std::string&
   c_argv.push_back(nullptr);
   const int out = open(proc.stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const int err = open(proc.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t parent = getpid();
   proc.pid = fork();
   if (proc.pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);  // the test died before prctl took effect
     if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
