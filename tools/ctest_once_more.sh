@@ -18,9 +18,11 @@ log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 ctest --repeat until-pass:2 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-# "  12/370 Test  #117: Name ...***Failed" (or Timeout, Exception, Not Run)
-# for every failed run; the final failures are listed after "FAILED:".
-mapfile -t failed_once < <(sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .*\*\*\*.*$/\1/p' "$log" | sort -u)
+# "  12/370 Test  #117: Name ...***Failed" (or ***Timeout, ***Exception...,
+# ***Not Run; ***Skipped is no failure) for every failed run; the final
+# failures are listed after "FAILED:".
+mapfile -t failed_once < <(sed -nE 's/^.*Test +#[0-9]+: ([^ ]+) .*\*\*\*(Failed|Timeout|Exception|Not Run).*$/\1/p' "$log" |
+                           sort -u)
 mapfile -t failed_finally < <(sed -n '/^The following tests FAILED:/,$p' "$log" |
                               sed -nE 's/^[[:space:]]+[0-9]+ - ([^ ]+) .*$/\1/p' | sort -u)
 flaky=()
