@@ -20,6 +20,10 @@
 // event file descriptor (ucp_worker_arm, then poll) until UCX has an event,
 // work is queued, or the next call deadline or reconnection attempt is due
 // (at most 1 s, so UCX's own housekeeping -- keepalive -- still runs).
+// While awake it calls ucp_worker_progress in passes of at most 64 calls and
+// runs queued work and expires deadlines between passes, so a UCX that
+// reports work on every call (as around a peer that died) holds nothing up;
+// after 1 s of that it logs a warning.
 // Handlers and completion callbacks run on a small pool of callback threads,
 // never on the progress thread and never with a lock held: a handler may
 // block briefly (it delays only other handlers), and a slow callback never
