@@ -56,8 +56,10 @@ constexpr absl::Duration kMaxSleep = absl::Seconds(1);
 // passes the loop runs posted tasks and expires deadlines, so they never
 // wait behind it.
 constexpr int kProgressCallsPerPass = 64;
-// A warning when UCX has reported work on every call for this long.
-constexpr absl::Duration kBusyWarning = absl::Seconds(1);
+// A warning when every pass has used all its calls for this long while UCX
+// completed fewer than one message, send or error of ours per pass: UCX
+// busy with itself (a peer that died, retries), not with our traffic.
+constexpr absl::Duration kBusyWarning = absl::Seconds(2);
 
 // PSTRAIN_UCX_SPIN_US: microseconds the progress thread keeps polling after
 // the last message or task before it sleeps on the event fd (default 200; 0:
@@ -465,11 +467,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Runs the queued tasks; true once Stop() was requested. *ran: whether
   // there were any.
   bool RunTasks(bool* ran) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
+  // What one Progress pass did.
+  struct Pass {
+    bool active = false;  // anything happened
+    bool full = false;    // all kProgressCallsPerPass calls were made, UCX still reporting work
+    int deferred = 0;     // tasks our UCX callbacks deferred (messages, sends, errors), all run
+  };
   // ucp_worker_progress, each call followed by the work its callbacks
-  // deferred, until UCX is idle or kProgressCallsPerPass calls were made;
-  // true when anything happened. *busy: UCX still reported work on the
-  // last call.
-  bool Progress(bool* busy) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // deferred, until UCX is idle or kProgressCallsPerPass calls were made.
+  Pass Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void Defer(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) { deferred_.push_back(std::move(task)); }
   // Sleeps on the worker's event fd until UCX or Post() wakes it, or `wake_at`.
   void WaitForEvents(absl::Time wake_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
@@ -574,22 +580,29 @@ void Engine::Run() {
     return;
   }
   absl::Time last_active = absl::InfinitePast();
-  absl::Time busy_since = absl::InfiniteFuture();  // UCX reported work on every call since
+  // Since when every pass was full, and how many passes and deferred tasks
+  // that made (kBusyWarning).
+  absl::Time full_since = absl::InfiniteFuture();
+  int64_t full_passes = 0, full_deferred = 0;
   for (;;) {
     bool ran = false;
     const bool stop = RunTasks(&ran);
-    bool busy = false;
-    const bool progressed = Progress(&busy);
+    const Pass pass = Progress();
     const absl::Time now = absl::Now();
-    if (ran || progressed) last_active = now;
-    if (!busy) {
-      busy_since = absl::InfiniteFuture();
-    } else if (busy_since == absl::InfiniteFuture()) {
-      busy_since = now;
-    } else if (now - busy_since > kBusyWarning) {
-      LOG_EVERY_T(WARNING, 10) << "ucx: UCX has reported work on every progress call for "
-                               << absl::FormatDuration(now - busy_since)
-                               << "; tasks and deadlines are served between passes";
+    if (ran || pass.active) last_active = now;
+    if (!pass.full) {
+      full_since = absl::InfiniteFuture();
+      full_passes = full_deferred = 0;
+    } else {
+      if (full_since == absl::InfiniteFuture()) full_since = now;
+      ++full_passes;
+      full_deferred += pass.deferred;
+      if (now - full_since > kBusyWarning && full_deferred < full_passes) {
+        LOG_EVERY_T(WARNING, 30) << "ucx: UCX has reported work on every progress call for "
+                                 << absl::FormatDuration(now - full_since) << " while completing " << full_deferred
+                                 << " messages, sends or errors of ours in " << full_passes * kProgressCallsPerPass
+                                 << " calls (a peer that died?); queued work and deadlines are served meanwhile";
+      }
     }
     ExpireCalls(now);
     RetryConnections(now);
@@ -690,18 +703,19 @@ bool Engine::RunTasks(bool* ran) {
   return stop;
 }
 
-bool Engine::Progress(bool* busy) {
-  bool active = false;
-  *busy = false;
+Engine::Pass Engine::Progress() {
+  Pass pass;
   for (int call = 0; call < kProgressCallsPerPass; ++call) {
-    *busy = ucp_worker_progress(worker_) != 0;
+    const bool busy = ucp_worker_progress(worker_) != 0;
     std::vector<Task> deferred;
     deferred.swap(deferred_);
+    pass.deferred += static_cast<int>(deferred.size());
     for (Task& task : deferred) task();
-    if (!*busy && deferred.empty() && deferred_.empty()) break;
-    active = true;
+    if (!busy && deferred.empty() && deferred_.empty()) return pass;
+    pass.active = true;
+    pass.full = busy && call == kProgressCallsPerPass - 1;
   }
-  return active;
+  return pass;
 }
 
 absl::Time Engine::NextWake(absl::Time now) const {
@@ -752,10 +766,9 @@ void Engine::ShutdownAll() {
   servers_.clear();
   // Let UCX finish: close requests, and sends and receives they cancel.
   const absl::Time give_up = absl::Now() + kCloseWait;
-  bool busy = false;
-  Progress(&busy);
+  Progress();
   while (outstanding_ > 0 && absl::Now() < give_up) {
-    Progress(&busy);
+    Progress();
     if (outstanding_ > 0) absl::SleepFor(absl::Milliseconds(1));
   }
   if (outstanding_ > 0) {

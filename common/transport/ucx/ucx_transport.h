@@ -23,7 +23,8 @@
 // While awake it calls ucp_worker_progress in passes of at most 64 calls and
 // runs queued work and expires deadlines between passes, so a UCX that
 // reports work on every call (as around a peer that died) holds nothing up;
-// after 1 s of that it logs a warning.
+// it logs a warning when that lasts 2 s with almost none of our messages
+// completing.
 // Handlers and completion callbacks run on a small pool of callback threads,
 // never on the progress thread and never with a lock held: a handler may
 // block briefly (it delays only other handlers), and a slow callback never
