@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numbers>
 #include <random>
@@ -10,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "models/memory_plan.h"
 
 namespace pstrain {
 namespace {
@@ -91,20 +93,22 @@ class GraphModel final : public Model {
 
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override {
     const Tensor& logits = Forward(images, /*training=*/true);
-    AllocateGradients();
+    StepPlan& plan = *plan_;
     float loss;
-    if (outputs_.back().is_plain()) {
-      loss = loss_->ForwardBackward(*ctx_, logits, labels, &grads_.back());
+    if (plan.outputs.back().is_plain()) {
+      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.grads.back());
     } else {  // the loss reads and writes plain tensors
-      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plain_grad_logits_);
-      ctx_->Convert(plain_grad_logits_, grads_.back());
+      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.plain_grad_logits);
+      ctx_->Convert(plan.plain_grad_logits, plan.grads.back());
     }
-    Backward(images, hook);
+    Backward(hook);
+    last_train_memory_ = plan.memory;
     return loss;
   }
 
   EvalResult Evaluate(const Tensor& images, const int32_t* labels) override {
     const Tensor& logits = Forward(images, /*training=*/false);
+    last_eval_memory_ = plan_->memory;
     EvalResult result;
     result.examples = logits.dim(0);
     result.mean_loss = loss_->ForwardBackward(*ctx_, logits, labels, nullptr);
@@ -149,71 +153,183 @@ class GraphModel final : public Model {
     return costs;
   }
 
+  StepMemory LastStepMemory(bool training) const override { return training ? last_train_memory_ : last_eval_memory_; }
+
  private:
-  // Activations are allocated in Forward(), in the layout each layer asks for
-  // (OutputLayout()); they and everything derived from them are reallocated
-  // only when a shape or layout changes (in practice: the batch size).
+  // Everything a step of one batch size and mode needs, made once (MakePlan)
+  // and reused for every step like it.
   //
-  // Gradient buffers are shared where that saves copies: an input of a node
-  // that passes its gradient through (add, a fused relu) uses that node's
-  // gradient buffer when it is the only writer so far and the layouts agree,
-  // provided no later accumulation into the shared buffer can reach a reader
-  // that must not see it (CanShare()).
-  std::vector<Tensor> InputsOf(const Node& node) const {
+  // Activations are laid out as each layer asks (OutputLayout()). Gradients
+  // are laid out as the activations they belong to and shared where that
+  // saves copies: an input of a node that passes its gradient through (add, a
+  // fused relu) uses that node's gradient buffer when it is the only writer
+  // so far and the layouts agree, provided no later accumulation into the
+  // shared buffer can reach a reader that must not see it (CanShare()).
+  //
+  // Memory: activations, gradient buffers and scratch are views into one
+  // arena placed by PlanMemory() from their lifetimes on the step's clock
+  // (StepClock), so a buffer's bytes serve another once nothing reads it:
+  // an activation lives from its layer's Forward() to the last Forward() or
+  // Backward() that reads it (Layer::ReadsInBackward()), a gradient from its
+  // first write to its node's Backward(). A tensor whose layout pads (a
+  // blocked format over a channel count the block does not divide) keeps
+  // bytes of its own all step: its padding must stay zero.
+  struct StepPlan {
+    int64_t batch = 0;
+    bool training = false;
+    Tensor arena;
+    std::vector<Tensor> outputs;               // [node]; [0] is set to the images each step
+    std::vector<Tensor> grads;                 // [node] (training); [0] stays empty; may share buffers
+    std::vector<int> parent;                   // [node]: whose gradient buffer it shares, or -1
+    std::vector<std::vector<bool>> shared;     // [node][input]: that input shares this node's buffer
+    std::vector<std::vector<Tensor>> scratch;  // [node][input], where !direct (and not passed through)
+    Tensor plain_logits, plain_grad_logits;    // when the logits layer's output is not plain
+    StepMemory memory;
+  };
+
+  // Times on a step's clock: Forward() of node k at k, the loss at n (the
+  // node count), Backward() of node k at 2n - k.
+  struct StepClock {
+    int n;
+    int Forward(int k) const { return k; }
+    int Loss() const { return n; }
+    int Backward(int k) const { return 2 * n - k; }
+    int End() const { return 2 * n; }
+  };
+
+  static constexpr size_t kArenaAlignment = 256;  // what cuDNN and AVX-512 like best
+  static constexpr size_t kMaxPlans = 4;          // train and eval batch sizes, an eval remainder
+
+  std::vector<Tensor> InputsOf(const Node& node, const std::vector<Tensor>& outputs) const {
     std::vector<Tensor> inputs;
     inputs.reserve(node.inputs.size());
-    for (int in : node.inputs) inputs.push_back(outputs_[in]);
+    for (int in : node.inputs) inputs.push_back(outputs[in]);
     return inputs;
   }
 
-  // Makes `t` a tensor of `shape` laid out as `layout`, reusing it when it is
-  // one; returns whether it had to allocate.
-  // On this model's device.
-  bool Ensure(Tensor& t, const Shape& shape, const TensorLayoutPtr& layout) {
-    if (!t.empty() && t.shape() == shape && SameLayout(t.layout(), layout)) return false;
-    t = Tensor();  // back to the device's cache before the new allocation
-    t = ctx_->Allocate(shape, layout);
-    return true;
+  // The plan for (batch, training), made on first use; most recently used last.
+  StepPlan& PlanFor(int64_t batch, bool training) {
+    for (size_t i = 0; i < plans_.size(); ++i) {
+      if (plans_[i]->batch == batch && plans_[i]->training == training) {
+        std::rotate(plans_.begin() + static_cast<std::ptrdiff_t>(i),
+                    plans_.begin() + static_cast<std::ptrdiff_t>(i) + 1, plans_.end());
+        return *plans_.back();
+      }
+    }
+    if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());  // its arena goes back to the device
+    plans_.push_back(MakePlan(batch, training));
+    return *plans_.back();
   }
 
-  // Runs every layer; returns the logits, plain.
-  const Tensor& Forward(const Tensor& images, bool training) {
-    CHECK(images.rank() == 1 + static_cast<int>(input_shape_.size()) &&
-          Shape(images.shape().begin() + 1, images.shape().end()) == input_shape_)
-        << name_ << ": images are " << ShapeToString(images.shape()) << ", want [N] + " << ShapeToString(input_shape_);
-    CHECK(images.is_plain()) << name_ << ": images must be plain row-major";
+  // A tensor that has a shape and a layout but no bytes: what OutputLayout() needs.
+  Tensor Placeholder(const Shape& shape, const TensorLayoutPtr& layout) const {
+    const size_t bytes = layout ? layout->num_bytes() : static_cast<size_t>(NumElements(shape)) * sizeof(float);
+    return Tensor(shape, DType::kFloat32, Buffer::Borrow(nullptr, bytes, nullptr), ctx_->device(), layout);
+  }
+
+  static bool Pads(const Tensor& t) { return t.num_bytes() > static_cast<size_t>(t.num_elements()) * sizeof(float); }
+
+  std::unique_ptr<StepPlan> MakePlan(int64_t batch, bool training) {
+    auto plan = std::make_unique<StepPlan>();
+    plan->batch = batch;
+    plan->training = training;
     const size_t n = nodes_.size();
-    outputs_.resize(n);
-    if (images.device() == ctx_->device()) {
-      outputs_[0] = images;
-    } else {  // host images onto the device
-      Ensure(device_images_, images.shape(), nullptr);
-      ctx_->Convert(images, device_images_);
-      outputs_[0] = device_images_;
-    }
-    const int64_t batch = images.dim(0);
+    const StepClock clock{static_cast<int>(n)};
+    // Shapes and layouts, node by node, as Forward() will meet them.
+    std::vector<Tensor>& outputs = plan->outputs;
+    outputs.assign(n, Tensor());
+    outputs[0] = Placeholder(Batched(batch, input_shape_), nullptr);
     for (size_t k = 1; k < n; ++k) {
       const Node& node = nodes_[k];
       if (node.computed_by >= 0) {
-        outputs_[k] = outputs_[node.computed_by];
-        continue;
+        outputs[k] = outputs[node.computed_by];
+      } else {
+        outputs[k] = Placeholder(Batched(batch, node.shape), node.layer->OutputLayout(*ctx_, InputsOf(node, outputs)));
       }
-      std::vector<Tensor> inputs = InputsOf(node);
-      if (Ensure(outputs_[k], Batched(batch, node.shape), node.layer->OutputLayout(*ctx_, inputs))) {
-        gradient_plan_stale_ = true;
-      }
-      node.layer->Forward(*ctx_, inputs, outputs_[k], training);
     }
-    if (outputs_.back().is_plain()) return outputs_.back();
-    Ensure(plain_logits_, outputs_.back().shape(), nullptr);
-    Ensure(plain_grad_logits_, outputs_.back().shape(), nullptr);
-    ctx_->Convert(outputs_.back(), plain_logits_);
-    return plain_logits_;
+    if (training) PlanGradientSharing(*plan);
+
+    // Every buffer with its lifetime; `assign` puts the placed view where it belongs.
+    std::vector<BufferLifetime> lifetimes;
+    std::vector<std::function<void(const Tensor&)>> assign;
+    auto add = [&](const Tensor& like, int first, int last, std::function<void(const Tensor&)> set) {
+      if (Pads(like)) first = 0, last = clock.End();
+      lifetimes.push_back({like.num_bytes(), first, last});
+      assign.push_back([like, set = std::move(set)](const Tensor& arena_bytes) {
+        set(Tensor(like.shape(), DType::kFloat32, arena_bytes.buffer(), like.device(), like.layout()));
+      });
+    };
+    // Activations: from the producer's Forward() to the last read.
+    std::vector<int> last_read(n, 0);
+    for (size_t k = 1; k < n; ++k) {
+      const int owner = nodes_[k].computed_by >= 0 ? nodes_[k].computed_by : static_cast<int>(k);
+      int& last = last_read[owner];
+      last = std::max(last, clock.Forward(owner));
+      for (int c : nodes_[k].consumers) {
+        last = std::max(last, clock.Forward(c));
+        if (training && !nodes_[c].passes_gradient && nodes_[c].layer->ReadsInBackward().inputs) {
+          last = std::max(last, clock.Backward(c));
+        }
+      }
+      if (k == n - 1) last = std::max(last, clock.Loss());
+      if (training && owner == static_cast<int>(k) && !nodes_[k].passes_gradient &&
+          nodes_[k].layer->ReadsInBackward().output) {
+        last = std::max(last, clock.Backward(static_cast<int>(k)));
+      }
+    }
+    for (size_t k = 1; k < n; ++k) {
+      if (nodes_[k].computed_by >= 0) continue;
+      add(outputs[k], clock.Forward(static_cast<int>(k)), last_read[k],
+          [&outputs, k](const Tensor& t) { outputs[k] = t; });
+    }
+    if (training) {
+      // Gradients: a shared buffer from its members' first write to their last read.
+      std::vector<int> first_write(n, clock.End()), grad_last_read(n, 0);
+      for (size_t m = 1; m < n; ++m) {
+        const int root = RootOf(plan->parent, static_cast<int>(m));
+        const int write = m == n - 1 ? clock.Loss() : clock.Backward(nodes_[m].consumers.back());
+        first_write[root] = std::min(first_write[root], write);
+        grad_last_read[root] = std::max(grad_last_read[root], clock.Backward(static_cast<int>(m)));
+      }
+      for (size_t r = 1; r < n; ++r) {
+        if (plan->parent[r] >= 0) continue;
+        add(outputs[r], first_write[r], grad_last_read[r],
+            [grads = &plan->grads, r](const Tensor& t) { (*grads)[r] = t; });
+      }
+      for (size_t k = 1; k < n; ++k) {
+        for (size_t j = 0; j < plan->scratch[k].size(); ++j) {
+          if (plan->scratch[k][j].empty()) continue;
+          const int t = clock.Backward(static_cast<int>(k));
+          add(plan->scratch[k][j], t, t, [s = &plan->scratch[k][j]](const Tensor& v) { *s = v; });
+        }
+      }
+    }
+
+    const MemoryPlan placed = PlanMemory(lifetimes, kArenaAlignment);
+    plan->arena = ctx_->Allocate({static_cast<int64_t>((placed.arena_bytes + sizeof(float) - 1) / sizeof(float))});
+    char* base = static_cast<char*>(plan->arena.raw());
+    for (size_t i = 0; i < lifetimes.size(); ++i) {
+      assign[i](Tensor({}, DType::kFloat32,
+                       Buffer::Borrow(base + placed.offsets[i], lifetimes[i].bytes, plan->arena.buffer()),
+                       plan->arena.device()));
+    }
+    for (size_t k = 1; k < n; ++k) {
+      if (nodes_[k].computed_by >= 0) outputs[k] = outputs[nodes_[k].computed_by];
+      if (training && plan->parent[k] >= 0) plan->grads[k] = plan->grads[RootOf(plan->parent, static_cast<int>(k))];
+    }
+    if (!outputs.back().is_plain()) {
+      plan->plain_logits = ctx_->Allocate(outputs.back().shape());
+      if (training) plan->plain_grad_logits = ctx_->Allocate(outputs.back().shape());
+    }
+    plan->memory = {static_cast<int64_t>(placed.arena_bytes), static_cast<int64_t>(placed.total_bytes),
+                    static_cast<int64_t>(LiveBytesPeak(lifetimes, kArenaAlignment)),
+                    static_cast<int>(lifetimes.size())};
+    VLOG(1) << name_ << ": " << (training ? "training" : "evaluation") << " plan for batch " << batch << ": "
+            << lifetimes.size() << " buffers in an arena of " << placed.arena_bytes << " bytes (" << placed.total_bytes
+            << " apart, live peak " << plan->memory.live_peak_bytes << ")";
+    return plan;
   }
 
-  // Gradients (and fan-out scratch) laid out as the activations they belong
-  // to, with the buffer sharing described above; replanned when an
-  // activation was reallocated.
   // Every parameter's gradient becomes a view into one buffer, in variable
   // order, so a run of consecutive variables is one contiguous range (the
   // all-reduce reduces a fusion bucket in place, without packing it).
@@ -234,52 +350,44 @@ class GraphModel final : public Model {
     }
   }
 
-  void AllocateGradients() {
-    if (!gradient_plan_stale_) return;
-    gradient_plan_stale_ = false;
+  // Decides which gradients share a buffer (plan.parent, plan.shared) and
+  // where a scratch tensor is needed; plan.grads and plan.scratch get
+  // placeholders (shape and layout) for MakePlan to place.
+  void PlanGradientSharing(StepPlan& plan) {
     const size_t n = nodes_.size();
-    owned_grads_.resize(n);
-    grads_.assign(n, Tensor());
-    scratch_.resize(n);
-    shared_.assign(n, {});
-    parent_.assign(n, -1);
+    const std::vector<Tensor>& outputs = plan.outputs;
+    plan.grads.assign(n, Tensor());
+    plan.scratch.assign(n, {});
+    plan.shared.assign(n, {});
+    plan.parent.assign(n, -1);
     for (size_t k = n - 1; k >= 1; --k) {
       const Node& node = nodes_[k];
-      if (parent_[k] < 0) {
-        Ensure(owned_grads_[k], outputs_[k].shape(), outputs_[k].layout());
-        grads_[k] = owned_grads_[k];
-      }
-      scratch_[k].resize(node.inputs.size());
-      shared_[k].assign(node.inputs.size(), false);
+      plan.scratch[k].resize(node.inputs.size());
+      plan.shared[k].assign(node.inputs.size(), false);
       for (size_t j = 0; j < node.inputs.size(); ++j) {
         const int in = node.inputs[j];
         if (in == 0) continue;
-        const bool same_layout = SameLayout(outputs_[in].layout(), outputs_[k].layout());
+        const bool same_layout = SameLayout(outputs[in].layout(), outputs[k].layout());
         if (node.passes_gradient && node.direct[j] && same_layout &&
-            std::count(node.inputs.begin(), node.inputs.end(), in) == 1 && CanShare(in, static_cast<int>(k))) {
-          parent_[in] = static_cast<int>(k);
-          grads_[in] = grads_[k];
-          shared_[k][j] = true;
+            std::count(node.inputs.begin(), node.inputs.end(), in) == 1 &&
+            CanShare(plan.parent, in, static_cast<int>(k))) {
+          plan.parent[in] = static_cast<int>(k);
+          plan.shared[k][j] = true;
         }
         // Scratch: where a contribution is added rather than written, unless
         // it is passed through in the right layout already.
-        if (!node.direct[j] && !(node.passes_gradient && same_layout)) {
-          Ensure(scratch_[k][j], outputs_[in].shape(), outputs_[in].layout());
-        } else {
-          scratch_[k][j] = Tensor();
-        }
+        if (!node.direct[j] && !(node.passes_gradient && same_layout)) plan.scratch[k][j] = outputs[in];
       }
     }
     for (size_t k = 1; k < n; ++k) {
-      if (parent_[k] >= 0) owned_grads_[k] = Tensor();  // memory back
-      VLOG(1) << name_ << ": gradient of " << nodes_[k].name
-              << (parent_[k] >= 0 ? " shares " + nodes_[parent_[k]].name + "'s buffer" : " has its own buffer");
+      VLOG(2) << name_ << ": gradient of " << nodes_[k].name
+              << (plan.parent[k] >= 0 ? " shares " + nodes_[plan.parent[k]].name + "'s buffer" : " has its own buffer");
     }
   }
 
   // The root of the buffer-sharing tree `x` belongs to.
-  int RootOf(int x) const {
-    while (parent_[x] >= 0) x = parent_[x];
+  static int RootOf(const std::vector<int>& parent, int x) {
+    while (parent[x] >= 0) x = parent[x];
     return x;
   }
 
@@ -292,10 +400,10 @@ class GraphModel final : public Model {
   // constrain: a's separate writers must run after such a y was read (index
   // not above y: at step y itself Backward() reads before the model adds),
   // and y's after a was read.
-  bool CanShare(int a, int k) const {
+  bool CanShare(const std::vector<int>& parent, int a, int k) const {
     std::vector<bool> ancestor(nodes_.size(), false);
-    for (int x = k; x >= 0; x = parent_[x]) ancestor[x] = true;
-    const int root = RootOf(k);
+    for (int x = k; x >= 0; x = parent[x]) ancestor[x] = true;
+    const int root = RootOf(parent, k);
     auto writes_after = [this](int member, int shares_with, int step) {
       for (int c : nodes_[member].consumers) {
         if (c != shares_with && c > step) return false;
@@ -303,27 +411,58 @@ class GraphModel final : public Model {
       return true;
     };
     for (int y = 1; y < static_cast<int>(nodes_.size()); ++y) {
-      if (ancestor[y] || y == a || parent_[y] < 0 || RootOf(y) != root) continue;
-      if (!writes_after(a, k, y) || !writes_after(y, parent_[y], a)) return false;
+      if (ancestor[y] || y == a || parent[y] < 0 || RootOf(parent, y) != root) continue;
+      if (!writes_after(a, k, y) || !writes_after(y, parent[y], a)) return false;
     }
     return true;
   }
 
-  // Expects grads_.back() to hold d(loss)/d(logits).
-  void Backward(const Tensor& images, const GradientReadyHook& hook) {
+  // Runs every layer under the plan for this batch and mode (plan_ after);
+  // returns the logits, plain.
+  const Tensor& Forward(const Tensor& images, bool training) {
+    CHECK(images.rank() == 1 + static_cast<int>(input_shape_.size()) &&
+          Shape(images.shape().begin() + 1, images.shape().end()) == input_shape_)
+        << name_ << ": images are " << ShapeToString(images.shape()) << ", want [N] + " << ShapeToString(input_shape_);
+    CHECK(images.is_plain()) << name_ << ": images must be plain row-major";
+    plan_ = &PlanFor(images.dim(0), training);
+    std::vector<Tensor>& outputs = plan_->outputs;
+    if (images.device() == ctx_->device()) {
+      outputs[0] = images;
+    } else {  // host images onto the device
+      if (device_images_.shape() != images.shape()) {
+        device_images_ = Tensor();  // back to the device's cache before the new allocation
+        device_images_ = ctx_->Allocate(images.shape());
+      }
+      ctx_->Convert(images, device_images_);
+      outputs[0] = device_images_;
+    }
+    for (size_t k = 1; k < nodes_.size(); ++k) {
+      const Node& node = nodes_[k];
+      if (node.computed_by >= 0) continue;  // outputs[k] is its computing node's
+      node.layer->Forward(*ctx_, InputsOf(node, outputs), outputs[k], training);
+    }
+    if (outputs.back().is_plain()) return outputs.back();
+    ctx_->Convert(outputs.back(), plan_->plain_logits);
+    return plan_->plain_logits;
+  }
+
+  // Expects plan_->grads.back() to hold d(loss)/d(logits).
+  void Backward(const GradientReadyHook& hook) {
+    StepPlan& plan = *plan_;
+    const std::vector<Tensor>& grads = plan.grads;
     for (size_t k = nodes_.size() - 1; k >= 1; --k) {
       Node& node = nodes_[k];
       if (node.passes_gradient) {
         for (size_t j = 0; j < node.inputs.size(); ++j) {
           const int in = node.inputs[j];
-          if (in == 0 || shared_[k][j]) continue;
+          if (in == 0 || plan.shared[k][j]) continue;
           if (node.direct[j]) {
-            ctx_->Convert(grads_[k], grads_[in]);
-          } else if (scratch_[k][j].empty()) {  // same layout: add it as it is
-            ctx_->Accumulate(grads_[in], grads_[k]);
+            ctx_->Convert(grads[k], grads[in]);
+          } else if (plan.scratch[k][j].empty()) {  // same layout: add it as it is
+            ctx_->Accumulate(grads[in], grads[k]);
           } else {
-            ctx_->Convert(grads_[k], scratch_[k][j]);
-            ctx_->Accumulate(grads_[in], scratch_[k][j]);
+            ctx_->Convert(grads[k], plan.scratch[k][j]);
+            ctx_->Accumulate(grads[in], plan.scratch[k][j]);
           }
         }
         continue;  // no parameters
@@ -331,15 +470,14 @@ class GraphModel final : public Model {
       std::vector<Tensor> grad_inputs(node.inputs.size());  // empty for the images: not wanted
       for (size_t j = 0; j < node.inputs.size(); ++j) {
         int in = node.inputs[j];
-        if (in != 0) grad_inputs[j] = node.direct[j] ? grads_[in] : scratch_[k][j];
+        if (in != 0) grad_inputs[j] = node.direct[j] ? grads[in] : plan.scratch[k][j];
       }
-      std::vector<Tensor> inputs = InputsOf(node);
-      node.layer->Backward(*ctx_, inputs, outputs_[k], grads_[k], absl::MakeSpan(grad_inputs));
+      node.layer->Backward(*ctx_, InputsOf(node, plan.outputs), plan.outputs[k], grads[k], absl::MakeSpan(grad_inputs));
       // On a GPU the stream orders everything; hooks synchronise themselves
       // when they read gradients from the host (GradientReadyHook).
       if (ctx_->device().kind == DeviceKind::kCpu) ctx_->Synchronize();
       for (size_t j = 0; j < node.inputs.size(); ++j) {
-        if (node.inputs[j] != 0 && !node.direct[j]) ctx_->Accumulate(grads_[node.inputs[j]], grad_inputs[j]);
+        if (node.inputs[j] != 0 && !node.direct[j]) ctx_->Accumulate(grads[node.inputs[j]], grad_inputs[j]);
       }
       if (!hook) continue;
       for (int p = static_cast<int>(node.layer->parameters().size()) - 1; p >= 0; --p) hook(node.first_variable + p);
@@ -355,17 +493,11 @@ class GraphModel final : public Model {
   std::vector<Variable> variables_;
   std::vector<Parameter*> params_;  // parallel to variables_
 
-  std::vector<Tensor> outputs_;  // [node]; outputs_[0] is the images
-  // Gradient plan, remade when an activation is reallocated.
-  bool gradient_plan_stale_ = true;
-  std::vector<Tensor> grads_;                 // [node]; grads_[0] stays empty; may share buffers
-  std::vector<Tensor> owned_grads_;           // [node]: kept across plans, for reuse
-  std::vector<int> parent_;                   // [node]: whose gradient buffer it shares, or -1
-  std::vector<std::vector<bool>> shared_;     // [node][input]: that input shares this node's buffer
-  std::vector<std::vector<Tensor>> scratch_;  // [node][input], where !direct (and not passed through)
-  Tensor plain_logits_, plain_grad_logits_;   // when the logits layer's output is not plain
-  Tensor device_images_;                      // the images, copied to a non-CPU device
-  Tensor host_logits_;                        // Evaluate()'s logits, read back from a non-CPU device
+  std::vector<std::unique_ptr<StepPlan>> plans_;  // at most kMaxPlans, most recently used last
+  StepPlan* plan_ = nullptr;                      // the current step's
+  StepMemory last_train_memory_, last_eval_memory_;
+  Tensor device_images_;  // the images, copied to a non-CPU device
+  Tensor host_logits_;    // Evaluate()'s logits, read back from a non-CPU device
 };
 
 }  // namespace

@@ -42,6 +42,16 @@ struct LayerCost {
   std::vector<int> variables;             // indices into Model::variables(), ascending
 };
 
+// A step's activations, gradients and gradient scratch as the model's
+// memory planner placed them (models/memory_plan.h); all zero for a model
+// without a plan. Parameters and their gradients are not included.
+struct StepMemory {
+  int64_t arena_bytes = 0;      // what the step holds
+  int64_t separate_bytes = 0;   // what it would hold with a buffer each, alive all step
+  int64_t live_peak_bytes = 0;  // the most bytes alive at one time: no placement holds less
+  int buffers = 0;
+};
+
 // Called with the index of a variable whose gradient is final. On a CPU
 // model the gradient can be read at once; on a GPU model it is final in the
 // order of the model's stream: work queued on that stream sees it, host code
@@ -74,6 +84,8 @@ class Model {
   // finalises a layer's gradients together, its last variable first (the
   // order TrainStep calls the hook in).
   virtual std::vector<LayerCost> LayerCosts() const = 0;
+  // The memory of the last TrainStep() (`training`) or Evaluate().
+  virtual StepMemory LastStepMemory(bool training) const { return {}; }
 };
 
 // Builds a model graph. Node 0 is the input.

@@ -131,6 +131,18 @@ class Layer {
   // itself. Backward() must still work. Such a layer has no parameters.
   virtual bool PassesGradientThrough() const { return false; }
 
+  // What Backward() reads besides grad_output: its inputs' data, its
+  // output's data. The model's memory plan reuses an activation's bytes once
+  // neither forward nor any backward still reads it, so a layer must not
+  // read what it says it does not (shapes and layouts stay readable: the
+  // tensors passed are still shaped and laid out as in Forward()). Default:
+  // both, which is always safe.
+  struct BackwardReads {
+    bool inputs = true;
+    bool output = true;
+  };
+  virtual BackwardReads ReadsInBackward() const { return {}; }
+
   std::vector<Parameter>& parameters() { return parameters_; }
 
  protected:

@@ -4,7 +4,8 @@
 // differences of TrainStep's loss (training mode throughout, so batch norm
 // uses batch statistics on both sides). The chain also exercises the
 // model's batch_norm+relu fusion and its gradient-buffer sharing through add;
-// the diamond test, sharing that must be refused.
+// the diamond test, sharing that must be refused; the deep chain, the
+// memory plan (buffers whose bytes serve another once nothing reads them).
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -44,10 +45,12 @@ class LayoutModelTest : public ::testing::Test {
     return model.ok() ? std::move(*model) : nullptr;
   }
 
-  // Checks every variable's TrainStep gradient against central differences
-  // of TrainStep's loss (step h): at most `allowed_outliers` elements off by
-  // more than `tolerance` (relative, floored at 1e-2).
-  static void ExpectGradientsMatch(Model& model, double h, double tolerance, int64_t allowed_outliers) {
+  // Checks every variable's TrainStep gradient (every `stride`th element)
+  // against central differences of TrainStep's loss (step h): at most
+  // `allowed_outliers` elements off by more than `tolerance` (relative,
+  // floored at 1e-2).
+  static void ExpectGradientsMatch(Model& model, double h, double tolerance, int64_t allowed_outliers,
+                                   int64_t stride = 1) {
     model.InitializeVariables(3);
     Shape shape = {2};
     shape.insert(shape.end(), model.input_shape().begin(), model.input_shape().end());
@@ -65,7 +68,7 @@ class LayoutModelTest : public ::testing::Test {
     std::string worst_at;
     for (size_t i = 0; i < model.variables().size(); ++i) {
       Tensor value = model.variables()[i].value;
-      for (int64_t j = 0; j < value.num_elements(); ++j) {
+      for (int64_t j = 0; j < value.num_elements(); j += stride) {
         float& v = value.data()[j];
         const float saved = v;
         v = static_cast<float>(saved + h);
@@ -84,7 +87,7 @@ class LayoutModelTest : public ::testing::Test {
         }
       }
     }
-    EXPECT_GT(checked, 1000);
+    EXPECT_GT(checked, 1000 / stride);
     EXPECT_LE(outliers, allowed_outliers) << model.name() << ": worst " << worst << " at " << worst_at;
     std::cout << model.name() << ": checked " << checked << " variable elements, " << outliers << " outliers, worst "
               << worst << " at " << worst_at << "\n";
@@ -123,6 +126,87 @@ TEST_F(LayoutModelTest, SharedGradientBuffersInADiamond) {
   auto model = b.Finish(b.Then("logits", LayerSpec{"dense"}.Int("units", 3)));
   ASSERT_TRUE(model.ok()) << model.status();
   ExpectGradientsMatch(**model, 1e-3, 2e-2, 0);
+}
+
+// Sixteen channels: no blocked format pads them (8- and 16-channel blocks),
+// so every activation and gradient is placed by its lifetime. The plan must
+// reuse bytes (activations read only in forward, e.g. bn2's before the add,
+// die early; gradients die after their node's backward), and the gradients
+// must still match finite differences.
+//   conv1 -> bn1+relu -> conv2 -> bn2 -> add(bn1+relu) -> relu -> conv3
+//   -> bn3+relu -> max_pool -> dense
+// `smooth`: without the relus, average pooling.
+std::unique_ptr<Model> BuildDeepChain(DeviceContext* ctx, bool smooth = false) {
+  ModelBuilder b("deep_chain", {3, 6, 6}, 3, ctx);
+  auto conv = [] { return LayerSpec{"conv2d"}.Int("filters", 16).Int("kernel", 3).Int("padding", 1).Int("bias", 0); };
+  b.Then("conv1", conv());
+  b.Then("bn1", LayerSpec{"batch_norm"});
+  const int relu1 = smooth ? 2 : b.Then("relu1", LayerSpec{"relu"});
+  b.Then("conv2", conv());
+  const int bn2 = b.Then("bn2", LayerSpec{"batch_norm"});
+  b.Add("sum", LayerSpec{"add"}, {bn2, relu1});
+  if (!smooth) b.Then("relu2", LayerSpec{"relu"});
+  b.Then("conv3", conv());
+  b.Then("bn3", LayerSpec{"batch_norm"});
+  if (!smooth) b.Then("relu3", LayerSpec{"relu"});
+  b.Then("pool", LayerSpec{smooth ? "avg_pool" : "max_pool"}.Int("kernel", 2));
+  auto model = b.Finish(b.Then("logits", LayerSpec{"dense"}.Int("units", 3)));
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+TEST_F(LayoutModelTest, MemoryPlanReusesBytesAndGradientsStillMatch) {
+  auto smooth = BuildDeepChain(ctx_.get(), /*smooth=*/true);
+  ASSERT_NE(smooth, nullptr);
+  ExpectGradientsMatch(*smooth, 1e-3, 2e-2, 0, /*stride=*/7);
+  // With relu and max pooling, steps crossing kinks: 6 of 803 outliers here.
+  auto model = BuildDeepChain(ctx_.get());
+  ASSERT_NE(model, nullptr);
+  ExpectGradientsMatch(*model, 1e-3, 5e-2, 16, /*stride=*/7);
+  const StepMemory memory = model->LastStepMemory(/*training=*/true);
+  std::cout << "deep_chain training step: " << memory.buffers << " buffers, arena " << memory.arena_bytes << " bytes, "
+            << memory.separate_bytes << " apart, live peak " << memory.live_peak_bytes << "\n";
+  EXPECT_GT(memory.buffers, 10);
+  EXPECT_LT(memory.arena_bytes, memory.separate_bytes * 3 / 4) << "the plan reused too little";
+  EXPECT_GE(memory.arena_bytes, memory.live_peak_bytes);
+}
+
+// Plans per batch size and mode: evaluating at another batch size between
+// two training steps changes nothing the second step computes, and an
+// evaluation (no backward: every activation dies after its last reader)
+// holds less than a training step of the same batch.
+TEST_F(LayoutModelTest, PlansForOtherBatchSizesLeaveTrainingUnchanged) {
+  auto model = BuildDeepChain(ctx_.get());
+  ASSERT_NE(model, nullptr);
+  model->InitializeVariables(9);
+  std::mt19937_64 rng(10);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto random_images = [&](int64_t n) {
+    Tensor images({n, 3, 6, 6});
+    for (float& v : images.span()) v = dist(rng);
+    return images;
+  };
+  const Tensor train = random_images(4), eval = random_images(5);
+  const int32_t labels[] = {0, 1, 2, 0, 1};
+  auto gradients = [&] {
+    const float loss = model->TrainStep(train, labels, nullptr);
+    std::vector<float> all = {loss};
+    for (const Variable& v : model->variables()) all.insert(all.end(), v.grad.span().begin(), v.grad.span().end());
+    return all;
+  };
+  const std::vector<float> first = gradients();
+  const EvalResult a = model->Evaluate(eval, labels);
+  const std::vector<float> second = gradients();
+  const EvalResult b = model->Evaluate(eval, labels);
+  EXPECT_EQ(first, second);             // bit for bit: no buffer of one plan leaked into the other
+  EXPECT_NE(a.mean_loss, b.mean_loss);  // the steps moved batch norm's running averages
+  EXPECT_EQ(b.mean_loss, model->Evaluate(eval, labels).mean_loss);
+  const int64_t eval_bytes = model->LastStepMemory(/*training=*/false).arena_bytes;
+  const Tensor eval_at_train_batch = random_images(4);
+  model->Evaluate(eval_at_train_batch, labels);
+  EXPECT_GT(eval_bytes, 0);
+  EXPECT_LT(model->LastStepMemory(/*training=*/false).arena_bytes,
+            model->LastStepMemory(/*training=*/true).arena_bytes);
 }
 
 TEST_F(LayoutModelTest, EvaluateIsDeterministicAndFlopsAddUp) {

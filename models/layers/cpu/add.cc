@@ -24,6 +24,9 @@ class Add final : public Layer {
     return LayoutOf(PrimsFor(AsCpu(ctx), inputs).dst);
   }
 
+  // Backward reads nothing.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs);

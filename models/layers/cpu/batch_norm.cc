@@ -54,6 +54,9 @@ class BatchNorm final : public Layer {
     return inputs[0].layout();
   }
 
+  // Backward reads the input; a fused relu's mask is in the workspace.
+  BackwardReads ReadsInBackward() const override { return {.inputs = true, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     ThreadCap cap(1);  // creation too: see Work::kOneThread
     CpuContext& ctx = AsCpu(dctx);

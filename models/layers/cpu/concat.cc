@@ -29,6 +29,9 @@ class Concat final : public Layer {
     return LayoutOf(PrimsFor(AsCpu(ctx), inputs).dst);
   }
 
+  // Backward reads shapes only.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs);

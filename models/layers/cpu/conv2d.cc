@@ -41,6 +41,9 @@ class Conv2d final : public Layer {
     return LayoutOf(PrimsFor(AsCpu(ctx), inputs[0]).dst);
   }
 
+  // Backward reads the input (weight gradients).
+  BackwardReads ReadsInBackward() const override { return {.inputs = true, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);

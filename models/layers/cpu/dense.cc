@@ -34,6 +34,9 @@ class Dense final : public Layer {
 
   int64_t ForwardFlopsPerExample() const override { return setup_.ForwardFlopsPerExample(); }
 
+  // Backward reads the input (weight gradients).
+  BackwardReads ReadsInBackward() const override { return {.inputs = true, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);

@@ -41,6 +41,9 @@ class Dropout final : public Layer {
     return inputs[0].layout();
   }
 
+  // Backward reads its mask only.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     if (!training) {
       output.CopyFrom(inputs[0]);

@@ -14,6 +14,9 @@ class Flatten final : public Layer {
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupFlatten(input_shapes); }
 
+  // Backward reads shapes only.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     if (inputs[0].is_plain()) {
       output.CopyFrom(inputs[0]);

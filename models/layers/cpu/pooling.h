@@ -25,6 +25,8 @@ class Pooling final : public Layer {
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override;
   TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override;
+  // Backward reads neither (max pooling keeps its workspace).
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
   void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override;
   void Backward(DeviceContext& ctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 absl::Span<Tensor> grad_inputs) override;

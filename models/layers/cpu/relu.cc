@@ -1,5 +1,7 @@
 // relu: y = max(x, 0), elementwise, any shape, on oneDNN eltwise.
 // No attributes, no parameters. The gradient at x == 0 is 0.
+// Backward reads the output (y > 0 where x > 0), not the input: after an add
+// the input is then dead once forward has read it.
 // Layouts: works in the input's format; output likewise.
 #include <memory>
 #include <optional>
@@ -21,6 +23,9 @@ class Relu final : public Layer {
     return inputs[0].layout();
   }
 
+  // Backward reads the output (relu_use_dst_for_bwd).
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = true}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);
@@ -33,12 +38,12 @@ class Relu final : public Layer {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);
     if (!p.bwd) {
-      dnnl::eltwise_backward::desc bwd(dnnl::algorithm::eltwise_relu, p.data, p.data, 0.f);
+      dnnl::eltwise_backward::desc bwd(dnnl::algorithm::eltwise_relu_use_dst_for_bwd, p.data, p.data, 0.f);
       p.bwd = MakePrim(dnnl::eltwise_backward::primitive_desc(bwd, ScratchpadAttr(), ctx.engine(), p.fwd_pd),
                        Work::kMemory);
     }
     Run(ctx, *p.bwd,
-        {{DNNL_ARG_SRC, View(p.data, ctx, inputs[0])},
+        {{DNNL_ARG_DST, View(p.data, ctx, output)},
          {DNNL_ARG_DIFF_DST, CheckedView(p.data, ctx, grad_output)},
          {DNNL_ARG_DIFF_SRC, CheckedView(p.data, ctx, grad_inputs[0])}});
   }
@@ -59,7 +64,8 @@ class Relu final : public Layer {
     }
     auto p = std::make_unique<Prims>();
     p->data = data;
-    dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu, data, 0.f);
+    dnnl::eltwise_forward::desc fwd(dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu_use_dst_for_bwd,
+                                    data, 0.f);
     p->fwd_pd = dnnl::eltwise_forward::primitive_desc(fwd, ScratchpadAttr(), ctx.engine());
     p->fwd = MakePrim(p->fwd_pd, Work::kMemory);
     cache_.push_back(std::move(p));

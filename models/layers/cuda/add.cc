@@ -20,6 +20,9 @@ class AddLayer final : public Layer {
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupAdd(input_shapes); }
 
+  // Backward reads nothing.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
     const int64_t n = output.num_elements();

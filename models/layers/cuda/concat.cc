@@ -30,6 +30,9 @@ class Concat final : public Layer {
     return out;
   }
 
+  // Backward reads shapes only.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
     const int64_t batch = CheckedBatch(inputs, output);

@@ -59,6 +59,9 @@ class Conv2d final : public Layer {
 
   int64_t ForwardFlopsPerExample() const override { return setup_.ForwardFlopsPerExample(); }
 
+  // Backward reads the input (filter gradients).
+  BackwardReads ReadsInBackward() const override { return {.inputs = true, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
     const Plan& p = PlanFor(ctx, inputs[0].shape());

@@ -30,6 +30,9 @@ class Dropout final : public Layer {
     return setup_.shape;
   }
 
+  // Backward reads its mask and shapes only.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
     const Tensor& x = inputs[0];

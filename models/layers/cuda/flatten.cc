@@ -24,6 +24,9 @@ class Flatten final : public Layer {
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override { return SetupFlatten(input_shapes); }
 
+  // Backward reads nothing.
+  BackwardReads ReadsInBackward() const override { return {.inputs = false, .output = false}; }
+
   void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CopyOnDevice(AsCuda(ctx), inputs[0], output);
   }
