@@ -3,11 +3,19 @@
 namespace pstrain {
 namespace {
 
-// images/sec, its stddev, final loss, wall seconds, then bytes all-reduced
-// as two floats that hold it exactly (high and low 24 bits: floats are
-// exact integers up to 2^24).
-constexpr int kColumns = 6;
+// images/sec, its stddev, final loss, wall seconds, then the byte counts
+// (all-reduced, peak RSS, peak device memory, step arena) each as two floats
+// that hold it exactly (high and low 24 bits: floats are exact integers up
+// to 2^24, so counts up to 2^48).
+constexpr int kColumns = 12;
 constexpr int64_t kLow = int64_t{1} << 24;
+
+void PutCount(float* pair, int64_t count) {
+  pair[0] = static_cast<float>(count / kLow);
+  pair[1] = static_cast<float>(count % kLow);
+}
+
+int64_t GetCount(const float* pair) { return static_cast<int64_t>(pair[0]) * kLow + static_cast<int64_t>(pair[1]); }
 
 }  // namespace
 
@@ -18,8 +26,10 @@ std::vector<float> ReportTable(const WorkerReport& mine, int num_workers) {
   row[1] = static_cast<float>(mine.images_per_sec_stddev());
   row[2] = static_cast<float>(mine.final_loss());
   row[3] = static_cast<float>(mine.wall_seconds());
-  row[4] = static_cast<float>(mine.bytes_allreduced() / kLow);
-  row[5] = static_cast<float>(mine.bytes_allreduced() % kLow);
+  PutCount(row + 4, mine.bytes_allreduced());
+  PutCount(row + 6, mine.peak_rss_bytes());
+  PutCount(row + 8, mine.peak_device_bytes());
+  PutCount(row + 10, mine.step_arena_bytes());
   return table;
 }
 
@@ -36,7 +46,10 @@ ClusterReport ReportsFromTable(const WorkerReport& mine, const std::vector<float
     r.set_images_per_sec_stddev(row[1]);
     r.set_final_loss(row[2]);
     r.set_wall_seconds(row[3]);
-    r.set_bytes_allreduced(static_cast<int64_t>(row[4]) * kLow + static_cast<int64_t>(row[5]));
+    r.set_bytes_allreduced(GetCount(row + 4));
+    r.set_peak_rss_bytes(GetCount(row + 6));
+    r.set_peak_device_bytes(GetCount(row + 8));
+    r.set_step_arena_bytes(GetCount(row + 10));
     report.workers.push_back(r);
   }
   return report;

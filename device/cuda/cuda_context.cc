@@ -118,6 +118,11 @@ CudaContext::~CudaContext() {
 
 void CudaContext::MakeCurrent() { PSTRAIN_CUDA_CHECK(cudaSetDevice(ordinal_)); }
 
+DeviceContext::MemoryStats CudaContext::memory_stats() const {
+  const CachingAllocator::Stats stats = device_allocator_->stats();
+  return {static_cast<int64_t>(stats.peak_bytes_in_use), stats.backend_allocs};
+}
+
 void CudaContext::Synchronize() { PSTRAIN_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 void CudaContext::Convert(const Tensor& src, const Tensor& dst) {

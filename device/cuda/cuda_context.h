@@ -57,6 +57,7 @@ class CudaContext final : public DeviceContext {
   Tensor AllocateHost(const Shape& shape) override;
 
   void MakeCurrent() override;
+  MemoryStats memory_stats() const override;
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }
