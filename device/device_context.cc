@@ -1,13 +1,88 @@
 #include "device/device_context.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "device/cpu/cpu_context.h"
+#include "oneapi/dnnl/dnnl.hpp"
 #ifdef PSTRAIN_WITH_CUDA
 #include "device/cuda/cuda_context.h"
 #endif
 
 namespace pstrain {
+namespace {
+
+// oneDNN's name for an ISA it reports (the ones a bf16 check meets).
+std::string IsaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "SSE4.1";
+    case dnnl::cpu_isa::avx:
+      return "AVX";
+    case dnnl::cpu_isa::avx2:
+      return "AVX2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "AVX2 VNNI";
+    case dnnl::cpu_isa::avx512_core:
+      return "AVX-512";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "AVX-512 VNNI";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "AVX-512 BF16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "AMX";
+    default:
+      return absl::StrCat("ISA 0x", absl::Hex(static_cast<int>(isa)));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> PrecisionNames() { return {"fp32", "bf16", "fp16"}; }
+
+std::string PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
+  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    if (name == PrecisionName(p)) return p;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown precision '", name, "': expected one of ", absl::StrJoin(PrecisionNames(), ", ")));
+}
+
+absl::Status CheckPrecision(DeviceKind kind, Precision precision) {
+  if (precision == Precision::kFp32) return absl::OkStatus();
+  if (kind == DeviceKind::kCuda) {
+    return absl::UnimplementedError(absl::StrCat("precision ", PrecisionName(precision),
+                                                 ": mixed precision on GPUs is not implemented yet; use fp32"));
+  }
+  if (precision == Precision::kFp16) {
+    return absl::UnimplementedError(
+        "precision fp16 runs on GPUs only (and is not implemented there yet); on the CPU use bf16 or fp32");
+  }
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const auto bits = static_cast<unsigned>(isa), bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  if ((bits & bf16) == bf16) return absl::OkStatus();  // AVX-512 BF16, AMX
+  return absl::FailedPreconditionError(absl::StrCat(
+      "precision bf16 needs a processor with AVX-512 BF16 or AMX; oneDNN's instruction set here is ", IsaName(isa),
+      " (/proc/cpuinfo flags avx512_bf16 or amx_bf16; ONEDNN_MAX_CPU_ISA may lower it); use fp32"));
+}
+
+absl::Status DeviceContext::SetPrecision(Precision precision) {
+  PSTRAIN_RETURN_IF_ERROR(CheckPrecision(device().kind, precision));
+  precision_ = precision;
+  return absl::OkStatus();
+}
 
 int CountDevices(DeviceKind kind) {
   if (kind == DeviceKind::kCpu) return 1;

@@ -9,11 +9,33 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/tensor.h"
 
 namespace pstrain {
+
+// The arithmetic of the compute-bound layers (convolutions, dense): fp32
+// throughout, or mixed precision: their inputs, weights and incoming
+// gradients rounded to bf16 (fp16) for the product, accumulated and written
+// in fp32. Everything else stays fp32: activations between layers, the
+// variables (master weights), their gradients, optimizer state.
+enum class Precision { kFp32, kBf16, kFp16 };
+// The names configs give them (`precision:`): "fp32", "bf16", "fp16".
+std::vector<std::string> PrecisionNames();
+std::string PrecisionName(Precision precision);
+// InvalidArgument listing PrecisionNames() for any other name.
+absl::StatusOr<Precision> ParsePrecision(absl::string_view name);
+// OK when contexts of `kind` can compute in `precision` in this build on
+// this machine; otherwise FailedPrecondition (the processor lacks it,
+// naming what it has) or Unimplemented, saying what would be needed. bf16
+// on the CPU needs AVX-512 BF16 or AMX as oneDNN sees them (its effective
+// ISA, which ONEDNN_MAX_CPU_ISA may lower); fp16 needs a GPU; mixed
+// precision on GPUs is not implemented yet.
+absl::Status CheckPrecision(DeviceKind kind, Precision precision);
 
 // Per-device execution state (oneDNN engine and stream on CPU; handles and a
 // stream on CUDA). Owned by whoever runs the model; one per model replica.
@@ -21,6 +43,11 @@ class DeviceContext {
  public:
   virtual ~DeviceContext() = default;
   virtual Device device() const = 0;
+  // The precision of the compute-bound layers run on this context: fp32
+  // unless set. Set it before the model's first step (layers choose their
+  // primitives' data types on first use); CheckPrecision's error otherwise.
+  Precision precision() const { return precision_; }
+  absl::Status SetPrecision(Precision precision);
   // Blocks until queued work is finished.
   virtual void Synchronize() = 0;
   // Copies src into dst (same shape), converting between their layouts;
@@ -41,6 +68,19 @@ class DeviceContext {
   // Makes this context's device current on the calling thread (a GPU
   // context's threads must call it before queuing work); nothing on the CPU.
   virtual void MakeCurrent() {}
+  // Device memory this context has used: a GPU context's caching allocator
+  // (the most bytes handed out at once, and how many blocks it had to get
+  // from cudaMalloc: a training loop stops asking after its first step).
+  // All zero on the CPU, whose memory is the process's (PeakRssBytes,
+  // common/metrics/memory_usage.h).
+  struct MemoryStats {
+    int64_t peak_bytes_in_use = 0;
+    int64_t backend_allocations = 0;
+  };
+  virtual MemoryStats memory_stats() const { return {}; }
+
+ private:
+  Precision precision_ = Precision::kFp32;
 };
 
 // Creates the context for `device`.

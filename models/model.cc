@@ -103,5 +103,23 @@ const bool kConfigCheck =
       return ck.OneOf("model.name", config.model().name(), RegisteredModels());
     });
 
+// Whether the workers' device can compute in `precision` here (the worker's
+// own check runs on the machine it trains on).
+[[maybe_unused]] const bool kPrecisionCheckRegistered =
+    ConfigCheckRegistry().Register("precision", [](const ExperimentConfig& config, const ConfigChecker& ck) {
+      PSTRAIN_RETURN_IF_ERROR(ck.OneOf("precision", config.precision(), PrecisionNames()));
+      const Precision precision = *ParsePrecision(config.precision());
+      if (precision == Precision::kFp32) return absl::OkStatus();
+      if (config.device() != "cpu" && config.device() != "gpu") {
+        return ck.Fail("precision", absl::StrCat("fp32 with device ", config.device()),
+                       absl::StrCat("'", config.precision(), "'"));
+      }
+      const absl::Status supported =
+          CheckPrecision(config.device() == "gpu" ? DeviceKind::kCuda : DeviceKind::kCpu, precision);
+      if (supported.ok()) return supported;
+      return ck.Fail("precision", absl::StrCat("a precision device ", config.device(), " can compute in here"),
+                     absl::StrCat("'", config.precision(), "' (", supported.message(), ")"));
+    });
+
 }  // namespace
 }  // namespace pstrain

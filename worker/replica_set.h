@@ -37,6 +37,8 @@ struct ReplicaOptions {
   // strategy reduces on the devices first and downloads the result itself
   // (local_parameter_device gpu); TrainStep() then only waits for backward.
   bool download_gradients = true;
+  // The compute-bound layers' arithmetic (DeviceContext::SetPrecision).
+  Precision precision = Precision::kFp32;
   // When set, applied to every replica's model once built (device emulated:
   // an EmulatedModel around it, worker/emulated_device.h).
   std::function<absl::StatusOr<std::unique_ptr<Model>>(std::unique_ptr<Model>)> wrap_model;

@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <deque>
@@ -16,6 +17,7 @@
 #include "common/data/batcher.h"
 #include "common/data/data_source.h"
 #include "common/metrics/cpu_usage.h"
+#include "common/metrics/memory_usage.h"
 #include "common/metrics/throughput.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -78,6 +80,8 @@ void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t tot
 
 }  // namespace
 
+double Gib(int64_t bytes) { return static_cast<double>(bytes) / (int64_t{1} << 30); }
+
 int64_t TotalSteps(const ExperimentConfig& config, int64_t train_examples) {
   if (config.train().steps() > 0) return config.train().steps();
   const int64_t global_batch =
@@ -114,6 +118,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   replica_options.worker_index = worker_index;
   replica_options.host_mirrors = needs.host_mirrors;
   replica_options.download_gradients = needs.download_gradients;
+  PSTRAIN_ASSIGN_OR_RETURN(replica_options.precision, ParsePrecision(config.precision()));
   double device_images_per_sec = 0;
   if (emulated) {
     replica_options.wrap_model = [&](std::unique_ptr<Model> real) -> absl::StatusOr<std::unique_ptr<Model>> {
@@ -274,6 +279,12 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   report.set_images_per_sec_stddev(throughput.stddev() * time_scale);
   const CpuUsage cpu = cpu_at_warmup ? UsageBetween(*cpu_at_warmup, SampleCpu()) : CpuUsage{};
   report.set_cpu_cores(cpu.process_cores);
+  report.set_peak_rss_bytes(PeakRssBytes());
+  for (int r = 0; r < replicas->size(); ++r) {
+    report.set_peak_device_bytes(report.peak_device_bytes() + replicas->context(r).memory_stats().peak_bytes_in_use);
+    report.set_step_arena_bytes(
+        std::max(report.step_arena_bytes(), replicas->model(r).LastStepMemory(/*training=*/true).arena_bytes));
+  }
   report.set_final_loss(final_loss);
   report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   strategy->FillTraffic(&report);
@@ -286,6 +297,11 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
             << "\n"
             << absl::StrFormat("worker %d time waiting for others: %.2f s (%.1f%% of the run)", worker_index, wait,
                                100.0 * wait / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start)))
+            << "\n"
+            << absl::StrFormat("worker %d peak memory: RSS %.2f GiB, model step arena %.2f GiB", worker_index,
+                               Gib(report.peak_rss_bytes()), Gib(report.step_arena_bytes()))
+            << (report.peak_device_bytes() > 0 ? absl::StrFormat(", GPU %.2f GiB", Gib(report.peak_device_bytes()))
+                                               : "")
             << "\n----------------------------------------------------------------" << std::endl;
 
   PSTRAIN_ASSIGN_OR_RETURN(ClusterReport cluster, strategy->Finish(report));

@@ -28,16 +28,21 @@ std::string DnnlLayout::ToString() const {
   return s;
 }
 
-dnnl::memory::desc PlainDesc(const Shape& shape) {
+dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type type) {
   dnnl::memory::dims dims(shape.begin(), shape.end());
   dnnl::memory::dims strides(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * shape[i + 1];
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, type, strides);
 }
 
-dnnl::memory::desc AnyDesc(const Shape& shape) {
-  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), dnnl::memory::data_type::f32,
-                            dnnl::memory::format_tag::any);
+dnnl::memory::desc AnyDesc(const Shape& shape, dnnl::memory::data_type type) {
+  return dnnl::memory::desc(dnnl::memory::dims(shape.begin(), shape.end()), type, dnnl::memory::format_tag::any);
+}
+
+dnnl::memory::data_type ComputeType(const CpuContext& ctx) {
+  CHECK(ctx.precision() == Precision::kFp32 || ctx.precision() == Precision::kBf16)
+      << "CPU layers compute in fp32 or bf16, not " << PrecisionName(ctx.precision());
+  return ctx.precision() == Precision::kBf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
 }
 
 dnnl::memory::desc DescOf(const Tensor& t) {

@@ -34,10 +34,15 @@ class DnnlLayout final : public TensorLayout {
   dnnl::memory::desc desc_;
 };
 
-// A dense row-major f32 descriptor for `shape` (any rank oneDNN accepts).
-dnnl::memory::desc PlainDesc(const Shape& shape);
-// f32 with format_tag::any: lets a primitive choose.
-dnnl::memory::desc AnyDesc(const Shape& shape);
+// A dense row-major descriptor for `shape` (any rank oneDNN accepts).
+dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// format_tag::any: lets a primitive choose.
+dnnl::memory::desc AnyDesc(const Shape& shape, dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+// What compute-bound primitives (convolution, inner product) take their
+// src, weights and diff_dst as under ctx's precision: f32, or bf16 (mixed
+// precision; their dst, diff_src, diff_weights and bias stay f32, and the
+// conversions are reorders into layer-owned staging).
+dnnl::memory::data_type ComputeType(const CpuContext& ctx);
 // The exact descriptor of t's buffer: its DnnlLayout's, else PlainDesc.
 dnnl::memory::desc DescOf(const Tensor& t);
 // The layout a tensor of descriptor `desc` carries: null when plain.

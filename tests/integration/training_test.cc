@@ -2,7 +2,10 @@
 // user runs them: real processes, real gRPC (or UCX, or Open MPI) on
 // loopback, real Fashion-MNIST.
 #include <algorithm>
+#include <cstdlib>
+#include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -54,6 +57,18 @@ RunResult LaunchAndRead(const std::string& config, const std::string& overrides 
   return result.ok() ? *result : RunResult{};
 }
 
+// Every CPU worker reports its peak RSS, which holds at least its model's
+// step arena (the same for all: one model, one batch size), and no GPU memory.
+void ExpectMemoryReported(const RunResult& result) {
+  ASSERT_GE(result.workers_size(), 2);
+  for (const WorkerReport& w : result.workers()) {
+    EXPECT_GT(w.step_arena_bytes(), 0) << "worker " << w.worker();
+    EXPECT_EQ(w.step_arena_bytes(), result.workers(0).step_arena_bytes()) << "worker " << w.worker();
+    EXPECT_GT(w.peak_rss_bytes(), w.step_arena_bytes()) << "worker " << w.worker();
+    EXPECT_EQ(w.peak_device_bytes(), 0) << "worker " << w.worker();
+  }
+}
+
 TEST(TrainingTest, SyncMlpReachesTargetAccuracyWithinThreeEpochs) {
   RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_sync.yaml");
   EXPECT_EQ(result.consistency(), "sync");
@@ -63,6 +78,7 @@ TEST(TrainingTest, SyncMlpReachesTargetAccuracyWithinThreeEpochs) {
   EXPECT_GE(result.test_accuracy(), 0.85);
   EXPECT_GT(result.images_per_sec(), 0);
   EXPECT_EQ(result.ps_load().size(), 2u);
+  ExpectMemoryReported(result);
 }
 
 TEST(TrainingTest, AsyncMlpReachesTargetAccuracyWithinThreeEpochs) {
@@ -151,6 +167,7 @@ TEST(TrainingTest, AllReduceWithFp16ReachesTarget) {
   ASSERT_EQ(result.workers_size(), 2);
   EXPECT_EQ(result.workers(0).bytes_allreduced(), result.workers(1).bytes_allreduced());
   EXPECT_GT(result.workers(0).bytes_allreduced(), 0);
+  ExpectMemoryReported(result);  // the other worker's through the report table
 }
 
 // The workers as the ranks of one mpirun, which pstrain-launch starts.
@@ -173,6 +190,56 @@ TEST(TrainingTest, AllReduceOverMpiReachesTarget) {
   EXPECT_EQ(result.num_workers(), 2);
   ASSERT_TRUE(result.has_test_accuracy());
   EXPECT_GE(result.test_accuracy(), 0.85);
+}
+
+// The shipped sync MLP with `overrides`, checked by pstrain-worker
+// --check_config as a launcher would (under `env`, NAME=VALUE pairs set for
+// the check only): its exit status (-1 when it did not end in 30 s) and
+// standard error.
+std::pair<int, std::string> CheckWorkerConfig(const std::string& overrides,
+                                              const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  TempDir dir;
+  const std::string path = dir.path() + "/experiment.yaml";
+  WriteFile(path, WithOverrides(ReadFile(SourcePath("configs/fashion_mnist_mlp_sync.yaml")), overrides));
+  for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+  Subprocess check =
+      Spawn({BinDir() + "/pstrain-worker", "--config=" + path, "--index=0", "--check_config"}, dir.path());
+  for (const auto& [name, value] : env) unsetenv(name.c_str());
+  std::optional<int> status = WaitForExit(check.pid, std::chrono::seconds(30));
+  const int code = status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  return {code, check.err()};
+}
+
+// Mixed precision on the CPU: the MLP's dense layers compute in bf16, the
+// variables and optimizer stay float32. Where the processor lacks bf16 the
+// worker's own check says so, and the test skips with its words.
+TEST(TrainingTest, SyncMlpInBf16ReachesTargetAccuracy) {
+  const auto [code, err] = CheckWorkerConfig("precision: bf16");
+  if (code == 2 && absl::StrContains(err, "needs a processor with AVX-512 BF16")) GTEST_SKIP() << err;
+  ASSERT_EQ(code, 0) << err;
+  RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_sync.yaml", "precision: bf16");
+  ASSERT_TRUE(result.has_test_accuracy());
+  EXPECT_GE(result.test_accuracy(), 0.85);
+  std::cout << "sync MLP in bf16: test accuracy " << result.test_accuracy() << std::endl;
+}
+
+// A processor without bf16 (here: oneDNN held to AVX2 by ONEDNN_MAX_CPU_ISA)
+// refuses the config before anything starts, naming the field and what the
+// processor has; fp16 on the CPU and unknown names are refused too.
+TEST(TrainingTest, PrecisionsTheWorkerCannotRunAreRefusedAtTheConfigCheck) {
+  const auto [code, err] = CheckWorkerConfig("precision: bf16", {{"ONEDNN_MAX_CPU_ISA", "AVX2"}});
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_TRUE(absl::StrContains(err, "field 'precision'")) << err;
+  EXPECT_TRUE(absl::StrContains(err, "needs a processor with AVX-512 BF16 or AMX")) << err;
+  EXPECT_TRUE(absl::StrContains(err, "AVX2")) << err;
+
+  const auto [fp16_code, fp16_err] = CheckWorkerConfig("precision: fp16");
+  EXPECT_EQ(fp16_code, 2) << fp16_err;
+  EXPECT_TRUE(absl::StrContains(fp16_err, "fp16 runs on GPUs only")) << fp16_err;
+
+  const auto [bad_code, bad_err] = CheckWorkerConfig("precision: fp8");
+  EXPECT_EQ(bad_code, 2) << bad_err;
+  EXPECT_TRUE(absl::StrContains(bad_err, "one of fp32, bf16, fp16, got 'fp8'")) << bad_err;
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/metrics/memory_usage.h"
 #include "common/metrics/throughput.h"
 #include "glog/logging.h"
 #include "models/model.h"
@@ -37,11 +38,7 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-int64_t PeakRssBytes() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux: kilobytes
-}
+double Gib(int64_t bytes) { return static_cast<double>(bytes) / (int64_t{1} << 30); }
 
 std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
 
@@ -228,6 +225,9 @@ absl::Status ValidateModelBenchOptions(const ModelBenchOptions& o) {
   if (o.device == "gpu" && o.profile) {
     return absl::InvalidArgumentError("--profile reads oneDNN's verbose output: CPU only (use nsys on a GPU)");
   }
+  if (absl::Status s = ParsePrecision(o.precision).status(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--precision: ", s.message()));
+  }
   if (o.batch_size <= 0)
     return absl::InvalidArgumentError(absl::StrCat("--batch_size must be > 0, got ", o.batch_size));
   if (o.steps <= 0) return absl::InvalidArgumentError(absl::StrCat("--steps must be > 0, got ", o.steps));
@@ -281,6 +281,10 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
   config.set_num_classes(options.num_classes);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> ctx,
                            CreateDeviceContext(gpu ? Device{DeviceKind::kCuda, 0} : Device::Cpu()));
+  if (absl::Status s = ctx->SetPrecision(*ParsePrecision(options.precision)); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--precision: ", s.message()));
+  }
+  result.precision = options.precision;
   absl::StatusOr<std::unique_ptr<Model>> created = CreateModel(config, ctx.get());
   if (!created.ok()) {
     // A model that does not build is a usage problem (name, shape).
@@ -314,18 +318,24 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
   if (out != nullptr) {
     *out << absl::StrFormat(
                 "Model:       %s (%d parameters)\nInput:       [%s], %d classes, synthetic\n"
-                "Batch size:  %d\nDevices:     ['%s'] (%d oneDNN threads)\nMode:        training "
+                "Batch size:  %d\nDevices:     ['%s'] (%d oneDNN threads)\nPrecision:   %s\nMode:        training "
                 "(forward + backward, no optimizer)\nWarm-up:     %d steps\nSetup:       %.2f s\n==========\n"
                 "Step\tImg/sec\ttotal_loss\n",
                 result.model, result.num_parameters, absl::StrJoin(result.input_shape, ", "), result.num_classes,
-                result.batch_size, gpu ? "gpu:0" : "cpu", result.threads, result.warmup, result.setup_seconds)
+                result.batch_size, gpu ? "gpu:0" : "cpu", result.threads, options.precision, result.warmup,
+                result.setup_seconds)
          << std::flush;
   }
 
   // 3. Warm-up, then measured steps.
+  int64_t allocations_after_first_step = -1;
+  auto after_step = [&] {
+    if (allocations_after_first_step < 0) allocations_after_first_step = ctx->memory_stats().backend_allocations;
+  };
   for (int64_t s = 0; s < options.warmup; ++s) {
     const float loss = model->TrainStep(images, labels.data(), nullptr);
     if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in warm-up step ", s));
+    after_step();
   }
   ctx->Synchronize();
   ThroughputTracker tracker(options.batch_size, /*warmup_steps=*/0);
@@ -335,6 +345,7 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
     ctx->Synchronize();  // on a GPU, backward is still queued when the loss is back
     const double seconds = std::max(SecondsSince(t0), 1e-9);
     if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in step ", s));
+    after_step();
     tracker.RecordStep(s, seconds);
     result.step_seconds.push_back(seconds);
     result.losses.push_back(loss);
@@ -366,6 +377,10 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
 
   // 5. Peak memory of the training, then the roofline beside it.
   result.peak_rss_bytes = PeakRssBytes();
+  result.step_memory = model->LastStepMemory(/*training=*/true);
+  const DeviceContext::MemoryStats device_memory = ctx->memory_stats();
+  result.peak_device_bytes = device_memory.peak_bytes_in_use;
+  result.device_allocations_after_first_step = device_memory.backend_allocations - allocations_after_first_step;
   if (gpu) {  // the GPU reference gets the device (and its memory) to itself
     model.reset();
     images = Tensor();
@@ -400,6 +415,15 @@ std::string FormatModelBenchSummary(const ModelBenchResult& r) {
                         "Fastest step:", r.best_images_per_sec, r.best_achieved_gflops, r.best_ratio);
   absl::StrAppendFormat(&out, "%-22s %.2f GiB (%d bytes, ru_maxrss)\n",
                         "Peak RSS:", static_cast<double>(r.peak_rss_bytes) / (1 << 30), r.peak_rss_bytes);
+  const StepMemory& m = r.step_memory;
+  absl::StrAppendFormat(&out,
+                        "%-22s %.2f GiB arena for %d activations, gradients and scratch (%.2f GiB as separate "
+                        "buffers; live peak %.2f GiB)\n",
+                        "Step memory:", Gib(m.arena_bytes), m.buffers, Gib(m.separate_bytes), Gib(m.live_peak_bytes));
+  if (r.device == "gpu") {
+    absl::StrAppendFormat(&out, "%-22s %.2f GiB in use at most; %d cudaMalloc calls after the first step\n",
+                          "Peak device memory:", Gib(r.peak_device_bytes), r.device_allocations_after_first_step);
+  }
   return out;
 }
 
@@ -431,17 +455,22 @@ std::string FormatModelBenchProfile(const ModelBenchResult& r) {
 
 std::string FormatModelBenchJson(const ModelBenchResult& r) {
   std::string out = absl::StrFormat(
-      "{\"model\":%s,\"device\":%s,\"matmul_reference\":%s,\"batch_size\":%d,\"steps\":%d,\"warmup\":%d,\"input_"
+      "{\"model\":%s,\"device\":%s,\"precision\":%s,\"matmul_reference\":%s,\"batch_size\":%d,\"steps\":%d,\"warmup\":%"
+      "d,\"input_"
       "shape\":[%s],\"num_classes\":%d,"
       "\"threads\":%d,\"num_parameters\":%d,\"images_per_sec\":%s,\"images_per_sec_stddev\":%s,"
       "\"forward_gflop_per_image\":%s,\"gflop_per_image\":%s,\"achieved_gflops\":%s,\"matmul_gflops\":%s,"
       "\"matmul_size\":%d,\"ratio\":%s,\"best_images_per_sec\":%s,\"best_achieved_gflops\":%s,"
-      "\"best_ratio\":%s,\"peak_rss_bytes\":%d,\"setup_seconds\":%s",
-      JsonString(r.model), JsonString(r.device), JsonString(r.matmul_name), r.batch_size, r.steps, r.warmup,
-      absl::StrJoin(r.input_shape, ","), r.num_classes, r.threads, r.num_parameters, JsonNumber(r.images_per_sec),
-      JsonNumber(r.images_per_sec_stddev), JsonNumber(r.forward_gflop_per_image), JsonNumber(r.gflop_per_image),
-      JsonNumber(r.achieved_gflops), JsonNumber(r.matmul.gflops), r.matmul.m, JsonNumber(r.ratio),
-      JsonNumber(r.best_images_per_sec), JsonNumber(r.best_achieved_gflops), JsonNumber(r.best_ratio), r.peak_rss_bytes,
+      "\"best_ratio\":%s,\"peak_rss_bytes\":%d,\"step_arena_bytes\":%d,\"step_separate_bytes\":%d,"
+      "\"step_live_peak_bytes\":%d,\"peak_device_bytes\":%d,\"device_allocations_after_first_step\":%d,"
+      "\"setup_seconds\":%s",
+      JsonString(r.model), JsonString(r.device), JsonString(r.precision), JsonString(r.matmul_name), r.batch_size,
+      r.steps, r.warmup, absl::StrJoin(r.input_shape, ","), r.num_classes, r.threads, r.num_parameters,
+      JsonNumber(r.images_per_sec), JsonNumber(r.images_per_sec_stddev), JsonNumber(r.forward_gflop_per_image),
+      JsonNumber(r.gflop_per_image), JsonNumber(r.achieved_gflops), JsonNumber(r.matmul.gflops), r.matmul.m,
+      JsonNumber(r.ratio), JsonNumber(r.best_images_per_sec), JsonNumber(r.best_achieved_gflops),
+      JsonNumber(r.best_ratio), r.peak_rss_bytes, r.step_memory.arena_bytes, r.step_memory.separate_bytes,
+      r.step_memory.live_peak_bytes, r.peak_device_bytes, r.device_allocations_after_first_step,
       JsonNumber(r.setup_seconds));
   if (r.profile_step_ms > 0) {
     absl::StrAppendFormat(&out, ",\"profile_step_ms\":%s,\"profile_dnnl_ms\":%s,\"profile\":[",

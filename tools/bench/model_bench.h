@@ -17,6 +17,11 @@
 //   ratio                achieved / matmul
 //   best_*               the same from the fastest measured step
 //   peak RSS             getrusage ru_maxrss, read before the matmul runs
+//   step memory          the model's memory plan for a training step: its
+//                        arena, what separate buffers would take, the live
+//                        peak (Model::LastStepMemory)
+//   peak device memory   GPU: the caching allocator's most bytes in use, and
+//                        its cudaMalloc calls after the first step
 //
 // With `profile`, `profile_steps` more steps run with oneDNN's verbose mode
 // on (its output captured from stdout, so nothing else may write to stdout
@@ -36,6 +41,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/tensor.h"
+#include "models/model.h"
 #include "tools/bench/matmul_reference.h"
 
 namespace pstrain::bench {
@@ -45,6 +51,10 @@ struct ModelBenchOptions {
   // "cpu" (oneDNN; reference: oneDNN sgemm) or "gpu" (GPU 0, CUDA layers;
   // reference: cuBLAS sgemm, gpu_matmul_reference.h; no profile).
   std::string device = "cpu";
+  // The compute-bound layers' arithmetic (DeviceContext::SetPrecision):
+  // "fp32" or "bf16" (CPUs with AVX-512 BF16 or AMX). The matmul reference
+  // stays fp32 sgemm, so a bf16 ratio compares against fp32's roofline.
+  std::string precision = "fp32";
   int batch_size = 32;         // > 0
   int64_t steps = 10;          // measured steps, > 0
   int64_t warmup = 2;          // untimed steps first, >= 0
@@ -90,6 +100,7 @@ struct ModelBenchResult {
   double gflop_per_image = 0;  // training: 3 x forward
   double achieved_gflops = 0;
   std::string device;       // "cpu" or "gpu"
+  std::string precision;    // "fp32" or "bf16"
   std::string matmul_name;  // "oneDNN sgemm" or "cuBLAS sgemm"
   MatmulReference matmul;
   double ratio = 0;  // achieved_gflops / matmul.gflops
@@ -99,6 +110,14 @@ struct ModelBenchResult {
   double best_achieved_gflops = 0;
   double best_ratio = 0;
   int64_t peak_rss_bytes = 0;
+  // The training step's activations, gradients and scratch as the model's
+  // memory plan placed them (Model::LastStepMemory).
+  StepMemory step_memory;
+  // GPU: the most device bytes in use at once, and the blocks the caching
+  // allocator took from cudaMalloc after the first step (0 when every later
+  // step reused what the first one allocated). Zero on the CPU.
+  int64_t peak_device_bytes = 0;
+  int64_t device_allocations_after_first_step = 0;
   // Profile (when asked for).
   std::vector<ProfileRow> profile;  // by ms_per_step, largest first
   double profile_step_ms = 0;       // wall time per profiled step
@@ -120,11 +139,13 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
 std::string FormatModelBenchSummary(const ModelBenchResult& result);
 // The profile table (several lines, newline-terminated); "" without one.
 std::string FormatModelBenchProfile(const ModelBenchResult& result);
-// One JSON object on one line (no newline): model, batch_size, steps, warmup,
+// One JSON object on one line (no newline): model, device, precision, batch_size, steps, warmup,
 // input_shape, num_classes, threads, num_parameters, images_per_sec,
 // images_per_sec_stddev, forward_gflop_per_image, gflop_per_image,
 // achieved_gflops, matmul_gflops, matmul_size, ratio, best_images_per_sec,
-// best_achieved_gflops, best_ratio, peak_rss_bytes, setup_seconds, and
+// best_achieved_gflops, best_ratio, peak_rss_bytes, step_arena_bytes,
+// step_separate_bytes, step_live_peak_bytes, peak_device_bytes,
+// device_allocations_after_first_step, setup_seconds, and
 // "profile" (array of rows) when profiled. Non-finite figures are null.
 std::string FormatModelBenchJson(const ModelBenchResult& result);
 

@@ -10,7 +10,9 @@
 // C/groups*kh*kw), "bias" [filters] (zeros) when bias=1.
 //
 // Layouts: oneDNN chooses the src, weights and dst formats (format_tag::any;
-// nChw8c and blocked weights with AVX2). An input in another format is
+// nChw8c and blocked weights with AVX2, nChw16c with AVX-512).
+// Precision bf16 (ComputeType): src, weights and diff_dst are reordered to
+// bf16 for the products; dst, diff_src and the weight gradient are f32. An input in another format is
 // reordered into a layer-owned buffer; the plain weights are reordered into a
 // blocked copy once per Forward() and the weight gradient back to plain once
 // per Backward(). The output keeps oneDNN's format.
@@ -72,9 +74,12 @@ class Conv2d final : public Layer {
     }
     // The (possibly reordered) src from Forward() when the formats agree.
     memory src = b.weights_src ? b.weights_src->Get(ctx, inputs[0]) : p.src.Last(ctx, inputs[0]);
+    // The converted gradient from backward-data when both want one format.
+    const bool reuse_diff_dst = !grad_inputs[0].empty() && b.weights_diff_dst.to() == b.data_diff_dst.to();
     std::unordered_map<int, memory> args = {
         {DNNL_ARG_SRC, src},
-        {DNNL_ARG_DIFF_DST, b.weights_diff_dst.Get(ctx, grad_output)},
+        {DNNL_ARG_DIFF_DST,
+         reuse_diff_dst ? b.data_diff_dst.Last(ctx, grad_output) : b.weights_diff_dst.Get(ctx, grad_output)},
         {DNNL_ARG_DIFF_WEIGHTS, b.diff_weights.Target(ctx, AsWeights(parameters_[0].grad))}};
     if (setup_.has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, View(ctx, parameters_[1].grad));
     Run(ctx, b.weights, std::move(args));
@@ -126,15 +131,16 @@ class Conv2d final : public Layer {
     Shape src_shape = {n, setup_.input[0], setup_.input[1], setup_.input[2]};
     Shape dst_shape = {n, setup_.output[0], setup_.output[1], setup_.output[2]};
     const memory::dims w_dims = WeightDims();
-    memory::desc w_any = AnyDesc(Shape(w_dims.begin(), w_dims.end()));
+    const memory::data_type ct = ComputeType(ctx);
+    memory::desc w_any = AnyDesc(Shape(w_dims.begin(), w_dims.end()), ct);
+    memory::desc src_any = AnyDesc(src_shape, ct);
     memory::desc bias = PlainDesc({setup_.filters});
-    auto desc = setup_.has_bias
-                    ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                      dnnl::algorithm::convolution_direct, AnyDesc(src_shape), w_any,
-                                                      bias, AnyDesc(dst_shape), Strides(), Padding(), Padding())
-                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                      dnnl::algorithm::convolution_direct, AnyDesc(src_shape), w_any,
-                                                      AnyDesc(dst_shape), Strides(), Padding(), Padding());
+    auto desc =
+        setup_.has_bias
+            ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                              src_any, w_any, bias, AnyDesc(dst_shape), Strides(), Padding(), Padding())
+            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                              src_any, w_any, AnyDesc(dst_shape), Strides(), Padding(), Padding());
     p->fwd_pd = dnnl::convolution_forward::primitive_desc(desc, ScratchpadAttr(), ctx.engine());
     p->fwd = MakePrim(p->fwd_pd, Work::kCompute);
     p->src = Conversion(ctx, in, p->fwd_pd.src_desc());
@@ -151,11 +157,15 @@ class Conv2d final : public Layer {
 
   void CreateBackward(CpuContext& ctx, Prims& p) {
     Backwards b;
-    const memory::desc src_any = AnyDesc(DimsOf(p.fwd_pd.src_desc()));
-    const memory::desc dst_any = AnyDesc(DimsOf(p.dst));
-    const memory::desc w_any = AnyDesc(DimsOf(p.fwd_pd.weights_desc()));
-    dnnl::convolution_backward_data::desc data(dnnl::algorithm::convolution_direct, src_any, w_any, dst_any, Strides(),
-                                               Padding(), Padding());
+    // Products in the compute type, results in f32 (the same under fp32).
+    const memory::data_type ct = ComputeType(ctx);
+    const memory::desc src_any = AnyDesc(DimsOf(p.fwd_pd.src_desc()), ct);
+    const memory::desc diff_src_any = AnyDesc(DimsOf(p.fwd_pd.src_desc()));
+    const memory::desc diff_dst_any = AnyDesc(DimsOf(p.dst), ct);
+    const memory::desc w_any = AnyDesc(DimsOf(p.fwd_pd.weights_desc()), ct);
+    const memory::desc diff_w_any = AnyDesc(DimsOf(p.fwd_pd.weights_desc()));
+    dnnl::convolution_backward_data::desc data(dnnl::algorithm::convolution_direct, diff_src_any, w_any, diff_dst_any,
+                                               Strides(), Padding(), Padding());
     dnnl::convolution_backward_data::primitive_desc data_pd(data, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
     b.data = MakePrim(data_pd, Work::kCompute);
     if (data_pd.weights_desc() != p.fwd_pd.weights_desc()) {
@@ -164,12 +174,12 @@ class Conv2d final : public Layer {
     b.data_diff_dst = Conversion(ctx, p.dst, data_pd.diff_dst_desc());
     b.diff_src = Conversion(ctx, data_pd.diff_src_desc(), p.in);
 
-    auto wdesc = setup_.has_bias
-                     ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, w_any,
-                                                                PlainDesc({setup_.filters}), dst_any, Strides(),
-                                                                Padding(), Padding())
-                     : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src_any, w_any,
-                                                                dst_any, Strides(), Padding(), Padding());
+    auto wdesc = setup_.has_bias ? dnnl::convolution_backward_weights::desc(
+                                       dnnl::algorithm::convolution_direct, src_any, diff_w_any,
+                                       PlainDesc({setup_.filters}), diff_dst_any, Strides(), Padding(), Padding())
+                                 : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct,
+                                                                            src_any, diff_w_any, diff_dst_any,
+                                                                            Strides(), Padding(), Padding());
     dnnl::convolution_backward_weights::primitive_desc weights_pd(wdesc, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
     b.weights = MakePrim(weights_pd, Work::kCompute);
     if (weights_pd.src_desc() != p.fwd_pd.src_desc()) b.weights_src.emplace(ctx, p.in, weights_pd.src_desc());

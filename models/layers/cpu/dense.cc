@@ -7,6 +7,9 @@
 // "bias" [units].
 // Layouts: output plain. A blocked input (e.g. [N, C, 1, 1] after a global
 // pool) is reordered to plain row-major first, and its gradient back.
+// Precision bf16 (ComputeType): the input, the weights and the output's
+// gradient are reordered to bf16 for the products; the output and both
+// gradients are f32.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -41,8 +44,8 @@ class Dense final : public Layer {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);
     Run(ctx, p.fwd,
-        {{DNNL_ARG_SRC, AsMatrix(ctx, p.src, p.to_plain.Get(ctx, inputs[0]))},
-         {DNNL_ARG_WEIGHTS, View(p.weights, ctx, parameters_[0].value)},
+        {{DNNL_ARG_SRC, AsMatrix(ctx, p.src, p.to_src.Get(ctx, inputs[0]))},
+         {DNNL_ARG_WEIGHTS, p.fwd_weights.Get(ctx, AsOcIc(p, parameters_[0].value))},
          {DNNL_ARG_BIAS, View(p.bias, ctx, parameters_[1].value)},
          {DNNL_ARG_DST, CheckedView(p.dst, ctx, output)}});
   }
@@ -52,32 +55,51 @@ class Dense final : public Layer {
     CpuContext& ctx = AsCpu(dctx);
     Prims& p = PrimsFor(ctx, inputs[0]);
     if (!p.bwd_weights) CreateBackward(ctx, p);
+    const memory diff_dst = p.to_diff_dst.Get(ctx, grad_output);
     if (!grad_inputs[0].empty()) {
+      // The forward's weights when backward-data wants the same format.
+      const memory weights = p.bwd_data_weights ? p.bwd_data_weights->Get(ctx, AsOcIc(p, parameters_[0].value))
+                                                : p.fwd_weights.Last(ctx, AsOcIc(p, parameters_[0].value));
       Run(ctx, *p.bwd_data,
-          {{DNNL_ARG_DIFF_DST, CheckedView(p.dst, ctx, grad_output)},
-           {DNNL_ARG_WEIGHTS, View(p.weights, ctx, parameters_[0].value)},
-           {DNNL_ARG_DIFF_SRC, AsMatrix(ctx, p.src, p.from_plain.Target(ctx, grad_inputs[0]))}});
+          {{DNNL_ARG_DIFF_DST, diff_dst},
+           {DNNL_ARG_WEIGHTS, weights},
+           {DNNL_ARG_DIFF_SRC, AsMatrix(ctx, p.diff_src, p.from_plain.Target(ctx, grad_inputs[0]))}});
       p.from_plain.Commit(ctx, grad_inputs[0]);
     }
     Run(ctx, *p.bwd_weights,
-        {{DNNL_ARG_SRC, AsMatrix(ctx, p.src, p.to_plain.Last(ctx, inputs[0]))},
-         {DNNL_ARG_DIFF_DST, CheckedView(p.dst, ctx, grad_output)},
-         {DNNL_ARG_DIFF_WEIGHTS, View(p.weights, ctx, parameters_[0].grad)},
+        {{DNNL_ARG_SRC, AsMatrix(ctx, p.src, p.to_src.Last(ctx, inputs[0]))},
+         {DNNL_ARG_DIFF_DST, diff_dst},
+         {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights.Target(ctx, AsOcIc(p, parameters_[0].grad))},
          {DNNL_ARG_DIFF_BIAS, View(p.bias, ctx, parameters_[1].grad)}});
+    p.diff_weights.Commit(ctx, AsOcIc(p, parameters_[0].grad));
   }
 
  private:
   // Primitives for one input descriptor; the backward ones are made on first use.
   struct Prims {
-    memory::desc in;  // the key
-    memory::desc src, weights, bias, dst;
-    Conversion to_plain;         // input format -> plain (with the input's dims)
-    Conversion from_plain;       // plain -> input format, for the input's gradient
-    Work work = Work::kCompute;  // tiny products run on one thread
+    memory::desc in;                             // the key
+    memory::desc src;                            // [N, K] in the compute type
+    memory::desc diff_src;                       // [N, K] f32
+    memory::desc weights;                        // the parameter: f32 [OC, IC] as io
+    TensorLayoutPtr weights_layout;              // `weights` as a tensor layout (AsOcIc)
+    memory::desc bias, dst;                      // f32
+    Conversion to_src;                           // input format -> plain, in the compute type (with the input's dims)
+    Conversion from_plain;                       // plain f32 -> input format, for the input's gradient
+    Conversion fwd_weights;                      // the parameter -> the forward's weights
+    Conversion to_diff_dst;                      // the output's gradient -> the compute type
+    std::optional<Conversion> bwd_data_weights;  // the parameter -> backward-data's, when not the forward's
+    Conversion diff_weights;                     // backward-weights' diff_weights -> the parameter's gradient
+    Work work = Work::kCompute;                  // tiny products run on one thread
     dnnl::inner_product_forward::primitive_desc fwd_pd;
     Prim fwd;
     std::optional<Prim> bwd_data, bwd_weights;
   };
+
+  // A [K, units] parameter (value or gradient) seen as oneDNN's [OC, IC]
+  // weights in the io format: the same bytes.
+  Tensor AsOcIc(const Prims& p, const Tensor& t) const {
+    return Tensor({setup_.units, setup_.in_features}, DType::kFloat32, t.buffer(), t.device(), p.weights_layout);
+  }
 
   // `m` (plain, the input's dims) viewed as the [N, K] matrix `src`.
   static memory AsMatrix(const CpuContext& ctx, const memory::desc& src, const memory& m) {
@@ -92,14 +114,22 @@ class Dense final : public Layer {
     const int64_t batch = input.dim(0);
     Prims p;
     p.in = in;
-    p.to_plain = Conversion(ctx, in, PlainDesc(input.shape()));
+    const memory::data_type ct = ComputeType(ctx);
+    const bool fp32 = ct == memory::data_type::f32;
+    p.to_src = Conversion(ctx, in, PlainDesc(input.shape(), ct));
     p.from_plain = Conversion(ctx, PlainDesc(input.shape()), in);
-    p.src = memory::desc({batch, setup_.in_features}, memory::data_type::f32, tag::nc);
+    p.src = memory::desc({batch, setup_.in_features}, ct, tag::nc);
+    p.diff_src = memory::desc({batch, setup_.in_features}, memory::data_type::f32, tag::nc);
     p.weights = memory::desc({setup_.units, setup_.in_features}, memory::data_type::f32, tag::io);
+    p.weights_layout = std::make_shared<DnnlLayout>(p.weights);
     p.bias = memory::desc({setup_.units}, memory::data_type::f32, tag::x);
     p.dst = memory::desc({batch, setup_.units}, memory::data_type::f32, tag::nc);
-    dnnl::inner_product_forward::desc fwd(dnnl::prop_kind::forward_training, p.src, p.weights, p.bias, p.dst);
+    p.to_diff_dst = Conversion(ctx, p.dst, memory::desc({batch, setup_.units}, ct, tag::nc));
+    // fp32 reads the parameter as it is; bf16 lets the primitive choose.
+    const memory::desc weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features}, ct);
+    dnnl::inner_product_forward::desc fwd(dnnl::prop_kind::forward_training, p.src, weights, p.bias, p.dst);
     p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd, ScratchpadAttr(), ctx.engine());
+    p.fwd_weights = Conversion(ctx, p.weights, p.fwd_pd.weights_desc());
     if (batch * setup_.ForwardFlopsPerExample() < kSmallFlops) p.work = Work::kOneThread;
     p.fwd = MakePrim(p.fwd_pd, p.work);
     cache_.push_back(std::make_unique<Prims>(std::move(p)));
@@ -107,13 +137,21 @@ class Dense final : public Layer {
   }
 
   void CreateBackward(CpuContext& ctx, Prims& p) {
-    dnnl::inner_product_backward_data::desc data(p.src, p.weights, p.dst);
-    p.bwd_data = MakePrim(
-        dnnl::inner_product_backward_data::primitive_desc(data, ScratchpadAttr(), ctx.engine(), p.fwd_pd), p.work);
-    dnnl::inner_product_backward_weights::desc weights(p.src, p.weights, p.bias, p.dst);
-    p.bwd_weights = MakePrim(
-        dnnl::inner_product_backward_weights::primitive_desc(weights, ScratchpadAttr(), ctx.engine(), p.fwd_pd),
-        p.work);
+    const memory::data_type ct = ComputeType(ctx);
+    const bool fp32 = ct == memory::data_type::f32;
+    const memory::desc diff_dst = p.to_diff_dst.to();
+    const memory::desc weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features}, ct);
+    const memory::desc diff_weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features});
+    dnnl::inner_product_backward_data::desc data(p.diff_src, weights, diff_dst);
+    dnnl::inner_product_backward_data::primitive_desc data_pd(data, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
+    p.bwd_data = MakePrim(data_pd, p.work);
+    if (data_pd.weights_desc() != p.fwd_pd.weights_desc()) {
+      p.bwd_data_weights.emplace(ctx, p.weights, data_pd.weights_desc());
+    }
+    dnnl::inner_product_backward_weights::desc wdesc(p.src, diff_weights, p.bias, diff_dst);
+    dnnl::inner_product_backward_weights::primitive_desc weights_pd(wdesc, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
+    p.bwd_weights = MakePrim(weights_pd, p.work);
+    p.diff_weights = Conversion(ctx, weights_pd.diff_weights_desc(), p.weights);
   }
 
   const LayerSpec spec_;
