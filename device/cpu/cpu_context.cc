@@ -25,6 +25,14 @@ dnnl::memory CpuContext::Scratchpad(const dnnl::memory::desc& desc) {
   return dnnl::memory(desc, engine_, scratchpad_->data());
 }
 
+void* CpuContext::Staging(int slot, size_t bytes) {
+  CHECK_GE(slot, 0);
+  if (static_cast<size_t>(slot) >= staging_.size()) staging_.resize(slot + 1);
+  std::shared_ptr<Buffer>& buffer = staging_[slot];
+  if (!buffer || buffer->size() < bytes) buffer = Buffer::AllocateUninitialized(bytes);
+  return buffer->data();
+}
+
 void CpuContext::Convert(const Tensor& src, const Tensor& dst) {
   CHECK(src.shape() == dst.shape()) << "Convert " << ShapeToString(src.shape()) << " to " << ShapeToString(dst.shape());
   const dnnl::memory::desc from = DescOf(src), to = DescOf(dst);

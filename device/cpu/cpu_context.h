@@ -34,13 +34,18 @@ class CpuContext final : public DeviceContext {
   // A memory of `desc` over the shared scratchpad, which grows to the largest
   // request and is then reused. Valid until the next call.
   dnnl::memory Scratchpad(const dnnl::memory::desc& desc);
+  // Staging slot `slot` (>= 0) of at least `bytes`, shared by every layer of
+  // this context (Conversion's shared slots): it grows to the largest
+  // request and keeps its contents otherwise; uninitialised when it grows.
+  void* Staging(int slot, size_t bytes);
 
  private:
   struct Cached;
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::shared_ptr<Buffer> scratchpad_;
-  std::unique_ptr<Cached> cached_;  // Convert's reorders, Accumulate's sums
+  std::vector<std::shared_ptr<Buffer>> staging_;  // [slot]
+  std::unique_ptr<Cached> cached_;                // Convert's reorders, Accumulate's sums
 };
 
 // The CpuContext behind `ctx`; CHECK-fails when `ctx` is for another device.

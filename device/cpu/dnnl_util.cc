@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -121,33 +122,47 @@ void RunMultiSource(CpuContext& ctx, const Prim& p, const std::vector<dnnl::memo
   Run(ctx, p, std::move(args));
 }
 
-Conversion::Conversion(CpuContext& ctx, const dnnl::memory::desc& from, const dnnl::memory::desc& to)
-    : from_(from), to_(to) {
+Conversion::Conversion(CpuContext& ctx, const dnnl::memory::desc& from, const dnnl::memory::desc& to, int shared_slot)
+    : from_(from), to_(to), shared_slot_(shared_slot) {
   if (from == to) return;
   reorder_ =
       MakePrim(dnnl::reorder::primitive_desc(ctx.engine(), from, ctx.engine(), to, ScratchpadAttr()), Work::kMemory);
-  const size_t bytes = std::max(from.get_size(), to.get_size());
-  staging_ = Tensor({static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float))});
+  staging_bytes_ = std::max(from.get_size(), to.get_size());
+  auto pads = [](const dnnl::memory::desc& d) {
+    return d.get_size() > static_cast<size_t>(NumElements(DimsOf(d))) * dnnl::memory::data_type_size(d.data_type());
+  };
+  staging_pads_ = pads(from) || pads(to);
+  if (shared_slot_ == kOwnStaging) {
+    staging_ = Tensor({static_cast<int64_t>((staging_bytes_ + sizeof(float) - 1) / sizeof(float))});
+  }
+}
+
+dnnl::memory Conversion::Staged(CpuContext& ctx, const dnnl::memory::desc& desc, bool zero_padding) const {
+  if (shared_slot_ == kOwnStaging) return View(desc, ctx, staging_);
+  void* bytes = ctx.Staging(shared_slot_, staging_bytes_);
+  if (zero_padding && staging_pads_) std::memset(bytes, 0, staging_bytes_);
+  return dnnl::memory(desc, ctx.engine(), bytes);
 }
 
 dnnl::memory Conversion::Get(CpuContext& ctx, const Tensor& t) {
   if (!needed()) return CheckedView(from_, ctx, t);
-  dnnl::memory out = View(to_, ctx, staging_);
+  dnnl::memory out = Staged(ctx, to_, /*zero_padding=*/true);
   Run(ctx, *reorder_, {{DNNL_ARG_FROM, CheckedView(from_, ctx, t)}, {DNNL_ARG_TO, out}});
   return out;
 }
 
 dnnl::memory Conversion::Last(CpuContext& ctx, const Tensor& t) const {
-  return needed() ? View(to_, ctx, staging_) : View(from_, ctx, t);
+  return needed() ? Staged(ctx, to_, /*zero_padding=*/false) : View(from_, ctx, t);
 }
 
 dnnl::memory Conversion::Target(CpuContext& ctx, const Tensor& t) const {
-  return needed() ? View(from_, ctx, staging_) : CheckedView(to_, ctx, t);
+  return needed() ? Staged(ctx, from_, /*zero_padding=*/true) : CheckedView(to_, ctx, t);
 }
 
 void Conversion::Commit(CpuContext& ctx, const Tensor& t) {
   if (!needed()) return;
-  Run(ctx, *reorder_, {{DNNL_ARG_FROM, View(from_, ctx, staging_)}, {DNNL_ARG_TO, CheckedView(to_, ctx, t)}});
+  Run(ctx, *reorder_,
+      {{DNNL_ARG_FROM, Staged(ctx, from_, /*zero_padding=*/false)}, {DNNL_ARG_TO, CheckedView(to_, ctx, t)}});
 }
 
 }  // namespace pstrain::cpu

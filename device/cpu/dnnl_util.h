@@ -131,10 +131,29 @@ void RunMultiSource(CpuContext& ctx, const Prim& p, const std::vector<dnnl::memo
 //     Target(ctx, t) is where the primitive writes; Commit(ctx, t) moves it
 //     into t.
 // When from == to all four are views of t.
+//
+// Staging: by default the conversion owns it, so Last() works across calls
+// (a layer's forward and backward) and it costs its bytes for good. With a
+// `shared_slot` >= 0 it is the context's shared staging slot of that number
+// (CpuContext::Staging), which every layer of the context reuses: valid only
+// until the next conversion through that slot, so for conversions made and
+// consumed within one layer call (Last() only within the call). A padded
+// staging desc is zeroed before each use (its padding must be zero, and a
+// shared slot holds other layers' bytes).
 class Conversion {
  public:
+  static constexpr int kOwnStaging = -1;
+  // The shared slots layers use, one per role, so that the conversions of
+  // one layer call never share a slot.
+  static constexpr int kSrcSlot = 0;             // the input, in the primitive's format and type
+  static constexpr int kDiffDstSlot = 1;         // the output's gradient, for backward-data
+  static constexpr int kDiffSrcSlot = 2;         // the input's gradient, before it goes back
+  static constexpr int kWeightsDiffDstSlot = 3;  // the output's gradient, for backward-weights
+  static constexpr int kDiffWeightsSlot = 4;     // the weight gradient, before it goes plain
+
   Conversion() = default;
-  Conversion(CpuContext& ctx, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+  Conversion(CpuContext& ctx, const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+             int shared_slot = kOwnStaging);
 
   bool needed() const { return reorder_.has_value(); }
   const dnnl::memory::desc& from() const { return from_; }
@@ -146,9 +165,16 @@ class Conversion {
   void Commit(CpuContext& ctx, const Tensor& t);
 
  private:
+  // The staging buffer viewed as `desc`, zeroed first when `zero_padding`
+  // and the staging pads.
+  dnnl::memory Staged(CpuContext& ctx, const dnnl::memory::desc& desc, bool zero_padding) const;
+
   dnnl::memory::desc from_, to_;
   std::optional<Prim> reorder_;
-  Tensor staging_;  // holds `to` (input use) or `from` (output use)
+  int shared_slot_ = kOwnStaging;
+  size_t staging_bytes_ = 0;
+  bool staging_pads_ = false;
+  Tensor staging_;  // own staging: holds `to` (input use) or `from` (output use)
 };
 
 }  // namespace pstrain::cpu

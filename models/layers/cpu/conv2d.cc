@@ -12,7 +12,11 @@
 // Layouts: oneDNN chooses the src, weights and dst formats (format_tag::any;
 // nChw8c and blocked weights with AVX2, nChw16c with AVX-512).
 // Precision bf16 (ComputeType): src, weights and diff_dst are reordered to
-// bf16 for the products; dst, diff_src and the weight gradient are f32. An input in another format is
+// bf16 for the products; dst, diff_src and the weight gradient are f32.
+// Staging: the blocked weights are the layer's own (forward and backward
+// read them); every other conversion goes through the context's shared
+// staging slots, so a converted input is converted again in backward
+// rather than kept for the whole step. An input in another format is
 // reordered into a layer-owned buffer; the plain weights are reordered into a
 // blocked copy once per Forward() and the weight gradient back to plain once
 // per Backward(). The output keeps oneDNN's format.
@@ -72,8 +76,9 @@ class Conv2d final : public Layer {
            {DNNL_ARG_DIFF_SRC, b.diff_src.Target(ctx, grad_inputs[0])}});
       b.diff_src.Commit(ctx, grad_inputs[0]);
     }
-    // The (possibly reordered) src from Forward() when the formats agree.
-    memory src = b.weights_src ? b.weights_src->Get(ctx, inputs[0]) : p.src.Last(ctx, inputs[0]);
+    // The input in backward-weights' format and type, converted again where
+    // it needs converting (the forward's conversion lived in a shared slot).
+    memory src = b.weights_src ? b.weights_src->Get(ctx, inputs[0]) : p.src.Get(ctx, inputs[0]);
     // The converted gradient from backward-data when both want one format.
     const bool reuse_diff_dst = !grad_inputs[0].empty() && b.weights_diff_dst.to() == b.data_diff_dst.to();
     std::unordered_map<int, memory> args = {
@@ -143,7 +148,7 @@ class Conv2d final : public Layer {
                                               src_any, w_any, AnyDesc(dst_shape), Strides(), Padding(), Padding());
     p->fwd_pd = dnnl::convolution_forward::primitive_desc(desc, ScratchpadAttr(), ctx.engine());
     p->fwd = MakePrim(p->fwd_pd, Work::kCompute);
-    p->src = Conversion(ctx, in, p->fwd_pd.src_desc());
+    p->src = Conversion(ctx, in, p->fwd_pd.src_desc(), Conversion::kSrcSlot);
     p->weights = Conversion(ctx, PlainWeights(), p->fwd_pd.weights_desc());
     p->dst = p->fwd_pd.dst_desc();
     cache_.push_back(std::move(p));
@@ -171,8 +176,8 @@ class Conv2d final : public Layer {
     if (data_pd.weights_desc() != p.fwd_pd.weights_desc()) {
       b.data_weights.emplace(ctx, PlainWeights(), data_pd.weights_desc());
     }
-    b.data_diff_dst = Conversion(ctx, p.dst, data_pd.diff_dst_desc());
-    b.diff_src = Conversion(ctx, data_pd.diff_src_desc(), p.in);
+    b.data_diff_dst = Conversion(ctx, p.dst, data_pd.diff_dst_desc(), Conversion::kDiffDstSlot);
+    b.diff_src = Conversion(ctx, data_pd.diff_src_desc(), p.in, Conversion::kDiffSrcSlot);
 
     auto wdesc = setup_.has_bias ? dnnl::convolution_backward_weights::desc(
                                        dnnl::algorithm::convolution_direct, src_any, diff_w_any,
@@ -182,9 +187,11 @@ class Conv2d final : public Layer {
                                                                             Strides(), Padding(), Padding());
     dnnl::convolution_backward_weights::primitive_desc weights_pd(wdesc, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
     b.weights = MakePrim(weights_pd, Work::kCompute);
-    if (weights_pd.src_desc() != p.fwd_pd.src_desc()) b.weights_src.emplace(ctx, p.in, weights_pd.src_desc());
-    b.weights_diff_dst = Conversion(ctx, p.dst, weights_pd.diff_dst_desc());
-    b.diff_weights = Conversion(ctx, weights_pd.diff_weights_desc(), PlainWeights());
+    if (weights_pd.src_desc() != p.fwd_pd.src_desc()) {
+      b.weights_src.emplace(ctx, p.in, weights_pd.src_desc(), Conversion::kSrcSlot);
+    }
+    b.weights_diff_dst = Conversion(ctx, p.dst, weights_pd.diff_dst_desc(), Conversion::kWeightsDiffDstSlot);
+    b.diff_weights = Conversion(ctx, weights_pd.diff_weights_desc(), PlainWeights(), Conversion::kDiffWeightsSlot);
     p.bwd = std::move(b);
   }
 

@@ -67,7 +67,7 @@ class Dense final : public Layer {
       p.from_plain.Commit(ctx, grad_inputs[0]);
     }
     Run(ctx, *p.bwd_weights,
-        {{DNNL_ARG_SRC, AsMatrix(ctx, p.src, p.to_src.Last(ctx, inputs[0]))},
+        {{DNNL_ARG_SRC, AsMatrix(ctx, p.src, p.to_src.Get(ctx, inputs[0]))},  // again: a shared slot
          {DNNL_ARG_DIFF_DST, diff_dst},
          {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights.Target(ctx, AsOcIc(p, parameters_[0].grad))},
          {DNNL_ARG_DIFF_BIAS, View(p.bias, ctx, parameters_[1].grad)}});
@@ -116,15 +116,15 @@ class Dense final : public Layer {
     p.in = in;
     const memory::data_type ct = ComputeType(ctx);
     const bool fp32 = ct == memory::data_type::f32;
-    p.to_src = Conversion(ctx, in, PlainDesc(input.shape(), ct));
-    p.from_plain = Conversion(ctx, PlainDesc(input.shape()), in);
+    p.to_src = Conversion(ctx, in, PlainDesc(input.shape(), ct), Conversion::kSrcSlot);
+    p.from_plain = Conversion(ctx, PlainDesc(input.shape()), in, Conversion::kDiffSrcSlot);
     p.src = memory::desc({batch, setup_.in_features}, ct, tag::nc);
     p.diff_src = memory::desc({batch, setup_.in_features}, memory::data_type::f32, tag::nc);
     p.weights = memory::desc({setup_.units, setup_.in_features}, memory::data_type::f32, tag::io);
     p.weights_layout = std::make_shared<DnnlLayout>(p.weights);
     p.bias = memory::desc({setup_.units}, memory::data_type::f32, tag::x);
     p.dst = memory::desc({batch, setup_.units}, memory::data_type::f32, tag::nc);
-    p.to_diff_dst = Conversion(ctx, p.dst, memory::desc({batch, setup_.units}, ct, tag::nc));
+    p.to_diff_dst = Conversion(ctx, p.dst, memory::desc({batch, setup_.units}, ct, tag::nc), Conversion::kDiffDstSlot);
     // fp32 reads the parameter as it is; bf16 lets the primitive choose.
     const memory::desc weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features}, ct);
     dnnl::inner_product_forward::desc fwd(dnnl::prop_kind::forward_training, p.src, weights, p.bias, p.dst);
@@ -151,7 +151,7 @@ class Dense final : public Layer {
     dnnl::inner_product_backward_weights::desc wdesc(p.src, diff_weights, p.bias, diff_dst);
     dnnl::inner_product_backward_weights::primitive_desc weights_pd(wdesc, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
     p.bwd_weights = MakePrim(weights_pd, p.work);
-    p.diff_weights = Conversion(ctx, weights_pd.diff_weights_desc(), p.weights);
+    p.diff_weights = Conversion(ctx, weights_pd.diff_weights_desc(), p.weights, Conversion::kDiffWeightsSlot);
   }
 
   const LayerSpec spec_;
