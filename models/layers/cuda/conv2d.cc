@@ -17,12 +17,22 @@
 // reproducible from run to run.
 //
 // Algorithms are chosen once per batched input shape: for each pass, the
-// first of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7, fastest first)
-// that is supported, uses no tensor-op math and needs at most 1 GiB of
-// workspace. The workspace is the context's shared one.
+// first of a ranking (fastest first) that is supported, uses no tensor-op
+// math and needs at most 1 GiB of workspace. The ranking comes from
+// PSTRAIN_CUDNN_ALGORITHMS (read once per process):
+//   heuristic (default)  cuDNN's heuristics (cudnnGet*Algorithm_v7): no GPU
+//                        time, made when the shape is first seen;
+//   measured             cudnnFind*Ex: every candidate that fits in 256 MiB
+//                        of workspace is run on the layer's own buffers at
+//                        its first forward (backward) of that shape, like
+//                        PyTorch's cudnn.benchmark. The results overwrite
+//                        only what that pass writes next anyway.
+// The workspace is the context's shared one.
 #include <cstddef>
+#include <cstdlib>
 #include <map>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,6 +44,22 @@ namespace pstrain::cuda {
 namespace {
 
 constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
+constexpr size_t kFindWorkspaceBytes = size_t{256} << 20;
+
+enum class AlgorithmChoice { kHeuristic, kMeasured };
+
+// PSTRAIN_CUDNN_ALGORITHMS, read once; another value stops the process
+// naming the variable and what it accepts.
+AlgorithmChoice AlgorithmChoiceFromEnvironment() {
+  static const AlgorithmChoice choice = [] {
+    const char* value = std::getenv("PSTRAIN_CUDNN_ALGORITHMS");
+    const std::string v = value == nullptr ? "" : value;
+    if (v.empty() || v == "heuristic") return AlgorithmChoice::kHeuristic;
+    if (v == "measured") return AlgorithmChoice::kMeasured;
+    LOG(FATAL) << "PSTRAIN_CUDNN_ALGORITHMS must be heuristic or measured, got '" << v << "'";
+  }();
+  return choice;
+}
 
 // The first of `ranked` (cuDNN's ranking, fastest first) that can run
 // here: supported, no tensor-op math, workspace within the cap. Perf is one
@@ -64,10 +90,11 @@ class Conv2d final : public Layer {
 
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
-    const Plan& p = PlanFor(ctx, inputs[0].shape());
+    Plan& p = PlanFor(ctx, inputs[0].shape());
     CHECK(output.shape() == Batched(inputs[0].dim(0), setup_.output))
         << "conv2d output " << ShapeToString(output.shape());
     float* y = DevicePtr(output);
+    if (p.measure_forward) MeasureForward(ctx, p, DevicePtr(inputs[0]), DevicePtr(parameters_[0].value), y);
     PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
         ctx.cudnn(), &kOne, p.input.get(), DevicePtr(inputs[0]), filter_->get(), DevicePtr(parameters_[0].value),
         conv_->get(), p.forward, Workspace(ctx, p.forward_bytes), p.forward_bytes, &kZero, p.output.get(), y));
@@ -81,12 +108,18 @@ class Conv2d final : public Layer {
   void Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 absl::Span<Tensor> grad_inputs) override {
     CudaContext& ctx = AsCuda(dctx);
-    const Plan& p = PlanFor(ctx, inputs[0].shape());
+    Plan& p = PlanFor(ctx, inputs[0].shape());
     CHECK(grad_output.shape() == output.shape()) << "conv2d grad_output " << ShapeToString(grad_output.shape());
     const float* dy = DevicePtr(grad_output);
+    if (p.measure_backward_filter) {
+      MeasureBackwardFilter(ctx, p, DevicePtr(inputs[0]), dy, DevicePtr(parameters_[0].grad));
+    }
     if (!grad_inputs[0].empty()) {
       CHECK(grad_inputs[0].shape() == inputs[0].shape())
           << "conv2d grad_input " << ShapeToString(grad_inputs[0].shape());
+      if (p.measure_backward_data) {
+        MeasureBackwardData(ctx, p, DevicePtr(parameters_[0].value), dy, DevicePtr(grad_inputs[0]));
+      }
       PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
           ctx.cudnn(), &kOne, filter_->get(), DevicePtr(parameters_[0].value), p.output.get(), dy, conv_->get(),
           p.backward_data, Workspace(ctx, p.backward_data_bytes), p.backward_data_bytes, &kZero, p.input.get(),
@@ -110,7 +143,55 @@ class Conv2d final : public Layer {
     cudnnConvolutionBwdDataAlgo_t backward_data{};
     cudnnConvolutionBwdFilterAlgo_t backward_filter{};
     size_t forward_bytes = 0, backward_data_bytes = 0, backward_filter_bytes = 0;  // workspace
+    // Measured choice: the passes still to be measured (on first use).
+    bool measure_forward = false, measure_backward_data = false, measure_backward_filter = false;
   };
+
+  // The measured choice of each pass, on the buffers it is about to write
+  // anyway; replaces the heuristic one made by PlanFor.
+  void MeasureForward(CudaContext& ctx, Plan& p, const float* x, const float* w, float* y) {
+    int max_count = 0, count = 0;
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx.cudnn(), &max_count));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> ranked(max_count);
+    PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        ctx.cudnn(), p.input.get(), x, filter_->get(), w, conv_->get(), p.output.get(), y, max_count, &count,
+        ranked.data(), Workspace(ctx, kFindWorkspaceBytes), kFindWorkspaceBytes));
+    ranked.resize(count);
+    p.forward = ChooseAlgorithm(ranked, "forward");
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        ctx.cudnn(), p.input.get(), filter_->get(), conv_->get(), p.output.get(), p.forward, &p.forward_bytes));
+    p.measure_forward = false;
+  }
+
+  void MeasureBackwardData(CudaContext& ctx, Plan& p, const float* w, const float* dy, float* dx) {
+    int max_count = 0, count = 0;
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx.cudnn(), &max_count));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> ranked(max_count);
+    PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        ctx.cudnn(), filter_->get(), w, p.output.get(), dy, conv_->get(), p.input.get(), dx, max_count, &count,
+        ranked.data(), Workspace(ctx, kFindWorkspaceBytes), kFindWorkspaceBytes));
+    ranked.resize(count);
+    p.backward_data = ChooseAlgorithm(ranked, "backward-data");
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), filter_->get(), p.output.get(),
+                                                                     conv_->get(), p.input.get(), p.backward_data,
+                                                                     &p.backward_data_bytes));
+    p.measure_backward_data = false;
+  }
+
+  void MeasureBackwardFilter(CudaContext& ctx, Plan& p, const float* x, const float* dy, float* dw) {
+    int max_count = 0, count = 0;
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx.cudnn(), &max_count));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> ranked(max_count);
+    PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        ctx.cudnn(), p.input.get(), x, p.output.get(), dy, conv_->get(), filter_->get(), dw, max_count, &count,
+        ranked.data(), Workspace(ctx, kFindWorkspaceBytes), kFindWorkspaceBytes));
+    ranked.resize(count);
+    p.backward_filter = ChooseAlgorithm(ranked, "backward-filter");
+    PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn(), p.input.get(), p.output.get(),
+                                                                       conv_->get(), filter_->get(), p.backward_filter,
+                                                                       &p.backward_filter_bytes));
+    p.measure_backward_filter = false;
+  }
 
   static void* Workspace(CudaContext& ctx, size_t bytes) { return bytes == 0 ? nullptr : ctx.Workspace(bytes); }
 
@@ -132,7 +213,7 @@ class Conv2d final : public Layer {
     if (setup_.has_bias) bias_.emplace(NchwDescriptor(1, setup_.filters, 1, 1));
   }
 
-  const Plan& PlanFor(CudaContext& ctx, const Shape& input) {
+  Plan& PlanFor(CudaContext& ctx, const Shape& input) {
     auto it = cache_.find(input);
     if (it != cache_.end()) return it->second;
     CHECK(input == Batched(input.at(0), setup_.input))
@@ -177,6 +258,8 @@ class Conv2d final : public Layer {
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn, p.input.get(), p.output.get(),
                                                                        conv_->get(), filter_->get(), p.backward_filter,
                                                                        &p.backward_filter_bytes));
+    const bool measured = AlgorithmChoiceFromEnvironment() == AlgorithmChoice::kMeasured;
+    p.measure_forward = p.measure_backward_data = p.measure_backward_filter = measured;
     return cache_.emplace(input, std::move(p)).first->second;
   }
 
