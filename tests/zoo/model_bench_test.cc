@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -43,6 +44,9 @@ void ExpectSane(const ModelBenchResult& r) {
   EXPECT_GT(r.num_parameters, 0);
   EXPECT_GE(r.threads, 1);
   EXPECT_EQ(r.step_seconds.size(), 2u);
+  EXPECT_GT(r.step_memory.arena_bytes, 0);
+  EXPECT_LE(r.step_memory.arena_bytes, r.step_memory.separate_bytes);
+  EXPECT_GE(r.step_memory.arena_bytes, r.step_memory.live_peak_bytes);
   for (float loss : r.losses) EXPECT_TRUE(std::isfinite(loss)) << loss;
 }
 
@@ -63,9 +67,9 @@ TEST(ModelBenchTest, LenetJsonCarriesEveryFigure) {
   const std::string json = FormatModelBenchJson(*r);
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
-  for (const char* key :
-       {"\"model\":\"lenet\"", "\"batch_size\":4", "\"steps\":2", "\"images_per_sec\":", "\"gflop_per_image\":",
-        "\"achieved_gflops\":", "\"matmul_gflops\":", "\"ratio\":", "\"peak_rss_bytes\":"}) {
+  for (const char* key : {"\"model\":\"lenet\"", "\"batch_size\":4", "\"steps\":2",
+                          "\"images_per_sec\":", "\"gflop_per_image\":", "\"achieved_gflops\":", "\"matmul_gflops\":",
+                          "\"ratio\":", "\"peak_rss_bytes\":", "\"step_arena_bytes\":", "\"precision\":\"fp32\""}) {
     EXPECT_THAT(json, HasSubstr(key));
   }
   EXPECT_THAT(json, ::testing::Not(HasSubstr("null")));
@@ -73,6 +77,27 @@ TEST(ModelBenchTest, LenetJsonCarriesEveryFigure) {
   EXPECT_THAT(summary, HasSubstr("GFLOP/s"));
   EXPECT_THAT(summary, HasSubstr("3 x"));
   EXPECT_THAT(summary, HasSubstr("Peak RSS"));
+  EXPECT_THAT(summary, HasSubstr("Step memory"));
+  EXPECT_THAT(summary, ::testing::Not(HasSubstr("bf16 matmul")));
+}
+
+// bf16: the same figures, plus oneDNN's bf16 matmul as a second roofline.
+// Skipped where the processor lacks bf16 (the bench then refuses it).
+TEST(ModelBenchTest, Bf16AddsItsOwnRoofline) {
+  ModelBenchOptions options = Tiny("lenet");
+  options.precision = "bf16";
+  absl::StatusOr<ModelBenchResult> r = RunModelBench(options);
+  if (!r.ok() && absl::StrContains(r.status().message(), "needs a processor with AVX-512 BF16")) {
+    GTEST_SKIP() << r.status();
+  }
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSane(*r);
+  ExpectPositiveFinite(r->bf16_matmul.gflops, "bf16 matmul gflops");
+  EXPECT_NEAR(r->bf16_ratio, r->achieved_gflops / r->bf16_matmul.gflops, 1e-9);
+  const std::string json = FormatModelBenchJson(*r);
+  EXPECT_THAT(json, HasSubstr("\"precision\":\"bf16\""));
+  EXPECT_THAT(json, HasSubstr("\"bf16_ratio\":"));
+  EXPECT_THAT(FormatModelBenchSummary(*r), HasSubstr("Ratio to bf16 matmul"));
 }
 
 TEST(ModelBenchTest, ProfileAttributesTimeToLayerTypesAndPhases) {
@@ -116,6 +141,11 @@ TEST(ModelBenchTest, BadOptionsAreInvalidArgument) {
   options = Tiny("lenet");
   options.input_shape = {1, 28};
   EXPECT_EQ(RunModelBench(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = Tiny("lenet");
+  options.precision = "fp16";  // GPUs only
+  r = RunModelBench(options);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("--precision"));
 }
 
 }  // namespace

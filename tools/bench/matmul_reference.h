@@ -1,6 +1,8 @@
 // The roofline beside the model benchmark: what oneDNN's own fp32 GEMM
 // (dnnl_sgemm) achieves on this machine with the same thread count (oneDNN's
-// OpenMP threads, i.e. OMP_NUM_THREADS), measured in the same process.
+// OpenMP threads, i.e. OMP_NUM_THREADS), measured in the same process; and,
+// for bf16 runs, oneDNN's bf16 matmul (bf16 x bf16 -> f32, what mixed
+// precision's products run on).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,9 @@ struct MatmulReference {
 // C = A * B with row-major fp32 A [m, k], B [k, n] (filled with small
 // values), `reps` >= 1 timed repetitions; best of them.
 MatmulReference MeasureMatmul(int64_t m, int64_t n, int64_t k, int reps);
+// The same with bf16 A and B and an fp32 C, on oneDNN's matmul primitive
+// (its bf16 kernels where the processor has AVX-512 BF16 or AMX).
+MatmulReference MeasureBf16Matmul(int64_t m, int64_t n, int64_t k, int reps);
 
 // The thread count oneDNN's CPU engine runs with (omp_get_max_threads() of
 // the OpenMP runtime it is built on; 1 when it is not an OpenMP build).

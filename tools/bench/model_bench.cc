@@ -398,6 +398,11 @@ absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options)
   result.best_images_per_sec = options.batch_size / best_step;
   result.best_achieved_gflops = result.best_images_per_sec * result.gflop_per_image;
   result.best_ratio = result.matmul.gflops > 0 ? result.best_achieved_gflops / result.matmul.gflops : 0;
+  if (!gpu && options.precision == "bf16") {
+    result.bf16_matmul = MeasureBf16Matmul(mm, mm, mm, options.matmul_reps);
+    result.bf16_ratio = result.achieved_gflops / result.bf16_matmul.gflops;
+    result.best_bf16_ratio = result.best_achieved_gflops / result.bf16_matmul.gflops;
+  }
   return result;
 }
 
@@ -413,6 +418,13 @@ std::string FormatModelBenchSummary(const ModelBenchResult& r) {
   absl::StrAppendFormat(&out, "%-22s %.3f (achieved / matmul)\n", "Ratio:", r.ratio);
   absl::StrAppendFormat(&out, "%-22s %.2f images/sec, %.1f GFLOP/s, ratio %.3f\n",
                         "Fastest step:", r.best_images_per_sec, r.best_achieved_gflops, r.best_ratio);
+  if (r.bf16_matmul.gflops > 0) {
+    absl::StrAppendFormat(&out, "%-22s %.1f GFLOP/s (oneDNN matmul bf16 x bf16 -> f32 %dx%dx%d, best of %d)\n",
+                          "bf16 matmul:", r.bf16_matmul.gflops, r.bf16_matmul.m, r.bf16_matmul.n, r.bf16_matmul.k,
+                          r.bf16_matmul.reps);
+    absl::StrAppendFormat(&out, "%-22s %.3f (achieved / bf16 matmul; fastest step %.3f)\n",
+                          "Ratio to bf16 matmul:", r.bf16_ratio, r.best_bf16_ratio);
+  }
   absl::StrAppendFormat(&out, "%-22s %.2f GiB (%d bytes, ru_maxrss)\n",
                         "Peak RSS:", static_cast<double>(r.peak_rss_bytes) / (1 << 30), r.peak_rss_bytes);
   const StepMemory& m = r.step_memory;
@@ -472,6 +484,10 @@ std::string FormatModelBenchJson(const ModelBenchResult& r) {
       JsonNumber(r.best_ratio), r.peak_rss_bytes, r.step_memory.arena_bytes, r.step_memory.separate_bytes,
       r.step_memory.live_peak_bytes, r.peak_device_bytes, r.device_allocations_after_first_step,
       JsonNumber(r.setup_seconds));
+  if (r.bf16_matmul.gflops > 0) {
+    absl::StrAppendFormat(&out, ",\"bf16_matmul_gflops\":%s,\"bf16_ratio\":%s,\"best_bf16_ratio\":%s",
+                          JsonNumber(r.bf16_matmul.gflops), JsonNumber(r.bf16_ratio), JsonNumber(r.best_bf16_ratio));
+  }
   if (r.profile_step_ms > 0) {
     absl::StrAppendFormat(&out, ",\"profile_step_ms\":%s,\"profile_dnnl_ms\":%s,\"profile\":[",
                           JsonNumber(r.profile_step_ms), JsonNumber(r.profile_dnnl_ms));

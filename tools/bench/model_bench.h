@@ -17,6 +17,8 @@
 //   ratio                achieved / matmul
 //   best_*               the same from the fastest measured step
 //   peak RSS             getrusage ru_maxrss, read before the matmul runs
+//   bf16 matmul          precision bf16: oneDNN's bf16 x bf16 -> f32 matmul,
+//                        the roofline of mixed precision's products
 //   step memory          the model's memory plan for a training step: its
 //                        arena, what separate buffers would take, the live
 //                        peak (Model::LastStepMemory)
@@ -104,6 +106,12 @@ struct ModelBenchResult {
   std::string matmul_name;  // "oneDNN sgemm" or "cuBLAS sgemm"
   MatmulReference matmul;
   double ratio = 0;  // achieved_gflops / matmul.gflops
+  // Precision bf16 on the CPU: oneDNN's bf16 matmul of the same size, after
+  // the steps, and the ratios against it (the mean's and the fastest
+  // step's); zero otherwise.
+  MatmulReference bf16_matmul;
+  double bf16_ratio = 0;
+  double best_bf16_ratio = 0;
   // The fastest measured step, like-for-like with the matmul's best-of (on a
   // shared machine the mean carries other processes' load).
   double best_images_per_sec = 0;
@@ -146,6 +154,7 @@ std::string FormatModelBenchProfile(const ModelBenchResult& result);
 // best_achieved_gflops, best_ratio, peak_rss_bytes, step_arena_bytes,
 // step_separate_bytes, step_live_peak_bytes, peak_device_bytes,
 // device_allocations_after_first_step, setup_seconds, and
+// bf16_matmul_gflops, bf16_ratio and best_bf16_ratio when measured, and
 // "profile" (array of rows) when profiled. Non-finite figures are null.
 std::string FormatModelBenchJson(const ModelBenchResult& result);
 
