@@ -86,6 +86,9 @@ def parse_args(argv):
                    "(pstrain stays fp32); shows how much TF32 would give")
     p.add_argument("--optimizer", default="momentum", choices=["momentum", "none"],
                    help="PyTorch step: SGD momentum 0.9, or no optimizer (like pstrain-bench model)")
+    p.add_argument("--cudnn_algorithms", default="measured", choices=["measured", "heuristic"],
+                   help="how pstrain's convolutions pick cuDNN algorithms (PSTRAIN_CUDNN_ALGORITHMS): measured "
+                        "like PyTorch's cudnn.benchmark (the like-for-like default), or cuDNN's heuristics")
     p.add_argument("--pstrain_bin", help="pstrain-bench executable or bundle directory")
     p.add_argument("--pstrain_cmd", help="shell command printing pstrain-bench's JSON (placeholders as above)")
     p.add_argument("--pstrain_json", help="file with a pstrain-bench --json result; nothing is run")
@@ -243,11 +246,12 @@ def run_pstrain(a):
             raise Failure("--pstrain_json: %s" % e)
     cmd = pstrain_command(a)
     shown = cmd if isinstance(cmd, str) else " ".join(shlex.quote(c) for c in cmd)
-    log("pstrain: " + shown)
+    log("pstrain: PSTRAIN_CUDNN_ALGORITHMS=%s %s" % (a.cudnn_algorithms, shown))
+    env = dict(os.environ, PSTRAIN_CUDNN_ALGORITHMS=a.cudnn_algorithms)
     try:
         # stderr (progress lines, logs) passes through; stdout carries the JSON.
         proc = subprocess.run(cmd, shell=isinstance(cmd, str), stdout=subprocess.PIPE, universal_newlines=True,
-                              timeout=a.pstrain_timeout)
+                              timeout=a.pstrain_timeout, env=env)
     except subprocess.TimeoutExpired:
         raise Failure("pstrain run passed --pstrain_timeout %.0f s: %s" % (a.pstrain_timeout, shown))
     except OSError as e:
