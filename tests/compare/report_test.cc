@@ -113,6 +113,8 @@ TEST(ReportTest, StrategySummaryNamesWhatTellsVariantsApart) {
 TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
   RunResult no_eval = Result(2, 1800.5, "async");
   no_eval.clear_test_accuracy();
+  no_eval.add_workers()->set_peak_rss_bytes(300);  // the largest worker's peak is the column
+  no_eval.add_workers()->set_peak_rss_bytes(4096);
   const std::string csv =
       FormatCsv(ComputeReport({Ok("one, sync", Result(1, 1000)), Ok("two", no_eval), Failed("three", 2)}, 0));
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
@@ -121,15 +123,16 @@ TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
             "label,experiment,model,variable_update,local_parameter_device,all_reduce_spec,"
             "consistency,staleness,transport,num_ps,num_workers,devices_per_worker,device,"
             "batch_size_per_device,global_batch_size,steps,images_per_sec,images_per_sec_stddev,"
-            "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,status,exit_code,"
-            "error,run_dir");
+            "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,worker_peak_rss_bytes,status,"
+            "exit_code,error,run_dir");
+  // No worker reports: no peak RSS.
   EXPECT_EQ(lines[1],
             "\"one, sync\",exp,mlp,parameter_server,cpu,,sync,0,grpc,2,1,1,cpu,64,64,300,1000,100,"
-            "0.5,0.8125,4.5,1,1,ok,0,,\"out/one, sync\"");
+            "0.5,0.8125,4.5,1,1,,ok,0,,\"out/one, sync\"");
   // Absent test accuracy is an empty field; speed-up 1.8005, efficiency 0.90025.
-  EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,ok,0,,out/two"));
+  EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,4096,ok,0,,out/two"));
   EXPECT_EQ(lines[3],
-            "three,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
+            "three,,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
             "\"\"boom\"\"\",out/three");
 }
 

@@ -1,5 +1,6 @@
 #include "tools/compare/report.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -49,6 +50,14 @@ std::string Thousands(int64_t value) {
     out += digits[i];
   }
   return value < 0 ? "-" + out : out;
+}
+
+// The largest peak RSS any worker of the run reported; empty when none did
+// (runs recorded before workers reported memory).
+std::string LargestPeakRss(const RunResult& r) {
+  int64_t largest = 0;
+  for (const WorkerReport& w : r.workers()) largest = std::max(largest, w.peak_rss_bytes());
+  return largest > 0 ? absl::StrCat(largest) : std::string();
 }
 
 std::string MarkdownCell(const std::string& text) {
@@ -155,6 +164,7 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
                                            "wall_seconds",
                                            "speedup",
                                            "scaling_efficiency",
+                                           "worker_peak_rss_bytes",
                                            "status",
                                            "exit_code",
                                            "error",
@@ -192,6 +202,7 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
     }
     fields.push_back(Shortest(row.speedup));
     fields.push_back(Shortest(row.scaling_efficiency));
+    fields.push_back(o.result.has_value() ? LargestPeakRss(*o.result) : std::string());
     fields.push_back(o.ok ? "ok" : "failed");
     fields.push_back(absl::StrCat(o.exit_code));
     fields.push_back(o.error);
