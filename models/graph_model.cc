@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <numbers>
 #include <random>
@@ -249,15 +248,14 @@ class GraphModel final : public Model {
     }
     if (training) PlanGradientSharing(*plan);
 
-    // Every buffer with its lifetime; `assign` puts the placed view where it belongs.
+    // Every buffer with its lifetime, and the placeholder (shape and layout)
+    // that becomes its view into the arena once placed.
     std::vector<BufferLifetime> lifetimes;
-    std::vector<std::function<void(const Tensor&)>> assign;
-    auto add = [&](const Tensor& like, int first, int last, std::function<void(const Tensor&)> set) {
-      if (Pads(like)) first = 0, last = clock.End();
-      lifetimes.push_back({like.num_bytes(), first, last});
-      assign.push_back([like, set = std::move(set)](const Tensor& arena_bytes) {
-        set(Tensor(like.shape(), DType::kFloat32, arena_bytes.buffer(), like.device(), like.layout()));
-      });
+    std::vector<Tensor*> slots;
+    auto add = [&](Tensor* slot, int first, int last) {
+      if (Pads(*slot)) first = 0, last = clock.End();
+      lifetimes.push_back({slot->num_bytes(), first, last});
+      slots.push_back(slot);
     };
     // Activations: from the producer's Forward() to the last read.
     std::vector<int> last_read(n, 0);
@@ -279,8 +277,7 @@ class GraphModel final : public Model {
     }
     for (size_t k = 1; k < n; ++k) {
       if (nodes_[k].computed_by >= 0) continue;
-      add(outputs[k], clock.Forward(static_cast<int>(k)), last_read[k],
-          [&outputs, k](const Tensor& t) { outputs[k] = t; });
+      add(&outputs[k], clock.Forward(static_cast<int>(k)), last_read[k]);
     }
     if (training) {
       // Gradients: a shared buffer from its members' first write to their last read.
@@ -293,14 +290,14 @@ class GraphModel final : public Model {
       }
       for (size_t r = 1; r < n; ++r) {
         if (plan->parent[r] >= 0) continue;
-        add(outputs[r], first_write[r], grad_last_read[r],
-            [grads = &plan->grads, r](const Tensor& t) { (*grads)[r] = t; });
+        plan->grads[r] = outputs[r];  // laid out as its activation
+        add(&plan->grads[r], first_write[r], grad_last_read[r]);
       }
       for (size_t k = 1; k < n; ++k) {
-        for (size_t j = 0; j < plan->scratch[k].size(); ++j) {
-          if (plan->scratch[k][j].empty()) continue;
+        for (Tensor& scratch : plan->scratch[k]) {
+          if (scratch.empty()) continue;
           const int t = clock.Backward(static_cast<int>(k));
-          add(plan->scratch[k][j], t, t, [s = &plan->scratch[k][j]](const Tensor& v) { *s = v; });
+          add(&scratch, t, t);
         }
       }
     }
@@ -308,10 +305,11 @@ class GraphModel final : public Model {
     const MemoryPlan placed = PlanMemory(lifetimes, kArenaAlignment);
     plan->arena = ctx_->Allocate({static_cast<int64_t>((placed.arena_bytes + sizeof(float) - 1) / sizeof(float))});
     char* base = static_cast<char*>(plan->arena.raw());
-    for (size_t i = 0; i < lifetimes.size(); ++i) {
-      assign[i](Tensor({}, DType::kFloat32,
-                       Buffer::Borrow(base + placed.offsets[i], lifetimes[i].bytes, plan->arena.buffer()),
-                       plan->arena.device()));
+    for (size_t i = 0; i < slots.size(); ++i) {
+      Tensor& t = *slots[i];
+      t = Tensor(t.shape(), DType::kFloat32,
+                 Buffer::Borrow(base + placed.offsets[i], lifetimes[i].bytes, plan->arena.buffer()),
+                 plan->arena.device(), t.layout());
     }
     for (size_t k = 1; k < n; ++k) {
       if (nodes_[k].computed_by >= 0) outputs[k] = outputs[nodes_[k].computed_by];
@@ -351,8 +349,8 @@ class GraphModel final : public Model {
   }
 
   // Decides which gradients share a buffer (plan.parent, plan.shared) and
-  // where a scratch tensor is needed; plan.grads and plan.scratch get
-  // placeholders (shape and layout) for MakePlan to place.
+  // where a scratch tensor is needed: plan.scratch gets placeholders (shape
+  // and layout) for MakePlan to place; plan.grads is sized for it to fill.
   void PlanGradientSharing(StepPlan& plan) {
     const size_t n = nodes_.size();
     const std::vector<Tensor>& outputs = plan.outputs;
