@@ -80,8 +80,6 @@ void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t tot
 
 }  // namespace
 
-double Gib(int64_t bytes) { return static_cast<double>(bytes) / (int64_t{1} << 30); }
-
 int64_t TotalSteps(const ExperimentConfig& config, int64_t train_examples) {
   if (config.train().steps() > 0) return config.train().steps();
   const int64_t global_batch =
@@ -299,8 +297,8 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
                                100.0 * wait / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start)))
             << "\n"
             << absl::StrFormat("worker %d peak memory: RSS %.2f GiB, model step arena %.2f GiB", worker_index,
-                               Gib(report.peak_rss_bytes()), Gib(report.step_arena_bytes()))
-            << (report.peak_device_bytes() > 0 ? absl::StrFormat(", GPU %.2f GiB", Gib(report.peak_device_bytes()))
+                               ToGib(report.peak_rss_bytes()), ToGib(report.step_arena_bytes()))
+            << (report.peak_device_bytes() > 0 ? absl::StrFormat(", GPU %.2f GiB", ToGib(report.peak_device_bytes()))
                                                : "")
             << "\n----------------------------------------------------------------" << std::endl;
 

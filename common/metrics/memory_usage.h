@@ -12,4 +12,7 @@ namespace pstrain {
 // started; 0 where getrusage fails.
 int64_t PeakRssBytes();
 
+// `bytes` in GiB (2^30 bytes), for reports.
+inline double ToGib(int64_t bytes) { return static_cast<double>(bytes) / (int64_t{1} << 30); }
+
 }  // namespace pstrain

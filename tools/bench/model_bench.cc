@@ -38,8 +38,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-double Gib(int64_t bytes) { return static_cast<double>(bytes) / (int64_t{1} << 30); }
-
 std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
 
 std::string JsonString(const std::string& s) {
@@ -425,16 +423,17 @@ std::string FormatModelBenchSummary(const ModelBenchResult& r) {
     absl::StrAppendFormat(&out, "%-22s %.3f (achieved / bf16 matmul; fastest step %.3f)\n",
                           "Ratio to bf16 matmul:", r.bf16_ratio, r.best_bf16_ratio);
   }
-  absl::StrAppendFormat(&out, "%-22s %.2f GiB (%d bytes, ru_maxrss)\n",
-                        "Peak RSS:", static_cast<double>(r.peak_rss_bytes) / (1 << 30), r.peak_rss_bytes);
+  absl::StrAppendFormat(&out, "%-22s %.2f GiB (%d bytes, ru_maxrss)\n", "Peak RSS:", ToGib(r.peak_rss_bytes),
+                        r.peak_rss_bytes);
   const StepMemory& m = r.step_memory;
   absl::StrAppendFormat(&out,
                         "%-22s %.2f GiB arena for %d activations, gradients and scratch (%.2f GiB as separate "
                         "buffers; live peak %.2f GiB)\n",
-                        "Step memory:", Gib(m.arena_bytes), m.buffers, Gib(m.separate_bytes), Gib(m.live_peak_bytes));
+                        "Step memory:", ToGib(m.arena_bytes), m.buffers, ToGib(m.separate_bytes),
+                        ToGib(m.live_peak_bytes));
   if (r.device == "gpu") {
     absl::StrAppendFormat(&out, "%-22s %.2f GiB in use at most; %d cudaMalloc calls after the first step\n",
-                          "Peak device memory:", Gib(r.peak_device_bytes), r.device_allocations_after_first_step);
+                          "Peak device memory:", ToGib(r.peak_device_bytes), r.device_allocations_after_first_step);
   }
   return out;
 }
