@@ -38,7 +38,13 @@ std::string IsaName(dnnl::cpu_isa isa) {
 
 }  // namespace
 
-std::vector<std::string> PrecisionNames() { return {"fp32", "bf16", "fp16"}; }
+constexpr Precision kPrecisions[] = {Precision::kFp32, Precision::kBf16, Precision::kFp16};
+
+std::vector<std::string> PrecisionNames() {
+  std::vector<std::string> names;
+  for (Precision p : kPrecisions) names.push_back(PrecisionName(p));
+  return names;
+}
 
 std::string PrecisionName(Precision precision) {
   switch (precision) {
@@ -53,7 +59,7 @@ std::string PrecisionName(Precision precision) {
 }
 
 absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
-  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+  for (Precision p : kPrecisions) {
     if (name == PrecisionName(p)) return p;
   }
   return absl::InvalidArgumentError(

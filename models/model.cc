@@ -110,12 +110,12 @@ const bool kConfigCheck =
       PSTRAIN_RETURN_IF_ERROR(ck.OneOf("precision", config.precision(), PrecisionNames()));
       const Precision precision = *ParsePrecision(config.precision());
       if (precision == Precision::kFp32) return absl::OkStatus();
-      if (config.device() != "cpu" && config.device() != "gpu") {
+      const absl::StatusOr<DeviceKind> kind = ParseDeviceName(config.device());  // not for device emulated
+      if (!kind.ok()) {
         return ck.Fail("precision", absl::StrCat("fp32 with device ", config.device()),
                        absl::StrCat("'", config.precision(), "'"));
       }
-      const absl::Status supported =
-          CheckPrecision(config.device() == "gpu" ? DeviceKind::kCuda : DeviceKind::kCpu, precision);
+      const absl::Status supported = CheckPrecision(*kind, precision);
       if (supported.ok()) return supported;
       return ck.Fail("precision", absl::StrCat("a precision device ", config.device(), " can compute in here"),
                      absl::StrCat("'", config.precision(), "' (", supported.message(), ")"));
