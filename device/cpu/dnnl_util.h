@@ -41,7 +41,7 @@ dnnl::memory::desc AnyDesc(const Shape& shape, dnnl::memory::data_type type = dn
 // What compute-bound primitives (convolution, inner product) take their
 // src, weights and diff_dst as under ctx's precision: f32, or bf16 (mixed
 // precision; their dst, diff_src, diff_weights and bias stay f32, and the
-// conversions are reorders into layer-owned staging).
+// conversions are reorders through Conversion).
 dnnl::memory::data_type ComputeType(const CpuContext& ctx);
 // The exact descriptor of t's buffer: its DnnlLayout's, else PlainDesc.
 dnnl::memory::desc DescOf(const Tensor& t);

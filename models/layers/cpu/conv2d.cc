@@ -16,10 +16,9 @@
 // Staging: the blocked weights are the layer's own (forward and backward
 // read them); every other conversion goes through the context's shared
 // staging slots, so a converted input is converted again in backward
-// rather than kept for the whole step. An input in another format is
-// reordered into a layer-owned buffer; the plain weights are reordered into a
-// blocked copy once per Forward() and the weight gradient back to plain once
-// per Backward(). The output keeps oneDNN's format.
+// rather than kept for the whole step. The plain weights are reordered into
+// the blocked copy once per Forward() and the weight gradient back to plain
+// once per Backward(). The output keeps oneDNN's format.
 #include <memory>
 #include <optional>
 #include <vector>

@@ -69,9 +69,9 @@ class Dense final : public Layer {
     Run(ctx, *p.bwd_weights,
         {{DNNL_ARG_SRC, AsMatrix(ctx, p.src, p.to_src.Get(ctx, inputs[0]))},  // again: a shared slot
          {DNNL_ARG_DIFF_DST, diff_dst},
-         {DNNL_ARG_DIFF_WEIGHTS, p.diff_weights.Target(ctx, AsOcIc(p, parameters_[0].grad))},
+         {DNNL_ARG_DIFF_WEIGHTS, p.to_plain_diff_weights.Target(ctx, AsOcIc(p, parameters_[0].grad))},
          {DNNL_ARG_DIFF_BIAS, View(p.bias, ctx, parameters_[1].grad)}});
-    p.diff_weights.Commit(ctx, AsOcIc(p, parameters_[0].grad));
+    p.to_plain_diff_weights.Commit(ctx, AsOcIc(p, parameters_[0].grad));
   }
 
  private:
@@ -82,13 +82,15 @@ class Dense final : public Layer {
     memory::desc diff_src;                       // [N, K] f32
     memory::desc weights;                        // the parameter: f32 [OC, IC] as io
     TensorLayoutPtr weights_layout;              // `weights` as a tensor layout (AsOcIc)
+    memory::desc compute_weights;                // what the products take: `weights` (fp32), or any bf16
+    memory::desc diff_weights;                   // what backward-weights writes: `weights` (fp32), or any f32
     memory::desc bias, dst;                      // f32
     Conversion to_src;                           // input format -> plain, in the compute type (with the input's dims)
     Conversion from_plain;                       // plain f32 -> input format, for the input's gradient
     Conversion fwd_weights;                      // the parameter -> the forward's weights
     Conversion to_diff_dst;                      // the output's gradient -> the compute type
     std::optional<Conversion> bwd_data_weights;  // the parameter -> backward-data's, when not the forward's
-    Conversion diff_weights;                     // backward-weights' diff_weights -> the parameter's gradient
+    Conversion to_plain_diff_weights;            // backward-weights' diff_weights -> the parameter's gradient
     Work work = Work::kCompute;                  // tiny products run on one thread
     dnnl::inner_product_forward::primitive_desc fwd_pd;
     Prim fwd;
@@ -125,9 +127,10 @@ class Dense final : public Layer {
     p.bias = memory::desc({setup_.units}, memory::data_type::f32, tag::x);
     p.dst = memory::desc({batch, setup_.units}, memory::data_type::f32, tag::nc);
     p.to_diff_dst = Conversion(ctx, p.dst, memory::desc({batch, setup_.units}, ct, tag::nc), Conversion::kDiffDstSlot);
-    // fp32 reads the parameter as it is; bf16 lets the primitive choose.
-    const memory::desc weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features}, ct);
-    dnnl::inner_product_forward::desc fwd(dnnl::prop_kind::forward_training, p.src, weights, p.bias, p.dst);
+    // fp32 reads and writes the parameter as it is; bf16 lets the primitives choose.
+    p.compute_weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features}, ct);
+    p.diff_weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features});
+    dnnl::inner_product_forward::desc fwd(dnnl::prop_kind::forward_training, p.src, p.compute_weights, p.bias, p.dst);
     p.fwd_pd = dnnl::inner_product_forward::primitive_desc(fwd, ScratchpadAttr(), ctx.engine());
     p.fwd_weights = Conversion(ctx, p.weights, p.fwd_pd.weights_desc());
     if (batch * setup_.ForwardFlopsPerExample() < kSmallFlops) p.work = Work::kOneThread;
@@ -137,21 +140,17 @@ class Dense final : public Layer {
   }
 
   void CreateBackward(CpuContext& ctx, Prims& p) {
-    const memory::data_type ct = ComputeType(ctx);
-    const bool fp32 = ct == memory::data_type::f32;
     const memory::desc diff_dst = p.to_diff_dst.to();
-    const memory::desc weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features}, ct);
-    const memory::desc diff_weights = fp32 ? p.weights : AnyDesc({setup_.units, setup_.in_features});
-    dnnl::inner_product_backward_data::desc data(p.diff_src, weights, diff_dst);
+    dnnl::inner_product_backward_data::desc data(p.diff_src, p.compute_weights, diff_dst);
     dnnl::inner_product_backward_data::primitive_desc data_pd(data, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
     p.bwd_data = MakePrim(data_pd, p.work);
     if (data_pd.weights_desc() != p.fwd_pd.weights_desc()) {
       p.bwd_data_weights.emplace(ctx, p.weights, data_pd.weights_desc());
     }
-    dnnl::inner_product_backward_weights::desc wdesc(p.src, diff_weights, p.bias, diff_dst);
+    dnnl::inner_product_backward_weights::desc wdesc(p.src, p.diff_weights, p.bias, diff_dst);
     dnnl::inner_product_backward_weights::primitive_desc weights_pd(wdesc, ScratchpadAttr(), ctx.engine(), p.fwd_pd);
     p.bwd_weights = MakePrim(weights_pd, p.work);
-    p.diff_weights = Conversion(ctx, weights_pd.diff_weights_desc(), p.weights, Conversion::kDiffWeightsSlot);
+    p.to_plain_diff_weights = Conversion(ctx, weights_pd.diff_weights_desc(), p.weights, Conversion::kDiffWeightsSlot);
   }
 
   const LayerSpec spec_;
