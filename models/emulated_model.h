@@ -41,6 +41,7 @@ class EmulatedModel final : public Model {
   int num_classes() const override { return real_->num_classes(); }
   std::vector<Variable>& variables() override { return real_->variables(); }
   void InitializeVariables(uint64_t seed) override { real_->InitializeVariables(seed); }
+  void SetLossScale(float scale) override { real_->SetLossScale(scale); }
   // Sleeps through the modelled step, calling `hook` as described above.
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override;
   // Models no inference: every example counted, none correct, loss

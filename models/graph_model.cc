@@ -95,15 +95,17 @@ class GraphModel final : public Model {
     StepPlan& plan = *plan_;
     float loss;
     if (plan.outputs.back().is_plain()) {
-      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.grads.back());
+      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.grads.back(), loss_scale_);
     } else {  // the loss reads and writes plain tensors
-      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.plain_grad_logits);
+      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.plain_grad_logits, loss_scale_);
       ctx_->Convert(plan.plain_grad_logits, plan.grads.back());
     }
     Backward(hook);
     last_train_memory_ = plan.memory;
     return loss;
   }
+
+  void SetLossScale(float scale) override { loss_scale_ = scale; }
 
   EvalResult Evaluate(const Tensor& images, const int32_t* labels) override {
     const Tensor& logits = Forward(images, /*training=*/false);
@@ -488,6 +490,7 @@ class GraphModel final : public Model {
   DeviceContext* const ctx_;
   std::vector<Node> nodes_;  // nodes_.back() is the logits
   std::unique_ptr<LossLayer> loss_;
+  float loss_scale_ = 1;
   std::vector<Variable> variables_;
   std::vector<Parameter*> params_;  // parallel to variables_
 

@@ -73,6 +73,10 @@ class Model {
   // Forward and backward on images [N, C, H, W] (host tensors, or tensors on
   // the model's device); labels are on the host. Returns the mean loss.
   virtual float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) = 0;
+  // TrainStep's gradients become `scale` times the mean loss's (its returned
+  // loss is unscaled): the loss scale of mixed precision
+  // (optim/loss_scaler.h). 1 until set.
+  virtual void SetLossScale(float scale) = 0;
   // Forward only (inference mode).
   virtual EvalResult Evaluate(const Tensor& images, const int32_t* labels) = 0;
   // Per-example output shape of every layer, in construction order, with names.

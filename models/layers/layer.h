@@ -153,10 +153,11 @@ class Layer {
 class LossLayer {
  public:
   virtual ~LossLayer() = default;
-  // Mean loss over the batch; writes d(mean loss)/d(logits) into grad_logits
-  // when it is non-null.
-  virtual float ForwardBackward(DeviceContext& ctx, const Tensor& logits, const int32_t* labels,
-                                Tensor* grad_logits) = 0;
+  // Mean loss over the batch; writes grad_scale * d(mean loss)/d(logits)
+  // into grad_logits when it is non-null (grad_scale: 1, or the loss scale
+  // of mixed-precision training, optim/loss_scaler.h).
+  virtual float ForwardBackward(DeviceContext& ctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
+                                float grad_scale = 1.0f) = 0;
 };
 
 using LayerFactory = std::function<std::unique_ptr<Layer>(const LayerSpec&)>;

@@ -16,8 +16,8 @@ namespace {
 
 class SoftmaxCrossEntropy final : public LossLayer {
  public:
-  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels,
-                        Tensor* grad_logits) override {
+  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
+                        float grad_scale) override {
     CheckLogitsAndLabels(logits, labels);
     CHECK(logits.is_plain()) << "logits must be plain, got " << logits.layout()->ToString();
     CpuContext& ctx = AsCpu(dctx);
@@ -33,7 +33,7 @@ class SoftmaxCrossEntropy final : public LossLayer {
     if (grad_logits != nullptr) {
       CHECK(grad_logits->shape() == logits.shape());
       float* g = grad_logits->data();
-      const float scale = 1.0f / static_cast<float>(n);
+      const float scale = grad_scale / static_cast<float>(n);
       for (int64_t i = 0; i < n * classes; ++i) g[i] = probs[i] * scale;
       for (int64_t i = 0; i < n; ++i) g[i * classes + labels[i]] -= scale;
     }

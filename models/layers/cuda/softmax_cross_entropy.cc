@@ -2,7 +2,7 @@
 // numerics (see cpu/softmax_cross_entropy.cc):
 //   p = softmax(logits[n]),
 //   loss = mean_n(-log(max(p[n, label_n], kSoftmaxCrossEntropyMinProb))),
-//   d(loss)/d(logits) = (p - onehot(label)) / N.
+//   d(loss)/d(logits) = (p - onehot(label)) / N (times grad_scale).
 // One kernel computes every row's loss and gradient on the GPU; the per-row
 // losses come back to the host, which sums them in double in row order, as
 // the CPU does. The labels arrive on the host: they are checked there, staged
@@ -21,8 +21,8 @@ namespace {
 
 class SoftmaxCrossEntropy final : public LossLayer {
  public:
-  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels,
-                        Tensor* grad_logits) override {
+  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
+                        float grad_scale) override {
     CheckLogitsAndLabels(logits, labels);
     CudaContext& ctx = AsCuda(dctx);
     const int64_t n = logits.dim(0), classes = logits.dim(1);
@@ -44,7 +44,7 @@ class SoftmaxCrossEntropy final : public LossLayer {
     PSTRAIN_CUDA_CHECK(
         cudaMemcpyAsync(device_labels->data(), staged_labels_.raw(), bytes, cudaMemcpyHostToDevice, ctx.stream()));
     SoftmaxCrossEntropyRows(DevicePtr(logits), static_cast<const int32_t*>(device_labels->data()), n, classes,
-                            kSoftmaxCrossEntropyMinProb, 1.0f / static_cast<float>(n),
+                            kSoftmaxCrossEntropyMinProb, grad_scale / static_cast<float>(n),
                             static_cast<float*>(device_losses->data()), grad, ctx.stream());
     PSTRAIN_CUDA_CHECK(cudaGetLastError());
     PSTRAIN_CUDA_CHECK(
