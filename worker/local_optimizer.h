@@ -17,22 +17,33 @@ namespace pstrain {
 
 class LocalOptimizer {
  public:
+  // `skip_non_finite`: Apply() skips a step whose gradients are not all
+  // finite (loss scaling's overflowed steps, optim/loss_scaler.h).
   static absl::StatusOr<std::unique_ptr<LocalOptimizer>> Create(const OptimizerConfig& config,
                                                                 const std::vector<Variable>& variables,
-                                                                int64_t total_steps);
-  // One optimizer per replica of `replicas` (each replica keeps its own slots).
-  static absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> ForReplicas(const OptimizerConfig& config,
+                                                                int64_t total_steps, bool skip_non_finite = false);
+  // One optimizer per replica of `replicas` (each replica keeps its own
+  // slots), from the config's optimizer; skipping non-finite steps when it
+  // scales the loss.
+  static absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> ForReplicas(const ExperimentConfig& config,
                                                                                   ReplicaSet& replicas,
                                                                                   int64_t total_steps);
   // w <- update(w, gradient_scale * grad) for every variable, as global step
   // `step` (gradient_scale: e.g. 1/N when the gradients hold sums of N).
-  void Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale = 1.0f);
+  // With skip_non_finite, a step with a gradient element that is not finite
+  // changes nothing (no variable, no slot) and returns false: replicas and
+  // workers that hold the same reduced gradients all skip it alike.
+  bool Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale = 1.0f);
+  // Steps Apply() skipped.
+  int64_t skipped_steps() const { return skipped_steps_; }
 
  private:
-  LocalOptimizer(std::unique_ptr<Optimizer> optimizer, LearningRateSchedule schedule)
-      : optimizer_(std::move(optimizer)), schedule_(std::move(schedule)) {}
+  LocalOptimizer(std::unique_ptr<Optimizer> optimizer, LearningRateSchedule schedule, bool skip_non_finite)
+      : optimizer_(std::move(optimizer)), schedule_(std::move(schedule)), skip_non_finite_(skip_non_finite) {}
   std::unique_ptr<Optimizer> optimizer_;
   LearningRateSchedule schedule_;
+  const bool skip_non_finite_;
+  int64_t skipped_steps_ = 0;
   std::vector<std::vector<std::vector<float>>> slots_;  // [variable][slot][element]
 };
 

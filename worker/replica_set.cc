@@ -2,8 +2,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "optim/loss_scaler.h"
 
 namespace pstrain {
 
@@ -48,6 +52,8 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     }
   }
   set->download_gradients_ = options.download_gradients;
+  set->zero_non_finite_gradients_ = options.zero_non_finite_gradients;
+  set->gradients_finite_.assign(replicas, 1);
   set->threads_per_replica_ = std::max(1, omp_get_max_threads() / replicas);
   return set;
 }
@@ -80,7 +86,42 @@ void ReplicaSet::DownloadGradient(int r, int variable) {
   contexts_[r]->Convert(models_[r]->variables()[variable].grad, mirrors_[r][variable].grad);
 }
 
+void ReplicaSet::SetLossScale(float scale) {
+  CHECK(downloads_gradients()) << "loss scaling unscales the gradients on the host: they must be downloaded";
+  CHECK(std::isfinite(scale) && scale > 0) << "loss scale " << scale;
+  loss_scale_ = scale;
+  for (auto& model : models_) model->SetLossScale(scale);
+}
+
+void ReplicaSet::UnscaleGradient(int r, int variable) {
+  const Tensor& grad = variables(r)[variable].grad;
+  const int64_t n = grad.num_elements();
+  if (ScaleAndCheckFinite(grad.data(), n, 1.0f / loss_scale_)) return;
+  gradients_finite_[r] = false;
+  if (zero_non_finite_gradients_) std::fill_n(grad.data(), n, 0.0f);
+}
+
 float ReplicaSet::TrainStep(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) {
+  gradients_finite_[r] = true;
+  if (loss_scale_ > 0) {
+    // Every gradient passes through the hook, unscaled on its way.
+    std::vector<bool> unscaled(variables(r).size(), false);
+    GradientReadyHook unscaling_hook = [&](int v) {
+      UnscaleGradient(r, v);
+      unscaled[v] = true;
+      if (hook) hook(v);
+    };
+    const float loss = TrainStepWithHostGradients(r, images, labels, unscaling_hook);
+    for (size_t v = 0; v < unscaled.size(); ++v) {
+      if (!unscaled[v]) UnscaleGradient(r, static_cast<int>(v));
+    }
+    return loss;
+  }
+  return TrainStepWithHostGradients(r, images, labels, hook);
+}
+
+float ReplicaSet::TrainStepWithHostGradients(int r, const Tensor& images, const int32_t* labels,
+                                             const GradientReadyHook& hook) {
   if (!mirrored()) return models_[r]->TrainStep(images, labels, hook);
   SyncModelValues(r);
   if (!download_gradients_) {

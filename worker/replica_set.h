@@ -39,6 +39,12 @@ struct ReplicaOptions {
   bool download_gradients = true;
   // The compute-bound layers' arithmetic (DeviceContext::SetPrecision).
   Precision precision = Precision::kFp32;
+  // With loss scaling (SetLossScale): a gradient that is not finite once
+  // unscaled is replaced by zeros before the strategy sees it (parameter
+  // servers apply what they are sent and must never be sent such a value);
+  // otherwise it is left as it is, for the strategy's optimizer to skip the
+  // step (LocalOptimizer).
+  bool zero_non_finite_gradients = false;
   // When set, applied to every replica's model once built (device emulated:
   // an EmulatedModel around it, worker/emulated_device.h).
   std::function<absl::StatusOr<std::unique_ptr<Model>>(std::unique_ptr<Model>)> wrap_model;
@@ -75,6 +81,16 @@ class ReplicaSet {
   // the device). Returns the mean loss.
   float TrainStep(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
 
+  // Loss scaling (optim/loss_scaler.h): from the next TrainStep() on, every
+  // replica's backward runs on `scale` times the loss, and TrainStep()
+  // divides each gradient in variables(r) by `scale` as it arrives there
+  // (before `hook` sees it), noting whether all were then finite. Needs the
+  // gradients on the host (downloads_gradients()).
+  void SetLossScale(float scale);
+  // With loss scaling: whether every gradient of replica r's last
+  // TrainStep() was finite once unscaled (always true without).
+  bool gradients_finite(int r) const { return gradients_finite_[r]; }
+
   // Initialises replica 0's variables from `seed` (its host mirrors too).
   void InitializeVariables(uint64_t seed);
   // Copies replica `from`'s variable values into every other replica's
@@ -89,11 +105,18 @@ class ReplicaSet {
  private:
   ReplicaSet() = default;
   void DownloadGradient(int r, int variable);
+  // TrainStep() without loss scaling.
+  float TrainStepWithHostGradients(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
+  // Unscales variables(r)[variable].grad (see SetLossScale).
+  void UnscaleGradient(int r, int variable);
   std::vector<std::unique_ptr<DeviceContext>> contexts_;
   std::vector<std::unique_ptr<Model>> models_;
   std::vector<std::vector<Variable>> mirrors_;  // [replica][variable], pinned host; empty when not mirrored
   int threads_per_replica_ = 1;
   bool download_gradients_ = true;
+  bool zero_non_finite_gradients_ = false;
+  float loss_scale_ = 0;                // 0: no loss scaling
+  std::vector<char> gradients_finite_;  // [replica], of the last TrainStep
 };
 
 }  // namespace pstrain

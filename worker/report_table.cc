@@ -3,11 +3,12 @@
 namespace pstrain {
 namespace {
 
-// images/sec, its stddev, final loss, wall seconds, then the byte counts
-// (all-reduced, peak RSS, peak device memory, step arena) each as two floats
-// that hold it exactly (high and low 24 bits: floats are exact integers up
-// to 2^24, so counts up to 2^48).
-constexpr int kColumns = 12;
+// images/sec, its stddev, final loss, wall seconds, then the counts
+// (bytes all-reduced, peak RSS, peak device memory, step arena, overflow
+// steps) each as two floats that hold it exactly (high and low 24 bits:
+// floats are exact integers up to 2^24, so counts up to 2^48), then the loss
+// scale (a float's value).
+constexpr int kColumns = 15;
 constexpr int64_t kLow = int64_t{1} << 24;
 
 void PutCount(float* pair, int64_t count) {
@@ -30,6 +31,8 @@ std::vector<float> ReportTable(const WorkerReport& mine, int num_workers) {
   PutCount(row + 6, mine.peak_rss_bytes());
   PutCount(row + 8, mine.peak_device_bytes());
   PutCount(row + 10, mine.step_arena_bytes());
+  PutCount(row + 12, mine.overflow_steps());
+  row[14] = static_cast<float>(mine.loss_scale());
   return table;
 }
 
@@ -50,6 +53,8 @@ ClusterReport ReportsFromTable(const WorkerReport& mine, const std::vector<float
     r.set_peak_rss_bytes(GetCount(row + 6));
     r.set_peak_device_bytes(GetCount(row + 8));
     r.set_step_arena_bytes(GetCount(row + 10));
+    r.set_overflow_steps(GetCount(row + 12));
+    r.set_loss_scale(row[14]);
     report.workers.push_back(r);
   }
   return report;

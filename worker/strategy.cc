@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "optim/loss_scaler.h"
 
 namespace pstrain {
 namespace {
@@ -35,6 +36,24 @@ absl::Status CheckNoCheckpoints(const ExperimentConfig& c, const ConfigChecker& 
                    absl::StrCat("'", c.checkpoint().restore(), "'"));
   }
   return absl::OkStatus();
+}
+
+// Loss scaling: valid fields (LossScaler's own rules), and gradients the
+// worker unscales on the host (ReplicaSet::SetLossScale).
+absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& needs, const ConfigChecker& ck) {
+  const absl::StatusOr<LossScaler> scaler = LossScaler::Create(c.loss_scaling());
+  if (!scaler.ok()) return absl::InvalidArgumentError(absl::StrCat(ck.file(), ": ", scaler.status().message()));
+  if (!scaler->enabled() || c.device() != "gpu" || (needs.host_mirrors && needs.download_gradients)) {
+    return absl::OkStatus();
+  }
+  return ck.Fail(
+      "loss_scaling.mode",
+      absl::StrCat("none for variable_update ", c.variable_update(),
+                   c.all_reduce_spec().empty() ? "" : absl::StrCat(" with all_reduce_spec ", c.all_reduce_spec()),
+                   " and local_parameter_device ", c.local_parameter_device(),
+                   " (loss scaling unscales the gradients on the host; this strategy keeps them on the "
+                   "GPUs, where unscaling is not implemented yet)"),
+      absl::StrCat("'", c.loss_scaling().mode(), "'"));
 }
 
 absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, const ConfigChecker& ck) {
@@ -99,6 +118,7 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
                      c.all_reduce_spec().empty() ? "" : absl::StrCat(" with all_reduce_spec ", c.all_reduce_spec())),
         absl::StrCat("'", c.device(), "'"));
   }
+  PSTRAIN_RETURN_IF_ERROR(CheckLossScaling(c, needs, ck));
   return needs;
 }
 

@@ -23,6 +23,7 @@
 #include "glog/logging.h"
 #include "models/emulated_model.h"
 #include "models/model.h"
+#include "optim/loss_scaler.h"
 #include "worker/emulated_device.h"
 #include "worker/emulation_report.h"
 #include "worker/replica_set.h"
@@ -117,6 +118,11 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   replica_options.host_mirrors = needs.host_mirrors;
   replica_options.download_gradients = needs.download_gradients;
   PSTRAIN_ASSIGN_OR_RETURN(replica_options.precision, ParsePrecision(config.precision()));
+  // Parameter servers apply whatever they are sent: an overflowed gradient
+  // goes to them as zeros. Strategies that update on the worker skip the
+  // step instead (LocalOptimizer).
+  replica_options.zero_non_finite_gradients = needs.parameter_servers;
+  PSTRAIN_ASSIGN_OR_RETURN(LossScaler loss_scaler, LossScaler::Create(config.loss_scaling()));
   double device_images_per_sec = 0;
   if (emulated) {
     replica_options.wrap_model = [&](std::unique_ptr<Model> real) -> absl::StatusOr<std::unique_ptr<Model>> {
@@ -128,6 +134,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaSet> replicas,
                            ReplicaSet::Create(ResolveModelConfig(config, data.train), devices, replica_options));
   Model& model = replicas->model(0);
+  if (loss_scaler.enabled()) replicas->SetLossScale(loss_scaler.scale());
   const int64_t total_steps = TotalSteps(config, data.train.num_examples);
 
   StrategyContext context;
@@ -221,6 +228,14 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
       const absl::Time t2 = absl::Now();
       status = strategy->AfterStep(step);
       if (traced) timeline->Record("after step", "phases", t2, absl::Now());
+      if (status.ok() && loss_scaler.enabled()) {
+        bool overflowed = false;
+        for (int r = 0; r < devices; ++r) overflowed |= !replicas->gradients_finite(r);
+        const float scale = loss_scaler.scale();
+        loss_scaler.Update(overflowed);
+        if (loss_scaler.scale() != scale) replicas->SetLossScale(loss_scaler.scale());
+        if (metrics) metrics->OnLossScale(loss_scaler.scale(), loss_scaler.skipped_steps());
+      }
     }
     if (traced) {
       timeline->Record(status.ok() ? "step" : "failed step", "steps", t0, absl::Now());
@@ -286,6 +301,10 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   report.set_final_loss(final_loss);
   report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   strategy->FillTraffic(&report);
+  if (loss_scaler.enabled()) {
+    report.set_overflow_steps(loss_scaler.skipped_steps());
+    report.set_loss_scale(loss_scaler.scale());
+  }
   const double wait = absl::ToDoubleSeconds(strategy->wait_time());
   std::cout << "----------------------------------------------------------------\n"
             << absl::StrFormat("worker %d total images/sec: %.2f", worker_index, throughput.mean_images_per_sec())
@@ -300,6 +319,11 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
                                ToGib(report.peak_rss_bytes()), ToGib(report.step_arena_bytes()))
             << (report.peak_device_bytes() > 0 ? absl::StrFormat(", GPU %.2f GiB", ToGib(report.peak_device_bytes()))
                                                : "")
+            << (loss_scaler.enabled()
+                    ? absl::StrFormat("\nworker %d loss scaling (%s): %d of %d steps overflowed, final scale %g",
+                                      worker_index, config.loss_scaling().mode(), report.overflow_steps(),
+                                      total_steps - strategy->start_step(), report.loss_scale())
+                    : "")
             << "\n----------------------------------------------------------------" << std::endl;
 
   PSTRAIN_ASSIGN_OR_RETURN(ClusterReport cluster, strategy->Finish(report));

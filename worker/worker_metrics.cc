@@ -26,6 +26,12 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricReg
       m->recoveries_,
       registry->RegisterCounter("pstrain_worker_recoveries_total",
                                 "Times training continued after a restarted PS shard or chief.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m->loss_scale_,
+                           registry->RegisterGauge("pstrain_worker_loss_scale",
+                                                   "Loss scale of the next step (0: no loss scaling).", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m->overflow_steps_,
+                           registry->RegisterCounter("pstrain_worker_overflow_steps_total",
+                                                     "Steps whose gradients overflowed under loss scaling.", labels));
   PSTRAIN_ASSIGN_OR_RETURN(m->test_accuracy_,
                            registry->RegisterGauge("pstrain_worker_test_accuracy",
                                                    "Test accuracy of the chief's latest evaluation.", labels));
@@ -41,6 +47,11 @@ void WorkerMetrics::OnStep(int64_t steps_done, double loss, double images_per_se
   pulled_->AdvanceTo(static_cast<double>(traffic.bytes_pulled()));
   allreduced_->AdvanceTo(static_cast<double>(traffic.bytes_allreduced()));
   wait_->AdvanceTo(wait_seconds);
+}
+
+void WorkerMetrics::OnLossScale(double scale, int64_t overflow_steps) {
+  loss_scale_->Set(scale);
+  overflow_steps_->AdvanceTo(static_cast<double>(overflow_steps));
 }
 
 }  // namespace pstrain

@@ -5,8 +5,9 @@
 // pstrain_worker_pulled_bytes_total, pstrain_worker_allreduced_bytes_total,
 // pstrain_worker_wait_seconds_total (waiting for others),
 // pstrain_worker_recoveries_total (times it continued after a restarted PS
-// shard or chief); the chief also pstrain_worker_test_accuracy (its latest
-// evaluation).
+// shard or chief); with loss scaling, gauge pstrain_worker_loss_scale and
+// counter pstrain_worker_overflow_steps_total; the chief also
+// pstrain_worker_test_accuracy (its latest evaluation).
 #pragma once
 
 #include <memory>
@@ -24,6 +25,9 @@ class WorkerMetrics {
   void OnStep(int64_t steps_done, double loss, double images_per_sec, const WorkerReport& traffic, double wait_seconds);
   void OnEvaluation(double accuracy) { test_accuracy_->Set(accuracy); }
   void OnRecovery() { recoveries_->Add(); }
+  // After a step with loss scaling: the scale for the next step, and the
+  // overflowed steps so far (optim/loss_scaler.h).
+  void OnLossScale(double scale, int64_t overflow_steps);
 
  private:
   WorkerMetrics() = default;
@@ -35,6 +39,8 @@ class WorkerMetrics {
   Counter* allreduced_ = nullptr;
   Counter* wait_ = nullptr;
   Counter* recoveries_ = nullptr;
+  Gauge* loss_scale_ = nullptr;
+  Counter* overflow_steps_ = nullptr;
   Gauge* test_accuracy_ = nullptr;
 };
 

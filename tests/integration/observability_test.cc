@@ -64,6 +64,9 @@ class ObservabilityTest : public ::testing::Test {
 
 TEST_F(ObservabilityTest, EveryRoleServesMetricsThatPromtoolAcceptsWhileTraining) {
   if (Shell("command -v curl").first != 0) GTEST_SKIP() << "curl not found";
+  // With loss scaling, whose scale the workers publish too.
+  WriteFile(config_, std::string(kEndlessSyncConfig) +
+                         "\nloss_scaling:\n  mode: dynamic\n  initial_scale: 1024\n  growth_interval: 1000000\n");
   const std::string ports = FreeLoopbackHosts(3);
   const int ps_port = PortOf(NthHost(ports, 0)), chief_port = PortOf(NthHost(ports, 1)),
             worker_port = PortOf(NthHost(ports, 2));
@@ -87,6 +90,8 @@ TEST_F(ObservabilityTest, EveryRoleServesMetricsThatPromtoolAcceptsWhileTraining
   EXPECT_GT(Sample(chief_text, "pstrain_worker_pushed_bytes_total{worker=\"0\"}"), 0);
   EXPECT_GT(Sample(chief_text, "pstrain_worker_pulled_bytes_total{worker=\"0\"}"), 0);
   EXPECT_GT(Sample(chief_text, "pstrain_worker_images_per_second{worker=\"0\"}"), 0);
+  EXPECT_EQ(Sample(chief_text, "pstrain_worker_loss_scale{worker=\"0\"}"), 1024) << chief_text;
+  EXPECT_EQ(Sample(chief_text, "pstrain_worker_overflow_steps_total{worker=\"0\"}"), 0) << chief_text;
 
   const std::string ps_text = scrape(ps_port, "/metrics").second;
   EXPECT_GT(Sample(ps_text, "pstrain_ps_received_bytes_total{shard=\"0\"}"), 0) << ps_text;

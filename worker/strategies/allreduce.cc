@@ -43,8 +43,8 @@ class AllReduceStrategy : public Strategy {
                                                           const CollectiveEntry& backend) {
     std::unique_ptr<AllReduceStrategy> s(new AllReduceStrategy(context));
     PSTRAIN_RETURN_IF_ERROR(s->Connect(backend));
-    PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(), *context.replicas,
-                                                                         context.total_steps));
+    PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_,
+                             LocalOptimizer::ForReplicas(*context.config, *context.replicas, context.total_steps));
     std::vector<std::vector<Tensor>> gradients;
     for (int r = 0; r < context.replicas->size(); ++r) {
       gradients.emplace_back();

@@ -12,8 +12,8 @@ absl::StatusOr<std::unique_ptr<Strategy>> LocalReplicasStrategy::Create(const St
                                                                         std::string description) {
   std::unique_ptr<LocalReplicasStrategy> s(
       new LocalReplicasStrategy(context, std::move(reduce_spec), std::move(description)));
-  PSTRAIN_ASSIGN_OR_RETURN(
-      s->optimizers_, LocalOptimizer::ForReplicas(context.config->optimizer(), *context.replicas, context.total_steps));
+  PSTRAIN_ASSIGN_OR_RETURN(s->optimizers_,
+                           LocalOptimizer::ForReplicas(*context.config, *context.replicas, context.total_steps));
   return std::unique_ptr<Strategy>(std::move(s));
 }
 
