@@ -26,11 +26,9 @@ using ::testing::HasSubstr;
 
 constexpr int kBatch = 16;
 
+// The equivalence tests' MLP, on Fashion-MNIST's examples.
 ModelConfig MlpConfig() {
-  ModelConfig config;
-  config.set_name("mlp");
-  config.add_hidden_units(32);
-  config.add_hidden_units(16);
+  ModelConfig config = EquivalenceConfig("loss_scaling").model();
   for (int d : {1, 28, 28}) config.add_input_shape(d);
   config.set_num_classes(10);
   return config;
