@@ -320,7 +320,7 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
             << (report.peak_device_bytes() > 0 ? absl::StrFormat(", GPU %.2f GiB", ToGib(report.peak_device_bytes()))
                                                : "")
             << (loss_scaler.enabled()
-                    ? absl::StrFormat("\nworker %d loss scaling (%s): %d of %d steps overflowed, final scale %g",
+                    ? absl::StrFormat("\nworker %d loss scaling (%s): %d of %d steps overflowed, final scale %.9g",
                                       worker_index, config.loss_scaling().mode(), report.overflow_steps(),
                                       total_steps - strategy->start_step(), report.loss_scale())
                     : "")
