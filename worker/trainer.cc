@@ -346,6 +346,8 @@ absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_i
   result.set_steps(total_steps);
   result.set_compression(config.compression());
   result.set_collective(needs.collective);  // the one in use ("" without one)
+  result.set_precision(config.precision());
+  result.set_loss_scaling(config.loss_scaling().mode());
   for (const Recovery& recovery : strategy->recoveries()) *result.add_recoveries() = recovery;
   for (const ShardLoad& load : cluster.ps_load) *result.add_ps_load() = load;
   std::vector<WorkerReport> workers = cluster.workers;

@@ -115,6 +115,11 @@ TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
   no_eval.clear_test_accuracy();
   no_eval.add_workers()->set_peak_rss_bytes(300);  // the largest worker's peak is the column
   no_eval.add_workers()->set_peak_rss_bytes(4096);
+  // Loss scaling: the workers' overflowed steps are summed.
+  no_eval.set_precision("bf16");
+  no_eval.set_loss_scaling("dynamic");
+  no_eval.mutable_workers(0)->set_overflow_steps(2);
+  no_eval.mutable_workers(1)->set_overflow_steps(3);
   const std::string csv =
       FormatCsv(ComputeReport({Ok("one, sync", Result(1, 1000)), Ok("two", no_eval), Failed("three", 2)}, 0));
   const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
@@ -123,16 +128,17 @@ TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
             "label,experiment,model,variable_update,local_parameter_device,all_reduce_spec,"
             "consistency,staleness,transport,num_ps,num_workers,devices_per_worker,device,"
             "batch_size_per_device,global_batch_size,steps,images_per_sec,images_per_sec_stddev,"
-            "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,worker_peak_rss_bytes,status,"
+            "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,worker_peak_rss_bytes,precision,"
+            "loss_scaling,overflow_steps,status,"
             "exit_code,error,run_dir");
-  // No worker reports: no peak RSS.
+  // No worker reports: no peak RSS; no precision recorded: empty fields.
   EXPECT_EQ(lines[1],
             "\"one, sync\",exp,mlp,parameter_server,cpu,,sync,0,grpc,2,1,1,cpu,64,64,300,1000,100,"
-            "0.5,0.8125,4.5,1,1,,ok,0,,\"out/one, sync\"");
+            "0.5,0.8125,4.5,1,1,,,,,ok,0,,\"out/one, sync\"");
   // Absent test accuracy is an empty field; speed-up 1.8005, efficiency 0.90025.
-  EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,4096,ok,0,,out/two"));
+  EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,4096,bf16,dynamic,5,ok,0,,out/two"));
   EXPECT_EQ(lines[3],
-            "three,,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
+            "three,,,,,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
             "\"\"boom\"\"\",out/three");
 }
 
@@ -169,6 +175,17 @@ TEST(ReportTest, MarkdownTableShowsStrategyDevicesRatesAndRatios) {
     return n;
   };
   for (const std::string& line : lines) EXPECT_EQ(width(line), width(lines[0])) << line;
+}
+
+TEST(ReportTest, MarkdownDevicesNameAPrecisionOtherThanFp32) {
+  RunResult fp32 = Result(2, 1000), bf16 = Result(2, 1300);
+  fp32.set_precision("fp32");
+  bf16.set_precision("bf16");
+  const std::string table = FormatMarkdownTable(ComputeReport({Ok("fp32", fp32), Ok("bf16", bf16)}, 0));
+  const std::vector<std::string> lines = absl::StrSplit(table, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u) << table;
+  EXPECT_THAT(lines[2], HasSubstr(" 2 × 1 cpu |"));
+  EXPECT_THAT(lines[3], HasSubstr(" 2 × 1 cpu bf16 |"));
 }
 
 TEST(ReportTest, MarkdownCellsEscapePipes) {

@@ -60,6 +60,15 @@ std::string LargestPeakRss(const RunResult& r) {
   return largest > 0 ? absl::StrCat(largest) : std::string();
 }
 
+// The overflowed steps of loss scaling, summed over the workers; empty
+// without loss scaling.
+std::string OverflowSteps(const RunResult& r) {
+  if (r.loss_scaling().empty() || r.loss_scaling() == "none") return std::string();
+  int64_t total = 0;
+  for (const WorkerReport& w : r.workers()) total += w.overflow_steps();
+  return absl::StrCat(total);
+}
+
 std::string MarkdownCell(const std::string& text) {
   std::string out;
   for (const char c : text) {
@@ -165,6 +174,9 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
                                            "speedup",
                                            "scaling_efficiency",
                                            "worker_peak_rss_bytes",
+                                           "precision",
+                                           "loss_scaling",
+                                           "overflow_steps",
                                            "status",
                                            "exit_code",
                                            "error",
@@ -203,6 +215,9 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
     fields.push_back(Shortest(row.speedup));
     fields.push_back(Shortest(row.scaling_efficiency));
     fields.push_back(o.result.has_value() ? LargestPeakRss(*o.result) : std::string());
+    fields.push_back(o.result.has_value() ? o.result->precision() : std::string());
+    fields.push_back(o.result.has_value() ? o.result->loss_scaling() : std::string());
+    fields.push_back(o.result.has_value() ? OverflowSteps(*o.result) : std::string());
     fields.push_back(o.ok ? "ok" : "failed");
     fields.push_back(absl::StrCat(o.exit_code));
     fields.push_back(o.error);
@@ -234,7 +249,9 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
         MarkdownCell(label),
         MarkdownCell(StrategySummary(r)),
         r.num_ps() > 0 ? absl::StrCat(r.num_ps()) : std::string(kDash),
-        absl::StrCat(r.num_workers(), " × ", r.devices_per_worker(), " ", r.device()),
+        absl::StrCat(r.num_workers(), " × ", r.devices_per_worker(), " ", r.device(),
+                     // fp32 (and results that do not say) go unmarked.
+                     r.precision().empty() || r.precision() == "fp32" ? "" : absl::StrCat(" ", r.precision())),
         absl::StrCat(FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
                      r.emulation().cpu_bound() ? " (CPU-bound: not valid)" : ""),
         FormatSpeedup(row.speedup),
