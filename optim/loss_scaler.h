@@ -12,7 +12,7 @@
 //            an overflowed step is skipped and the scale multiplied by
 //            backoff_factor (never below kMinScale); growth_interval steps in
 //            a row without an overflow multiply it by growth_factor (never
-//            above kMaxScale, where float32 itself would overflow).
+//            above kMaxScale, 2^120, short of float32's largest power of two).
 // Scales that are powers of two (the defaults, from a power-of-two initial
 // scale) make scaling and unscaling exact in float32 and bf16.
 #pragma once
