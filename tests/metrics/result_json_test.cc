@@ -160,14 +160,16 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   const std::string json = ToJson(r);
   EXPECT_THAT(json,
               HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\",\n"
-                        "  \"recoveries\": [],\n  \"emulation\": null\n}"));
+                        "  \"recoveries\": [],\n  \"emulation\": null,\n  \"precision\": \"\",\n"
+                        "  \"loss_scaling\": \"\"\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);
 }
 
-// The workers' reports (with the bytes each moved), compression and
-// collective travel through result.json.
+// The workers' reports (with the bytes each moved and their loss scaling),
+// compression, collective, precision and loss scaling travel through
+// result.json.
 TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
   RunResult r = Sample();
   r.set_compression("fp16");
@@ -178,6 +180,10 @@ TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
   w->set_bytes_pushed(1LL << 41);
   w->set_bytes_pulled(12345);
   w->set_bytes_allreduced(7);
+  w->set_overflow_steps(3);
+  w->set_loss_scale(32768);
+  r.set_precision("bf16");
+  r.set_loss_scaling("dynamic");
   Recovery* recovery = r.add_recoveries();
   recovery->set_restored_step(400);
   recovery->set_failure("Pull to PS shard 1 (h:1): \"lost\"");
@@ -194,6 +200,10 @@ TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
   EXPECT_EQ(back->recoveries(0).restored_step(), 400);
   EXPECT_EQ(back->recoveries(0).failure(), "Pull to PS shard 1 (h:1): \"lost\"");
   EXPECT_EQ(back->collective(), "mpi");
+  EXPECT_EQ(back->workers(0).overflow_steps(), 3);
+  EXPECT_EQ(back->workers(0).loss_scale(), 32768);
+  EXPECT_EQ(back->precision(), "bf16");
+  EXPECT_EQ(back->loss_scaling(), "dynamic");
 }
 
 // An emulated run's record travels as one object; runs without one write null.
