@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 
@@ -27,39 +27,43 @@ bool AllFinite(const float* x, int64_t n) {
   return !std::isnan(probe);
 }
 
-std::vector<std::string> LossScaler::ModeNames() { return {"none", "static", "dynamic"}; }
+namespace {
+
+constexpr std::pair<const char*, LossScaler::Mode> kModes[] = {
+    {"none", LossScaler::Mode::kNone}, {"static", LossScaler::Mode::kStatic}, {"dynamic", LossScaler::Mode::kDynamic}};
+
+}  // namespace
+
+std::vector<std::string> LossScaler::ModeNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, mode] : kModes) names.push_back(name);
+  return names;
+}
+
+bool ScalesLoss(const LossScalingConfig& config) { return config.mode() != "none"; }
+
+absl::Status CheckLossScalingConfig(const LossScalingConfig& config, const ConfigChecker& ck) {
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("loss_scaling.mode", config.mode(), LossScaler::ModeNames()));
+  if (!ScalesLoss(config)) return absl::OkStatus();
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange("loss_scaling.initial_scale", config.initial_scale(), LossScaler::kMinScale, true,
+                                     LossScaler::kMaxScale, true));
+  if (config.mode() == "static") return absl::OkStatus();
+  const float growth = config.growth_factor();
+  if (!std::isfinite(growth) || growth <= 1) {
+    return ck.Fail("loss_scaling.growth_factor", "a number > 1", ConfigChecker::Num(growth));
+  }
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange("loss_scaling.backoff_factor", config.backoff_factor(), 0.0f, false, 1.0f, false));
+  return ck.Positive("loss_scaling.growth_interval", config.growth_interval());
+}
 
 absl::StatusOr<LossScaler> LossScaler::Create(const LossScalingConfig& config) {
-  auto field_error = [](const std::string& field, const std::string& expected, const std::string& got) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("field 'loss_scaling.", field, "': expected ", expected, ", got ", got));
-  };
+  PSTRAIN_RETURN_IF_ERROR(CheckLossScalingConfig(config, ConfigChecker("config")));
   LossScaler scaler;
-  if (config.mode() == "none") {
-    return scaler;
-  } else if (config.mode() == "static") {
-    scaler.mode_ = Mode::kStatic;
-  } else if (config.mode() == "dynamic") {
-    scaler.mode_ = Mode::kDynamic;
-  } else {
-    return field_error("mode", absl::StrCat("one of ", absl::StrJoin(ModeNames(), ", ")),
-                       absl::StrCat("'", config.mode(), "'"));
+  for (const auto& [name, mode] : kModes) {
+    if (config.mode() == name) scaler.mode_ = mode;
   }
-  const float initial = config.initial_scale();
-  if (!std::isfinite(initial) || initial < kMinScale || initial > kMaxScale) {
-    return field_error("initial_scale", absl::StrCat("a number in [", kMinScale, ", 2^120]"), absl::StrCat(initial));
-  }
-  scaler.scale_ = initial;
-  if (scaler.mode_ == Mode::kStatic) return scaler;
-  if (!std::isfinite(config.growth_factor()) || config.growth_factor() <= 1) {
-    return field_error("growth_factor", "a number > 1", absl::StrCat(config.growth_factor()));
-  }
-  if (!std::isfinite(config.backoff_factor()) || config.backoff_factor() <= 0 || config.backoff_factor() >= 1) {
-    return field_error("backoff_factor", "a number in (0, 1)", absl::StrCat(config.backoff_factor()));
-  }
-  if (config.growth_interval() <= 0) {
-    return field_error("growth_interval", "a number > 0", absl::StrCat(config.growth_interval()));
-  }
+  if (scaler.mode_ == Mode::kNone) return scaler;
+  scaler.scale_ = config.initial_scale();
   scaler.growth_factor_ = config.growth_factor();
   scaler.backoff_factor_ = config.backoff_factor();
   scaler.growth_interval_ = config.growth_interval();

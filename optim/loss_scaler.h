@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config/config_checks.h"
 #include "proto/config.pb.h"
 
 namespace pstrain {
@@ -32,6 +33,12 @@ bool ScaleAndCheckFinite(float* x, int64_t n, float factor);
 // Whether every one of the n floats at x is finite.
 bool AllFinite(const float* x, int64_t n);
 
+// Whether `config` scales the loss (its mode is not "none").
+bool ScalesLoss(const LossScalingConfig& config);
+// The config's loss_scaling fields, refused through `ck` naming the field:
+// an unknown mode, or a scale, factor or interval out of range.
+absl::Status CheckLossScalingConfig(const LossScalingConfig& config, const ConfigChecker& ck);
+
 class LossScaler {
  public:
   enum class Mode { kNone, kStatic, kDynamic };
@@ -40,8 +47,7 @@ class LossScaler {
 
   // "none", "static", "dynamic".
   static std::vector<std::string> ModeNames();
-  // InvalidArgument naming the field for an unknown mode or a factor, scale
-  // or interval out of range.
+  // CheckLossScalingConfig's error for a config it refuses.
   static absl::StatusOr<LossScaler> Create(const LossScalingConfig& config);
 
   Mode mode() const { return mode_; }

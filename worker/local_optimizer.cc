@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<LocalOptimizer>> LocalOptimizer::Create(const Opt
 absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> LocalOptimizer::ForReplicas(const ExperimentConfig& config,
                                                                                          ReplicaSet& replicas,
                                                                                          int64_t total_steps) {
-  const bool scales_loss = config.loss_scaling().mode() != "none";
+  const bool scales_loss = ScalesLoss(config.loss_scaling());
   std::vector<std::unique_ptr<LocalOptimizer>> optimizers;
   for (int r = 0; r < replicas.size(); ++r) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LocalOptimizer> optimizer,

@@ -41,9 +41,8 @@ absl::Status CheckNoCheckpoints(const ExperimentConfig& c, const ConfigChecker& 
 // Loss scaling: valid fields (LossScaler's own rules), and gradients the
 // worker unscales on the host (ReplicaSet::SetLossScale).
 absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& needs, const ConfigChecker& ck) {
-  const absl::StatusOr<LossScaler> scaler = LossScaler::Create(c.loss_scaling());
-  if (!scaler.ok()) return absl::InvalidArgumentError(absl::StrCat(ck.file(), ": ", scaler.status().message()));
-  if (!scaler->enabled() || c.device() != "gpu" || (needs.host_mirrors && needs.download_gradients)) {
+  PSTRAIN_RETURN_IF_ERROR(CheckLossScalingConfig(c.loss_scaling(), ck));
+  if (!ScalesLoss(c.loss_scaling()) || c.device() != "gpu" || (needs.host_mirrors && needs.download_gradients)) {
     return absl::OkStatus();
   }
   return ck.Fail(
