@@ -45,10 +45,47 @@ class LayoutModelTest : public ::testing::Test {
     return model.ok() ? std::move(*model) : nullptr;
   }
 
+  // The rounding noise of TrainStep's float loss, as the standard deviation
+  // sigma of one evaluation's error. Every layer computes in float, in an
+  // order that depends on the processor's kernels (AVX-512, AVX2 and SSE4.1
+  // sum differently), and the loss itself is a float (a loss near 1 moves in
+  // steps of 1.2e-7), so it is measured, not assumed: second differences
+  // L(x+t) - 2 L(x) + L(x-t) over a step t = h / 16 are noise alone (their
+  // curvature term f'' t^2 lies orders of magnitude below it), with variance
+  // 6 sigma^2 for independent errors. The largest 5% are left out: steps that
+  // cross a kink (relu, max pooling) are curvature, not noise.
+  static double LossNoise(Model& model, const Tensor& images, const int32_t* labels, double h) {
+    const double t = h / 16;
+    std::vector<double> second;
+    const double at = model.TrainStep(images, labels, nullptr);
+    for (size_t i = 0; i < model.variables().size(); ++i) {
+      Tensor value = model.variables()[i].value;
+      for (int64_t j = i % 5; j < value.num_elements(); j += 37) {
+        float& v = value.data()[j];
+        const float saved = v;
+        v = static_cast<float>(saved + t);
+        const double plus = model.TrainStep(images, labels, nullptr);
+        v = static_cast<float>(saved - t);
+        const double minus = model.TrainStep(images, labels, nullptr);
+        v = saved;
+        second.push_back(std::fabs(plus - 2 * at + minus));
+      }
+    }
+    std::sort(second.begin(), second.end());
+    second.resize(second.size() - second.size() / 20);
+    double sum_of_squares = 0;
+    for (double d : second) sum_of_squares += d * d;
+    return std::sqrt(sum_of_squares / second.size() / 6);
+  }
+
   // Checks every variable's TrainStep gradient (every `stride`th element)
-  // against central differences of TrainStep's loss (step h): at most
-  // `allowed_outliers` elements off by more than `tolerance` (relative,
-  // floored at 1e-2).
+  // against central differences of TrainStep's loss (step h). The numeric
+  // derivative carries the loss's rounding noise divided by the step: with
+  // sigma per evaluation (LossNoise), (n+ - n-) / 2h has standard deviation
+  // sigma / (sqrt(2) h). An element agrees when
+  //   |analytic - numeric| <= tolerance * max(|analytic|, |numeric|) + 6 sigma / (sqrt(2) h)
+  // (the relative part is the truncation error of the differences); at most
+  // `allowed_outliers` may disagree (steps that cross a kink).
   static void ExpectGradientsMatch(Model& model, double h, double tolerance, int64_t allowed_outliers,
                                    int64_t stride = 1) {
     model.InitializeVariables(3);
@@ -63,8 +100,10 @@ class LayoutModelTest : public ::testing::Test {
     model.TrainStep(images, labels, nullptr);
     std::vector<Tensor> analytic;
     for (const Variable& v : model.variables()) analytic.push_back(v.grad.Clone());
-    int64_t checked = 0, outliers = 0;
-    double worst = 0;
+    const double sigma = LossNoise(model, images, labels, h);
+    const double noise = 6 * sigma / (std::sqrt(2.0) * h);
+    int64_t checked = 0, outliers = 0, caught = 0;
+    double worst = 0;  // |analytic - numeric| over what the element was allowed
     std::string worst_at;
     for (size_t i = 0; i < model.variables().size(); ++i) {
       Tensor value = model.variables()[i].value;
@@ -78,32 +117,44 @@ class LayoutModelTest : public ::testing::Test {
         v = saved;
         const double numeric = (plus - minus) / 2 / h;
         const double a = analytic[i].data()[j];
-        const double error = std::fabs(a - numeric) / std::max({std::fabs(a), std::fabs(numeric), 1e-2});
+        const double error = std::fabs(a - numeric) / (tolerance * std::max(std::fabs(a), std::fabs(numeric)) + noise);
         ++checked;
-        if (error > tolerance) ++outliers;
+        if (error > 1) ++outliers;
+        // The same comparison must see a gradient 10% off.
+        const double wrong = 1.1 * a;
+        if (std::fabs(wrong - numeric) > tolerance * std::max(std::fabs(wrong), std::fabs(numeric)) + noise) ++caught;
         if (error > worst) {
           worst = error;
           worst_at = absl::StrFormat("%s[%d]: analytic %.6g numeric %.6g", model.variables()[i].name, j, a, numeric);
         }
       }
     }
+    const std::string summary =
+        absl::StrFormat("%s: checked %d variable elements, %d outliers; loss noise %.3g per evaluation (%.3g in a "
+                        "derivative); worst %.3g of its allowance at %s; "
+                        "a gradient 10%% off would fail at %d",
+                        model.name(), checked, outliers, sigma, noise, worst, worst_at, caught);
     EXPECT_GT(checked, 1000 / stride);
-    EXPECT_LE(outliers, allowed_outliers) << model.name() << ": worst " << worst << " at " << worst_at;
-    std::cout << model.name() << ": checked " << checked << " variable elements, " << outliers << " outliers, worst "
-              << worst << " at " << worst_at << "\n";
+    EXPECT_LE(outliers, allowed_outliers) << summary;
+    EXPECT_GT(caught, checked / 2) << "the allowance is too wide to see a wrong gradient: " << summary;
+    std::cout << summary << "\n";
   }
 
   std::unique_ptr<DeviceContext> ctx_;
 };
 
 // Central differences of the float loss. The smooth chain must match
-// everywhere. With relu and max pooling a step now and then crosses a kink
-// (outliers grow with the step: 54, 16, 13 of 1107 at 3e-3, 1e-3, 3e-4), so
-// a small step, a looser tolerance for float noise and 1% outliers there.
+// everywhere, with a step of 1e-2: its truncation error is far below 2%
+// (conv1/weights[105] of the deep chain: 0.0033267 at steps 8e-3 and 1.6e-2
+// against 0.0033239 analytic), while a step of 1e-3 let the loss's rounding
+// (+-2 units in the last place of a float near 1) reach 1.2e-4 in the
+// derivative, 4% of that gradient on AVX2. With relu and max pooling a step
+// now and then crosses a kink (more often the longer the step), so a short
+// step there and 1% outliers.
 TEST_F(LayoutModelTest, GradientsMatchFiniteDifferences) {
   auto smooth = Build(/*smooth=*/true);
   ASSERT_NE(smooth, nullptr);
-  ExpectGradientsMatch(*smooth, 1e-3, 2e-2, 0);
+  ExpectGradientsMatch(*smooth, 1e-2, 2e-2, 0);
   auto chain = Build();
   ASSERT_NE(chain, nullptr);
   ExpectGradientsMatch(*chain, 3e-4, 5e-2, 11);
@@ -125,7 +176,7 @@ TEST_F(LayoutModelTest, SharedGradientBuffersInADiamond) {
   b.Then("pool", LayerSpec{"avg_pool"}.Int("kernel", 2));
   auto model = b.Finish(b.Then("logits", LayerSpec{"dense"}.Int("units", 3)));
   ASSERT_TRUE(model.ok()) << model.status();
-  ExpectGradientsMatch(**model, 1e-3, 2e-2, 0);
+  ExpectGradientsMatch(**model, 1e-2, 2e-2, 0);
 }
 
 // Sixteen channels: no blocked format pads them (8- and 16-channel blocks),
@@ -158,8 +209,8 @@ std::unique_ptr<Model> BuildDeepChain(DeviceContext* ctx, bool smooth = false) {
 TEST_F(LayoutModelTest, MemoryPlanReusesBytesAndGradientsStillMatch) {
   auto smooth = BuildDeepChain(ctx_.get(), /*smooth=*/true);
   ASSERT_NE(smooth, nullptr);
-  ExpectGradientsMatch(*smooth, 1e-3, 2e-2, 0, /*stride=*/7);
-  // With relu and max pooling, steps crossing kinks: 6 of 803 outliers here.
+  ExpectGradientsMatch(*smooth, 1e-2, 2e-2, 0, /*stride=*/7);
+  // With relu and max pooling, steps crossing kinks: at most 2% outliers.
   auto model = BuildDeepChain(ctx_.get());
   ASSERT_NE(model, nullptr);
   ExpectGradientsMatch(*model, 1e-3, 5e-2, 16, /*stride=*/7);
