@@ -23,6 +23,8 @@ PACKAGES=(
   iproute2
   # tools/check.sh: the clang thread-safety build, sanitizers, format check
   clang-14 libclang-rt-14-dev clang-format-14 git
+  # the compiler cache every build shares (tools/ccache_env.sh)
+  ccache
 )
 
 missing=()
