@@ -1,15 +1,16 @@
-// RunWorker: one worker's whole life in a parameter-server run.
+// RunWorker: one worker's whole run (worker/run/training_run.h has its
+// stages: set up, start, step loop, finish).
 //
-//   chief (worker 0): initialise variables, Init every shard
-//   every worker:     for each step: pull -> forward/backward on its shard of
-//                     the global batch -> push; heartbeats in the background
-//   chief:            wait for the other workers' reports, pull the final
-//                     parameters, evaluate on the test set, Done, write
-//                     result.json into run_dir
-//   others:           Done with their report
+//   chief (worker 0): initialise variables, start the strategy (parameter
+//                     servers: Init every shard, or restore a checkpoint)
+//   every worker:     for each step: the strategy's BeforeStep (e.g. pull)
+//                     -> forward/backward on its shard of the global batch
+//                     -> AfterStep (e.g. push, all-reduce)
+//   chief:            wait for the other workers' reports, evaluate the final
+//                     parameters on the test set, write result.json into
+//                     run_dir
+//   others:           hand in their report
 //
-// Sync mode pulls version >= (last pulled version + 1), i.e. waits for the
-// update its own gradients took part in; async pulls whatever is latest.
 // Used by pstrain-worker and, over the in-process transport, by tests.
 #pragma once
 
@@ -34,7 +35,8 @@ struct WorkerRunOptions {
   std::string listen_address;
   // Chief: receives the final parameters (model order) when non-null.
   std::vector<std::vector<float>>* final_parameters = nullptr;
-  // When set, this worker's progress is kept current here (worker_metrics.h).
+  // When set, this worker's progress is kept current here
+  // (worker/run/observers/worker_metrics.h).
   MetricRegistry* metrics = nullptr;
 };
 

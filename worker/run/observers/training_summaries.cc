@@ -1,4 +1,4 @@
-#include "worker/training_summaries.h"
+#include "worker/run/observers/training_summaries.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -7,7 +7,8 @@
 namespace pstrain {
 
 absl::StatusOr<std::unique_ptr<TrainingSummaries>> TrainingSummaries::Create(const ExperimentConfig& config,
-                                                                             int64_t total_steps) {
+                                                                             int64_t total_steps,
+                                                                             int64_t examples_per_step) {
   const SummaryConfig& c = config.summaries();
   if (c.dir().empty()) return std::unique_ptr<TrainingSummaries>();
   PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
@@ -17,20 +18,23 @@ absl::StatusOr<std::unique_ptr<TrainingSummaries>> TrainingSummaries::Create(con
     return absl::Status(writer.status().code(), absl::StrCat("summaries.dir: ", writer.status().message()));
   LOG(INFO) << "summaries: " << (*writer)->path();
   return std::unique_ptr<TrainingSummaries>(
-      new TrainingSummaries(*std::move(writer), std::move(schedule), c.every_steps()));
+      new TrainingSummaries(*std::move(writer), std::move(schedule), c.every_steps(), examples_per_step));
 }
 
-void TrainingSummaries::OnStep(int64_t step, double loss, int64_t examples, double seconds) {
-  if ((step + 1) % every_ != 0) return;
+void TrainingSummaries::OnStepEnd(const StepOutcome& outcome) {
+  const int64_t step = outcome.step;
+  const double seconds = outcome.seconds();
+  if (!outcome.ok() || (step + 1) % every_ != 0) return;
   // A sync global step is one update; the schedule is evaluated where the
   // PS evaluates it for this step's update.
-  Record(step + 1, {{"train/loss", loss},
-                    {"train/images_per_sec_chief", seconds > 0 ? examples / seconds : 0.0},
+  Record(step + 1, {{"train/loss", outcome.loss},
+                    {"train/images_per_sec_chief", seconds > 0 ? examples_ / seconds : 0.0},
                     {"train/learning_rate", schedule_.At(step)}});
 }
 
-void TrainingSummaries::OnEvaluation(int64_t step, double accuracy, double loss) {
-  Record(step, {{"eval/test_accuracy", accuracy}, {"eval/test_loss", loss}});
+void TrainingSummaries::OnEvaluation(const Evaluation& evaluation) {
+  Record(evaluation.step,
+         {{"eval/test_accuracy", evaluation.accuracy()}, {"eval/test_loss", evaluation.result.mean_loss}});
   if (absl::Status s = writer_->Flush(); !s.ok() && !failed_) LOG(WARNING) << "summaries: " << s.message();
 }
 

@@ -1,12 +1,15 @@
-#include "worker/worker_metrics.h"
+#include "worker/run/observers/worker_metrics.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
 
-absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricRegistry* registry, int worker) {
-  auto m = std::unique_ptr<WorkerMetrics>(new WorkerMetrics());
+absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricRegistry* registry, int worker,
+                                                                       const Strategy* strategy,
+                                                                       int64_t examples_per_step,
+                                                                       const LossScaler* loss_scaler) {
+  auto m = std::unique_ptr<WorkerMetrics>(new WorkerMetrics(strategy, examples_per_step, loss_scaler));
   const MetricLabels labels = {{"worker", absl::StrCat(worker)}};
   PSTRAIN_ASSIGN_OR_RETURN(m->step_, registry->RegisterGauge("pstrain_worker_step", "Steps completed.", labels));
   PSTRAIN_ASSIGN_OR_RETURN(m->loss_, registry->RegisterGauge("pstrain_worker_loss", "Loss of the last step.", labels));
@@ -38,20 +41,22 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricReg
   return m;
 }
 
-void WorkerMetrics::OnStep(int64_t steps_done, double loss, double images_per_sec, const WorkerReport& traffic,
-                           double wait_seconds) {
-  step_->Set(static_cast<double>(steps_done));
-  loss_->Set(loss);
-  images_per_sec_->Set(images_per_sec);
+void WorkerMetrics::OnStepEnd(const StepOutcome& outcome) {
+  if (!outcome.ok()) return;
+  const double seconds = outcome.seconds();
+  step_->Set(static_cast<double>(outcome.step + 1));
+  loss_->Set(outcome.loss);
+  images_per_sec_->Set(seconds > 0 ? examples_per_step_ / seconds : 0);
+  WorkerReport traffic;
+  strategy_->FillTraffic(&traffic);
   pushed_->AdvanceTo(static_cast<double>(traffic.bytes_pushed()));
   pulled_->AdvanceTo(static_cast<double>(traffic.bytes_pulled()));
   allreduced_->AdvanceTo(static_cast<double>(traffic.bytes_allreduced()));
-  wait_->AdvanceTo(wait_seconds);
-}
-
-void WorkerMetrics::OnLossScale(double scale, int64_t overflow_steps) {
-  loss_scale_->Set(scale);
-  overflow_steps_->AdvanceTo(static_cast<double>(overflow_steps));
+  wait_->AdvanceTo(absl::ToDoubleSeconds(strategy_->wait_time()));
+  if (loss_scaler_ != nullptr) {
+    loss_scale_->Set(loss_scaler_->scale());
+    overflow_steps_->AdvanceTo(static_cast<double>(loss_scaler_->skipped_steps()));
+  }
 }
 
 }  // namespace pstrain

@@ -1,0 +1,84 @@
+#include "worker/run/run_record.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/metrics/result_json.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+
+RunResult DescribeRun(const ExperimentConfig& config, const std::string& model_name, const std::string& collective,
+                      int64_t total_steps) {
+  const int workers = config.cluster().worker_hosts_size();
+  const int devices = config.devices_per_worker();
+  const int batch = config.train().batch_size_per_device();
+  RunResult result;
+  result.set_experiment(config.name());
+  result.set_model(model_name);
+  result.set_variable_update(config.variable_update());
+  result.set_local_parameter_device(config.local_parameter_device());
+  result.set_all_reduce_spec(config.all_reduce_spec());
+  result.set_consistency(config.consistency());
+  result.set_staleness(config.staleness());
+  result.set_transport(config.transport());
+  result.set_num_ps(config.cluster().ps_hosts_size());
+  result.set_num_workers(workers);
+  result.set_devices_per_worker(devices);
+  result.set_device(config.device());
+  result.set_batch_size_per_device(batch);
+  result.set_global_batch_size(static_cast<int64_t>(batch) * workers * devices);
+  result.set_steps(total_steps);
+  result.set_compression(config.compression());
+  result.set_collective(collective);
+  result.set_precision(config.precision());
+  result.set_loss_scaling(config.loss_scaling().mode());
+  return result;
+}
+
+void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recoveries, RunResult* result) {
+  for (const Recovery& recovery : recoveries) *result->add_recoveries() = recovery;
+  for (const ShardLoad& load : cluster.ps_load) *result->add_ps_load() = load;
+  std::vector<WorkerReport> workers = cluster.workers;
+  std::sort(workers.begin(), workers.end(),
+            [](const WorkerReport& a, const WorkerReport& b) { return a.worker() < b.worker(); });
+  double rate = 0, variance = 0, loss_sum = 0;
+  for (const WorkerReport& r : workers) {
+    *result->add_workers() = r;
+    rate += r.images_per_sec();
+    variance += r.images_per_sec_stddev() * r.images_per_sec_stddev();
+    loss_sum += r.final_loss();
+  }
+  result->set_images_per_sec(rate);
+  result->set_images_per_sec_stddev(std::sqrt(variance));
+  result->set_final_loss(workers.empty() ? 0.0 : loss_sum / workers.size());
+}
+
+std::string EmulationSummary(const Emulation& e) {
+  std::string line =
+      absl::StrFormat("emulation: %d hosts, links %s, time scale %g", e.hosts(),
+                      e.link_gbps() > 0 ? absl::StrFormat("%g Gbit/s", e.link_gbps()) : "uncapped", e.time_scale());
+  if (e.device_images_per_sec() <= 0) return line;
+  absl::StrAppendFormat(&line, "; scaling efficiency %.3f against one device at %.1f images/sec",
+                        e.scaling_efficiency(), e.device_images_per_sec());
+  absl::StrAppend(&line, e.cpu_bound() ? absl::StrFormat("; CPU-BOUND, not valid: %s; try time_scale %g",
+                                                         e.cpu_bound_reason(), e.suggested_time_scale())
+                                       : std::string("; valid (this machine kept up)"));
+  return line;
+}
+
+absl::Status WriteRunResult(const RunResult& result, const std::string& run_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create run directory ", run_dir, ": ", ec.message()));
+  const std::string path = run_dir + "/result.json";
+  PSTRAIN_RETURN_IF_ERROR(WriteResultJson(result, path));
+  std::cout << "result: " << path << std::endl;
+  return absl::OkStatus();
+}
+
+}  // namespace pstrain

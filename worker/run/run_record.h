@@ -1,0 +1,34 @@
+// The run's record (result.json; proto/results.proto RunResult) as a worker
+// assembles it at the end of its run: what the config asked for, then what
+// the workers and shards reported.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/config.pb.h"
+#include "proto/results.pb.h"
+#include "worker/strategy.h"
+
+namespace pstrain {
+
+// The fields that describe the experiment: names from the config, the
+// cluster's sizes, batch sizes, `steps`, the model's name and the
+// collective in use ("" without one).
+RunResult DescribeRun(const ExperimentConfig& config, const std::string& model_name, const std::string& collective,
+                      int64_t total_steps);
+
+// Adds every worker's report (sorted by worker), the shards' load and the
+// recoveries; images_per_sec is the sum over the workers (they run at the
+// same time), its stddev combines theirs, final_loss is their mean.
+void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recoveries, RunResult* result);
+
+// One line for an emulated run: hosts, links, time scale, scaling efficiency
+// and whether this machine kept up.
+std::string EmulationSummary(const Emulation& emulation);
+
+// Writes `result` as run_dir/result.json (creating run_dir) and prints
+// "result: <path>". An error names the directory or file that failed.
+absl::Status WriteRunResult(const RunResult& result, const std::string& run_dir);
+
+}  // namespace pstrain

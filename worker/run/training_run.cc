@@ -1,0 +1,354 @@
+#include "worker/run/training_run.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/config/time_dilation.h"
+#include "common/metrics/memory_usage.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "models/emulated_model.h"
+#include "optim/loss_scaler.h"
+#include "worker/emulated_device.h"
+#include "worker/emulation_report.h"
+#include "worker/run/evaluation.h"
+#include "worker/run/observers/cpu_sampling.h"
+#include "worker/run/observers/loss_scaling.h"
+#include "worker/run/observers/periodic_evaluation.h"
+#include "worker/run/observers/progress_lines.h"
+#include "worker/run/observers/timeline_phases.h"
+#include "worker/run/observers/training_summaries.h"
+#include "worker/run/observers/worker_metrics.h"
+#include "worker/run/run_record.h"
+
+namespace pstrain {
+namespace {
+
+// The model config with input shape and classes taken from the data when unset.
+ModelConfig ResolveModelConfig(const ExperimentConfig& config, const Dataset& train) {
+  ModelConfig mc = config.model();
+  if (mc.input_shape_size() == 0) {
+    for (int64_t d : train.example_shape) mc.add_input_shape(static_cast<int32_t>(d));
+  }
+  if (!mc.has_num_classes()) mc.set_num_classes(train.num_classes);
+  return mc;
+}
+
+void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t total_steps, int worker_index,
+                 const std::string& strategy) {
+  const int workers = config.cluster().worker_hosts_size();
+  const int batch = config.train().batch_size_per_device();
+  const int devices = config.devices_per_worker();
+  std::cout << absl::StrFormat(
+                   "Worker:      %d of %d%s\nModel:       %s\nDataset:     %s\nMode:        training\n"
+                   "Batch size:  %d global (%d per device)\nNum batches: %d\nDevices:     %d x %s\n"
+                   "Variables:   %s\nOptimizer:   %s lr=%g\n==========\n"
+                   "Step\tImg/sec\ttotal_loss\n",
+                   worker_index, workers, worker_index == 0 ? " (chief)" : "", model.name(), config.data().source(),
+                   batch * workers * devices, batch, total_steps, devices, config.device(), strategy,
+                   config.optimizer().name(), config.optimizer().learning_rate())
+            << std::flush;
+}
+
+}  // namespace
+
+TrainingRun::TrainingRun(const ExperimentConfig& config, int worker_index, Transport* transport,
+                         const WorkerRunOptions& options)
+    : config_(config),
+      worker_index_(worker_index),
+      chief_(worker_index == 0),
+      devices_(config.devices_per_worker()),
+      emulated_(config.device() == "emulated"),
+      evaluate_(chief_ && config.train().evaluate() && !emulated_),
+      transport_(transport),
+      options_(options),
+      start_(absl::Now()) {}
+
+TrainingRun::~TrainingRun() = default;
+
+absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Create(const ExperimentConfig& config, int worker_index,
+                                                                 Transport* transport,
+                                                                 const WorkerRunOptions& options) {
+  std::unique_ptr<TrainingRun> run(new TrainingRun(config, worker_index, transport, options));
+  PSTRAIN_ASSIGN_OR_RETURN(run->needs_, NeedsOf(config));
+  PSTRAIN_RETURN_IF_ERROR(run->LoadData());
+  PSTRAIN_RETURN_IF_ERROR(run->CreateReplicas());
+  PSTRAIN_RETURN_IF_ERROR(run->CreateStrategy());
+  PSTRAIN_RETURN_IF_ERROR(run->AddObservers());
+  return run;
+}
+
+absl::StatusOr<RunResult> TrainingRun::Run() {
+  PSTRAIN_RETURN_IF_ERROR(Start());
+  PSTRAIN_RETURN_IF_ERROR(StepLoop());
+  const WorkerReport report = Report();
+  PrintSummary(report);
+  PSTRAIN_ASSIGN_OR_RETURN(const ClusterReport cluster, strategy_->Finish(report));
+  return Finish(report, cluster);
+}
+
+// ---------------------------------------------------------------- set-up
+
+absl::Status TrainingRun::LoadData() {
+  PSTRAIN_ASSIGN_OR_RETURN(data_, LoadDatasets(config_, evaluate_));
+  const int num_workers = config_.cluster().worker_hosts_size();
+  const int batch = config_.train().batch_size_per_device();
+  // Replica r of worker w is "device" w * devices + r of the whole job.
+  for (int r = 0; r < devices_; ++r) {
+    PSTRAIN_ASSIGN_OR_RETURN(ShardedBatcher batcher,
+                             ShardedBatcher::Create(&data_.train, worker_index_ * devices_ + r, num_workers * devices_,
+                                                    batch, config_.data().shuffle_seed(), config_.data().shuffle()));
+    batchers_.push_back(std::move(batcher));
+  }
+  Shape image_shape = {batch};
+  image_shape.insert(image_shape.end(), data_.train.example_shape.begin(), data_.train.example_shape.end());
+  for (int r = 0; r < devices_; ++r) images_.emplace_back(image_shape);
+  labels_.resize(devices_);
+  total_steps_ = TotalSteps(config_, data_.train.num_examples);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::CreateReplicas() {
+  ReplicaOptions options;
+  PSTRAIN_ASSIGN_OR_RETURN(options.device_kind, ParseDeviceName(emulated_ ? "cpu" : config_.device()));
+  options.worker_index = worker_index_;
+  options.host_mirrors = needs_.host_mirrors;
+  options.download_gradients = needs_.download_gradients;
+  PSTRAIN_ASSIGN_OR_RETURN(options.precision, ParsePrecision(config_.precision()));
+  // Parameter servers apply whatever they are sent: an overflowed gradient
+  // goes to them as zeros. Strategies that update on the worker skip the
+  // step instead (LocalOptimizer).
+  options.zero_non_finite_gradients = needs_.parameter_servers;
+  if (emulated_) {
+    options.wrap_model = [this](std::unique_ptr<Model> real) -> absl::StatusOr<std::unique_ptr<Model>> {
+      PSTRAIN_ASSIGN_OR_RETURN(device_images_per_sec_,
+                               EmulatedImagesPerSecond(config_, real->name(), real->ForwardFlopsPerExample()));
+      return std::make_unique<EmulatedModel>(std::move(real), ModelledCompute(config_, device_images_per_sec_));
+    };
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(ResolveModelConfig(config_, data_.train), devices_, options));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::CreateStrategy() {
+  PSTRAIN_ASSIGN_OR_RETURN(timeline_, Timeline::Create(config_, worker_index_));
+  StrategyContext context;
+  context.config = &config_;
+  context.worker_index = worker_index_;
+  context.num_workers = config_.cluster().worker_hosts_size();
+  context.total_steps = total_steps_;
+  context.transport = transport_;
+  context.replicas = replicas_.get();
+  context.listen_address = options_.listen_address;
+  context.timeline = timeline_.get();
+  PSTRAIN_ASSIGN_OR_RETURN(strategy_, pstrain::CreateStrategy(context));
+  return absl::OkStatus();
+}
+
+// The observers, in the order they hear of each step: loss scaling moves the
+// scale before the metrics report it.
+absl::Status TrainingRun::AddObservers() {
+  const int64_t examples_per_step = static_cast<int64_t>(config_.train().batch_size_per_device()) * devices_;
+  auto progress =
+      std::make_unique<ProgressLines>(examples_per_step, config_.train().warmup_steps(),
+                                      config_.train().display_every(), total_steps_, TimeDilation(config_), std::cout);
+  progress_ = progress.get();
+  observers_.push_back(std::move(progress));
+  auto cpu = std::make_unique<CpuSampling>(config_.train().warmup_steps());
+  cpu_ = cpu.get();
+  observers_.push_back(std::move(cpu));
+  const LossScaler* scaler = nullptr;
+  if (ScalesLoss(config_.loss_scaling())) {
+    PSTRAIN_ASSIGN_OR_RETURN(LossScaler loss_scaler, LossScaler::Create(config_.loss_scaling()));
+    auto scaling = std::make_unique<LossScaling>(std::move(loss_scaler), config_.loss_scaling().mode(), replicas_.get(),
+                                                 worker_index_);
+    scaler = &scaling->scaler();
+    observers_.push_back(std::move(scaling));
+  }
+  if (timeline_ != nullptr) observers_.push_back(std::make_unique<TimelinePhases>(timeline_.get(), devices_));
+  if (options_.metrics != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(
+        std::unique_ptr<WorkerMetrics> metrics,
+        WorkerMetrics::Register(options_.metrics, worker_index_, strategy_.get(), examples_per_step, scaler));
+    observers_.push_back(std::move(metrics));
+  }
+  if (chief_) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TrainingSummaries> summaries,
+                             TrainingSummaries::Create(config_, total_steps_, examples_per_step));
+    if (summaries != nullptr) observers_.push_back(std::move(summaries));
+  }
+  if (evaluate_) {
+    observers_.push_back(std::make_unique<PeriodicEvaluation>(config_.train().eval_every_steps(), total_steps_,
+                                                              [this](int64_t done) { Evaluate(done); }));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- the run
+
+absl::Status TrainingRun::Start() {
+  if (chief_) replicas_->InitializeVariables(config_.train().init_seed());
+  PSTRAIN_RETURN_IF_ERROR(strategy_->Start());
+  for (int r = 0; r < devices_; ++r) {
+    GradientReadyHook hook = strategy_->HookFor(r);
+    for (auto& observer : observers_) hook = observer->WrapHook(r, std::move(hook));
+    hooks_.push_back(std::move(hook));
+  }
+  PrintBanner(config_, replicas_->model(0), total_steps_, worker_index_, strategy_->Describe());
+  if (emulated_) {
+    const double scale = TimeDilation(config_);
+    std::cout << absl::StrFormat("Emulated:    %.1f images/sec per device, time scale %g%s", device_images_per_sec_,
+                                 scale,
+                                 scale != 1 ? " (progress lines show measured rates; totals are x the scale)" : "")
+              << std::endl;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingRun::StepLoop() {
+  for (int64_t step = strategy_->start_step(); step < total_steps_; ++step) {
+    for (auto& observer : observers_) observer->OnStepStart(step);
+    PSTRAIN_ASSIGN_OR_RETURN(const StepOutcome outcome, RunStep(step));
+    for (auto& observer : observers_) observer->OnStepEnd(outcome);
+    if (outcome.ok()) continue;
+    // A restarted peer: continue from where the strategy recovered to (the
+    // data order is a function of the step, so it continues too).
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t resume, strategy_->Recover(outcome.status));
+    for (auto& observer : observers_) observer->OnRecovery(resume);
+    step = resume - 1;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
+  StepOutcome outcome;
+  outcome.step = step;
+  outcome.start = absl::Now();
+  outcome.status = strategy_->BeforeStep(step);
+  outcome.before_done = outcome.after_start = outcome.end = absl::Now();
+  if (!outcome.ok()) return outcome;
+  std::vector<float> losses(devices_);
+  outcome.compute.resize(devices_);
+  replicas_->ForEach([&](int r) {
+    outcome.compute[r].start = absl::Now();
+    batchers_[r].Fill(step, &images_[r], &labels_[r]);
+    losses[r] = replicas_->TrainStep(r, images_[r], labels_[r].data(), hooks_[r]);
+    outcome.compute[r].end = absl::Now();
+  });
+  for (float l : losses) outcome.loss += l / devices_;
+  if (!std::isfinite(outcome.loss)) {
+    return absl::InternalError(absl::StrCat("worker ", worker_index_, ": loss is ", outcome.loss, " at step ", step,
+                                            " (diverged; lower optimizer.learning_rate?)"));
+  }
+  outcome.after_start = absl::Now();
+  outcome.status = strategy_->AfterStep(step);
+  outcome.end = absl::Now();
+  return outcome;
+}
+
+Evaluation TrainingRun::Evaluate(int64_t steps_done) {
+  Evaluation evaluation;
+  evaluation.step = steps_done;
+  evaluation.start = absl::Now();
+  // What replica 0 holds: after the step's update (all-reduce strategies),
+  // or the values pulled for it (parameter servers); the final values may
+  // sit in host mirrors.
+  replicas_->SyncModelValues(0);
+  evaluation.result = EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size());
+  evaluation.end = absl::Now();
+  for (auto& observer : observers_) observer->OnEvaluation(evaluation);
+  if (steps_done < total_steps_) {
+    std::cout << absl::StrFormat("Step %d: test accuracy %.4f, test loss %.4f (%d test examples)", steps_done,
+                                 evaluation.accuracy(), evaluation.result.mean_loss, evaluation.result.examples)
+              << std::endl;
+  }
+  return evaluation;
+}
+
+// ---------------------------------------------------------------- finish
+
+WorkerReport TrainingRun::Report() const {
+  WorkerReport report;
+  report.set_worker(worker_index_);
+  report.set_steps(total_steps_);
+  for (const auto& observer : observers_) observer->AddToReport(&report);
+  report.set_peak_rss_bytes(PeakRssBytes());
+  for (int r = 0; r < replicas_->size(); ++r) {
+    report.set_peak_device_bytes(report.peak_device_bytes() + replicas_->context(r).memory_stats().peak_bytes_in_use);
+    report.set_step_arena_bytes(
+        std::max(report.step_arena_bytes(), replicas_->model(r).LastStepMemory(/*training=*/true).arena_bytes));
+  }
+  report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+  strategy_->FillTraffic(&report);
+  return report;
+}
+
+void TrainingRun::PrintSummary(const WorkerReport& report) const {
+  const double wait = absl::ToDoubleSeconds(strategy_->wait_time());
+  const int64_t dropped = strategy_->dropped_gradients();
+  std::vector<std::string> lines = {
+      absl::StrFormat("worker %d total images/sec: %.2f%s", worker_index_, progress_->measured_images_per_sec(),
+                      dropped > 0 ? absl::StrCat(" (", dropped, " stale gradients dropped)") : ""),
+      absl::StrFormat("worker %d time waiting for others: %.2f s (%.1f%% of the run)", worker_index_, wait,
+                      100.0 * wait / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start_))),
+      absl::StrFormat(
+          "worker %d peak memory: RSS %.2f GiB, model step arena %.2f GiB%s", worker_index_,
+          ToGib(report.peak_rss_bytes()), ToGib(report.step_arena_bytes()),
+          report.peak_device_bytes() > 0 ? absl::StrFormat(", GPU %.2f GiB", ToGib(report.peak_device_bytes())) : "")};
+  for (const auto& observer : observers_) {
+    for (std::string& line : observer->SummaryLines()) lines.push_back(std::move(line));
+  }
+  const std::string rule(64, '-');
+  std::cout << rule << "\n" << absl::StrJoin(lines, "\n") << "\n" << rule << std::endl;
+}
+
+absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const ClusterReport& cluster) {
+  RunResult result = DescribeRun(config_, replicas_->model(0).name(), needs_.collective, total_steps_);
+  AddReports(cluster, strategy_->recoveries(), &result);
+  if (!chief_) {
+    result.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+    return result;
+  }
+  if (!cluster.lost_workers.empty()) {
+    LOG(WARNING) << "chief: workers [" << absl::StrJoin(cluster.lost_workers, ",") << "] were lost";
+  }
+  ExportFinalParameters();
+  if (evaluate_) {
+    const Evaluation final = Evaluate(total_steps_);
+    result.set_test_accuracy(final.accuracy());
+    std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", final.accuracy(),
+                                 final.result.correct, final.result.examples, final.result.mean_loss)
+              << std::endl;
+  }
+  std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec(),
+                               result.images_per_sec_stddev(), result.num_workers(), devices_)
+            << std::endl;
+  if (config_.has_emulation()) {
+    *result.mutable_emulation() =
+        EmulationRecord(config_, result, device_images_per_sec_, cpu_->UsageSoFar().machine_busy);
+    std::cout << EmulationSummary(result.emulation()) << std::endl;
+  }
+  result.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+  if (!options_.run_dir.empty()) PSTRAIN_RETURN_IF_ERROR(WriteRunResult(result, options_.run_dir));
+  return result;
+}
+
+// The chief's final parameters, in model order, for callers that asked
+// (WorkerRunOptions::final_parameters).
+void TrainingRun::ExportFinalParameters() {
+  if (options_.final_parameters == nullptr) return;
+  options_.final_parameters->clear();
+  for (const Variable& v : replicas_->variables(0)) {
+    Tensor host = v.value;
+    if (!host.on_host()) {  // device variables (NCCL strategies)
+      host = Tensor(v.value.shape());
+      replicas_->context(0).Convert(v.value, host);
+    }
+    options_.final_parameters->emplace_back(host.data(), host.data() + host.num_elements());
+  }
+}
+
+}  // namespace pstrain

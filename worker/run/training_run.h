@@ -1,0 +1,103 @@
+// TrainingRun: one worker's whole run, as stages:
+//
+//   Create          set up: data and batchers, replicas (emulated devices
+//                   wrapped), the strategy, the timeline, and the step
+//                   observers (worker/run/observers/) the config asks for
+//   Run:
+//     Start         the chief initialises the variables; the strategy starts
+//                   (parameter servers: Init, or restore from a checkpoint;
+//                   others join); the banner
+//     StepLoop      per step: observers' OnStepStart, the strategy's
+//                   BeforeStep, forward/backward on every replica, AfterStep,
+//                   observers' OnStepEnd; a failed step is recovered by the
+//                   strategy (a restarted peer) and training goes on from
+//                   where it says
+//     Finish        the worker's report (observers add their figures), the
+//                   strategy's exchange of reports; the chief then evaluates
+//                   the final parameters and writes result.json
+//
+// What watches steps is an observer; the loop itself only trains.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/data/batcher.h"
+#include "common/data/data_source.h"
+#include "proto/results.pb.h"
+#include "worker/replica_set.h"
+#include "worker/run/step_observer.h"
+#include "worker/strategy.h"
+#include "worker/timeline.h"
+#include "worker/trainer.h"
+
+namespace pstrain {
+
+class CpuSampling;
+class ProgressLines;
+
+class TrainingRun {
+ public:
+  static absl::StatusOr<std::unique_ptr<TrainingRun>> Create(const ExperimentConfig& config, int worker_index,
+                                                             Transport* transport, const WorkerRunOptions& options);
+  ~TrainingRun();
+
+  // Start, StepLoop, Finish. Call once.
+  absl::StatusOr<RunResult> Run();
+
+ private:
+  TrainingRun(const ExperimentConfig& config, int worker_index, Transport* transport, const WorkerRunOptions& options);
+
+  // ---- set-up (Create)
+  absl::Status LoadData();
+  absl::Status CreateReplicas();
+  absl::Status CreateStrategy();
+  absl::Status AddObservers();
+
+  // ---- the run
+  absl::Status Start();
+  absl::Status StepLoop();
+  // One step. A failed BeforeStep or AfterStep is the outcome's status (the
+  // strategy recovers from it); a diverged loss ends the run (the error).
+  absl::StatusOr<StepOutcome> RunStep(int64_t step);
+  // Evaluates replica 0's values on the test set after `steps_done` steps,
+  // prints the line and tells every observer.
+  Evaluation Evaluate(int64_t steps_done);
+  WorkerReport Report() const;
+  void PrintSummary(const WorkerReport& report) const;
+  absl::StatusOr<RunResult> Finish(const WorkerReport& report, const ClusterReport& cluster);
+  void ExportFinalParameters();
+
+  const ExperimentConfig& config_;
+  const int worker_index_;
+  const bool chief_;
+  const int devices_;
+  const bool emulated_;
+  // The chief evaluates (an emulated device computes no accuracy).
+  const bool evaluate_;
+  Transport* const transport_;
+  const WorkerRunOptions options_;
+  const absl::Time start_;
+
+  StrategyNeeds needs_;
+  Datasets data_;
+  std::vector<ShardedBatcher> batchers_;  // one per replica
+  double device_images_per_sec_ = 0;      // emulated devices: one device's rate
+  std::unique_ptr<ReplicaSet> replicas_;
+  int64_t total_steps_ = 0;
+  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<Strategy> strategy_;
+
+  std::vector<std::unique_ptr<StepObserver>> observers_;
+  ProgressLines* progress_ = nullptr;  // among observers_
+  CpuSampling* cpu_ = nullptr;         // among observers_
+
+  // Per replica: the batch buffers and the strategy's hooks as the
+  // observers wrapped them.
+  std::vector<Tensor> images_;
+  std::vector<std::vector<int32_t>> labels_;
+  std::vector<GradientReadyHook> hooks_;
+};
+
+}  // namespace pstrain
