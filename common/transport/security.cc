@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/config/config_checks.h"
+#include "common/transport/transport.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -237,9 +238,8 @@ std::vector<FieldError> Check(const ExperimentConfig& config, bool warn, Transpo
   const bool asks = security.has_tls() || !security.token_file().empty();
   if (asks && !TransportSupportsSecurity(config.transport())) {
     errors.push_back({security.has_tls() ? "security.tls" : "security.token_file",
-                      absl::StrCat("transport '", config.transport(),
-                                   "' cannot carry TLS or a token (UCX active messages have neither; "
-                                   "docs/SECURITY.md): use transport grpc, or drop the security section")});
+                      absl::StrCat("transport '", config.transport(), "' cannot carry TLS or a token (docs/SECURITY.md): ",
+                                   SecurityTransportsHint(), ", or drop the security section")});
     return errors;
   }
   if (security.has_tls()) LoadTls(security.tls(), out, errors);
@@ -269,7 +269,18 @@ const bool kConfigCheck =
 
 }  // namespace
 
-bool TransportSupportsSecurity(std::string_view transport) { return transport == "grpc"; }
+bool TransportSupportsSecurity(std::string_view transport) {
+  return CapabilitiesOf(std::string(transport)).security;
+}
+
+std::string SecurityTransportsHint() {
+  std::vector<std::string> able;
+  for (const std::string& name : TransportRegistry().Names()) {
+    if (CapabilitiesOf(name).security) able.push_back(name);
+  }
+  if (able.empty()) return "no transport of this build can";
+  return absl::StrCat("use transport ", absl::StrJoin(able, " or "));
+}
 
 absl::StatusOr<TransportSecurity> LoadTransportSecurity(const ExperimentConfig& config) {
   TransportSecurity out;

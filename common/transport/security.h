@@ -44,8 +44,11 @@ struct TransportSecurity {
   bool enabled() const { return tls || !token.empty(); }
 };
 
-// The transports that can carry TLS and the token.
+// Whether `transport` can carry TLS and the token (its registered
+// capabilities, transport.h).
 bool TransportSupportsSecurity(std::string_view transport);
+// "use transport grpc" (the transports whose capabilities include security).
+std::string SecurityTransportsHint();
 
 // Reads and checks `config.security()` for `config.transport()`. An absent
 // section gives a TransportSecurity with nothing enabled. Errors are

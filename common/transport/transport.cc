@@ -7,8 +7,8 @@
 
 namespace pstrain {
 
-Registry<TransportFactory>& TransportRegistry() {
-  static auto* registry = new Registry<TransportFactory>("transport");
+Registry<TransportEntry>& TransportRegistry() {
+  static auto* registry = new Registry<TransportEntry>("transport");
   return *registry;
 }
 
@@ -25,19 +25,24 @@ absl::Status Channel::CallSync(std::string_view method, OutgoingFrame request, c
   return result;
 }
 
-bool RegisterTransport(const std::string& name, TransportFactory factory) {
-  return TransportRegistry().Register(name, std::move(factory));
+bool RegisterTransport(const std::string& name, TransportFactory factory, TransportCapabilities capabilities) {
+  return TransportRegistry().Register(name, {std::move(factory), capabilities});
+}
+
+TransportCapabilities CapabilitiesOf(const std::string& name) {
+  absl::StatusOr<TransportEntry> entry = TransportRegistry().Find(name);
+  return entry.ok() ? entry->capabilities : TransportCapabilities{};
 }
 
 std::vector<std::string> RegisteredTransports() { return TransportRegistry().Names(); }
 
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options) {
-  PSTRAIN_ASSIGN_OR_RETURN(TransportFactory factory, TransportRegistry().Find(name));
-  if (options.security.enabled() && !TransportSupportsSecurity(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("transport '", name, "' cannot carry TLS or a token (docs/SECURITY.md): use transport grpc"));
+  PSTRAIN_ASSIGN_OR_RETURN(TransportEntry entry, TransportRegistry().Find(name));
+  if (options.security.enabled() && !entry.capabilities.security) {
+    return absl::InvalidArgumentError(absl::StrCat("transport '", name, "' cannot carry TLS or a token (docs/SECURITY.md): ",
+                                                   SecurityTransportsHint()));
   }
-  return factory(options);
+  return entry.create(options);
 }
 
 namespace {

@@ -78,10 +78,29 @@ class Transport {
 };
 
 // Transports by name (transport: in configs), each registered from its own
-// directory; registering also makes config validation accept the name.
+// directory with what it can do; registering also makes config validation
+// accept the name, and the checks of other sections read the capabilities
+// (a `security` section needs a transport that carries it).
 using TransportFactory = std::function<std::unique_ptr<Transport>(const TransportOptions&)>;
-Registry<TransportFactory>& TransportRegistry();
-bool RegisterTransport(const std::string& name, TransportFactory factory);
+struct TransportCapabilities {
+  // Carries TransportOptions::security: TLS and the shared token (grpc).
+  bool security = false;
+  // Moves large messages between processes of one host without copying them
+  // through the kernel (shared memory, cross-memory attach: ucx).
+  bool same_host_zero_copy = false;
+  // Moves large messages between hosts by RDMA where the NIC offers it
+  // (InfiniBand, RoCE: ucx).
+  bool rdma = false;
+};
+struct TransportEntry {
+  TransportFactory create;
+  TransportCapabilities capabilities;
+};
+Registry<TransportEntry>& TransportRegistry();
+bool RegisterTransport(const std::string& name, TransportFactory factory, TransportCapabilities capabilities = {});
+// The capabilities of a registered transport; none for an unknown name or
+// one this build lacks.
+TransportCapabilities CapabilitiesOf(const std::string& name);
 // Unknown names are NotFound listing the known ones; security asked of a
 // transport that cannot carry it is INVALID_ARGUMENT.
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options);

@@ -428,8 +428,10 @@ class GrpcTransport : public Transport {
   TransportOptions options_;
 };
 
-const bool kRegistered =
-    RegisterTransport("grpc", [](const TransportOptions& options) { return CreateGrpcTransport(options); });
+// gRPC carries TLS and the token (security.h); between processes of one host
+// it goes through the kernel's TCP stack like any other.
+const bool kRegistered = RegisterTransport(
+    "grpc", [](const TransportOptions& options) { return CreateGrpcTransport(options); }, {.security = true});
 
 }  // namespace
 
