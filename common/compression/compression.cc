@@ -152,19 +152,27 @@ void Add(const void* a, const void* b, size_t n, void* sum) {
 
 }  // namespace
 
-const std::vector<std::string>& CompressionNames() {
-  static const auto* names = new std::vector<std::string>{"none", "fp16", "bf16", "topk"};
-  return *names;
+Registry<CompressionEntry>& CompressionRegistry() {
+  static auto* registry = new Registry<CompressionEntry>("compression");
+  return *registry;
 }
 
+std::vector<std::string> CompressionNames() { return CompressionRegistry().Names(); }
+
 absl::StatusOr<Compression> ParseCompression(absl::string_view name) {
-  if (name == "none") return Compression::kNone;
-  if (name == "fp16") return Compression::kFp16;
-  if (name == "bf16") return Compression::kBf16;
-  if (name == "topk") return Compression::kTopK;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown compression '", name, "'; known: ", absl::StrJoin(CompressionNames(), ", ")));
+  absl::StatusOr<CompressionEntry> entry = CompressionRegistry().Find(name);
+  if (!entry.ok()) return absl::InvalidArgumentError(entry.status().message());
+  return entry->method;
 }
+
+namespace {
+
+const bool kRegistered =
+    CompressionRegistry().Register("none", {Compression::kNone, "float32, as computed"}) &&
+    CompressionRegistry().Register("fp16", {Compression::kFp16, "IEEE half precision: half the bytes"}) &&
+    CompressionRegistry().Register("bf16", {Compression::kBf16, "bfloat16 (float32's exponent): half the bytes"});
+
+}  // namespace
 
 WireDType DenseWireDType(Compression compression) {
   switch (compression) {

@@ -21,14 +21,25 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/registry.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
 
 enum class Compression { kNone, kFp16, kBf16, kTopK };
 
-// The config names, in the order above.
-const std::vector<std::string>& CompressionNames();
+// Compression methods by config name, each registered where its encoding
+// lives (none, fp16, bf16: compression.cc; topk: topk.cc). Config
+// validation takes the allowed `compression` values from it.
+struct CompressionEntry {
+  Compression method = Compression::kNone;
+  // One line for documentation and messages.
+  std::string summary;
+};
+Registry<CompressionEntry>& CompressionRegistry();
+
+// The registered names, sorted.
+std::vector<std::string> CompressionNames();
 // InvalidArgument listing the names for anything else.
 absl::StatusOr<Compression> ParseCompression(absl::string_view name);
 // The wire dtype dense values travel in: DT_FLOAT16 for fp16, DT_BFLOAT16 for

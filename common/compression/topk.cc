@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "common/compression/compression.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -35,4 +36,10 @@ void TopKEncoder::Encode(const float* gradient, uint32_t* indices, float* values
   }
 }
 
+namespace {
+
+const bool kRegistered = CompressionRegistry().Register(
+    "topk", {Compression::kTopK, "the topk_ratio largest gradient elements, with error feedback"});
+
+}  // namespace
 }  // namespace pstrain

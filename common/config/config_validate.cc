@@ -88,7 +88,7 @@ absl::Status CheckPlacementAndDevices(const ConfigChecker& ck, const ExperimentC
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("placement", c.placement(), PlacementPolicies()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("partition_bytes", c.partition_bytes()));
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("fusion_threshold_bytes", c.fusion_threshold_bytes()));
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("compression", c.compression(), CompressionNames()));
+  PSTRAIN_RETURN_IF_ERROR(ck.Registered("compression", c.compression(), CompressionRegistry()));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("topk_ratio", c.topk_ratio(), 0, false, 1, true));
   // emulated: worker/emulated_device.h (the `emulation` check).
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("device", c.device(), {"cpu", "gpu", "emulated"}));

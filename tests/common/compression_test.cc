@@ -35,7 +35,7 @@ TEST(CompressionNamesTest, ParsedOrRefusedWithTheKnownOnes) {
   EXPECT_EQ(*ParseCompression("fp16"), Compression::kFp16);
   EXPECT_EQ(*ParseCompression("topk"), Compression::kTopK);
   absl::Status bad = ParseCompression("int8").status();
-  EXPECT_THAT(std::string(bad.message()), HasSubstr("unknown compression 'int8'; known: none, fp16, bf16, topk"));
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("unknown compression 'int8'; known: bf16, fp16, none, topk"));
   EXPECT_EQ(DenseWireDType(Compression::kBf16), DT_BFLOAT16);
   EXPECT_EQ(DenseWireDType(Compression::kTopK), DT_FLOAT32);
   EXPECT_EQ(WireDTypeSize(DT_FLOAT16), 2u);

@@ -633,7 +633,7 @@ TEST(ValidateExperimentConfig, CollectiveFields) {
 TEST(ValidateExperimentConfig, Compression) {
   EXPECT_EQ(ValidationError([](auto* c) { c->set_compression("topk"); }), "OK");
   EXPECT_EQ(ValidationError([](auto* c) { c->set_compression("int8"); }),
-            "exp.yaml: field 'compression': expected one of none, fp16, bf16, topk, got 'int8'");
+            "exp.yaml: field 'compression': expected one of bf16, fp16, none, topk, got 'int8'");
   EXPECT_EQ(ValidationError([](auto* c) { c->set_topk_ratio(0); }),
             "exp.yaml: field 'topk_ratio': expected a number in (0, 1], got 0");
   EXPECT_EQ(ValidationError([](auto* c) { c->set_topk_ratio(1.5f); }),
