@@ -17,15 +17,6 @@ size_t DTypeSize(DType dtype) {
   return 0;
 }
 
-std::vector<std::string> DeviceNames() { return {"cpu", "gpu"}; }
-
-absl::StatusOr<DeviceKind> ParseDeviceName(absl::string_view name) {
-  if (name == "cpu") return DeviceKind::kCpu;
-  if (name == "gpu") return DeviceKind::kCuda;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown device '", name, "'; known: ", absl::StrJoin(DeviceNames(), ", ")));
-}
-
 std::string Device::ToString() const { return kind == DeviceKind::kCpu ? "cpu" : absl::StrCat("gpu:", ordinal); }
 
 int64_t NumElements(const Shape& shape) {

@@ -22,10 +22,8 @@ enum class DType { kFloat32 };
 size_t DTypeSize(DType dtype);
 
 enum class DeviceKind { kCpu, kCuda };
-// The names configs give device kinds (`device:`): "cpu", and "gpu" for CUDA.
-std::vector<std::string> DeviceNames();
-// InvalidArgument listing DeviceNames() for any other name.
-absl::StatusOr<DeviceKind> ParseDeviceName(absl::string_view name);
+// Configs name device kinds through the device layer's registry
+// (device/device_registry.h: "cpu", "gpu", ...).
 
 // A device a tensor lives on: kind plus ordinal (GPU number).
 struct Device {

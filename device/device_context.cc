@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "device/cpu/cpu_context.h"
+#include "device/device_registry.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #ifdef PSTRAIN_WITH_CUDA
 #include "device/cuda/cuda_context.h"
@@ -99,23 +100,40 @@ int CountDevices(DeviceKind kind) {
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<DeviceContext>> CreateDeviceContext(Device device) {
-  if (device.kind == DeviceKind::kCuda) {
-#ifdef PSTRAIN_WITH_CUDA
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaContext> ctx, cuda::CudaContext::Create(device.ordinal));
-    return std::unique_ptr<DeviceContext>(std::move(ctx));
-#else
-    return absl::UnimplementedError(absl::StrCat("device ", device.ToString(), ": built without CUDA"));
-#endif
-  }
-  if (device.ordinal != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("CPU device ordinal must be 0, got ", device.ordinal));
-  }
+namespace {
+
+absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCpuContext(int ordinal) {
+  if (ordinal != 0) return absl::InvalidArgumentError(absl::StrCat("CPU device ordinal must be 0, got ", ordinal));
   try {
     return std::unique_ptr<DeviceContext>(new cpu::CpuContext());
   } catch (const dnnl::error& e) {
     return absl::InternalError(absl::StrCat("oneDNN CPU engine: ", e.what()));
   }
+}
+
+const bool kCpuRegistered = DeviceRegistry().Register(
+    "cpu", {"the host's cores, through oneDNN", DeviceKind::kCpu, /*holds_variables=*/true, CreateCpuContext});
+
+#ifdef PSTRAIN_WITH_CUDA
+absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCudaContext(int ordinal) {
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaContext> ctx, cuda::CudaContext::Create(ordinal));
+  return std::unique_ptr<DeviceContext>(std::move(ctx));
+}
+
+const bool kGpuRegistered =
+    DeviceRegistry().Register("gpu", {"NVIDIA GPUs, through CUDA, cuDNN, cuBLAS and NCCL", DeviceKind::kCuda,
+                                      /*holds_variables=*/true, CreateCudaContext});
+#else
+const bool kGpuUnavailable = DeviceRegistry().RegisterUnavailable(
+    "gpu", "this pstrain was built without CUDA: install the CUDA toolkit and configure with -DPSTRAIN_WITH_CUDA=ON");
+#endif
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceContext>> CreateDeviceContext(Device device) {
+  PSTRAIN_ASSIGN_OR_RETURN(const DeviceEntry entry,
+                           DeviceRegistry().Find(device.kind == DeviceKind::kCpu ? "cpu" : "gpu"));
+  return entry.create(device.ordinal);
 }
 
 }  // namespace pstrain

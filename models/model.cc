@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/config/config_checks.h"
 #include "common/status_macros.h"
+#include "device/device_registry.h"
 #include "glog/logging.h"
 #include "models/graph_model.h"
 
@@ -110,12 +111,13 @@ const bool kConfigCheck =
       PSTRAIN_RETURN_IF_ERROR(ck.OneOf("precision", config.precision(), PrecisionNames()));
       const Precision precision = *ParsePrecision(config.precision());
       if (precision == Precision::kFp32) return absl::OkStatus();
-      const absl::StatusOr<DeviceKind> kind = ParseDeviceName(config.device());  // not for device emulated
-      if (!kind.ok()) {
+      // Only devices that compute for real (not emulated ones, which borrow the CPU).
+      const absl::StatusOr<DeviceEntry> device = DeviceRegistry().Find(config.device());
+      if (!device.ok() || device->create == nullptr) {
         return ck.Fail("precision", absl::StrCat("fp32 with device ", config.device()),
                        absl::StrCat("'", config.precision(), "'"));
       }
-      const absl::Status supported = CheckPrecision(*kind, precision);
+      const absl::Status supported = CheckPrecision(device->kind, precision);
       if (supported.ok()) return supported;
       return ck.Fail("precision", absl::StrCat("a precision device ", config.device(), " can compute in here"),
                      absl::StrCat("'", config.precision(), "' (", supported.message(), ")"));

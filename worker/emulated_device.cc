@@ -4,6 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "common/config/config_checks.h"
 #include "common/status_macros.h"
+#include "device/device_registry.h"
 
 namespace pstrain {
 namespace {
@@ -57,6 +58,12 @@ absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) 
 }
 
 const bool kConfigCheck = ConfigCheckRegistry().Register("emulation", CheckEmulation);
+
+// device: emulated -- real variables on the CPU, modelled step times
+// (models/emulated_model.h); it holds no variables of its own.
+const bool kDeviceRegistered = DeviceRegistry().Register(
+    "emulated", {"a device of published throughput, modelled on the CPU (emulation:)", DeviceKind::kCpu,
+                 /*holds_variables=*/false, /*create=*/nullptr});
 
 }  // namespace
 

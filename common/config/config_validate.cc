@@ -90,16 +90,11 @@ absl::Status CheckPlacementAndDevices(const ConfigChecker& ck, const ExperimentC
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("fusion_threshold_bytes", c.fusion_threshold_bytes()));
   PSTRAIN_RETURN_IF_ERROR(ck.Registered("compression", c.compression(), CompressionRegistry()));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("topk_ratio", c.topk_ratio(), 0, false, 1, true));
-  // emulated: worker/emulated_device.h (the `emulation` check).
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("device", c.device(), {"cpu", "gpu", "emulated"}));
+  // device and local_parameter_device: the device layer's check
+  // (device/device_registry.h).
   if (c.devices_per_worker() < 1 || c.devices_per_worker() > kMaxDevicesPerWorker) {
     return ck.Fail("devices_per_worker", absl::StrCat("a number in [1, ", kMaxDevicesPerWorker, "]"),
                    Num::Num(c.devices_per_worker()));
-  }
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("local_parameter_device", c.local_parameter_device(), DeviceNames()));
-  if (c.device() != "gpu" && c.local_parameter_device() == "gpu") {
-    return ck.Fail("local_parameter_device",
-                   "cpu with device cpu or emulated (gpu places variables on GPUs; this experiment has none)", "'gpu'");
   }
   return ck.InRange<long long>("max_message_bytes", c.max_message_bytes(), kMinMessageBytes, true, kMaxMessageBytes,
                                true);

@@ -525,7 +525,7 @@ TEST(ValidateExperimentConfig, EveryRule) {
        "field 'devices_per_worker': expected a number in [1, 16], got 0"},
       {"lpd", [](auto* c) { c->set_local_parameter_device("gpu"); },
        "field 'local_parameter_device': expected cpu with device cpu or emulated (gpu places variables on "
-       "GPUs; this experiment has none), got 'gpu'"},
+       "the replicas' devices; this experiment has none), got 'gpu'"},
       {"all_reduce_spec nccl on cpu",
        [](auto* c) {
          c->set_variable_update("replicated");

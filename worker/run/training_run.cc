@@ -9,6 +9,7 @@
 #include "common/config/time_dilation.h"
 #include "common/metrics/memory_usage.h"
 #include "common/status_macros.h"
+#include "device/device_registry.h"
 #include "glog/logging.h"
 #include "models/emulated_model.h"
 #include "optim/loss_scaler.h"
@@ -113,7 +114,7 @@ absl::Status TrainingRun::LoadData() {
 
 absl::Status TrainingRun::CreateReplicas() {
   ReplicaOptions options;
-  PSTRAIN_ASSIGN_OR_RETURN(options.device_kind, ParseDeviceName(emulated_ ? "cpu" : config_.device()));
+  PSTRAIN_ASSIGN_OR_RETURN(options.device_kind, DeviceKindOf(config_.device()));
   options.worker_index = worker_index_;
   options.host_mirrors = needs_.host_mirrors;
   options.download_gradients = needs_.download_gradients;

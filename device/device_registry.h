@@ -1,0 +1,39 @@
+// Device kinds by config name (`device`, `local_parameter_device`), each
+// registered where what it computes on is made: "cpu" and "gpu" beside
+// CreateDeviceContext (device_context.cc; "gpu" unavailable, with the
+// reason, in a build without CUDA), "emulated" in worker/emulated_device.cc
+// (a modelled device whose replicas compute on the CPU). Registering also
+// makes config validation accept the name (in the binaries that link the
+// device layer: workers, not parameter servers).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/registry.h"
+#include "common/tensor.h"
+
+namespace pstrain {
+
+class DeviceContext;
+
+struct DeviceEntry {
+  // One line for documentation and messages.
+  std::string summary;
+  // What its replicas compute on.
+  DeviceKind kind = DeviceKind::kCpu;
+  // It can hold a worker's variables (`local_parameter_device`).
+  bool holds_variables = true;
+  // Makes the context of device `ordinal` of this kind; null for a device
+  // that borrows another kind's (emulated).
+  std::function<absl::StatusOr<std::unique_ptr<DeviceContext>>(int ordinal)> create;
+};
+Registry<DeviceEntry>& DeviceRegistry();
+
+// The kind device `name` computes on: NotFound listing the known names, or
+// FailedPrecondition with the reason for one this build lacks.
+absl::StatusOr<DeviceKind> DeviceKindOf(absl::string_view name);
+
+}  // namespace pstrain
