@@ -12,7 +12,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -31,6 +30,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/concurrency/callback_pool.h"
+#include "common/concurrency/thread_role.h"
 #include "common/host_port.h"
 #include "common/transport/ucx/message_parts.h"
 #include "glog/logging.h"
@@ -177,81 +178,7 @@ void SetProcessDefaults() {
   (void)done;
 }
 
-// ---------------------------------------------------------------- threads
-
-// The progress thread as a capability for clang's thread-safety analysis:
-// state only that thread touches is ABSL_GUARDED_BY(progress_) and functions
-// that run only there are ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_), so a path
-// from another thread to them does not compile. The thread holds the role for
-// its whole life (Enter/Leave); UCX callbacks, which UCX invokes on it from
-// ucp_worker_progress, and tasks it runs start with AssertHeld(), which also
-// checks the thread at run time.
-class ABSL_LOCKABLE ThreadRole {
- public:
-  void Enter() ABSL_EXCLUSIVE_LOCK_FUNCTION() { owner_.store(std::this_thread::get_id()); }
-  void Leave() ABSL_UNLOCK_FUNCTION() { owner_.store(std::thread::id()); }
-  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {
-    CHECK(owner_.load() == std::this_thread::get_id()) << "ucx: UCX state touched off the progress thread";
-  }
-
- private:
-  std::atomic<std::thread::id> owner_{};
-};
-
-// Runs callbacks (handlers, call completions) on a few threads of its own.
-// Run() may be called from any thread; after Stop() it runs the callback on
-// the calling thread. Stop() runs everything queued before it returns.
-class CallbackPool {
- public:
-  explicit CallbackPool(int threads) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
-  }
-  ~CallbackPool() { Stop(); }
-
-  void Run(Task task) ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!stopped_) {
-        queue_.push_back(std::move(task));
-        ready_.Signal();
-        return;
-      }
-    }
-    task();
-  }
-
-  // Never from one of the pool's own threads.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopped_) return;
-      stopped_ = true;
-      ready_.SignalAll();
-    }
-    for (std::thread& t : threads_) t.join();
-  }
-
- private:
-  void Work() ABSL_LOCKS_EXCLUDED(mu_) {
-    for (;;) {
-      Task task;
-      {
-        absl::MutexLock lock(&mu_);
-        while (queue_.empty() && !stopped_) ready_.Wait(&mu_);
-        if (queue_.empty()) return;  // stopped and drained
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
-
-  absl::Mutex mu_;
-  absl::CondVar ready_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
-};
+// ---------------------------------------------------------------- calls
 
 // Calls `done` exactly once: through Run, or -- if the call is dropped
 // without an answer (its task discarded at shutdown) -- with UNAVAILABLE.
@@ -547,8 +474,15 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Post()/Stop() under mu_ only while it is true.
   ucp_worker_h worker_ = nullptr;
 
-  // The progress thread's own state.
-  ThreadRole progress_;
+  // The progress thread's own state. The thread as a capability
+  // (common/concurrency/thread_role.h): state only that thread touches is
+  // ABSL_GUARDED_BY(progress_) and functions that run only there are
+  // ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_), so a path from another thread
+  // to them does not compile. The thread holds the role for its whole life
+  // (Run); UCX callbacks, which UCX invokes on it from ucp_worker_progress,
+  // and tasks it runs start with AssertHeld(), which also checks the thread
+  // at run time.
+  ThreadRole progress_{"the ucx progress thread"};
   ucp_context_h context_ ABSL_GUARDED_BY(progress_) = nullptr;
   int event_fd_ ABSL_GUARDED_BY(progress_) = -1;
   std::vector<Task> deferred_ ABSL_GUARDED_BY(progress_);
