@@ -16,15 +16,10 @@
 // and Connect() of one transport share them. No other thread calls UCX (the
 // one exception is ucp_worker_signal, which UCX allows from any thread):
 // Channel::Call, responders and Server::Shutdown queue work for the progress
-// thread and wake it. When idle the progress thread sleeps on the worker's
-// event file descriptor (ucp_worker_arm, then poll) until UCX has an event,
-// work is queued, or the next call deadline or reconnection attempt is due
-// (at most 1 s, so UCX's own housekeeping -- keepalive -- still runs).
-// While awake it calls ucp_worker_progress in passes of at most 64 calls and
-// runs queued work and expires deadlines between passes, so a UCX that
-// reports work on every call (as around a peer that died) holds nothing up;
-// it logs a warning when that lasts 2 s with almost none of our messages
-// completing.
+// thread and wake it. When idle the progress thread sleeps until UCX has an
+// event, work is queued, or a deadline or reconnection attempt is due (at
+// most 1 s); a UCX busy with itself (as around a peer that died) holds
+// neither queued work nor deadlines up (engine.h says how).
 // Handlers and completion callbacks run on a small pool of callback threads,
 // never on the progress thread and never with a lock held: a handler may
 // block briefly (it delays only other handlers), and a slow callback never
@@ -43,18 +38,13 @@
 // vectors (UCP_DATATYPE_IOV) (message_parts.h). Tensors are not copied by
 // pstrain on the way out; each chunk's owner is released once UCX reports
 // every part's send complete or failed. The receiver keeps each part in its
-// own buffer; the frame's payload pieces are those buffers. UCX sends a
-// message below its rendezvous threshold eagerly (the bytes travel with the
-// AM; the receiver copies them out of UCX's buffer in the AM callback); a
-// larger one by rendezvous: only a descriptor arrives, the receiver allocates
-// the part and pulls it with ucp_am_recv_data_nbx, which UCX carries
-// out zero-copy where the transport can (RDMA read/write on InfiniBand/RoCE,
-// cross-memory attach within a host, a pipeline over TCP). A client first
+// own buffer; the frame's payload pieces are those buffers (eager and
+// rendezvous receipt: active_messages.h). A client first
 // exchanges a hello with the server on each new endpoint, so it knows when
 // the connection is up: calls issued meanwhile wait in pstrain, and a call
 // is only sent on a connected endpoint (with wait_for_ready, a failed attempt
 // is retried with backoff until the deadline without any risk of delivering
-// a request twice). Both ends must be the same byte order.
+// a request twice; client.h). Both ends must be the same byte order.
 //
 // Transports. UCX chooses per peer, lane by lane, among those both ends have
 // and UCX_TLS allows: InfiniBand/RoCE verbs (rc, ud, dc on mlx5 adapters;
@@ -83,7 +73,7 @@
 //                               auto: a few KiB to tens of KiB, per transport)
 //   UCX_LOG_LEVEL=info          UCX's own diagnostics (default warn)
 // The first transport of a process sets these defaults in the environment
-// unless they are set already (the user's values win):
+// unless they are set already (the user's values win; process_settings.h):
 //   UCX_MM_ERROR_HANDLING=y     shared memory between processes of one host
 //   UCX_TCP_CM_REUSEADDR=y      a server restarted on its fixed port can bind
 //                               it while old connections are in TIME_WAIT
@@ -107,6 +97,13 @@
 // message (short or inconsistent AM header, a frame IncomingFrame::FromWire
 // rejects) never reaches the Handler: a request is answered with
 // INVALID_ARGUMENT, anything else is logged and dropped.
+//
+// Inside (headers internal to this directory, one concept each): engine.h
+// (the UCX context and worker, the progress thread, and the one class that
+// owns them), active_messages.h (the wire side), client.h (calls,
+// connecting, reconnection), server.h (listeners, responders), address.h,
+// process_settings.h (the UCX_* defaults above, the sanitizer check);
+// message_parts.h (frames split into parts).
 #pragma once
 
 #include <cstdint>

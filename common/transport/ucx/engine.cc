@@ -1,0 +1,336 @@
+// The engine's core: UCX start-up and teardown, the progress loop, the task
+// queue, endpoints (engine.h).
+#include "common/transport/ucx/engine.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+
+namespace pstrain::ucx {
+namespace {
+
+using ucx_wire::AmHeader;
+
+// The longest the progress thread sleeps without looking at UCX.
+constexpr absl::Duration kMaxSleep = absl::Seconds(1);
+// Calls of ucp_worker_progress (each followed by the work it deferred) in
+// one pass of the progress loop. UCX may report work on every call for a
+// long while (a peer that died with sends in flight, for one); between
+// passes the loop runs posted tasks and expires deadlines, so they never
+// wait behind it.
+constexpr int kProgressCallsPerPass = 64;
+// A warning when every pass has used all its calls for this long while UCX
+// completed fewer than one message, send or error of ours per pass: UCX
+// busy with itself (a peer that died, retries), not with our traffic.
+constexpr absl::Duration kBusyWarning = absl::Seconds(2);
+// How long teardown waits for UCX to finish closing endpoints.
+constexpr absl::Duration kCloseWait = absl::Seconds(2);
+
+// Watches the progress passes for UCX busy with itself (kBusyWarning): since
+// when every pass was full, and how many passes and deferred tasks that made.
+class BusyWatch {
+ public:
+  void Observe(bool full, int deferred, absl::Time now) {
+    if (!full) {
+      full_since_ = absl::InfiniteFuture();
+      full_passes_ = full_deferred_ = 0;
+      return;
+    }
+    if (full_since_ == absl::InfiniteFuture()) full_since_ = now;
+    ++full_passes_;
+    full_deferred_ += deferred;
+    if (now - full_since_ > kBusyWarning && full_deferred_ < full_passes_) {
+      LOG_EVERY_T(WARNING, 30) << "ucx: UCX has reported work on every progress call for "
+                               << absl::FormatDuration(now - full_since_) << " while completing " << full_deferred_
+                               << " messages, sends or errors of ours in " << full_passes_ * kProgressCallsPerPass
+                               << " calls (a peer that died?); queued work and deadlines are served meanwhile";
+    }
+  }
+
+ private:
+  absl::Time full_since_ = absl::InfiniteFuture();
+  int64_t full_passes_ = 0;
+  int64_t full_deferred_ = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- any thread
+
+Engine::Engine(const TransportOptions& options)
+    : max_message_bytes_(options.max_message_bytes),
+      callbacks_(std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 4, 16)) {}
+
+void Engine::Start() {
+  thread_ = std::thread([this] { Run(); });
+  started_.WaitForNotification();
+}
+
+void Engine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_requested_ = true;
+    if (accepting_tasks_) ucp_worker_signal(worker_);
+  }
+  if (thread_.joinable()) thread_.join();
+  callbacks_.Stop();
+}
+
+bool Engine::Post(Task&& task) {
+  absl::MutexLock lock(&mu_);
+  if (!accepting_tasks_) return false;
+  tasks_.push_back(std::move(task));
+  // Under mu_: the progress thread destroys the worker only after it stopped accepting tasks.
+  ucp_worker_signal(worker_);
+  return true;
+}
+
+// ---------------------------------------------------------------- the progress thread
+
+void Engine::Run() {
+  progress_.Enter();
+  init_status_ = InitUcx();
+  if (init_status_.ok()) {
+    absl::MutexLock lock(&mu_);
+    accepting_tasks_ = true;
+  }
+  started_.Notify();
+  if (init_status_.ok()) {
+    ProgressUntilStopped();
+    ShutdownAll();
+    DestroyUcx();
+  }
+  progress_.Leave();
+}
+
+void Engine::ProgressUntilStopped() {
+  absl::Time last_active = absl::InfinitePast();
+  BusyWatch busy;
+  for (;;) {
+    bool ran = false;
+    const bool stop = RunTasks(&ran);
+    const Pass pass = Progress();
+    const absl::Time now = absl::Now();
+    if (ran || pass.active) last_active = now;
+    busy.Observe(pass.full, pass.deferred, now);
+    ExpireCalls(now);
+    RetryConnections(now);
+    if (stop) return;
+    // Traffic comes in bursts (a step's pushes, then its pulls): right after
+    // activity, keep polling for spin_ instead of paying a sleep and a
+    // wake-up (arm, poll, read: several system calls) per message.
+    if (now - last_active < spin_) {
+      sched_yield();
+      continue;
+    }
+    WaitForEvents(NextWake(now));
+  }
+}
+
+bool Engine::RunTasks(bool* ran) {
+  std::vector<Task> tasks;
+  bool stop;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks.swap(tasks_);
+    stop = stop_requested_;
+    // Tasks posted after this point are refused: the last batch runs now.
+    if (stop) accepting_tasks_ = false;
+  }
+  *ran = !tasks.empty();
+  for (Task& task : tasks) task();
+  return stop;
+}
+
+Engine::Pass Engine::Progress() {
+  Pass pass;
+  for (int call = 0; call < kProgressCallsPerPass; ++call) {
+    const bool busy = ucp_worker_progress(worker_) != 0;
+    std::vector<Task> deferred;
+    deferred.swap(deferred_);
+    pass.deferred += static_cast<int>(deferred.size());
+    for (Task& task : deferred) task();
+    if (!busy && deferred.empty() && deferred_.empty()) return pass;
+    pass.active = true;
+    pass.full = busy && call == kProgressCallsPerPass - 1;
+  }
+  return pass;
+}
+
+absl::Time Engine::NextWake(absl::Time now) const {
+  absl::Time wake = now + kMaxSleep;
+  if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
+  for (const auto& [id, conn] : client_conns_) wake = std::min(wake, conn.retry_at);
+  return wake;
+}
+
+void Engine::WaitForEvents(absl::Time wake_at) {
+  if (!deferred_.empty()) return;
+  const ucs_status_t armed = ucp_worker_arm(worker_);
+  if (armed == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress again
+  absl::Duration wait = std::max(wake_at - absl::Now(), absl::ZeroDuration());
+  if (armed != UCS_OK) {
+    LOG_EVERY_N(ERROR, 1000) << "ucx: ucp_worker_arm: " << UcsText(armed) << "; polling";
+    wait = std::min(wait, absl::Milliseconds(1));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!tasks_.empty() || stop_requested_) return;
+  }
+  // A task posted from here on signals the armed worker, so poll wakes up.
+  pollfd fd{event_fd_, POLLIN, 0};
+  const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))));
+  if (poll(&fd, 1, timeout_ms) < 0 && errno != EINTR) PLOG(ERROR) << "ucx: poll on the worker's event fd";
+}
+
+// ---------------------------------------------------------------- start-up and teardown
+
+absl::Status Engine::InitUcx() {
+  if (absl::Status hooks = CheckMemoryHooksForSanitizers(); !hooks.ok()) return hooks;
+  SetProcessDefaults();
+  if (absl::Status context = CreateContext(); !context.ok()) return context;
+  absl::Status worker = CreateWorker();
+  if (!worker.ok()) DestroyUcx();
+  return worker;
+}
+
+absl::Status Engine::CreateContext() {
+  // Every UCX_* variable of the environment (UCX_TLS, UCX_NET_DEVICES, ...).
+  ucp_config_t* config = nullptr;
+  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_config_read: ", UcsText(status)));
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.name = "pstrain";
+  status = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (status != UCS_OK) {
+    context_ = nullptr;
+    return absl::UnavailableError(absl::StrCat("ucx: cannot initialise UCX (ucp_init): ", UcsText(status),
+                                               " (check UCX_TLS and UCX_NET_DEVICES)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::CreateWorker() {
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread uses it
+  ucp_worker_h worker = nullptr;
+  ucs_status_t status = ucp_worker_create(context_, &worker_params, &worker);
+  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_create: ", UcsText(status)));
+  worker_ = worker;
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  status = ucp_worker_query(worker_, &attr);
+  if (status == UCS_OK && attr.max_am_header < sizeof(AmHeader)) {
+    return absl::UnavailableError(absl::StrCat("ucx: the transports allow AM headers of ", attr.max_am_header,
+                                               " bytes, pstrain needs ", sizeof(AmHeader)));
+  }
+  status = ucp_worker_get_efd(worker_, &event_fd_);
+  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_get_efd: ", UcsText(status)));
+  return SetAmHandler();
+}
+
+absl::Status Engine::SetAmHandler() {
+  ucp_am_handler_param_t handler{};
+  handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                       UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  handler.id = ucx_wire::kAmId;
+  handler.cb = &Engine::OnAm;
+  handler.arg = this;
+  handler.flags = UCP_AM_FLAG_WHOLE_MSG;
+  const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_, &handler);
+  if (status != UCS_OK) {
+    return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_set_am_recv_handler: ", UcsText(status)));
+  }
+  return absl::OkStatus();
+}
+
+void Engine::DestroyUcx() {
+  {
+    absl::MutexLock lock(&mu_);
+    accepting_tasks_ = false;
+  }
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  worker_ = nullptr;
+  if (context_ != nullptr) ucp_cleanup(context_);
+  context_ = nullptr;
+}
+
+void Engine::ShutdownAll() {
+  CloseAllClientConns();
+  CloseAllServers();
+  WaitForOutstanding();
+}
+
+void Engine::WaitForOutstanding() {
+  // Let UCX finish: close requests, and sends and receives they cancel.
+  const absl::Time give_up = absl::Now() + kCloseWait;
+  Progress();
+  while (outstanding_ > 0 && absl::Now() < give_up) {
+    Progress();
+    if (outstanding_ > 0) absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (outstanding_ > 0) {
+    LOG(WARNING) << "ucx: " << outstanding_ << " UCX operations still pending at shutdown after "
+                 << absl::FormatDuration(kCloseWait) << "; destroying the worker anyway";
+  }
+}
+
+// ---------------------------------------------------------------- endpoints
+
+void Engine::CloseEndpoint(ucp_ep_h ep, bool force) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;  // 0: flush what is in flight first
+  param.cb.send = &Engine::OnCloseDone;
+  param.user_data = this;
+  void* request = ucp_ep_close_nbx(ep, &param);
+  if (request == nullptr) return;
+  if (UCS_PTR_IS_ERR(request)) {
+    VLOG(1) << "ucx: closing an endpoint: " << UcsText(UCS_PTR_STATUS(request));
+    return;
+  }
+  ++outstanding_;
+}
+
+void Engine::OnCloseDone(void* request, ucs_status_t status, void* user_data) {
+  auto* engine = static_cast<Engine*>(user_data);
+  engine->progress_.AssertHeld();
+  ucp_request_free(request);
+  --engine->outstanding_;
+}
+
+void Engine::OnEpError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* engine = static_cast<Engine*>(arg);
+  engine->progress_.AssertHeld();
+  engine->Defer([engine, ep, status] {
+    engine->progress_.AssertHeld();
+    engine->EndpointFailed(ep, status);
+  });
+}
+
+void Engine::EndpointFailed(ucp_ep_h ep, ucs_status_t status) {
+  auto it = eps_.find(ep);
+  if (it == eps_.end()) return;  // closed by us meanwhile
+  const EpOwner owner = it->second;
+  DropEndpoint(ep);
+  CloseEndpoint(ep, /*force=*/true);
+  if (owner.client) {
+    ClientEndpointFailed(owner.conn_id, status);
+  } else {
+    ServerEndpointFailed(owner.conn_id);
+  }
+}
+
+}  // namespace pstrain::ucx

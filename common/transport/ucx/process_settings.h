@@ -1,0 +1,48 @@
+// What the ucx transport reads from, and puts into, the process's
+// environment. UCX reads its UCX_* settings from the environment, some of
+// them once per process (at load time, or when the first context is made),
+// so these are the process's, not one transport's.
+#pragma once
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace pstrain::ucx {
+
+// UCX's memory hooks (libucm, on by default) patch mmap underneath the
+// sanitizers' own interceptors, and the first UCX thread created after
+// ucp_init then recurses until its stack overflows. libucs reads UCX_MEM_*
+// once, when it is loaded -- before any code of ours runs, so setting them
+// from here (setenv, ucm_set_global_opts) is too late. In sanitizer builds
+// the transport therefore refuses to start UCX unless the process was started
+// with the hooks off (the ucx tests get the variables from ctest:
+// tests/transport/CMakeLists.txt): FAILED_PRECONDITION saying so. OK in other
+// builds.
+absl::Status CheckMemoryHooksForSanitizers();
+
+// The defaults pstrain wants for settings UCX reads from the environment,
+// put there (never over the user's) by the first transport created in the
+// process, before UCX reads them (ucp_config_modify does not reach the
+// transports' and connection managers' own settings):
+//   UCX_MM_ERROR_HANDLING=y  shared memory between processes of one host
+//                            even though our endpoints ask for peer error
+//                            handling (UCX 1.13 leaves it out otherwise);
+//   UCX_TCP_CM_REUSEADDR=y   a listener may bind a port whose earlier
+//                            connections linger in TIME_WAIT (a server
+//                            restarted on its fixed port), as gRPC's may;
+//   UCX_RNDV_SCHEME=get_zcopy  a large part is pulled by the receiver (RDMA
+//                            read where a lane can; UCX's active-message
+//                            pipeline where none can, as on shared memory
+//                            with peer error handling). "auto" picks a
+//                            fragment pipeline there that measured 2x
+//                            slower (pstrain-bench ps, docs/BENCHMARKS.md).
+// Once per process; later calls do nothing. Thread-safe.
+void SetProcessDefaults();
+
+// PSTRAIN_UCX_SPIN_US: microseconds the progress thread keeps polling after
+// the last message or task before it sleeps on the event fd (default 200; 0:
+// sleep at once, the least CPU on an idle link). A value that is not a
+// number is ignored with a warning.
+absl::Duration SpinFromEnvironment();
+
+}  // namespace pstrain::ucx
