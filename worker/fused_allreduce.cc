@@ -105,6 +105,12 @@ absl::Status FusedAllReducer::FinishStep(absl::Duration* waited) {
 }
 
 void FusedAllReducer::CommunicationLoop() {
+  communication_.Enter();
+  ReduceReadyBuckets();
+  communication_.Leave();
+}
+
+void FusedAllReducer::ReduceReadyBuckets() {
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(this, &FusedAllReducer::HasWork));

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/concurrency/thread_role.h"
 #include "common/tensor.h"
 #include "worker/collective/collective.h"
 #include "worker/fusion.h"
@@ -90,10 +91,13 @@ class FusedAllReducer {
                   WireDType wire_dtype);
   // All-reduces the worker's sum of one bucket (n floats at sum) across the
   // workers, through the 16-bit buffer when the wire type says so.
-  absl::Status AllReduceAcrossWorkers(float* sum, int64_t n);
+  absl::Status AllReduceAcrossWorkers(float* sum, int64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(communication_);
+  // The communication thread: takes the role, reduces buckets until stopped.
   void CommunicationLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Reduces each bucket as it becomes ready, in plan order, until stopped.
+  void ReduceReadyBuckets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(communication_) ABSL_LOCKS_EXCLUDED(mu_);
   // Sum over replicas, across workers, back into every replica.
-  absl::Status ReduceBucket(int bucket);
+  absl::Status ReduceBucket(int bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(communication_);
   // The first element of `bucket`'s gradients in replica r when they are
   // adjacent (lowest variable first), else null.
   float* Contiguous(int r, int bucket) const;
@@ -106,8 +110,12 @@ class FusedAllReducer {
   const int num_workers_;
   const WireDType wire_dtype_;
   Timeline* timeline_ = nullptr;
-  std::vector<float> fusion_;     // the communication thread's
-  std::vector<uint16_t> wire16_;  // the communication thread's (16-bit wire types)
+  // The communication thread (common/concurrency/thread_role.h): what only
+  // it touches once it runs (the constructor sizes the buffers before it
+  // starts).
+  ThreadRole communication_{"the fused all-reduce's communication thread"};
+  std::vector<float> fusion_ ABSL_GUARDED_BY(communication_);
+  std::vector<uint16_t> wire16_ ABSL_GUARDED_BY(communication_);  // 16-bit wire types
   std::atomic<int64_t> bytes_allreduced_{0};
   std::vector<bool> in_place_;  // per bucket
   int buckets_in_place_ = 0;
