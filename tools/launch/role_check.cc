@@ -155,4 +155,19 @@ absl::StatusOr<std::vector<std::string>> CheckRoleConfig(const std::string& role
                                           message.empty() ? "" : absl::StrCat(": ", message)));
 }
 
+absl::StatusOr<RoleChecks> CheckRoles(const std::vector<RoleToCheck>& roles, absl::Duration timeout) {
+  RoleChecks checks;
+  for (const RoleToCheck& role : roles) {
+    const absl::StatusOr<std::vector<std::string>> needs = CheckRoleConfig(role.kind, role.binary, role.args, timeout);
+    if (!needs.ok()) {
+      return absl::Status(needs.status().code(), absl::StrCat(needs.status().message(), "; nothing was started"));
+    }
+    checks.accepted_by.push_back(role.kind);
+    for (const std::string& need : *needs) {
+      if (need == kNeedsMpirun && role.kind == "worker") checks.workers_need_mpirun = true;
+    }
+  }
+  return checks;
+}
+
 }  // namespace pstrain::launch

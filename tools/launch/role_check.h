@@ -57,6 +57,25 @@ std::vector<std::string> CheckNeeds(const std::string& output);
 absl::StatusOr<std::vector<std::string>> CheckRoleConfig(const std::string& role, const std::string& binary,
                                                          const std::vector<std::string>& args, absl::Duration timeout);
 
+// One role binary to check: `kind` ("ps", "worker") names it in messages;
+// `args` hold kCheckConfigFlag.
+struct RoleToCheck {
+  std::string kind;
+  std::string binary;
+  std::vector<std::string> args;
+};
+
+// What the checks of every role binary said.
+struct RoleChecks {
+  std::vector<std::string> accepted_by;  // the kinds that accepted the config, in order
+  bool workers_need_mpirun = false;      // the worker binary said "needs: mpirun" (kNeedsMpirun)
+};
+
+// CheckRoleConfig for each of `roles` in order, each within `timeout`; the
+// first refusal or failure stops the rest and is returned with its code,
+// "; nothing was started" appended to its message.
+absl::StatusOr<RoleChecks> CheckRoles(const std::vector<RoleToCheck>& roles, absl::Duration timeout);
+
 }  // namespace pstrain::launch
 
 #endif  // PSTRAIN_TOOLS_LAUNCH_ROLE_CHECK_H_
