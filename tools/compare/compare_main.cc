@@ -13,13 +13,10 @@
 // Exit codes: 0 every variant ran; 1 a variant failed (the others still run),
 // or the chart failed under --require_chart; 2 bad matrix, config or flags
 // (nothing ran); 128+N interrupted by signal N.
-#include <fcntl.h>
 #include <gflags/gflags.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -28,13 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/metrics/result_json.h"
 #include "tools/compare/chart.h"
 #include "tools/compare/matrix.h"
 #include "tools/compare/report.h"
+#include "tools/compare/variant_runner.h"
 
 DEFINE_string(out, "", "Output directory; default runs/compare-<matrix name>-<YYYYmmdd-HHMMSS>");
 DEFINE_string(bin_dir, "",
@@ -50,29 +46,9 @@ DEFINE_string(gnuplot, "gnuplot", "The gnuplot executable (a name looked up on P
 namespace {
 
 namespace fs = std::filesystem;
-using pstrain::RunResult;
 using namespace pstrain::compare;
 
-// Signal state: the launcher child to forward signals to, and the first
-// signal received.
-volatile sig_atomic_t g_child = 0;
-volatile sig_atomic_t g_signal = 0;
-
-void OnSignal(int signo) {
-  if (g_signal == 0) g_signal = signo;
-  if (g_child > 0) kill(static_cast<pid_t>(g_child), signo);
-}
-
-void InstallSignalHandlers() {
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-  signal(SIGCHLD, SIG_DFL);
-}
-
-int Fail(int code, const std::string& message) {
+int Fail(int code, absl::string_view message) {
   std::cout.flush();
   std::cerr << "compare: " << message << std::endl;
   return code;
@@ -86,6 +62,12 @@ std::string Now(const char* format) {
   std::strftime(stamp, sizeof(stamp), format, &tm);
   return stamp;
 }
+
+// When the comparison started, for its total time and results.md.
+struct Started {
+  std::chrono::steady_clock::time_point time = std::chrono::steady_clock::now();
+  std::string text = Now("%Y-%m-%d %H:%M:%S");
+};
 
 // The matrix name as a directory-name component.
 std::string PathSafe(const std::string& name) {
@@ -104,237 +86,169 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-// The launcher's last "launch: ..." line (its summary of what went wrong),
-// for the status line and the error column. Results never come from here.
-std::string LaunchReason(const std::string& log_path) {
-  std::ifstream in(log_path);
-  std::string reason;
-  for (std::string line; std::getline(in, line);) {
-    if (absl::StartsWith(line, "launch: ")) reason = line.substr(8);
-  }
-  // The status line names the run directory itself.
-  if (const size_t logs = reason.rfind("; logs in "); logs != std::string::npos) reason.resize(logs);
-  return reason;
-}
-
-// Runs `launch config --run_dir run_dir [--timeout_s N]` with its output in
-// run_dir/launch.log; returns its exit code (128+N if it died of signal N,
-// -1 if it could not be started).
-int RunLaunch(const std::string& launch, const std::string& config, const std::string& run_dir,
-              const std::string& log_path) {
-  std::vector<std::string> args = {launch, config, "--run_dir", run_dir};
-  if (FLAGS_timeout_s > 0) {
-    args.push_back("--timeout_s");
-    args.push_back(absl::StrCat(FLAGS_timeout_s));
-  }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (log < 0) return -1;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(log);
-    return -1;
-  }
-  if (pid == 0) {
-    // Its own process group: a Ctrl-C reaches the launcher once, forwarded by
-    // OnSignal, not twice (a second signal makes it SIGKILL its roles).
-    setpgid(0, 0);
-    dup2(log, STDOUT_FILENO);
-    dup2(log, STDERR_FILENO);
-    const int null_in = open("/dev/null", O_RDONLY);
-    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
-    struct sigaction sa {};
-    sa.sa_handler = SIG_DFL;
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(log);
-  g_child = pid;
-  if (g_signal != 0) kill(pid, g_signal);  // Arrived between fork and here.
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      g_child = 0;
-      return -1;
-    }
-  }
-  g_child = 0;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
-}
-
-std::string StatusLine(const VariantOutcome& outcome, double seconds) {
-  if (!outcome.ok) {
-    return absl::StrCat("FAILED (exit ", outcome.exit_code, "): ", outcome.error, "; logs in ", outcome.run_dir, "/");
-  }
-  const RunResult& r = *outcome.result;
-  std::string line = absl::StrCat("ok  ", FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
-                                  " images/sec", absl::StrFormat(", final loss %.4f", r.final_loss()));
-  if (r.has_test_accuracy()) absl::StrAppend(&line, absl::StrFormat(", test accuracy %.2f%%", r.test_accuracy() * 100));
-  absl::StrAppend(&line, absl::StrFormat("  (%.1f s)", seconds));
-  return line;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
+// The MATRIX argument after the flags; InvalidArgument for a usage error.
+absl::StatusOr<std::string> ParseArgs(int argc, char** argv) {
   gflags::SetUsageMessage(
       "MATRIX.yaml [--out DIR] [--bin_dir DIR] [--dry_run] [--timeout_s N] [--require_chart]\n"
       "Runs every variant of a comparison matrix through pstrain-launch and writes "
       "results.csv, results.md and chart.svg/chart.png (see docs/COMPARE.md).");
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   if (argc != 2) {
-    return Fail(2, absl::StrCat("expected exactly one MATRIX argument\nusage: ", argv[0], " ", gflags::ProgramUsage()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected exactly one MATRIX argument\nusage: ", argv[0], " ", gflags::ProgramUsage()));
   }
-  if (FLAGS_timeout_s < 0) return Fail(2, "--timeout_s must be >= 0");
-  const std::string matrix_path = argv[1];
-  const auto started = std::chrono::steady_clock::now();
-  const std::string started_text = Now("%Y-%m-%d %H:%M:%S");
+  if (FLAGS_timeout_s < 0) return absl::InvalidArgumentError("--timeout_s must be >= 0");
+  return std::string(argv[1]);
+}
 
-  absl::StatusOr<Matrix> loaded = LoadMatrix(matrix_path);
-  if (!loaded.ok()) return Fail(2, std::string(loaded.status().message()));
-  Matrix matrix = *std::move(loaded);
-
+// --out or runs/compare-<matrix name>-<YYYYmmdd-HHMMSS>, created, with a copy
+// of the matrix file in its own format (matrix.yaml, matrix.pbtxt, ...).
+absl::StatusOr<std::string> MakeOutputDir(const Matrix& matrix) {
   const std::string out_dir =
       !FLAGS_out.empty() ? FLAGS_out : absl::StrCat("runs/compare-", PathSafe(matrix.name), "-", Now("%Y%m%d-%H%M%S"));
-  {
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    if (ec || !fs::is_directory(out_dir)) {
-      return Fail(
-          2, absl::StrCat("cannot create output directory ", out_dir, ": ", ec ? ec.message() : "not a directory"));
-    }
-    // A copy of what was run, in its own format (matrix.yaml or matrix.pbtxt, ...).
-    const std::string copy = absl::StrCat("matrix", fs::path(matrix_path).extension().string());
-    fs::copy_file(matrix_path, fs::path(out_dir) / copy, fs::copy_options::overwrite_existing, ec);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec || !fs::is_directory(out_dir)) {
+    return absl::InternalError(
+        absl::StrCat("cannot create output directory ", out_dir, ": ", ec ? ec.message() : "not a directory"));
   }
-  if (absl::Status status = PrepareVariants(matrix, out_dir); !status.ok()) {
-    return Fail(
-        2, absl::StrCat(status.message(), "\nnothing was run; the merged configs are in ", out_dir, "/*/config.yaml"));
-  }
+  const std::string copy = absl::StrCat("matrix", fs::path(matrix.path).extension().string());
+  fs::copy_file(matrix.path, fs::path(out_dir) / copy, fs::copy_options::overwrite_existing, ec);
+  return out_dir;
+}
 
+// <--bin_dir or this executable's directory>/pstrain-launch.
+absl::StatusOr<std::string> LauncherPath() {
   std::string bin_dir = FLAGS_bin_dir;
   if (bin_dir.empty()) {
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) return Fail(2, "cannot find my own executable (/proc/self/exe); pass --bin_dir");
+    if (ec) return absl::NotFoundError("cannot find my own executable (/proc/self/exe); pass --bin_dir");
     bin_dir = self.parent_path().string();
   }
-  const std::string launch = (fs::path(bin_dir) / "pstrain-launch").string();
+  return (fs::path(bin_dir) / "pstrain-launch").string();
+}
 
+void PrintHeader(const Matrix& matrix, const std::string& out_dir) {
+  std::cout << "compare: " << matrix.name << ": " << matrix.variants.size() << " variants from " << matrix.path
+            << " (base " << matrix.base_path << ", baseline '" << matrix.variants[matrix.baseline].label
+            << "'); output in " << out_dir << std::endl;
+}
+
+// --dry_run: what each variant would run, every config already valid.
+void PrintDryRun(const Matrix& matrix) {
   const int n = static_cast<int>(matrix.variants.size());
-  const std::string& baseline_label = matrix.variants[matrix.baseline].label;
-  std::cout << "compare: " << matrix.name << ": " << n << " variants from " << matrix_path << " (base "
-            << matrix.base_path << ", baseline '" << baseline_label << "'); output in " << out_dir << std::endl;
-  if (FLAGS_dry_run) {
-    for (const Variant& v : matrix.variants) {
-      const pstrain::ExperimentConfig& c = v.config;
-      const int workers = c.cluster().worker_hosts_size();
-      std::cout << absl::StrFormat("[%d/%d] %s: %s, %s, %d PS, %d worker%s -> %s\n", v.index + 1, n, v.label,
-                                   c.variable_update(), c.consistency(), c.cluster().ps_hosts_size(), workers,
-                                   workers == 1 ? "" : "s", v.config_path);
-    }
-    std::cout << "compare: dry run: every config is valid; nothing was run" << std::endl;
-    return 0;
-  }
-  if (access(launch.c_str(), X_OK) != 0) {
-    return Fail(2, absl::StrCat(launch, " is missing or not executable; build it or pass --bin_dir"));
-  }
-
-  InstallSignalHandlers();
-  int label_width = 0;
-  for (const Variant& v : matrix.variants) label_width = std::max(label_width, static_cast<int>(v.label.size()));
-  std::vector<VariantOutcome> outcomes;
   for (const Variant& v : matrix.variants) {
-    VariantOutcome outcome;
-    outcome.label = v.label;
-    outcome.run_dir = (fs::path(out_dir) / v.dir_name).string();
-    if (g_signal != 0) {
-      outcome.exit_code = -1;
-      outcome.error = "not run: interrupted";
-      outcomes.push_back(std::move(outcome));
-      continue;
-    }
-    std::cout << absl::StrFormat("[%d/%d] %-*s ... ", v.index + 1, n, label_width, v.label) << std::flush;
-    const auto begin = std::chrono::steady_clock::now();
-    const std::string log_path = (fs::path(outcome.run_dir) / "launch.log").string();
-    std::error_code ec;
-    fs::remove(fs::path(outcome.run_dir) / "result.json", ec);  // Never report a stale one.
-    outcome.exit_code = RunLaunch(launch, v.config_path, outcome.run_dir, log_path);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    if (outcome.exit_code == 0) {
-      const std::string result_path = (fs::path(outcome.run_dir) / "result.json").string();
-      absl::StatusOr<RunResult> result = pstrain::ReadResultJson(result_path);
-      if (result.ok()) {
-        outcome.ok = true;
-        outcome.result = *std::move(result);
-      } else {
-        outcome.exit_code = 1;
-        outcome.error = absl::StrCat("pstrain-launch exited 0 but ", result.status().message());
-      }
-    } else if (outcome.exit_code < 0) {
-      outcome.error = absl::StrCat("could not start ", launch);
-    } else {
-      outcome.error = LaunchReason(log_path);
-      if (outcome.error.empty()) outcome.error = absl::StrCat("pstrain-launch exited with code ", outcome.exit_code);
-    }
-    std::cout << StatusLine(outcome, seconds) << std::endl;
-    outcomes.push_back(std::move(outcome));
-    // Keep a partial results.csv current, so an interrupted comparison
-    // leaves what it measured.
-    (void)WriteText((fs::path(out_dir) / "results.csv").string(), FormatCsv(ComputeReport(outcomes, matrix.baseline)));
+    const pstrain::ExperimentConfig& c = v.config;
+    const int workers = c.cluster().worker_hosts_size();
+    std::cout << absl::StrFormat("[%d/%d] %s: %s, %s, %d PS, %d worker%s -> %s\n", v.index + 1, n, v.label,
+                                 c.variable_update(), c.consistency(), c.cluster().ps_hosts_size(), workers,
+                                 workers == 1 ? "" : "s", v.config_path);
   }
+  std::cout << "compare: dry run: every config is valid; nothing was run" << std::endl;
+}
 
-  const std::vector<ReportRow> rows = ComputeReport(outcomes, matrix.baseline);
-  int failed = 0;
-  for (const ReportRow& row : rows) failed += !row.outcome.ok;
-
-  // The chart first, so results.md knows whether to link it.
-  ChartText chart_text;
-  chart_text.title = absl::StrCat(matrix.name, ": training throughput per variant");
+ChartText ChartTextFor(const Matrix& matrix, const std::vector<ReportRow>& rows) {
+  ChartText text;
+  text.title = absl::StrCat(matrix.name, ": training throughput per variant");
   const std::string common = CommonSettings(rows);
-  chart_text.subtitle =
-      absl::StrCat(common.empty() ? "" : absl::StrCat(common, "\n"),
-                   "above each bar: images/sec and the speed-up over the baseline '", baseline_label, "'");
-  const std::string gnuplot = FindGnuplot(FLAGS_gnuplot);
-  const absl::Status chart_status = DrawChart(rows, chart_text, out_dir, gnuplot);
+  text.subtitle = absl::StrCat(common.empty() ? "" : absl::StrCat(common, "\n"),
+                               "above each bar: images/sec and the speed-up over the baseline '",
+                               matrix.variants[matrix.baseline].label, "'");
+  return text;
+}
 
+ReportContext ContextFor(const Matrix& matrix, const Started& started, bool chart) {
   ReportContext context;
   context.matrix_name = matrix.name;
   context.description = matrix.description;
-  context.matrix_path = matrix_path;
+  context.matrix_path = matrix.path;
   context.base_path = matrix.base_path;
-  context.baseline_label = baseline_label;
-  context.started = started_text;
-  context.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  context.chart = chart_status.ok();
-  const std::string csv_path = (fs::path(out_dir) / "results.csv").string();
-  const std::string md_path = (fs::path(out_dir) / "results.md").string();
-  if (absl::Status s = WriteText(csv_path, FormatCsv(rows)); !s.ok()) return Fail(1, std::string(s.message()));
-  if (absl::Status s = WriteText(md_path, FormatMarkdownReport(rows, context)); !s.ok())
-    return Fail(1, std::string(s.message()));
+  context.baseline_label = matrix.variants[matrix.baseline].label;
+  context.started = started.text;
+  context.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started.time).count();
+  context.chart = chart;
+  return context;
+}
 
+// The markdown table, then one line saying how many variants succeeded and
+// where the report is, then (stderr) why there is no chart.
+void PrintResults(const std::vector<ReportRow>& rows, const ReportContext& context, const std::string& out_dir,
+                  const absl::Status& chart) {
+  int failed = 0;
+  for (const ReportRow& row : rows) failed += !row.outcome.ok;
+  const int n = static_cast<int>(rows.size());
   std::cout << "\n" << FormatMarkdownTable(rows) << "\n";
   std::cout << absl::StrFormat("compare: %d of %d variants succeeded in %.0f s; %s, %s", n - failed, n,
-                               context.total_seconds, md_path, csv_path);
-  if (chart_status.ok()) {
-    std::cout << ", " << (fs::path(out_dir) / "chart.png").string() << " (and chart.svg)";
-  }
+                               context.total_seconds, (fs::path(out_dir) / "results.md").string(),
+                               (fs::path(out_dir) / "results.csv").string());
+  if (chart.ok()) std::cout << ", " << (fs::path(out_dir) / "chart.png").string() << " (and chart.svg)";
   std::cout << std::endl;
-  if (!chart_status.ok()) {
-    std::cerr << "compare: " << (FLAGS_require_chart ? "error" : "warning") << ": no chart: " << chart_status.message()
+  if (!chart.ok()) {
+    std::cerr << "compare: " << (FLAGS_require_chart ? "error" : "warning") << ": no chart: " << chart.message()
               << std::endl;
   }
-  if (g_signal != 0) return 128 + g_signal;
+}
+
+// The comparison's exit code: 128+N when interrupted by signal N, 1 when a
+// variant failed (saying so) or the chart under --require_chart, else 0.
+int ExitCode(const std::vector<ReportRow>& rows, const absl::Status& chart) {
+  int failed = 0;
+  for (const ReportRow& row : rows) failed += !row.outcome.ok;
+  if (ReceivedSignal() != 0) return 128 + ReceivedSignal();
   if (failed > 0) {
     std::cerr << "compare: " << failed << " variant" << (failed == 1 ? "" : "s") << " failed; see the logs named above"
               << std::endl;
     return 1;
   }
-  if (!chart_status.ok() && FLAGS_require_chart) return 1;
+  if (!chart.ok() && FLAGS_require_chart) return 1;
   return 0;
+}
+
+// The chart (first, so results.md knows whether to link it), results.csv
+// and results.md in `out_dir`, the table on stdout; the exit code.
+int Report(const Matrix& matrix, const std::vector<VariantOutcome>& outcomes, const std::string& out_dir,
+           const Started& started) {
+  const std::vector<ReportRow> rows = ComputeReport(outcomes, matrix.baseline);
+  const absl::Status chart = DrawChart(rows, ChartTextFor(matrix, rows), out_dir, FindGnuplot(FLAGS_gnuplot));
+  const ReportContext context = ContextFor(matrix, started, chart.ok());
+  const std::string csv_path = (fs::path(out_dir) / "results.csv").string();
+  const std::string md_path = (fs::path(out_dir) / "results.md").string();
+  if (absl::Status s = WriteText(csv_path, FormatCsv(rows)); !s.ok()) return Fail(1, s.message());
+  if (absl::Status s = WriteText(md_path, FormatMarkdownReport(rows, context)); !s.ok()) return Fail(1, s.message());
+  PrintResults(rows, context, out_dir, chart);
+  return ExitCode(rows, chart);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::StatusOr<std::string> matrix_path = ParseArgs(argc, argv);
+  if (!matrix_path.ok()) return Fail(2, matrix_path.status().message());
+  const Started started;
+
+  // Load, write and validate every variant's config: a bad one runs nothing.
+  absl::StatusOr<Matrix> matrix = LoadMatrix(*matrix_path);
+  if (!matrix.ok()) return Fail(2, matrix.status().message());
+  absl::StatusOr<std::string> out_dir = MakeOutputDir(*matrix);
+  if (!out_dir.ok()) return Fail(2, out_dir.status().message());
+  if (absl::Status status = PrepareVariants(*matrix, *out_dir); !status.ok()) {
+    return Fail(
+        2, absl::StrCat(status.message(), "\nnothing was run; the merged configs are in ", *out_dir, "/*/config.yaml"));
+  }
+  absl::StatusOr<std::string> launch = LauncherPath();
+  if (!launch.ok()) return Fail(2, launch.status().message());
+  PrintHeader(*matrix, *out_dir);
+  if (FLAGS_dry_run) {
+    PrintDryRun(*matrix);
+    return 0;
+  }
+  if (access(launch->c_str(), X_OK) != 0) {
+    return Fail(2, absl::StrCat(*launch, " is missing or not executable; build it or pass --bin_dir"));
+  }
+
+  // Run every variant, then report them side by side.
+  InstallSignalForwarding();
+  const std::vector<VariantOutcome> outcomes = RunVariants(*matrix, {*launch, *out_dir, FLAGS_timeout_s}, std::cout);
+  return Report(*matrix, outcomes, *out_dir, started);
 }
