@@ -49,6 +49,150 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+// A `ps: N` or `workers: N` shorthand of one variant.
+struct Shorthand {
+  bool given;
+  int value;
+  const char* key;          // "ps", "workers"
+  int minimum;              // the smallest count allowed
+  const char* hosts_field;  // the cluster's list it fills
+  int hosts_in_set;         // entries the variant's `set` gives that list
+  int first_port;
+  google::protobuf::RepeatedPtrField<std::string>* hosts;
+};
+
+// Builds a Matrix from its spec, one step at a time (BuildMatrix calls them
+// in order). Each step returns the first error: InvalidArgument naming the
+// matrix file, the variant and the field.
+class MatrixBuilder {
+ public:
+  MatrixBuilder(const ComparisonMatrix& spec, const std::string& path) : spec_(spec), path_(path) {
+    matrix_.path = path;
+  }
+
+  // `name` (default: the file's stem) and `description`.
+  absl::Status Name() {
+    matrix_.name = fs::path(path_).stem().string();
+    if (spec_.has_name()) {
+      if (spec_.name().empty()) {
+        return FieldError(path_, "", "name", "a non-empty name (default: the file's stem)", "''");
+      }
+      matrix_.name = spec_.name();
+    }
+    matrix_.description = spec_.description();
+    return absl::OkStatus();
+  }
+
+  // The base config, read by the config library (either format) from `base`
+  // resolved against the matrix's directory.
+  absl::Status ReadBase() {
+    if (spec_.base().empty()) {
+      return FieldError(path_, "", "base",
+                        "the path of the experiment config every variant starts from (relative to the matrix file)",
+                        "nothing");
+    }
+    fs::path base_path(spec_.base());
+    if (base_path.is_relative()) base_path = fs::path(path_).parent_path() / base_path;
+    matrix_.base_path = base_path.lexically_normal().string();
+    absl::StatusOr<ExperimentConfig> base = ReadExperimentConfig(matrix_.base_path);
+    if (!base.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path_, ": field 'base': ", base.status().message()));
+    }
+    base_ = *std::move(base);
+    return absl::OkStatus();
+  }
+
+  // Every variant in order, each checked (label, shorthands) before the next.
+  absl::Status AddVariants() {
+    if (spec_.variants().empty()) {
+      return FieldError(path_, "", "variants",
+                        "a non-empty list of variants, each a map with the keys label, set, workers, ps", "none");
+    }
+    for (int i = 0; i < spec_.variants_size(); ++i) PSTRAIN_RETURN_IF_ERROR(AddVariant(i));
+    return absl::OkStatus();
+  }
+
+  // `baseline`, when given, must be one of the labels; else the first.
+  absl::Status FindBaseline() {
+    if (!spec_.has_baseline()) return absl::OkStatus();
+    std::vector<std::string> quoted;
+    for (const Variant& variant : matrix_.variants) {
+      quoted.push_back(Quoted(variant.label));
+      if (variant.label == spec_.baseline()) {
+        matrix_.baseline = variant.index;
+        return absl::OkStatus();
+      }
+    }
+    return FieldError(path_, "", "baseline", absl::StrCat("one of the variant labels ", absl::StrJoin(quoted, ", ")),
+                      Quoted(spec_.baseline()));
+  }
+
+  Matrix Take() { return std::move(matrix_); }
+
+ private:
+  // Variant `i`: its label checked, its directory named, its config merged:
+  // base <- name <- overrides <- set <- shorthands.
+  absl::Status AddVariant(int i) {
+    const ComparisonVariant& v = spec_.variants(i);
+    const std::string field = absl::StrCat("variants[", i, "]");
+    if (v.label().empty()) {
+      return FieldError(path_, "", absl::StrCat(field, ".label"),
+                        "a non-empty label (the variant's name in the table and the chart)", "nothing");
+    }
+    const std::string who = absl::StrCat("variant '", v.label(), "' (#", i + 1, ")");
+    if (!labels_.insert(v.label()).second) {
+      return FieldError(path_, who, absl::StrCat(field, ".label"), "a label no other variant has",
+                        absl::StrCat(Quoted(v.label()), " again"));
+    }
+    Variant variant;
+    variant.label = v.label();
+    variant.index = i;
+    const std::string slug = Slug(variant.label);
+    const int width = std::max<int>(2, absl::StrCat(spec_.variants_size()).size());
+    variant.dir_name = absl::StrFormat("%0*d-%s", width, i + 1, slug);
+    variant.config = base_;
+    variant.config.set_name(absl::StrCat(matrix_.name, "-", slug));
+    if (spec_.has_overrides()) MergeConfig(spec_.overrides(), &variant.config);
+    if (v.has_set()) MergeConfig(v.set(), &variant.config);
+    PSTRAIN_RETURN_IF_ERROR(ApplyShorthands(v, field, who, variant.config));
+    matrix_.variants.push_back(std::move(variant));
+    return absl::OkStatus();
+  }
+
+  // `ps: N` and `workers: N`: N generated host entries, unless out of range
+  // or the variant's `set` lists those hosts itself.
+  absl::Status ApplyShorthands(const ComparisonVariant& v, const std::string& field, const std::string& who,
+                               ExperimentConfig& config) {
+    ClusterConfig* cluster = config.mutable_cluster();
+    const ClusterConfig& set_cluster = v.set().cluster();
+    for (const Shorthand& s :
+         {Shorthand{v.has_ps(), v.ps(), "ps", 0, "ps_hosts", set_cluster.ps_hosts_size(), kPsShorthandPort,
+                    cluster->mutable_ps_hosts()},
+          Shorthand{v.has_workers(), v.workers(), "workers", 1, "worker_hosts", set_cluster.worker_hosts_size(),
+                    kWorkerShorthandPort, cluster->mutable_worker_hosts()}}) {
+      if (!s.given) continue;
+      const std::string key = absl::StrCat(field, ".", s.key);
+      if (s.value < s.minimum || s.value > kMaxShorthandCount) {
+        return FieldError(path_, who, key, absl::StrCat("an integer in [", s.minimum, ", ", kMaxShorthandCount, "]"),
+                          absl::StrCat(s.value));
+      }
+      if (s.hosts_in_set > 0) {
+        return FieldError(
+            path_, who, key,
+            absl::StrCat("either '", s.key, ": N' or 'set: {cluster: {", s.hosts_field, ": [...]}}', not both"));
+      }
+      SetShorthandHosts(s.value, s.first_port, s.hosts);
+    }
+    return absl::OkStatus();
+  }
+
+  const ComparisonMatrix& spec_;
+  const std::string path_;
+  Matrix matrix_;
+  ExperimentConfig base_;
+  std::set<std::string> labels_;  // of the variants added so far
+};
+
 }  // namespace
 
 std::string Slug(std::string_view label) {
@@ -97,109 +241,12 @@ absl::StatusOr<Matrix> LoadMatrix(const std::string& path) {
 }
 
 absl::StatusOr<Matrix> BuildMatrix(const ComparisonMatrix& spec, const std::string& path) {
-  Matrix matrix;
-  matrix.path = path;
-  matrix.name = fs::path(path).stem().string();
-  if (spec.has_name()) {
-    if (spec.name().empty()) return FieldError(path, "", "name", "a non-empty name (default: the file's stem)", "''");
-    matrix.name = spec.name();
-  }
-  matrix.description = spec.description();
-
-  // The base config, read by the config library (either format).
-  if (spec.base().empty()) {
-    return FieldError(path, "", "base",
-                      "the path of the experiment config every variant starts from (relative to the matrix file)",
-                      "nothing");
-  }
-  fs::path base_path(spec.base());
-  if (base_path.is_relative()) base_path = fs::path(path).parent_path() / base_path;
-  matrix.base_path = base_path.lexically_normal().string();
-  absl::StatusOr<ExperimentConfig> base = ReadExperimentConfig(matrix.base_path);
-  if (!base.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": field 'base': ", base.status().message()));
-  }
-
-  if (spec.variants().empty()) {
-    return FieldError(path, "", "variants",
-                      "a non-empty list of variants, each a map with the keys label, set, workers, ps", "none");
-  }
-  const int count = spec.variants_size();
-  const int width = std::max<int>(2, absl::StrCat(count).size());
-  std::set<std::string> labels;
-  for (int i = 0; i < count; ++i) {
-    const ComparisonVariant& v = spec.variants(i);
-    const std::string field = absl::StrCat("variants[", i, "]");
-    if (v.label().empty()) {
-      return FieldError(path, "", absl::StrCat(field, ".label"),
-                        "a non-empty label (the variant's name in the table and the chart)", "nothing");
-    }
-    const std::string who = absl::StrCat("variant '", v.label(), "' (#", i + 1, ")");
-    if (!labels.insert(v.label()).second) {
-      return FieldError(path, who, absl::StrCat(field, ".label"), "a label no other variant has",
-                        absl::StrCat(Quoted(v.label()), " again"));
-    }
-
-    Variant variant;
-    variant.label = v.label();
-    variant.index = i;
-    const std::string slug = Slug(variant.label);
-    variant.dir_name = absl::StrFormat("%0*d-%s", width, i + 1, slug);
-
-    // base <- name <- overrides <- set <- shorthands.
-    variant.config = *base;
-    variant.config.set_name(absl::StrCat(matrix.name, "-", slug));
-    if (spec.has_overrides()) MergeConfig(spec.overrides(), &variant.config);
-    if (v.has_set()) MergeConfig(v.set(), &variant.config);
-    struct Shorthand {
-      bool given;
-      int value;
-      const char* key;
-      int minimum;
-      const char* hosts_field;
-      int hosts_in_set;
-      int first_port;
-      google::protobuf::RepeatedPtrField<std::string>* hosts;
-    };
-    ClusterConfig* cluster = variant.config.mutable_cluster();
-    const ClusterConfig& set_cluster = v.set().cluster();
-    for (const Shorthand& s :
-         {Shorthand{v.has_ps(), v.ps(), "ps", 0, "ps_hosts", set_cluster.ps_hosts_size(), kPsShorthandPort,
-                    cluster->mutable_ps_hosts()},
-          Shorthand{v.has_workers(), v.workers(), "workers", 1, "worker_hosts", set_cluster.worker_hosts_size(),
-                    kWorkerShorthandPort, cluster->mutable_worker_hosts()}}) {
-      if (!s.given) continue;
-      const std::string key = absl::StrCat(field, ".", s.key);
-      if (s.value < s.minimum || s.value > kMaxShorthandCount) {
-        return FieldError(path, who, key, absl::StrCat("an integer in [", s.minimum, ", ", kMaxShorthandCount, "]"),
-                          absl::StrCat(s.value));
-      }
-      if (s.hosts_in_set > 0) {
-        return FieldError(
-            path, who, key,
-            absl::StrCat("either '", s.key, ": N' or 'set: {cluster: {", s.hosts_field, ": [...]}}', not both"));
-      }
-      SetShorthandHosts(s.value, s.first_port, s.hosts);
-    }
-    matrix.variants.push_back(std::move(variant));
-  }
-
-  if (spec.has_baseline()) {
-    std::vector<std::string> quoted;
-    bool found = false;
-    for (const Variant& variant : matrix.variants) {
-      quoted.push_back(Quoted(variant.label));
-      if (variant.label == spec.baseline()) {
-        matrix.baseline = variant.index;
-        found = true;
-      }
-    }
-    if (!found) {
-      return FieldError(path, "", "baseline", absl::StrCat("one of the variant labels ", absl::StrJoin(quoted, ", ")),
-                        Quoted(spec.baseline()));
-    }
-  }
-  return matrix;
+  MatrixBuilder builder(spec, path);
+  PSTRAIN_RETURN_IF_ERROR(builder.Name());
+  PSTRAIN_RETURN_IF_ERROR(builder.ReadBase());
+  PSTRAIN_RETURN_IF_ERROR(builder.AddVariants());
+  PSTRAIN_RETURN_IF_ERROR(builder.FindBaseline());
+  return builder.Take();
 }
 
 absl::Status PrepareVariants(Matrix& matrix, const std::string& out_dir) {
