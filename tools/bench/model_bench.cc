@@ -1,33 +1,21 @@
 #include "tools/bench/model_bench.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <map>
+#include <memory>
 #include <random>
-#include <set>
-#include <sstream>
-#include <tuple>
 #include <utility>
+#include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/metrics/memory_usage.h"
 #include "common/metrics/throughput.h"
 #include "glog/logging.h"
 #include "models/model.h"
-#include "oneapi/dnnl/dnnl.hpp"
 #include "proto/config.pb.h"
 #include "tools/bench/gpu_matmul_reference.h"
 
@@ -55,156 +43,181 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
-// ---------------------------------------------------------------------------
-// Profile: oneDNN verbose lines, captured from stdout.
+// The model under test and its one synthetic batch, on the benchmark's
+// device (whose context must outlive them: declared first, it goes last).
+struct BenchModel {
+  std::unique_ptr<DeviceContext> ctx;
+  std::unique_ptr<Model> model;
+  Tensor images;
+  std::vector<int32_t> labels;
+  // The device's cudaMalloc count after the first step; -1 before it.
+  int64_t allocations_after_first_step = -1;
 
-// Runs `fn` with file descriptor 1 redirected to a temporary file and returns
-// what was written there.
-template <typename Fn>
-absl::StatusOr<std::string> CaptureStdout(Fn fn) {
-  std::fflush(stdout);
-  char path[] = "/tmp/pstrain_bench_verbose_XXXXXX";
-  const int fd = ::mkstemp(path);
-  if (fd < 0) return absl::InternalError("mkstemp failed");
-  const int saved = ::dup(1);
-  if (saved < 0 || ::dup2(fd, 1) < 0) {
-    ::close(fd);
-    ::unlink(path);
-    return absl::InternalError("cannot redirect stdout");
+  // One training step on the batch (forward, loss, backward); its loss.
+  float TrainStep() { return model->TrainStep(images, labels.data(), nullptr); }
+  // Call after each warm-up or measured step.
+  void StepDone() {
+    if (allocations_after_first_step < 0) allocations_after_first_step = ctx->memory_stats().backend_allocations;
   }
-  fn();
-  std::fflush(stdout);
-  ::dup2(saved, 1);
-  ::close(saved);
-  ::close(fd);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  ::unlink(path);
-  return text.str();
-}
-
-// The integer after `key` in a oneDNN problem descriptor such as
-// "mb32_ic64oc64_ih56oh56kh3sh1dh0ph1_iw56ow56kw3sw1dw0pw1"; `fallback` when
-// absent. A key matches at the start, after '_' or after a digit (keys
-// follow each other's numbers: "g2ic4oc4", "ih56oh56kh3").
-int64_t ProblemInt(const std::string& desc, const std::string& key, int64_t fallback) {
-  size_t pos = 0;
-  while ((pos = desc.find(key, pos)) != std::string::npos) {
-    const bool boundary = pos == 0 || desc[pos - 1] == '_' || std::isdigit(static_cast<unsigned char>(desc[pos - 1]));
-    const size_t digits = pos + key.size();
-    if (boundary && digits < desc.size() && std::isdigit(static_cast<unsigned char>(desc[digits]))) {
-      return std::strtoll(desc.c_str() + digits, nullptr, 10);
-    }
-    pos += 1;
+  // Frees the model, the batch and the device context, in that order.
+  void Release() {
+    model.reset();
+    images = Tensor();
+    ctx.reset();
   }
-  return fallback;
-}
-
-// FLOPs (multiply-add = 2) of one convolution or inner product execution.
-double PrimitiveFlops(const std::string& kind, const std::string& desc) {
-  const int64_t mb = ProblemInt(desc, "mb", 1);
-  const int64_t ic = ProblemInt(desc, "ic", 1), oc = ProblemInt(desc, "oc", 1);
-  if (kind == "convolution") {
-    const int64_t g = ProblemInt(desc, "g", 1);
-    const int64_t oh = ProblemInt(desc, "oh", 1), ow = ProblemInt(desc, "ow", 1);
-    const int64_t kh = ProblemInt(desc, "kh", 1), kw = ProblemInt(desc, "kw", 1);
-    return 2.0 * mb * oc * oh * ow * (ic / g) * kh * kw;
-  }
-  if (kind == "inner_product") {
-    const int64_t ih = ProblemInt(desc, "ih", 1), iw = ProblemInt(desc, "iw", 1);
-    return 2.0 * mb * oc * ic * ih * iw;
-  }
-  return 0;
-}
-
-// The layer type a primitive execution belongs to.
-std::string LayerTypeOf(const std::string& kind, const std::string& alg, const std::string& desc) {
-  if (kind == "convolution") return "conv2d";
-  if (kind == "inner_product") return "dense";
-  if (kind == "batch_normalization") return "batch_norm";
-  if (kind == "softmax") return "softmax_cross_entropy";
-  if (kind == "eltwise") return alg == "eltwise_relu" ? "relu" : absl::StrCat("eltwise:", alg);
-  if (kind == "pooling") {
-    if (alg == "pooling_max") return "max_pool";
-    const bool global = ProblemInt(desc, "oh", 0) == 1 && ProblemInt(desc, "ow", 0) == 1 &&
-                        ProblemInt(desc, "kh", -1) == ProblemInt(desc, "ih", -2) &&
-                        ProblemInt(desc, "kw", -1) == ProblemInt(desc, "iw", -2);
-    return global ? "global_avg_pool" : "avg_pool";
-  }
-  if (kind == "lrn") return "lrn";
-  if (kind == "concat") return "concat";
-  if (kind == "sum") return "sum";
-  if (kind == "binary") return absl::StrCat("binary:", alg);
-  if (kind == "reorder") return "reorder";
-  return kind;
-}
-
-struct Accumulator {
-  double ms = 0;
-  int64_t calls = 0;
-  double flops = 0;
-  std::set<std::string> impls;
 };
 
-// Parses `steps` steps' worth of verbose output into rows (per step).
-std::vector<ProfileRow> ParseVerbose(const std::string& text, int64_t steps, double* dnnl_ms_per_step) {
-  // Key: (layer type, phase, pass).
-  std::map<std::tuple<std::string, std::string, std::string>, Accumulator> acc;
-  std::string phase = "forward";
-  double total_ms = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (!absl::StartsWith(line, "onednn_verbose,exec,") && !absl::StartsWith(line, "dnnl_verbose,exec,")) continue;
-    // onednn_verbose,exec,cpu,<primitive>,<impl>,<prop>,<mds>,<attrs>,<aux>,<problem>,<ms>
-    std::vector<std::string> f = absl::StrSplit(line, ',');
-    if (f.size() < 11) continue;
-    // oneDNN 2.x names newer primitive versions "pooling_v2", "softmax_v2".
-    std::string kind = f[3];
-    if (const size_t v = kind.rfind("_v");
-        v != std::string::npos && v + 2 < kind.size() && std::isdigit(static_cast<unsigned char>(kind[v + 2]))) {
-      kind.resize(v);
-    }
-    const std::string& impl = f[4];
-    const std::string& prop = f[5];
-    const std::string& desc = f[f.size() - 2];
-    double ms = 0;
-    if (!absl::SimpleAtod(f.back(), &ms)) continue;
-    std::string alg;
-    for (size_t i = 6; i + 1 < f.size(); ++i) {
-      for (absl::string_view part : absl::StrSplit(f[i], ' ')) {
-        if (absl::StartsWith(part, "alg:")) alg = std::string(part.substr(4));
-      }
-    }
-    const std::string type = LayerTypeOf(kind, alg, desc);
-    if (kind == "softmax") {
-      phase = "loss";
-    } else if (phase == "loss") {
-      phase = "backward";
-    }
-    // A new step starts with a forward-propagation primitive after backward.
-    if (phase == "backward" && absl::StartsWith(prop, "forward")) phase = "forward";
-    const bool by_pass = kind == "convolution" || kind == "inner_product";
-    Accumulator& a = acc[{type, phase, by_pass ? prop : ""}];
-    a.ms += ms;
-    a.calls += 1;
-    a.flops += PrimitiveFlops(kind, desc);
-    a.impls.insert(impl);
-    total_ms += ms;
+// The run's options as the result repeats them.
+ModelBenchResult DescribeRun(const ModelBenchOptions& options) {
+  ModelBenchResult result;
+  result.model = options.model;
+  result.input_shape = options.input_shape.empty() ? DefaultInputShape(options.model) : options.input_shape;
+  result.num_classes = options.num_classes;
+  result.batch_size = options.batch_size;
+  result.steps = options.steps;
+  result.warmup = options.warmup;
+  result.threads = DnnlThreads();
+  result.device = options.device;
+  result.precision = options.precision;
+  result.matmul_name = options.device == "gpu" ? "cuBLAS sgemm" : "oneDNN sgemm";
+  return result;
+}
+
+// `reps` repetitions of the device's sgemm on m = n = k = matmul_size.
+absl::StatusOr<MatmulReference> MeasureSgemm(const ModelBenchOptions& options, int reps) {
+  const int64_t size = options.matmul_size;
+  if (options.device == "gpu") return MeasureGpuMatmul(0, size, size, size, reps);
+  return MeasureMatmul(size, size, size, reps);
+}
+
+// The model built on its device and initialised; fills the result's
+// parameter count, FLOPs and setup time. InvalidArgument for a model that
+// does not build (a usage problem: name, shape) or a precision the device
+// refuses.
+absl::StatusOr<BenchModel> BuildModel(const ModelBenchOptions& options, ModelBenchResult& result) {
+  const auto setup_start = Clock::now();
+  ModelConfig config;
+  config.set_name(options.model);
+  for (int64_t d : result.input_shape) config.add_input_shape(static_cast<int32_t>(d));
+  config.set_num_classes(options.num_classes);
+  BenchModel bench;
+  PSTRAIN_ASSIGN_OR_RETURN(bench.ctx,
+                           CreateDeviceContext(options.device == "gpu" ? Device{DeviceKind::kCuda, 0} : Device::Cpu()));
+  if (absl::Status s = bench.ctx->SetPrecision(*ParsePrecision(options.precision)); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--precision: ", s.message()));
   }
-  std::vector<ProfileRow> rows;
-  for (const auto& [key, a] : acc) {
-    ProfileRow r;
-    std::tie(r.layer_type, r.phase, r.pass) = key;
-    r.ms_per_step = a.ms / steps;
-    r.calls_per_step = static_cast<double>(a.calls) / steps;
-    r.gflop_per_step = a.flops / steps / 1e9;
-    r.implementations = absl::StrJoin(a.impls, ",");
-    rows.push_back(std::move(r));
+  absl::StatusOr<std::unique_ptr<Model>> created = CreateModel(config, bench.ctx.get());
+  if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
+  bench.model = *std::move(created);
+  bench.model->InitializeVariables(options.seed);
+  result.num_parameters = bench.model->num_parameters();
+  result.forward_gflop_per_image = static_cast<double>(bench.model->ForwardFlopsPerExample()) / 1e9;
+  result.gflop_per_image = 3 * result.forward_gflop_per_image;
+  result.setup_seconds = SecondsSince(setup_start);
+  return bench;
+}
+
+// One fixed batch from `seed`: images uniform in [-1, 1], uniform labels;
+// on the GPU the images live there, as a data pipeline with prefetch would
+// leave them.
+void MakeSyntheticBatch(const ModelBenchOptions& options, const Shape& input_shape, BenchModel& bench) {
+  Shape batch_shape = {options.batch_size};
+  batch_shape.insert(batch_shape.end(), input_shape.begin(), input_shape.end());
+  bench.images = Tensor(batch_shape);
+  bench.labels.resize(options.batch_size);
+  std::mt19937_64 rng(options.seed);
+  std::uniform_real_distribution<float> pixel(-1.0f, 1.0f);
+  for (float& v : bench.images.span()) v = pixel(rng);
+  for (int32_t& l : bench.labels) l = static_cast<int32_t>(rng() % options.num_classes);
+  if (options.device == "gpu") {
+    Tensor on_device = bench.ctx->Allocate(batch_shape);
+    bench.ctx->Convert(bench.images, on_device);
+    bench.images = on_device;
   }
-  std::sort(rows.begin(), rows.end(),
-            [](const ProfileRow& x, const ProfileRow& y) { return x.ms_per_step > y.ms_per_step; });
-  *dnnl_ms_per_step = total_ms / steps;
-  return rows;
+}
+
+// tf_cnn_benchmarks' banner, before the progress lines.
+void PrintBanner(const ModelBenchResult& result, std::ostream& out) {
+  out << absl::StrFormat(
+             "Model:       %s (%d parameters)\nInput:       [%s], %d classes, synthetic\n"
+             "Batch size:  %d\nDevices:     ['%s'] (%d oneDNN threads)\nPrecision:   %s\nMode:        training "
+             "(forward + backward, no optimizer)\nWarm-up:     %d steps\nSetup:       %.2f s\n==========\n"
+             "Step\tImg/sec\ttotal_loss\n",
+             result.model, result.num_parameters, absl::StrJoin(result.input_shape, ", "), result.num_classes,
+             result.batch_size, result.device == "gpu" ? "gpu:0" : "cpu", result.threads, result.precision,
+             result.warmup, result.setup_seconds)
+      << std::flush;
+}
+
+// `warmup` untimed steps, then `steps` timed ones (each synchronised with
+// the device) with a progress line each; fills the step times, losses,
+// images/sec and achieved GFLOP/s. Internal for a loss that is not finite.
+absl::Status RunSteps(const ModelBenchOptions& options, BenchModel& bench, ModelBenchResult& result) {
+  for (int64_t s = 0; s < options.warmup; ++s) {
+    const float loss = bench.TrainStep();
+    if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in warm-up step ", s));
+    bench.StepDone();
+  }
+  bench.ctx->Synchronize();
+  ThroughputTracker tracker(options.batch_size, /*warmup_steps=*/0);
+  for (int64_t s = 0; s < options.steps; ++s) {
+    const auto t0 = Clock::now();
+    const float loss = bench.TrainStep();
+    bench.ctx->Synchronize();  // on a GPU, backward is still queued when the loss is back
+    const double seconds = std::max(SecondsSince(t0), 1e-9);
+    if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in step ", s));
+    bench.StepDone();
+    tracker.RecordStep(s, seconds);
+    result.step_seconds.push_back(seconds);
+    result.losses.push_back(loss);
+    if (options.progress != nullptr) *options.progress << tracker.ProgressLine(s, loss) << std::endl;
+  }
+  result.images_per_sec = tracker.mean_images_per_sec();
+  result.images_per_sec_stddev = tracker.stddev();
+  result.achieved_gflops = result.images_per_sec * result.gflop_per_image;
+  if (options.progress != nullptr) {
+    *options.progress << "----------------------------------------------------------------\n"
+                      << absl::StrFormat("total images/sec: %.2f\n", result.images_per_sec)
+                      << "----------------------------------------------------------------" << std::endl;
+  }
+  return absl::OkStatus();
+}
+
+// The training's memory: peak RSS, the step's memory plan, the device's
+// peak bytes and the cudaMalloc calls after the first step.
+void RecordMemory(const BenchModel& bench, ModelBenchResult& result) {
+  result.peak_rss_bytes = PeakRssBytes();
+  result.step_memory = bench.model->LastStepMemory(/*training=*/true);
+  const DeviceContext::MemoryStats device_memory = bench.ctx->memory_stats();
+  result.peak_device_bytes = device_memory.peak_bytes_in_use;
+  result.device_allocations_after_first_step = device_memory.backend_allocations - bench.allocations_after_first_step;
+}
+
+// The roofline from both halves: the better half's best repetition, the
+// mean over all repetitions (total FLOPs / total seconds).
+MatmulReference CombineHalves(const MatmulReference& before, const MatmulReference& after) {
+  MatmulReference combined = after.gflops >= before.gflops ? after : before;
+  combined.reps = before.reps + after.reps;
+  const double seconds = before.reps / before.mean_gflops + after.reps / after.mean_gflops;
+  combined.mean_gflops = (before.reps + after.reps) / seconds;
+  return combined;
+}
+
+// The achieved figures against the roofline: the mean's and the fastest
+// step's ratios; with bf16 on the CPU also against oneDNN's bf16 matmul.
+void CompareWithRoofline(const ModelBenchOptions& options, const MatmulReference& matmul, ModelBenchResult& result) {
+  result.matmul = matmul;
+  result.ratio = result.matmul.gflops > 0 ? result.achieved_gflops / result.matmul.gflops : 0;
+  const double best_step = *std::min_element(result.step_seconds.begin(), result.step_seconds.end());
+  result.best_images_per_sec = options.batch_size / best_step;
+  result.best_achieved_gflops = result.best_images_per_sec * result.gflop_per_image;
+  result.best_ratio = result.matmul.gflops > 0 ? result.best_achieved_gflops / result.matmul.gflops : 0;
+  if (options.device != "gpu" && options.precision == "bf16") {
+    const int64_t mm = options.matmul_size;
+    result.bf16_matmul = MeasureBf16Matmul(mm, mm, mm, options.matmul_reps);
+    result.bf16_ratio = result.achieved_gflops / result.bf16_matmul.gflops;
+    result.best_bf16_ratio = result.best_achieved_gflops / result.bf16_matmul.gflops;
+  }
 }
 
 }  // namespace
@@ -248,159 +261,37 @@ absl::Status ValidateModelBenchOptions(const ModelBenchOptions& o) {
 
 absl::StatusOr<ModelBenchResult> RunModelBench(const ModelBenchOptions& options) {
   PSTRAIN_RETURN_IF_ERROR(ValidateModelBenchOptions(options));
-  ModelBenchResult result;
-  result.model = options.model;
-  result.input_shape = options.input_shape.empty() ? DefaultInputShape(options.model) : options.input_shape;
-  result.num_classes = options.num_classes;
-  result.batch_size = options.batch_size;
-  result.steps = options.steps;
-  result.warmup = options.warmup;
-  result.threads = DnnlThreads();
-  result.device = options.device;
-  const bool gpu = options.device == "gpu";
-  result.matmul_name = gpu ? "cuBLAS sgemm" : "oneDNN sgemm";
-  auto measure_matmul = [&](int64_t size, int reps) -> absl::StatusOr<MatmulReference> {
-    if (gpu) return MeasureGpuMatmul(0, size, size, size, reps);
-    return MeasureMatmul(size, size, size, reps);
-  };
+  ModelBenchResult result = DescribeRun(options);
 
   // 0. The roofline, first half: measured before the model exists (and again
   // after the steps; the best counts), so a moment of load from other
   // processes on a shared machine does not flatter the ratio.
-  const int64_t mm = options.matmul_size;
   const int reps_before = std::max(1, options.matmul_reps / 2);
-  PSTRAIN_ASSIGN_OR_RETURN(const MatmulReference before, measure_matmul(mm, reps_before));
+  PSTRAIN_ASSIGN_OR_RETURN(const MatmulReference before, MeasureSgemm(options, reps_before));
 
-  // 1. The model.
-  const auto setup_start = Clock::now();
-  ModelConfig config;
-  config.set_name(options.model);
-  for (int64_t d : result.input_shape) config.add_input_shape(static_cast<int32_t>(d));
-  config.set_num_classes(options.num_classes);
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> ctx,
-                           CreateDeviceContext(gpu ? Device{DeviceKind::kCuda, 0} : Device::Cpu()));
-  if (absl::Status s = ctx->SetPrecision(*ParsePrecision(options.precision)); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--precision: ", s.message()));
-  }
-  result.precision = options.precision;
-  absl::StatusOr<std::unique_ptr<Model>> created = CreateModel(config, ctx.get());
-  if (!created.ok()) {
-    // A model that does not build is a usage problem (name, shape).
-    return absl::InvalidArgumentError(created.status().message());
-  }
-  std::unique_ptr<Model> model = *std::move(created);
-  model->InitializeVariables(options.seed);
-  result.num_parameters = model->num_parameters();
-  result.forward_gflop_per_image = static_cast<double>(model->ForwardFlopsPerExample()) / 1e9;
-  result.gflop_per_image = 3 * result.forward_gflop_per_image;
-  result.setup_seconds = SecondsSince(setup_start);
+  // 1. The model and its one synthetic batch.
+  PSTRAIN_ASSIGN_OR_RETURN(BenchModel bench, BuildModel(options, result));
+  MakeSyntheticBatch(options, result.input_shape, bench);
+  if (options.progress != nullptr) PrintBanner(result, *options.progress);
 
-  // 2. One synthetic batch.
-  Shape batch_shape = {options.batch_size};
-  batch_shape.insert(batch_shape.end(), result.input_shape.begin(), result.input_shape.end());
-  Tensor images(batch_shape);
-  std::vector<int32_t> labels(options.batch_size);
-  {
-    std::mt19937_64 rng(options.seed);
-    std::uniform_real_distribution<float> pixel(-1.0f, 1.0f);
-    for (float& v : images.span()) v = pixel(rng);
-    for (int32_t& l : labels) l = static_cast<int32_t>(rng() % options.num_classes);
-  }
-  if (gpu) {  // the batch lives on the GPU, as a data pipeline with prefetch would leave it
-    Tensor on_device = ctx->Allocate(batch_shape);
-    ctx->Convert(images, on_device);
-    images = on_device;
-  }
+  // 2. Warm-up, then measured steps.
+  PSTRAIN_RETURN_IF_ERROR(RunSteps(options, bench, result));
 
-  std::ostream* out = options.progress;
-  if (out != nullptr) {
-    *out << absl::StrFormat(
-                "Model:       %s (%d parameters)\nInput:       [%s], %d classes, synthetic\n"
-                "Batch size:  %d\nDevices:     ['%s'] (%d oneDNN threads)\nPrecision:   %s\nMode:        training "
-                "(forward + backward, no optimizer)\nWarm-up:     %d steps\nSetup:       %.2f s\n==========\n"
-                "Step\tImg/sec\ttotal_loss\n",
-                result.model, result.num_parameters, absl::StrJoin(result.input_shape, ", "), result.num_classes,
-                result.batch_size, gpu ? "gpu:0" : "cpu", result.threads, options.precision, result.warmup,
-                result.setup_seconds)
-         << std::flush;
-  }
-
-  // 3. Warm-up, then measured steps.
-  int64_t allocations_after_first_step = -1;
-  auto after_step = [&] {
-    if (allocations_after_first_step < 0) allocations_after_first_step = ctx->memory_stats().backend_allocations;
-  };
-  for (int64_t s = 0; s < options.warmup; ++s) {
-    const float loss = model->TrainStep(images, labels.data(), nullptr);
-    if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in warm-up step ", s));
-    after_step();
-  }
-  ctx->Synchronize();
-  ThroughputTracker tracker(options.batch_size, /*warmup_steps=*/0);
-  for (int64_t s = 0; s < options.steps; ++s) {
-    const auto t0 = Clock::now();
-    const float loss = model->TrainStep(images, labels.data(), nullptr);
-    ctx->Synchronize();  // on a GPU, backward is still queued when the loss is back
-    const double seconds = std::max(SecondsSince(t0), 1e-9);
-    if (!std::isfinite(loss)) return absl::InternalError(absl::StrCat("loss is ", loss, " in step ", s));
-    after_step();
-    tracker.RecordStep(s, seconds);
-    result.step_seconds.push_back(seconds);
-    result.losses.push_back(loss);
-    if (out != nullptr) *out << tracker.ProgressLine(s, loss) << std::endl;
-  }
-  result.images_per_sec = tracker.mean_images_per_sec();
-  result.images_per_sec_stddev = tracker.stddev();
-  result.achieved_gflops = result.images_per_sec * result.gflop_per_image;
-  if (out != nullptr) {
-    *out << "----------------------------------------------------------------\n"
-         << absl::StrFormat("total images/sec: %.2f\n", result.images_per_sec)
-         << "----------------------------------------------------------------" << std::endl;
-  }
-
-  // 4. Profile (optional): more steps with oneDNN verbose on.
+  // 3. Profile (optional): more steps with oneDNN verbose on.
   if (options.profile) {
-    double wall = 0;
-    absl::StatusOr<std::string> text = CaptureStdout([&] {
-      dnnl::set_verbose(1);
-      const auto t0 = Clock::now();
-      for (int64_t s = 0; s < options.profile_steps; ++s) model->TrainStep(images, labels.data(), nullptr);
-      wall = SecondsSince(t0);
-      dnnl::set_verbose(0);
-    });
-    if (!text.ok()) return text.status();
-    result.profile = ParseVerbose(*text, options.profile_steps, &result.profile_dnnl_ms);
-    result.profile_step_ms = wall * 1e3 / options.profile_steps;
+    PSTRAIN_ASSIGN_OR_RETURN(const OnednnProfile profile,
+                             ProfileOnednnSteps(options.profile_steps, [&] { bench.TrainStep(); }));
+    result.profile = profile.rows;
+    result.profile_step_ms = profile.step_ms;
+    result.profile_dnnl_ms = profile.dnnl_ms;
   }
 
-  // 5. Peak memory of the training, then the roofline beside it.
-  result.peak_rss_bytes = PeakRssBytes();
-  result.step_memory = model->LastStepMemory(/*training=*/true);
-  const DeviceContext::MemoryStats device_memory = ctx->memory_stats();
-  result.peak_device_bytes = device_memory.peak_bytes_in_use;
-  result.device_allocations_after_first_step = device_memory.backend_allocations - allocations_after_first_step;
-  if (gpu) {  // the GPU reference gets the device (and its memory) to itself
-    model.reset();
-    images = Tensor();
-    ctx.reset();
-  }
+  // 4. Peak memory of the training, then the roofline beside it.
+  RecordMemory(bench, result);
+  if (options.device == "gpu") bench.Release();  // the GPU reference gets the device (and its memory) to itself
   PSTRAIN_ASSIGN_OR_RETURN(const MatmulReference after,
-                           measure_matmul(mm, std::max(1, options.matmul_reps - reps_before)));
-  result.matmul = after.gflops >= before.gflops ? after : before;
-  result.matmul.reps = before.reps + after.reps;
-  // Over all repetitions: total FLOPs / total seconds.
-  const double seconds = before.reps / before.mean_gflops + after.reps / after.mean_gflops;
-  result.matmul.mean_gflops = (before.reps + after.reps) / seconds;
-  result.ratio = result.matmul.gflops > 0 ? result.achieved_gflops / result.matmul.gflops : 0;
-  const double best_step = *std::min_element(result.step_seconds.begin(), result.step_seconds.end());
-  result.best_images_per_sec = options.batch_size / best_step;
-  result.best_achieved_gflops = result.best_images_per_sec * result.gflop_per_image;
-  result.best_ratio = result.matmul.gflops > 0 ? result.best_achieved_gflops / result.matmul.gflops : 0;
-  if (!gpu && options.precision == "bf16") {
-    result.bf16_matmul = MeasureBf16Matmul(mm, mm, mm, options.matmul_reps);
-    result.bf16_ratio = result.achieved_gflops / result.bf16_matmul.gflops;
-    result.best_bf16_ratio = result.best_achieved_gflops / result.bf16_matmul.gflops;
-  }
+                           MeasureSgemm(options, std::max(1, options.matmul_reps - reps_before)));
+  CompareWithRoofline(options, CombineHalves(before, after), result);
   return result;
 }
 

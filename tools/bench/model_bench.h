@@ -33,6 +33,7 @@
 // softmax) or backward (after it). Convolutions and inner products are split
 // by pass (forward, backward_data, backward_weights) with their GFLOP/s.
 // Wall time not spent in oneDNN primitives is reported as "outside oneDNN".
+// The attribution is onednn_profile.h's.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,7 @@
 #include "common/tensor.h"
 #include "models/model.h"
 #include "tools/bench/matmul_reference.h"
+#include "tools/bench/onednn_profile.h"
 
 namespace pstrain::bench {
 
@@ -70,18 +72,6 @@ struct ModelBenchOptions {
   // Receives the banner and one tf_cnn_benchmarks progress line per measured
   // step as they happen; null: nothing printed while running.
   std::ostream* progress = nullptr;
-};
-
-// One row of the profile: a layer type in one phase (and, for convolutions
-// and inner products, one pass).
-struct ProfileRow {
-  std::string layer_type;  // "conv2d", "batch_norm", "relu", "reorder", ...
-  std::string phase;       // "forward", "loss" or "backward"
-  std::string pass;        // oneDNN prop kind ("forward_training", "backward_data", ...) or "" when merged
-  double ms_per_step = 0;
-  double calls_per_step = 0;
-  double gflop_per_step = 0;    // convolutions and inner products only, else 0
-  std::string implementations;  // oneDNN implementations seen, e.g. "jit:avx2,gemm:jit"
 };
 
 struct ModelBenchResult {
