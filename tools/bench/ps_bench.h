@@ -7,6 +7,8 @@
 // on loopback). The experiment is async (pushes apply on arrival; nobody waits
 // for anybody), optimizer sgd, `keys` float32 variables "key_0".. of
 // `key_bytes` bytes each, placed round_robin. Worker 0 Inits.
+// (ps_bench_cluster.h: the cluster's setup and measurements, whatever runs
+// it; ps_bench_threads.h: running it as threads of this process.)
 //
 // Three phases, every worker in step (a barrier between phases), each after
 // `warmup_rounds` untimed rounds:
@@ -37,15 +39,19 @@
 namespace pstrain::bench {
 
 struct PsBenchOptions {
-  int workers = 1;                 // >= 1
-  int servers = 1;                 // >= 1
-  int64_t key_bytes = 1 << 20;     // > 0, a multiple of 4
-  int keys = 8;                    // >= 1
-  std::string transport = "grpc";  // a registered transport ("grpc", "inproc")
-  double seconds = 2.0;            // per phase when rounds == 0; > 0
-  int64_t rounds = 0;              // per worker per phase; 0: run for `seconds`
-  int64_t warmup_rounds = 2;       // per worker before each phase; >= 0
-  double memcpy_seconds = 0.5;     // > 0
+  int workers = 1;              // >= 1
+  int servers = 1;              // >= 1
+  int64_t key_bytes = 1 << 20;  // > 0, a multiple of 4
+  int keys = 8;                 // >= 1
+  // A registered transport (common/transport/transport.h: "grpc", and "ucx"
+  // in UCX builds), or "inproc", which is never registered (configs refuse
+  // it): the bench makes one InprocTransport that every shard and worker
+  // shares, a baseline without any network stack.
+  std::string transport = "grpc";
+  double seconds = 2.0;         // per phase when rounds == 0; > 0
+  int64_t rounds = 0;           // per worker per phase; 0: run for `seconds`
+  int64_t warmup_rounds = 2;    // per worker before each phase; >= 0
+  double memcpy_seconds = 0.5;  // > 0
   std::string placement = "round_robin";
   // TLS and the token every shard and worker uses (--security_config: the
   // `security` section of an experiment config); nothing enabled: plaintext.

@@ -1,0 +1,65 @@
+#include "tools/bench/ps_bench_cluster.h"
+
+#include <sys/resource.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pstrain::bench {
+namespace {
+
+ExperimentConfig MakeConfig(const PsBenchOptions& options, const std::vector<int>& ports) {
+  ExperimentConfig config;
+  config.set_name("ps_bench");
+  for (int port : ports) config.mutable_cluster()->add_ps_hosts(absl::StrCat("127.0.0.1:", port));
+  // Worker addresses are never dialled; only their count matters.
+  for (int w = 0; w < options.workers; ++w) {
+    config.mutable_cluster()->add_worker_hosts(absl::StrCat("127.0.0.1:", 1 + w));
+  }
+  config.set_consistency("async");  // the default variable_update keeps variables on the PS
+  config.set_transport(options.transport);
+  config.set_placement(options.placement);
+  config.mutable_optimizer()->set_name("sgd");
+  config.mutable_optimizer()->set_learning_rate(0.01f);
+  TimeoutConfig* t = config.mutable_timeouts();
+  t->set_rpc_seconds(kPsBenchRpcSeconds);
+  t->set_startup_seconds(kPsBenchStartupSeconds);
+  t->set_heartbeat_seconds(1);
+  // Pull-only phases send nothing the shard counts as a sign of life; a long
+  // phase must not get a worker declared lost.
+  t->set_worker_lost_seconds(1e7);
+  t->set_sync_step_seconds(kPsBenchRpcSeconds);
+  return config;
+}
+
+}  // namespace
+
+absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options) {
+  PsBenchSetup setup;
+  std::vector<int> ports;
+  for (int s = 0; s < options.servers; ++s) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PortReservation> reservation, PortReservation::Take());
+    ports.push_back(reservation->port());
+    setup.reservations.push_back(std::move(reservation));
+  }
+  setup.config = MakeConfig(options, ports);
+  std::vector<VariableShape> shapes;
+  for (int k = 0; k < options.keys; ++k) shapes.push_back({absl::StrCat("key_", k), Shape{options.key_bytes / 4}});
+  PSTRAIN_ASSIGN_OR_RETURN(setup.plan,
+                           PlanPlacement(shapes, options.servers, options.placement, setup.config.partition_bytes()));
+  return setup;
+}
+
+UsageSnapshot TakeUsage() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  UsageSnapshot s;
+  s.user_seconds = u.ru_utime.tv_sec + u.ru_utime.tv_usec * 1e-6;
+  s.sys_seconds = u.ru_stime.tv_sec + u.ru_stime.tv_usec * 1e-6;
+  s.minor_faults = u.ru_minflt;
+  s.voluntary_switches = u.ru_nvcsw;
+  s.involuntary_switches = u.ru_nivcsw;
+  return s;
+}
+
+}  // namespace pstrain::bench

@@ -1,0 +1,82 @@
+// The PS benchmark's cluster (ps_bench.h tells the benchmark), whatever runs
+// it: what it is set up with (PsBenchSetup: the config the roles run with,
+// the keys' placement, the reserved ports) and what a run of it measured
+// (PsBenchRun). Today every shard and worker is a thread of this process
+// (RunClusterInThreads, ps_bench_threads.h); another way of running them
+// (separate processes, emulated hosts) is another function from a
+// PsBenchSetup to a PsBenchRun, one step of RunPsBench.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/placement.h"
+#include "proto/config.pb.h"
+#include "proto/ps.pb.h"
+#include "tools/bench/port_reservation.h"
+#include "tools/bench/ps_bench.h"
+
+namespace pstrain::bench {
+
+// Generous: the bench must measure, not time out, even on a loaded machine.
+inline constexpr double kPsBenchRpcSeconds = 600;
+inline constexpr double kPsBenchStartupSeconds = 120;
+
+// The three phases, in the order they run.
+enum class Phase { kPush, kPull, kPushPull };
+inline constexpr int kNumPhases = 3;
+inline constexpr Phase kPhases[kNumPhases] = {Phase::kPush, Phase::kPull, Phase::kPushPull};
+
+struct PsBenchSetup {
+  // Async, sgd, the shards on 127.0.0.1:<reserved port>, generous timeouts,
+  // as many worker entries as workers (never dialled).
+  ExperimentConfig config;
+  std::vector<VariablePart> plan;  // keys "key_0".. placed on the shards
+  // One per shard, on its port: release them once every shard is up.
+  std::vector<std::unique_ptr<PortReservation>> reservations;
+};
+
+// Reserves a port per shard and makes the config and the placement.
+absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options);
+
+// Process-wide resource usage at one instant (getrusage).
+struct UsageSnapshot {
+  double user_seconds = 0;
+  double sys_seconds = 0;
+  int64_t minor_faults = 0;
+  int64_t voluntary_switches = 0;
+  int64_t involuntary_switches = 0;
+};
+UsageSnapshot TakeUsage();
+
+// One worker's timed part of one phase.
+struct PhaseTiming {
+  int64_t rounds = 0;
+  double seconds = 0;
+  double push_call_seconds = 0;  // inside PsClient::Push
+  double pull_call_seconds = 0;  // inside PsClient::Pull
+};
+
+// What one worker measured.
+struct WorkerTally {
+  PhaseTiming timing[kNumPhases];
+  int64_t push_calls = 0;  // all phases, warm-up included
+  int64_t pull_calls = 0;  // the same, and the first pull that waits for Init
+};
+
+// The whole cluster over one phase's timed part: at its start and at its end.
+struct PhaseSpan {
+  bool has_usage = false;  // the process's usage was taken
+  UsageSnapshot usage[2];
+  ShardLoad load[2];  // summed over shards (zero when Stats failed: diagnostics only)
+};
+
+struct PsBenchRun {
+  std::vector<WorkerTally> workers;        // in worker order
+  PhaseSpan phases[kNumPhases];            // in kPhases order
+  std::vector<StatsResponse> final_stats;  // what each shard reported when it returned
+};
+
+}  // namespace pstrain::bench
