@@ -27,7 +27,7 @@ AllReduceBenchOptions Options(int ranks, int64_t bytes, int iterations, int vari
 }
 
 void ExpectSane(const AllReducePathFigures& f) {
-  for (double v : {f.seconds_per_call, f.algbw_gbps, f.busbw_gbps, f.busbw_to_memcpy}) {
+  for (double v : {f.seconds_per_call, f.algbw_gbytes_per_sec, f.busbw_gbytes_per_sec, f.busbw_to_memcpy}) {
     EXPECT_TRUE(std::isfinite(v) && v > 0) << v;
   }
 }
@@ -38,9 +38,10 @@ TEST(AllReduceBenchTest, TwoGlooRanksGiveSaneFiguresForBothPaths) {
   EXPECT_EQ(r->options.ranks, 2);
   ExpectSane(r->reference);
   ExpectSane(r->strategy);
-  EXPECT_DOUBLE_EQ(r->reference.algbw_gbps, (1 << 20) / r->reference.seconds_per_call / 1e9);
-  EXPECT_DOUBLE_EQ(r->reference.busbw_gbps, r->reference.algbw_gbps);  // 2 (n-1)/n = 1 for two ranks
-  EXPECT_DOUBLE_EQ(r->strategy.busbw_to_memcpy, r->strategy.busbw_gbps / r->memcpy_gbps);
+  EXPECT_DOUBLE_EQ(r->reference.algbw_gbytes_per_sec, (1 << 20) / r->reference.seconds_per_call / 1e9);
+  EXPECT_DOUBLE_EQ(r->reference.busbw_gbytes_per_sec,
+                   r->reference.algbw_gbytes_per_sec);  // 2 (n-1)/n = 1 for two ranks
+  EXPECT_DOUBLE_EQ(r->strategy.busbw_to_memcpy, r->strategy.busbw_gbytes_per_sec / r->memcpy_gbytes_per_sec);
   EXPECT_DOUBLE_EQ(r->strategy_to_reference, r->reference.seconds_per_call / r->strategy.seconds_per_call);
   EXPECT_EQ(r->memcpy_buffer_bytes, int64_t{64} << 20);
   // The default 64 MiB threshold fuses the four gradients into one bucket,
@@ -54,7 +55,8 @@ TEST(AllReduceBenchTest, ThreeRanksBusBandwidthFactorAndSmallBuckets) {
   o.fusion_threshold_bytes = 4096;  // one gradient per bucket
   absl::StatusOr<AllReduceBenchResult> r = RunGlooAllReduceBench(o);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_NEAR(r->reference.busbw_gbps, r->reference.algbw_gbps * 4.0 / 3.0, 1e-9 * r->reference.algbw_gbps);
+  EXPECT_NEAR(r->reference.busbw_gbytes_per_sec, r->reference.algbw_gbytes_per_sec * 4.0 / 3.0,
+              1e-9 * r->reference.algbw_gbytes_per_sec);
   EXPECT_EQ(r->fusion_buckets, 3);
 }
 

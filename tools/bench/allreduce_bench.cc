@@ -107,23 +107,23 @@ absl::StatusOr<RankSeconds> TimeRank(Collective* collective,
   return seconds;
 }
 
-void CompleteFigures(const AllReduceBenchOptions& options, double memcpy_gbps, AllReducePathFigures* f) {
+void CompleteFigures(const AllReduceBenchOptions& options, double memcpy_gbytes_per_sec, AllReducePathFigures* f) {
   if (f->seconds_per_call <= 0) return;
-  f->algbw_gbps = static_cast<double>(options.bytes) / f->seconds_per_call / 1e9;
-  f->busbw_gbps = f->algbw_gbps * 2.0 * (options.ranks - 1) / options.ranks;
-  if (memcpy_gbps > 0) f->busbw_to_memcpy = f->busbw_gbps / memcpy_gbps;
+  f->algbw_gbytes_per_sec = static_cast<double>(options.bytes) / f->seconds_per_call / 1e9;
+  f->busbw_gbytes_per_sec = f->algbw_gbytes_per_sec * 2.0 * (options.ranks - 1) / options.ranks;
+  if (memcpy_gbytes_per_sec > 0) f->busbw_to_memcpy = f->busbw_gbytes_per_sec / memcpy_gbytes_per_sec;
 }
 
-AllReduceBenchResult MakeResult(const AllReduceBenchOptions& options, const RankSeconds& slowest, double memcpy_gbps,
-                                int64_t memcpy_buffer_bytes) {
+AllReduceBenchResult MakeResult(const AllReduceBenchOptions& options, const RankSeconds& slowest,
+                                double memcpy_gbytes_per_sec, int64_t memcpy_buffer_bytes) {
   AllReduceBenchResult r;
   r.options = options;
-  r.memcpy_gbps = memcpy_gbps;
+  r.memcpy_gbytes_per_sec = memcpy_gbytes_per_sec;
   r.memcpy_buffer_bytes = memcpy_buffer_bytes;
   r.reference.seconds_per_call = slowest.reference / options.iterations;
   r.strategy.seconds_per_call = slowest.strategy / options.iterations;
-  CompleteFigures(options, memcpy_gbps, &r.reference);
-  CompleteFigures(options, memcpy_gbps, &r.strategy);
+  CompleteFigures(options, memcpy_gbytes_per_sec, &r.reference);
+  CompleteFigures(options, memcpy_gbytes_per_sec, &r.strategy);
   // With one rank busbw is 0 by definition; compare times then.
   if (r.strategy.seconds_per_call > 0)
     r.strategy_to_reference = r.reference.seconds_per_call / r.strategy.seconds_per_call;
@@ -135,7 +135,8 @@ AllReduceBenchResult MakeResult(const AllReduceBenchOptions& options, const Rank
 absl::StatusOr<AllReduceBenchResult> RunGlooAllReduceBench(const AllReduceBenchOptions& options) {
   if (absl::Status s = ValidateAllReduceBenchOptions(options); !s.ok()) return s;
   const int64_t memcpy_bytes = std::max<int64_t>(options.bytes, int64_t{64} << 20);
-  const double memcpy_gbps = bench::MeasureMemcpyBandwidth(static_cast<size_t>(memcpy_bytes), 0.3).gbps / 8;
+  // MemcpyBandwidth counts Gbit/s.
+  const double memcpy_gbytes_per_sec = bench::MeasureMemcpyBandwidth(static_cast<size_t>(memcpy_bytes), 0.3).gbps / 8;
 
   InMemoryKeyValueStore store;
   std::vector<absl::StatusOr<RankSeconds>> ranks(options.ranks, absl::UnknownError("not run"));
@@ -169,22 +170,23 @@ absl::StatusOr<AllReduceBenchResult> RunGlooAllReduceBench(const AllReduceBenchO
     slowest.fusion_buckets = r->fusion_buckets;
     slowest.buckets_in_place = r->buckets_in_place;
   }
-  return MakeResult(options, slowest, memcpy_gbps, memcpy_bytes);
+  return MakeResult(options, slowest, memcpy_gbytes_per_sec, memcpy_bytes);
 }
 
 std::string FormatAllReduceBenchJson(const AllReduceBenchResult& r) {
   auto path = [](const AllReducePathFigures& f) {
     return absl::StrFormat(
-        "{\"seconds_per_call\":%.6g,\"algbw_gbps\":%.4g,\"busbw_gbps\":%.4g,\"busbw_to_memcpy\":%.4g}",
-        f.seconds_per_call, f.algbw_gbps, f.busbw_gbps, f.busbw_to_memcpy);
+        "{\"seconds_per_call\":%.6g,\"algbw_gbytes_per_sec\":%.4g,\"busbw_gbytes_per_sec\":%.4g,\"busbw_to_memcpy\":%."
+        "4g}",
+        f.seconds_per_call, f.algbw_gbytes_per_sec, f.busbw_gbytes_per_sec, f.busbw_to_memcpy);
   };
   const AllReduceBenchOptions& o = r.options;
   return absl::StrFormat(
       "{\"backend\":\"%s\",\"compression\":\"%s\",\"ranks\":%d,\"bytes\":%d,\"iterations\":%d,\"variables\":%d,"
       "\"fusion_threshold_bytes\":%d,\"fusion_buckets\":%d,\"buckets_in_place\":%d,\"reference\":%s,"
-      "\"strategy\":%s,\"strategy_to_reference\":%.4g,\"memcpy_gbps\":%.4g,\"memcpy_buffer_bytes\":%d}",
+      "\"strategy\":%s,\"strategy_to_reference\":%.4g,\"memcpy_gbytes_per_sec\":%.4g,\"memcpy_buffer_bytes\":%d}",
       o.backend, o.compression, o.ranks, o.bytes, o.iterations, o.variables, o.fusion_threshold_bytes, r.fusion_buckets,
-      r.buckets_in_place, path(r.reference), path(r.strategy), r.strategy_to_reference, r.memcpy_gbps,
+      r.buckets_in_place, path(r.reference), path(r.strategy), r.strategy_to_reference, r.memcpy_gbytes_per_sec,
       r.memcpy_buffer_bytes);
 }
 
@@ -193,7 +195,7 @@ std::string FormatAllReduceBenchTable(const AllReduceBenchResult& r) {
   const char* reference = o.backend == "mpi" ? "MPI_Allreduce (Open MPI)" : "Gloo ring (loopback TCP)";
   auto line = [](const char* name, const AllReducePathFigures& f) {
     return absl::StrFormat("  %-34s %8.3f ms/call   algbw %7.3f GB/s   busbw %7.3f GB/s   busbw/memcpy %.3f\n", name,
-                           f.seconds_per_call * 1e3, f.algbw_gbps, f.busbw_gbps, f.busbw_to_memcpy);
+                           f.seconds_per_call * 1e3, f.algbw_gbytes_per_sec, f.busbw_gbytes_per_sec, f.busbw_to_memcpy);
   };
   return absl::StrCat(absl::StrFormat("all-reduce over %s: %d ranks x %d bytes, %d calls per path\n", o.backend,
                                       o.ranks, o.bytes, o.iterations),
@@ -203,7 +205,7 @@ std::string FormatAllReduceBenchTable(const AllReduceBenchResult& r) {
                                .c_str(),
                            r.strategy),
                       absl::StrFormat("  strategy / reference %.3f   memcpy (1 thread, %d MiB) %.3f GB/s\n",
-                                      r.strategy_to_reference, r.memcpy_buffer_bytes >> 20, r.memcpy_gbps));
+                                      r.strategy_to_reference, r.memcpy_buffer_bytes >> 20, r.memcpy_gbytes_per_sec));
 }
 
 }  // namespace pstrain

@@ -16,7 +16,8 @@
 //   algbw = bytes / time per call
 //   busbw = algbw * 2 (ranks - 1) / ranks  (the bytes each rank's link moves
 //           in a ring all-reduce, per unit time; comparable across rank counts)
-// in GB/s (1e9 bytes/s). Beside them, single-thread memcpy bandwidth
+// in GB/s (1e9 bytes/s, hence *_gbytes_per_sec; the benchmarks keep *_gbps
+// for Gbit/s). Beside them, single-thread memcpy bandwidth
 // (memcpy_bandwidth.h, over a max(bytes, 64 MiB) buffer) in GB/s, the yardstick
 // of busbw_to_memcpy, and strategy_to_reference, the share of the library's
 // speed the strategy's path keeps.
@@ -56,8 +57,8 @@ absl::Status ValidateAllReduceBenchOptions(const AllReduceBenchOptions& options)
 
 struct AllReducePathFigures {
   double seconds_per_call = 0;  // slowest rank
-  double algbw_gbps = 0;
-  double busbw_gbps = 0;
+  double algbw_gbytes_per_sec = 0;
+  double busbw_gbytes_per_sec = 0;
   double busbw_to_memcpy = 0;
 };
 
@@ -68,7 +69,7 @@ struct AllReduceBenchResult {
   double strategy_to_reference = 0;  // strategy busbw / reference busbw
   int fusion_buckets = 0;            // of the strategy path
   int buckets_in_place = 0;
-  double memcpy_gbps = 0;  // GB/s
+  double memcpy_gbytes_per_sec = 0;  // single-thread memcpy, best slice
   int64_t memcpy_buffer_bytes = 0;
 };
 
@@ -87,8 +88,8 @@ absl::StatusOr<RankSeconds> TimeRank(Collective* collective,
                                      const std::function<absl::Status(float* data, size_t count)>& reference,
                                      const AllReduceBenchOptions& options);
 // The result from the slowest rank's loops (`slowest`) and memcpy.
-AllReduceBenchResult MakeResult(const AllReduceBenchOptions& options, const RankSeconds& slowest, double memcpy_gbps,
-                                int64_t memcpy_buffer_bytes);
+AllReduceBenchResult MakeResult(const AllReduceBenchOptions& options, const RankSeconds& slowest,
+                                double memcpy_gbytes_per_sec, int64_t memcpy_buffer_bytes);
 
 // backend gloo: every rank a thread of this process. Measures memcpy too.
 absl::StatusOr<AllReduceBenchResult> RunGlooAllReduceBench(const AllReduceBenchOptions& options);
@@ -99,7 +100,11 @@ absl::StatusOr<AllReduceBenchResult> RunGlooAllReduceBench(const AllReduceBenchO
 // FailedPrecondition when not started by mpirun or built without MPI.
 absl::StatusOr<AllReduceBenchResult> RunMpiAllReduceRank(const AllReduceBenchOptions& options);
 
-// One JSON object with every figure (the --json output).
+// One JSON object with every figure (the --json output): the options, then
+// fusion_buckets, buckets_in_place, "reference" and "strategy" (each
+// seconds_per_call, algbw_gbytes_per_sec, busbw_gbytes_per_sec,
+// busbw_to_memcpy), strategy_to_reference, memcpy_gbytes_per_sec,
+// memcpy_buffer_bytes.
 std::string FormatAllReduceBenchJson(const AllReduceBenchResult& r);
 // The human-readable table.
 std::string FormatAllReduceBenchTable(const AllReduceBenchResult& r);

@@ -23,6 +23,10 @@
 //             (timeline_bench.h)
 //        pstrain-bench timeline --steps 1000 --events_per_step 50 [--dir D] [--json]
 //
+// Units, in --json field names as in the code: *_gbps is gigabits per second
+// (1e9 bits/s: ps goodput and memcpy), *_gbytes_per_sec gigabytes per second
+// (1e9 bytes/s: allreduce's algbw, busbw and memcpy).
+//
 // Exit codes: 0 success; 1 the benchmark failed; 2 bad usage (unknown
 // subcommand or flag, bad flag value). Results go to stdout; logs to stderr.
 #include <unistd.h>
@@ -216,7 +220,8 @@ int RunAllReduceMpiRank(const pstrain::AllReduceBenchOptions& options) {
 // Starts `mpirun -np ranks` of this binary with --mpi_rank and reads rank 0's
 // line back.
 absl::StatusOr<pstrain::AllReduceBenchResult> RunAllReduceUnderMpirun(const pstrain::AllReduceBenchOptions& options,
-                                                                      double memcpy_gbps, int64_t memcpy_bytes) {
+                                                                      double memcpy_gbytes_per_sec,
+                                                                      int64_t memcpy_bytes) {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return absl::InternalError("cannot find this executable (/proc/self/exe)");
@@ -246,7 +251,7 @@ absl::StatusOr<pstrain::AllReduceBenchResult> RunAllReduceUnderMpirun(const pstr
     return absl::InternalError(absl::StrCat("the mpirun of ", options.ranks, " ranks failed (", command,
                                             ", exit status ", status, "):\n", output));
   }
-  return pstrain::MakeResult(options, slowest, memcpy_gbps, memcpy_bytes);
+  return pstrain::MakeResult(options, slowest, memcpy_gbytes_per_sec, memcpy_bytes);
 }
 
 int RunAllReduce() {
@@ -274,7 +279,7 @@ int RunAllReduce() {
   }
   absl::StatusOr<pstrain::AllReduceBenchResult> result = gloo;
   if (options.backend == "mpi") {
-    result = RunAllReduceUnderMpirun(options, gloo->memcpy_gbps, gloo->memcpy_buffer_bytes);
+    result = RunAllReduceUnderMpirun(options, gloo->memcpy_gbytes_per_sec, gloo->memcpy_buffer_bytes);
     if (!result.ok()) {
       std::cerr << "pstrain-bench allreduce: " << result.status().message() << std::endl;
       return kExitFailure;

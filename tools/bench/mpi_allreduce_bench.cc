@@ -48,7 +48,7 @@ absl::StatusOr<AllReduceBenchResult> RunMpiAllReduceRank(const AllReduceBenchOpt
   RankSeconds slowest = *mine;
   slowest.reference = loops[0];
   slowest.strategy = loops[1];
-  return MakeResult(options, slowest, /*memcpy_gbps=*/0, /*memcpy_buffer_bytes=*/0);
+  return MakeResult(options, slowest, /*memcpy_gbytes_per_sec=*/0, /*memcpy_buffer_bytes=*/0);
 #endif
 }
 

@@ -74,7 +74,7 @@ struct PhaseCost {
 struct PhaseResult {
   int64_t rounds = 0;            // timed rounds, all workers together
   double max_seconds = 0;        // the slowest worker's timed seconds
-  double gbps = 0;               // summed per-worker goodput
+  double gbps = 0;               // summed per-worker goodput, Gbit/s
   double push_call_seconds = 0;  // time inside PsClient::Push, all workers
   double pull_call_seconds = 0;  // time inside PsClient::Pull, all workers
   PhaseCost cost;
@@ -113,8 +113,9 @@ std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResul
 // Pull and the shards' optimizer time; every shard's load.
 std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchResult& result);
 // One JSON object on one line (no newline): push_gbps, pull_gbps,
-// pushpull_gbps, memcpy_gbps, ratio, workers, servers, keys, key_bytes,
-// transport. A non-finite figure is written as null.
+// pushpull_gbps, memcpy_gbps (Gbit/s, as every *_gbps of the benchmarks),
+// ratio, workers, servers, keys, key_bytes, transport. A non-finite figure
+// is written as null.
 std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult& result);
 
 }  // namespace pstrain::bench
