@@ -237,8 +237,11 @@ class UcxTransport : public Transport {
   std::shared_ptr<Engine> engine_;
 };
 
+// UCX moves large parts zero-copy (cross-memory attach within a host, RDMA
+// between hosts with verbs NICs); it carries no TLS or token (header).
 const bool kRegistered =
-    RegisterTransport("ucx", [](const TransportOptions& options) { return CreateUcxTransport(options); });
+    RegisterTransport("ucx", [](const TransportOptions& options) { return CreateUcxTransport(options); },
+                      {.security = false, .same_host_zero_copy = true, .rdma = true});
 
 }  // namespace
 

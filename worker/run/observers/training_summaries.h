@@ -2,8 +2,8 @@
 // `summaries:`, common/summary/event_writer.h): train/loss,
 // train/images_per_sec_chief (this worker's rate over the step) and
 // train/learning_rate (the schedule at that global step) every
-// `every_steps` steps; eval/test_accuracy and eval/test_loss after the final
-// evaluation. A write that fails is logged once and the run goes on. A step
+// `every_steps` steps; eval/test_accuracy and eval/test_loss after every
+// evaluation (periodic ones and the final one). A write that fails is logged once and the run goes on. A step
 // observer of the chief (worker/run/step_observer.h).
 #pragma once
 
