@@ -92,11 +92,6 @@ std::shared_ptr<Buffer> CachingAllocator::Allocate(size_t bytes) {
   return Buffer::Borrow(block, size, std::move(owner));
 }
 
-void CachingAllocator::ReleaseCached() {
-  absl::MutexLock lock(&pool_->mu);
-  pool_->ReleaseLocked();
-}
-
 CachingAllocator::Stats CachingAllocator::stats() const {
   absl::MutexLock lock(&pool_->mu);
   return pool_->stats;

@@ -58,8 +58,6 @@ class CachingAllocator {
   // Null when the backend cannot provide the block even after the cache was
   // emptied. Zero bytes gives a valid buffer of kRoundBytes.
   std::shared_ptr<Buffer> Allocate(size_t bytes);
-  // Returns every cached block to the backend.
-  void ReleaseCached();
   Stats stats() const;
   const std::string& name() const;
 

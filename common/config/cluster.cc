@@ -229,8 +229,6 @@ absl::StatusOr<Role> RoleFromRanks(RoleKind binary_role, const std::vector<Launc
 
 }  // namespace
 
-std::string_view RoleKindName(RoleKind kind) { return kind == RoleKind::kPs ? "ps" : "worker"; }
-
 std::string RoleToString(const Role& role) { return absl::StrCat(KindName(role.kind), " ", role.index); }
 
 absl::Status ValidateHosts(const ClusterConfig& cluster, std::string_view source_in) {

@@ -32,8 +32,6 @@ struct Role {
   bool operator==(const Role&) const = default;
 };
 
-// "ps" or "worker" (the job names of flags and TF_CONFIG).
-std::string_view RoleKindName(RoleKind kind);
 // e.g. "worker 1", "ps 0".
 std::string RoleToString(const Role& role);
 
