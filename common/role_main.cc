@@ -78,117 +78,157 @@ std::string RunOtherBinary(const Role& role, const ClusterConfig& cluster, const
   return absl::StrCat("cannot run ", binary, ": ", std::strerror(errno));
 }
 
-}  // namespace
+// Prints "error: <message>" and exits kExitBadConfig: how start-up refuses
+// bad flags or a bad config.
+[[noreturn]] void Fail(const std::string& message) {
+  std::cerr << "error: " << message << std::endl;
+  std::exit(kExitBadConfig);
+}
 
-RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
-  TuneAllocatorForBulkTraffic();
-  const std::vector<std::string> original_args(*argv, *argv + *argc);
+void ParseFlagsAndStartLogging(int* argc, char*** argv) {
   gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR] [--check_config]");
   gflags::ParseCommandLineFlags(argc, argv, true);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging((*argv)[0]);
+}
 
-  auto fail = [](const std::string& message) {
-    std::cerr << "error: " << message << std::endl;
-    std::exit(kExitBadConfig);
-  };
-  if (FLAGS_config.empty()) fail("--config=FILE is required");
-  // Parse, then apply flags and TF_CONFIG, then validate the final picture.
+// --config's file, parsed; not yet validated (flags and TF_CONFIG come first).
+ExperimentConfig ReadConfigFlag() {
+  if (FLAGS_config.empty()) Fail("--config=FILE is required");
   absl::StatusOr<ExperimentConfig> config = ReadExperimentConfig(FLAGS_config);
-  if (!config.ok()) fail(std::string(config.status().message()));
+  if (!config.ok()) Fail(std::string(config.status().message()));
+  return *std::move(config);
+}
 
+ClusterFlags ClusterFlagsFromCommandLine() {
   ClusterFlags flags;
   flags.job_name = FLAGS_job_name;
   flags.task_index = FLAGS_task_index;
   flags.index = FLAGS_index;
   flags.ps_hosts = FLAGS_ps_hosts;
   flags.worker_hosts = FLAGS_worker_hosts;
-  RoleSetup setup;
-  setup.config = *std::move(config);
+  return flags;
+}
+
+// This process's role (ResolveRole: flags > TF_CONFIG > launcher rank >
+// file), with config->cluster completed. A role that came from a launcher's
+// rank is printed with the cluster it resolved.
+Role ResolveProcessRole(RoleKind binary_role, ExperimentConfig* config) {
   // mpirun, srun or an operator may give the role as a rank.
   absl::StatusOr<std::vector<LaunchRank>> launched =
       LaunchRanksFromEnvironment([](const char* name) { return std::getenv(name); });
-  if (!launched.ok()) fail(FLAGS_config + ": " + std::string(launched.status().message()));
+  if (!launched.ok()) Fail(FLAGS_config + ": " + std::string(launched.status().message()));
   std::string how;
   const auto getenv = [](const char* name) { return std::getenv(name); };
   absl::StatusOr<Role> role = ResolveRole(
-      binary_role, flags, std::getenv("TF_CONFIG"), &setup.config, *launched, &how,
+      binary_role, ClusterFlagsFromCommandLine(), std::getenv("TF_CONFIG"), config, *launched, &how,
       [&](const LaunchRank& rank, const ClusterConfig& cluster) { return LaunchedHostPorts(rank, cluster, getenv); });
   if (!role.ok()) {
     std::string message(role.status().message());
     if (message.find(FLAGS_config) == std::string::npos) message = FLAGS_config + ": " + message;
-    fail(message);
+    Fail(message);
   }
-  setup.role = *role;
   if (!launched->empty() && FLAGS_index < 0 && FLAGS_task_index < 0) {
     std::cout << "role: " << how << std::endl;
-    const ClusterConfig& cluster = setup.config.cluster();
+    const ClusterConfig& cluster = config->cluster();
     std::cout << "cluster: ps_hosts [" << absl::StrJoin(cluster.ps_hosts(), ", ") << "] worker_hosts ["
               << absl::StrJoin(cluster.worker_hosts(), ", ") << "]" << std::endl;
   }
-  if (role->kind != binary_role) {
-    // One command started every role (mpirun -np P+W pstrain-worker ...):
-    // this rank serves as the other job.
-    fail(FLAGS_config + ": " + RunOtherBinary(*role, setup.config.cluster(), original_args));
-  }
-  if (!FLAGS_restore.empty()) setup.config.mutable_checkpoint()->set_restore(FLAGS_restore);
-  if (!FLAGS_listen_address.empty()) setup.config.mutable_cluster()->set_listen_address(FLAGS_listen_address);
-  // A PS links no data sources, so it does not insist on the data files.
-  if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) {
-    fail(std::string(s.message()));
-  }
-  // Time dilation (device emulated, emulation.time_scale k): every modelled
-  // time and link is k times slower, so every deadline is k times longer
-  // (the heartbeat interval stays: beats only come more often).
-  if (const double dilation = TimeDilation(setup.config); dilation > 1) {
-    const float k = static_cast<float>(dilation);
-    TimeoutConfig* t = setup.config.mutable_timeouts();
-    t->set_rpc_seconds(t->rpc_seconds() * k);
-    t->set_sync_step_seconds(t->sync_step_seconds() * k);
-    t->set_worker_lost_seconds(t->worker_lost_seconds() * k);
-    t->set_startup_seconds(t->startup_seconds() * k);
-    t->set_ps_recover_seconds(t->ps_recover_seconds() * k);
-  }
-  // The chief writes checkpoints and summaries: a directory it cannot write
-  // is a config matter, refused before anything starts.
-  if (setup.role.kind == RoleKind::kWorker && setup.role.index == 0) {
-    for (const auto& [field, dir] :
-         {std::pair<std::string, std::string>("checkpoint.dir", setup.config.checkpoint().dir()),
-          {"summaries.dir", setup.config.summaries().dir()}}) {
-      if (dir.empty()) continue;
-      if (absl::Status s = EnsureWritableDirectory(dir, field); !s.ok())
-        fail(FLAGS_config + ": " + std::string(s.message()));
+  return *role;
+}
+
+// The flags that set config fields for this process: --restore, --listen_address.
+void ApplyConfigFlags(ExperimentConfig* config) {
+  if (!FLAGS_restore.empty()) config->mutable_checkpoint()->set_restore(FLAGS_restore);
+  if (!FLAGS_listen_address.empty()) config->mutable_cluster()->set_listen_address(FLAGS_listen_address);
+}
+
+// Time dilation (device emulated, emulation.time_scale k): every modelled
+// time and link is k times slower, so every deadline is k times longer
+// (the heartbeat interval stays: beats only come more often).
+void DilateTimeouts(ExperimentConfig* config) {
+  const double dilation = TimeDilation(*config);
+  if (dilation <= 1) return;
+  const float k = static_cast<float>(dilation);
+  TimeoutConfig* t = config->mutable_timeouts();
+  t->set_rpc_seconds(t->rpc_seconds() * k);
+  t->set_sync_step_seconds(t->sync_step_seconds() * k);
+  t->set_worker_lost_seconds(t->worker_lost_seconds() * k);
+  t->set_startup_seconds(t->startup_seconds() * k);
+  t->set_ps_recover_seconds(t->ps_recover_seconds() * k);
+}
+
+// The chief writes checkpoints and summaries: a directory it cannot write
+// is a config matter, refused before anything starts.
+void CheckChiefDirectories(const ExperimentConfig& config) {
+  for (const auto& [field, dir] : {std::pair<std::string, std::string>("checkpoint.dir", config.checkpoint().dir()),
+                                   {"summaries.dir", config.summaries().dir()}}) {
+    if (dir.empty()) continue;
+    if (absl::Status s = EnsureWritableDirectory(dir, field); !s.ok()) {
+      Fail(FLAGS_config + ": " + std::string(s.message()));
     }
   }
-  // Checked by the config check already; loaded here for the transport.
-  absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(setup.config);
-  if (!security.ok()) fail(FLAGS_config + ": " + std::string(security.status().message()));
-  setup.security = *std::move(security);
+}
+
+// Checked by the config check already; loaded here for the transport.
+TransportSecurity LoadSecurity(const ExperimentConfig& config) {
+  absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(config);
+  if (!security.ok()) Fail(FLAGS_config + ": " + std::string(security.status().message()));
+  return *std::move(security);
+}
+
+// --metrics_port, else the config's metrics_port plus this role's offset
+// (RoleSetup::metrics_port); 0: none.
+int MetricsPort(const ExperimentConfig& config, const Role& role) {
+  if (FLAGS_metrics_port > 65535) Fail(absl::StrCat("--metrics_port ", FLAGS_metrics_port, ": not a port"));
+  if (FLAGS_metrics_port >= 0) return FLAGS_metrics_port;
+  if (config.metrics_port() <= 0) return 0;
+  const int offset = role.kind == RoleKind::kPs ? role.index : config.cluster().ps_hosts_size() + role.index;
+  const int port = config.metrics_port() + offset;
+  if (port > 65535) {
+    Fail(absl::StrCat(FLAGS_config, ": metrics_port ", config.metrics_port(), " + this role's offset ", offset,
+                      " is past 65535"));
+  }
+  return port;
+}
+
+// --run_dir, created; or DefaultRunDir, created when something is written there.
+std::string RunDir(const ExperimentConfig& config) {
+  if (FLAGS_run_dir.empty()) return DefaultRunDir(config.name());
+  std::error_code ec;
+  std::filesystem::create_directories(FLAGS_run_dir, ec);
+  if (ec) Fail("cannot create --run_dir " + FLAGS_run_dir + ": " + ec.message());
+  return FLAGS_run_dir;
+}
+
+}  // namespace
+
+RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
+  TuneAllocatorForBulkTraffic();
+  const std::vector<std::string> original_args(*argv, *argv + *argc);
+  ParseFlagsAndStartLogging(argc, argv);
+  // Parse, then apply flags and TF_CONFIG, then validate the final picture.
+  RoleSetup setup;
+  setup.config = ReadConfigFlag();
+  setup.role = ResolveProcessRole(binary_role, &setup.config);
+  if (setup.role.kind != binary_role) {
+    // One command started every role (mpirun -np P+W pstrain-worker ...):
+    // this rank serves as the other job.
+    Fail(FLAGS_config + ": " + RunOtherBinary(setup.role, setup.config.cluster(), original_args));
+  }
+  ApplyConfigFlags(&setup.config);
+  // A PS links no data sources, so it does not insist on the data files.
+  if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) Fail(std::string(s.message()));
+  DilateTimeouts(&setup.config);
+  if (setup.role.kind == RoleKind::kWorker && setup.role.index == 0) CheckChiefDirectories(setup.config);
+  setup.security = LoadSecurity(setup.config);
   if (FLAGS_check_config) {
     setup.check_only = true;
     std::cout << "config ok: " << FLAGS_config << " (" << RoleToString(setup.role) << ")" << std::endl;
     return setup;
   }
-  if (FLAGS_metrics_port > 65535) fail(absl::StrCat("--metrics_port ", FLAGS_metrics_port, ": not a port"));
-  if (FLAGS_metrics_port >= 0) {
-    setup.metrics_port = FLAGS_metrics_port;
-  } else if (setup.config.metrics_port() > 0) {
-    const int offset =
-        setup.role.kind == RoleKind::kPs ? setup.role.index : setup.config.cluster().ps_hosts_size() + setup.role.index;
-    setup.metrics_port = setup.config.metrics_port() + offset;
-    if (setup.metrics_port > 65535) {
-      fail(absl::StrCat(FLAGS_config, ": metrics_port ", setup.config.metrics_port(), " + this role's offset ", offset,
-                        " is past 65535"));
-    }
-  }
-  setup.run_dir = FLAGS_run_dir;
-  if (setup.run_dir.empty()) {
-    setup.run_dir = DefaultRunDir(setup.config.name());
-  } else {
-    std::error_code ec;
-    std::filesystem::create_directories(setup.run_dir, ec);
-    if (ec) fail("cannot create --run_dir " + setup.run_dir + ": " + ec.message());
-  }
+  setup.metrics_port = MetricsPort(setup.config, setup.role);
+  setup.run_dir = RunDir(setup.config);
   return setup;
 }
 
