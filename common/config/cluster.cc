@@ -1,8 +1,5 @@
 #include "common/config/cluster.h"
 
-#include <algorithm>
-#include <climits>
-#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -14,9 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/config/tf_config.h"
 #include "common/status_macros.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace pstrain {
 namespace {
@@ -43,129 +39,6 @@ absl::Status ValidateHostList(const HostList& hosts, absl::string_view list, abs
 
 std::string DescribeList(const HostList& hosts) {
   return absl::StrCat(hosts.size(), hosts.size() == 1 ? " entry" : " entries", " [", absl::StrJoin(hosts, ", "), "]");
-}
-
-// ---------------------------------------------------------------- TF_CONFIG
-
-// What TF_CONFIG said, before it is merged.
-struct TfConfig {
-  bool has_cluster = false;
-  ClusterConfig cluster;  // chief already prepended to the workers
-  bool has_chief = false;
-  bool has_task = false;
-  std::string task_type;
-  int task_index = 0;
-};
-
-absl::Status TfError(absl::string_view what) { return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG: ", what)); }
-
-absl::Status ReadHostList(const google::protobuf::Value& value, absl::string_view job, HostList* out) {
-  if (value.kind_case() != google::protobuf::Value::kListValue) {
-    return TfError(absl::StrCat("cluster.", job, ": expected a list of \"host:port\" strings"));
-  }
-  for (const google::protobuf::Value& v : value.list_value().values()) {
-    if (v.kind_case() != google::protobuf::Value::kStringValue) {
-      return TfError(absl::StrCat("cluster.", job, ": expected a list of \"host:port\" strings"));
-    }
-    out->Add(std::string(v.string_value()));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
-  google::protobuf::Struct root;
-  const auto parsed = google::protobuf::util::JsonStringToMessage(std::string(json), &root);
-  if (!parsed.ok()) {
-    return TfError(
-        absl::StrCat("malformed JSON, expected an object like {\"cluster\": {...}, "
-                     "\"task\": {\"type\": \"worker\", \"index\": 0}} (",
-                     std::string(parsed.message()), ")"));
-  }
-  TfConfig tf;
-  HostList workers, chief;
-  // Iterate in a fixed order so that the first error reported is stable.
-  std::map<std::string, const google::protobuf::Value*> top;
-  for (const auto& [key, value] : root.fields()) top[key] = &value;
-  for (const auto& [key, value] : top) {
-    if (key == "cluster") {
-      if (value->kind_case() != google::protobuf::Value::kStructValue) {
-        return TfError("cluster: expected an object mapping job names to host lists");
-      }
-      tf.has_cluster = true;
-      std::map<std::string, const google::protobuf::Value*> jobs;
-      for (const auto& [job, list] : value->struct_value().fields()) jobs[job] = &list;
-      for (const auto& [job, list] : jobs) {
-        if (job == "ps") {
-          PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, tf.cluster.mutable_ps_hosts()));
-        } else if (job == "worker") {
-          PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, &workers));
-        } else if (job == "chief" || job == "master") {
-          if (tf.has_chief) return TfError("cluster: give either \"chief\" or \"master\", not both");
-          tf.has_chief = true;
-          PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, &chief));
-          if (chief.size() != 1) {
-            return TfError(absl::StrCat("cluster.", job, ": expected exactly one host, got ", chief.size()));
-          }
-        } else {
-          return TfError(absl::StrCat("cluster: job '", job, "' is not supported; expected ps, worker or chief"));
-        }
-      }
-    } else if (key == "task") {
-      if (value->kind_case() != google::protobuf::Value::kStructValue) {
-        return TfError("task: expected an object like {\"type\": \"worker\", \"index\": 0}");
-      }
-      tf.has_task = true;
-      const auto& fields = value->struct_value().fields();
-      for (const auto& [name, v] : fields) {
-        if (name != "type" && name != "index" && name != "trial") {
-          return TfError(absl::StrCat("task: unknown key '", name, "'; expected type and index"));
-        }
-      }
-      auto type = fields.find("type");
-      if (type == fields.end() || type->second.kind_case() != google::protobuf::Value::kStringValue) {
-        return TfError("task.type: expected a string (ps, worker or chief)");
-      }
-      tf.task_type = type->second.string_value();
-      auto index = fields.find("index");
-      if (index != fields.end()) {
-        const double d = index->second.number_value();
-        if (index->second.kind_case() != google::protobuf::Value::kNumberValue || d < 0 || d > INT_MAX ||
-            std::floor(d) != d) {
-          return TfError("task.index: expected a non-negative integer");
-        }
-        tf.task_index = static_cast<int>(d);
-      }
-    } else if (key != "environment" && key != "rpc_layer") {
-      return TfError(absl::StrCat("unknown key '", key, "'; expected cluster, task, environment or rpc_layer"));
-    }
-  }
-  if (tf.has_cluster) {
-    for (const std::string& h : chief) tf.cluster.add_worker_hosts(h);
-    for (const std::string& h : workers) tf.cluster.add_worker_hosts(h);
-  }
-  return tf;
-}
-
-// The role TF_CONFIG's task names, with the chief as worker 0.
-absl::StatusOr<Role> TfTaskRole(const TfConfig& tf) {
-  if (tf.task_type == "ps") return Role{RoleKind::kPs, tf.task_index};
-  if (tf.task_type == "worker") {
-    // With a chief list worker i is worker i + 1, which must still be an int.
-    if (tf.has_chief && tf.task_index == INT_MAX) {
-      return TfError(absl::StrCat("task.index ", tf.task_index, " is out of range"));
-    }
-    return Role{RoleKind::kWorker, tf.task_index + (tf.has_chief ? 1 : 0)};
-  }
-  if (tf.task_type == "chief" || tf.task_type == "master") {
-    if (tf.task_index != 0) {
-      return TfError(absl::StrCat("task.index: the chief has index 0, got ", tf.task_index));
-    }
-    if (tf.has_cluster && !tf.has_chief) {
-      return TfError(absl::StrCat("task.type is '", tf.task_type, "' but cluster has no chief list"));
-    }
-    return Role{RoleKind::kWorker, 0};
-  }
-  return TfError(absl::StrCat("task.type '", tf.task_type, "' is not supported; expected ps, worker or chief"));
 }
 
 // ---------------------------------------------------------------- flags
