@@ -30,6 +30,85 @@ absl::Status ReadHostList(const google::protobuf::Value& value, absl::string_vie
   return absl::OkStatus();
 }
 
+using Fields = std::map<std::string, const google::protobuf::Value*>;
+
+// An object's fields by name: iterated in a fixed order, so that the first
+// error reported is stable.
+Fields SortedFields(const google::protobuf::Struct& object) {
+  Fields sorted;
+  for (const auto& [key, value] : object.fields()) sorted[key] = &value;
+  return sorted;
+}
+
+// The chief's (or master's) list: exactly one host.
+absl::Status ReadChiefList(const google::protobuf::Value& value, absl::string_view job, HostList* out) {
+  PSTRAIN_RETURN_IF_ERROR(ReadHostList(value, job, out));
+  if (out->size() != 1) {
+    return TfError(absl::StrCat("cluster.", job, ": expected exactly one host, got ", out->size()));
+  }
+  return absl::OkStatus();
+}
+
+// "cluster": {"ps": [...], "worker": [...], "chief": [...]} into tf->cluster,
+// the chief prepended to the workers ("master" is an older name of "chief").
+absl::Status ReadCluster(const google::protobuf::Value& value, TfConfig* tf) {
+  if (value.kind_case() != google::protobuf::Value::kStructValue) {
+    return TfError("cluster: expected an object mapping job names to host lists");
+  }
+  tf->has_cluster = true;
+  HostList workers, chief;
+  for (const auto& [job, list] : SortedFields(value.struct_value())) {
+    if (job == "ps") {
+      PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, tf->cluster.mutable_ps_hosts()));
+    } else if (job == "worker") {
+      PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, &workers));
+    } else if (job == "chief" || job == "master") {
+      if (tf->has_chief) return TfError("cluster: give either \"chief\" or \"master\", not both");
+      tf->has_chief = true;
+      PSTRAIN_RETURN_IF_ERROR(ReadChiefList(*list, job, &chief));
+    } else {
+      return TfError(absl::StrCat("cluster: job '", job, "' is not supported; expected ps, worker or chief"));
+    }
+  }
+  for (const std::string& h : chief) tf->cluster.add_worker_hosts(h);
+  for (const std::string& h : workers) tf->cluster.add_worker_hosts(h);
+  return absl::OkStatus();
+}
+
+// "task.index": a non-negative integer that fits an int.
+absl::StatusOr<int> ReadTaskIndex(const google::protobuf::Value& value) {
+  const double d = value.number_value();
+  if (value.kind_case() != google::protobuf::Value::kNumberValue || d < 0 || d > INT_MAX || std::floor(d) != d) {
+    return TfError("task.index: expected a non-negative integer");
+  }
+  return static_cast<int>(d);
+}
+
+// "task": {"type": "worker", "index": 1} into tf ("trial" is accepted and
+// ignored; the index defaults to 0).
+absl::Status ReadTask(const google::protobuf::Value& value, TfConfig* tf) {
+  if (value.kind_case() != google::protobuf::Value::kStructValue) {
+    return TfError("task: expected an object like {\"type\": \"worker\", \"index\": 0}");
+  }
+  tf->has_task = true;
+  const auto& fields = value.struct_value().fields();
+  for (const auto& [name, v] : fields) {
+    if (name != "type" && name != "index" && name != "trial") {
+      return TfError(absl::StrCat("task: unknown key '", name, "'; expected type and index"));
+    }
+  }
+  auto type = fields.find("type");
+  if (type == fields.end() || type->second.kind_case() != google::protobuf::Value::kStringValue) {
+    return TfError("task.type: expected a string (ps, worker or chief)");
+  }
+  tf->task_type = type->second.string_value();
+  auto index = fields.find("index");
+  if (index != fields.end()) {
+    PSTRAIN_ASSIGN_OR_RETURN(tf->task_index, ReadTaskIndex(index->second));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
@@ -42,66 +121,14 @@ absl::StatusOr<TfConfig> ParseTfConfig(absl::string_view json) {
                      std::string(parsed.message()), ")"));
   }
   TfConfig tf;
-  HostList workers, chief;
-  // Iterate in a fixed order so that the first error reported is stable.
-  std::map<std::string, const google::protobuf::Value*> top;
-  for (const auto& [key, value] : root.fields()) top[key] = &value;
-  for (const auto& [key, value] : top) {
+  for (const auto& [key, value] : SortedFields(root)) {
     if (key == "cluster") {
-      if (value->kind_case() != google::protobuf::Value::kStructValue) {
-        return TfError("cluster: expected an object mapping job names to host lists");
-      }
-      tf.has_cluster = true;
-      std::map<std::string, const google::protobuf::Value*> jobs;
-      for (const auto& [job, list] : value->struct_value().fields()) jobs[job] = &list;
-      for (const auto& [job, list] : jobs) {
-        if (job == "ps") {
-          PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, tf.cluster.mutable_ps_hosts()));
-        } else if (job == "worker") {
-          PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, &workers));
-        } else if (job == "chief" || job == "master") {
-          if (tf.has_chief) return TfError("cluster: give either \"chief\" or \"master\", not both");
-          tf.has_chief = true;
-          PSTRAIN_RETURN_IF_ERROR(ReadHostList(*list, job, &chief));
-          if (chief.size() != 1) {
-            return TfError(absl::StrCat("cluster.", job, ": expected exactly one host, got ", chief.size()));
-          }
-        } else {
-          return TfError(absl::StrCat("cluster: job '", job, "' is not supported; expected ps, worker or chief"));
-        }
-      }
+      PSTRAIN_RETURN_IF_ERROR(ReadCluster(*value, &tf));
     } else if (key == "task") {
-      if (value->kind_case() != google::protobuf::Value::kStructValue) {
-        return TfError("task: expected an object like {\"type\": \"worker\", \"index\": 0}");
-      }
-      tf.has_task = true;
-      const auto& fields = value->struct_value().fields();
-      for (const auto& [name, v] : fields) {
-        if (name != "type" && name != "index" && name != "trial") {
-          return TfError(absl::StrCat("task: unknown key '", name, "'; expected type and index"));
-        }
-      }
-      auto type = fields.find("type");
-      if (type == fields.end() || type->second.kind_case() != google::protobuf::Value::kStringValue) {
-        return TfError("task.type: expected a string (ps, worker or chief)");
-      }
-      tf.task_type = type->second.string_value();
-      auto index = fields.find("index");
-      if (index != fields.end()) {
-        const double d = index->second.number_value();
-        if (index->second.kind_case() != google::protobuf::Value::kNumberValue || d < 0 || d > INT_MAX ||
-            std::floor(d) != d) {
-          return TfError("task.index: expected a non-negative integer");
-        }
-        tf.task_index = static_cast<int>(d);
-      }
+      PSTRAIN_RETURN_IF_ERROR(ReadTask(*value, &tf));
     } else if (key != "environment" && key != "rpc_layer") {
       return TfError(absl::StrCat("unknown key '", key, "'; expected cluster, task, environment or rpc_layer"));
     }
-  }
-  if (tf.has_cluster) {
-    for (const std::string& h : chief) tf.cluster.add_worker_hosts(h);
-    for (const std::string& h : workers) tf.cluster.add_worker_hosts(h);
   }
   return tf;
 }
