@@ -100,6 +100,170 @@ absl::StatusOr<Role> RoleFromRanks(RoleKind binary_role, const std::vector<Launc
   return role;
 }
 
+// ---------------------------------------------------------------- host lists
+
+// Where each host list came from, for messages: "config file", "TF_CONFIG",
+// "--ps_hosts", "the launcher (...)".
+struct HostSources {
+  std::string ps = "config file";
+  std::string worker = "config file";
+
+  // "cluster from TF_CONFIG", or "cluster (ps_hosts from ..., worker_hosts
+  // from ...)" when they differ: the source ValidateHosts names.
+  std::string Describe() const {
+    if (ps == worker) return absl::StrCat("cluster from ", ps);
+    return absl::StrCat("cluster (ps_hosts from ", ps, ", worker_hosts from ", worker, ")");
+  }
+};
+
+// 1. TF_CONFIG (null or blank: unset) over the config file: its cluster,
+// when given, replaces both lists. Returns what TF_CONFIG said, for the role.
+absl::StatusOr<std::optional<TfConfig>> ApplyTfConfig(const char* json, ClusterConfig* cluster, HostSources* sources) {
+  std::optional<TfConfig> tf;
+  if (json == nullptr || absl::StripAsciiWhitespace(json).empty()) return tf;
+  PSTRAIN_ASSIGN_OR_RETURN(tf, ParseTfConfig(json));
+  if (tf->has_cluster) {
+    PSTRAIN_RETURN_IF_ERROR(ValidateHostList(tf->cluster.ps_hosts(), "ps_hosts", "TF_CONFIG"));
+    PSTRAIN_RETURN_IF_ERROR(ValidateHostList(tf->cluster.worker_hosts(), "worker_hosts", "TF_CONFIG"));
+    *cluster = tf->cluster;
+    sources->ps = sources->worker = "TF_CONFIG";
+  }
+  return tf;
+}
+
+// 2. --ps_hosts and --worker_hosts, each replacing its list.
+absl::Status ApplyHostFlags(const ClusterFlags& flags, ClusterConfig* cluster, HostSources* sources) {
+  if (!flags.ps_hosts.empty()) {
+    SplitHosts(flags.ps_hosts, cluster->mutable_ps_hosts());
+    PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster->ps_hosts(), "ps_hosts", "--ps_hosts"));
+    sources->ps = "--ps_hosts";
+  }
+  if (!flags.worker_hosts.empty()) {
+    SplitHosts(flags.worker_hosts, cluster->mutable_worker_hosts());
+    PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster->worker_hosts(), "worker_hosts", "--worker_hosts"));
+    sources->worker = "--worker_hosts";
+  }
+  return absl::OkStatus();
+}
+
+// cluster.num_ps and cluster.port, which host lists from a launcher are made of.
+absl::Status CheckLauncherFields(const ClusterConfig& cluster) {
+  if (cluster.num_ps() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'cluster.num_ps': expected a number >= 0, got ", cluster.num_ps()));
+  }
+  if (cluster.port() < 1 || cluster.port() > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field 'cluster.port': expected a port in 1..65535, got ", cluster.port()));
+  }
+  return absl::OkStatus();
+}
+
+// 3. Both lists from `launcher`'s ranks (launched_hosts): the first
+// cluster.num_ps serve as PS, the rest as workers.
+absl::Status TakeLaunchedHosts(const LaunchRank& launcher, const LaunchedHostsFn& launched_hosts,
+                               ClusterConfig* cluster, HostSources* sources) {
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> hosts, launched_hosts(launcher, *cluster));
+  if (cluster->num_ps() >= static_cast<int>(hosts.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster->num_ps(),
+                                                   " PS shards leave no worker among the ", hosts.size(), " ranks of ",
+                                                   launcher.source));
+  }
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    *(static_cast<int>(r) < cluster->num_ps() ? cluster->add_ps_hosts() : cluster->add_worker_hosts()) = hosts[r];
+  }
+  sources->ps = sources->worker = absl::StrCat("the launcher (", launcher.source, ")");
+  return absl::OkStatus();
+}
+
+// cluster.num_ps, given, must agree with ps_hosts listed elsewhere (with no
+// lists at all ValidateHosts says what is missing).
+absl::Status CheckNumPsAgrees(const ClusterConfig& cluster, const std::string& ps_source) {
+  if (cluster.num_ps() <= 0 || cluster.num_ps() == cluster.ps_hosts_size() || cluster.worker_hosts().empty()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster.num_ps(),
+                                                 ", but the ps_hosts from ", ps_source, " list ",
+                                                 cluster.ps_hosts_size(),
+                                                 " (num_ps is for host lists from the "
+                                                 "launcher; leave it out or make it agree)"));
+}
+
+// ---------------------------------------------------------------- the role
+
+// --index, --task_index and --job_name: well-formed, agreeing with each
+// other and with the binary's job.
+absl::Status CheckRoleFlags(RoleKind binary_role, const ClusterFlags& flags) {
+  if (flags.index < -1) {
+    return absl::InvalidArgumentError(absl::StrCat("--index: expected a non-negative integer, got ", flags.index));
+  }
+  if (flags.task_index < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--task_index: expected a non-negative integer, got ", flags.task_index));
+  }
+  if (flags.index >= 0 && flags.task_index >= 0 && flags.index != flags.task_index) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--index=", flags.index, " and --task_index=", flags.task_index, " disagree"));
+  }
+  if (!flags.job_name.empty()) {
+    const std::string src = absl::StrCat("--job_name=", flags.job_name);
+    PSTRAIN_ASSIGN_OR_RETURN(const RoleKind named, JobKind(flags.job_name, src));
+    PSTRAIN_RETURN_IF_ERROR(CheckJob(binary_role, named, src));
+  }
+  return absl::OkStatus();
+}
+
+const HostList& HostsOf(RoleKind kind, const ClusterConfig& cluster) {
+  return kind == RoleKind::kPs ? cluster.ps_hosts() : cluster.worker_hosts();
+}
+
+std::string ListName(RoleKind kind) { return kind == RoleKind::kPs ? "cluster.ps_hosts" : "cluster.worker_hosts"; }
+
+// The role TF_CONFIG's task names, which must be the binary's job.
+absl::StatusOr<Role> RoleFromTfTask(RoleKind binary_role, const TfConfig& tf, std::string* source) {
+  PSTRAIN_ASSIGN_OR_RETURN(const Role role, TfTaskRole(tf));
+  const std::string task = absl::StrCat("TF_CONFIG task {type: ", tf.task_type, ", index: ", tf.task_index, "}");
+  PSTRAIN_RETURN_IF_ERROR(CheckJob(binary_role, role.kind, task));
+  *source = tf.has_chief && tf.task_type == "worker"
+                ? absl::StrCat(task, " (worker ", role.index, " counting the chief)")
+                : task;
+  return role;
+}
+
+// The role from the first source that gives one: the index flags,
+// TF_CONFIG's task, a launcher's rank, or index 0 of a one-entry list (see
+// ResolveRole). `source` says which, for messages and start-up's "role:".
+absl::StatusOr<Role> ChooseRole(RoleKind binary_role, const ClusterFlags& flags, const std::optional<TfConfig>& tf,
+                                const std::vector<LaunchRank>& launched, const ClusterConfig& cluster,
+                                std::string* source) {
+  if (flags.index >= 0 || flags.task_index >= 0) {
+    const int index = flags.index >= 0 ? flags.index : flags.task_index;
+    *source = flags.index >= 0 ? absl::StrCat("--index=", index) : absl::StrCat("--task_index=", index);
+    return Role{binary_role, index};
+  }
+  if (tf.has_value() && tf->has_task) return RoleFromTfTask(binary_role, *tf, source);
+  if (!launched.empty()) return RoleFromRanks(binary_role, launched, cluster, source);
+  const HostList& hosts = HostsOf(binary_role, cluster);
+  if (hosts.size() == 1) {
+    *source = "the default index 0";
+    return Role{binary_role, 0};
+  }
+  return absl::InvalidArgumentError(absl::StrCat("no task index given for this ", KindName(binary_role),
+                                                 ": pass --index (or --task_index), set TF_CONFIG or start it with "
+                                                 "mpirun or srun; ",
+                                                 ListName(binary_role), " has ", DescribeList(hosts)));
+}
+
+// A role of the binary's job must index its host list (a role of the other
+// job is that binary's to check).
+absl::Status CheckIndexInRange(RoleKind binary_role, const Role& role, const std::string& source,
+                               const ClusterConfig& cluster) {
+  const HostList& hosts = HostsOf(binary_role, cluster);
+  if (role.kind != binary_role || role.index < hosts.size()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(source, " is out of range: ", ListName(binary_role), " has ", DescribeList(hosts)));
+}
+
 }  // namespace
 
 std::string RoleToString(const Role& role) { return absl::StrCat(KindName(role.kind), " ", role.index); }
@@ -163,110 +327,24 @@ absl::StatusOr<Role> ResolveRole(RoleKind binary_role, const ClusterFlags& flags
                                  ExperimentConfig* config, const std::vector<LaunchRank>& launched, std::string* how,
                                  const LaunchedHostsFn& launched_hosts) {
   ClusterConfig* cluster = config->mutable_cluster();
-  std::string ps_source = "config file", worker_source = "config file";
-
+  HostSources sources;
   // 1. TF_CONFIG over the config file.
-  std::optional<TfConfig> tf;
-  if (tf_config_json != nullptr && !absl::StripAsciiWhitespace(tf_config_json).empty()) {
-    PSTRAIN_ASSIGN_OR_RETURN(tf, ParseTfConfig(tf_config_json));
-    if (tf->has_cluster) {
-      PSTRAIN_RETURN_IF_ERROR(ValidateHostList(tf->cluster.ps_hosts(), "ps_hosts", "TF_CONFIG"));
-      PSTRAIN_RETURN_IF_ERROR(ValidateHostList(tf->cluster.worker_hosts(), "worker_hosts", "TF_CONFIG"));
-      *cluster = tf->cluster;
-      ps_source = worker_source = "TF_CONFIG";
-    }
-  }
-
+  PSTRAIN_ASSIGN_OR_RETURN(const std::optional<TfConfig> tf, ApplyTfConfig(tf_config_json, cluster, &sources));
   // 2. Flags over both.
-  if (!flags.ps_hosts.empty()) {
-    SplitHosts(flags.ps_hosts, cluster->mutable_ps_hosts());
-    PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster->ps_hosts(), "ps_hosts", "--ps_hosts"));
-    ps_source = "--ps_hosts";
-  }
-  if (!flags.worker_hosts.empty()) {
-    SplitHosts(flags.worker_hosts, cluster->mutable_worker_hosts());
-    PSTRAIN_RETURN_IF_ERROR(ValidateHostList(cluster->worker_hosts(), "worker_hosts", "--worker_hosts"));
-    worker_source = "--worker_hosts";
-  }
+  PSTRAIN_RETURN_IF_ERROR(ApplyHostFlags(flags, cluster, &sources));
   // 3. Host lists from the launcher where nothing listed any.
-  if (cluster->num_ps() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("field 'cluster.num_ps': expected a number >= 0, got ", cluster->num_ps()));
-  }
-  if (cluster->port() < 1 || cluster->port() > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("field 'cluster.port': expected a port in 1..65535, got ", cluster->port()));
-  }
+  PSTRAIN_RETURN_IF_ERROR(CheckLauncherFields(*cluster));
   if (cluster->ps_hosts().empty() && cluster->worker_hosts().empty() && !launched.empty() && launched_hosts) {
-    PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> hosts, launched_hosts(launched[0], *cluster));
-    if (cluster->num_ps() >= static_cast<int>(hosts.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster->num_ps(),
-                                                     " PS shards leave no worker among the ", hosts.size(),
-                                                     " ranks of ", launched[0].source));
-    }
-    for (size_t r = 0; r < hosts.size(); ++r) {
-      *(static_cast<int>(r) < cluster->num_ps() ? cluster->add_ps_hosts() : cluster->add_worker_hosts()) = hosts[r];
-    }
-    ps_source = worker_source = absl::StrCat("the launcher (", launched[0].source, ")");
-  } else if (cluster->num_ps() > 0 && cluster->num_ps() != cluster->ps_hosts_size() &&
-             !cluster->worker_hosts().empty()) {  // no lists at all: ValidateHosts says what is missing
-    return absl::InvalidArgumentError(absl::StrCat("field 'cluster.num_ps': ", cluster->num_ps(),
-                                                   ", but the ps_hosts from ", ps_source, " list ",
-                                                   cluster->ps_hosts_size(),
-                                                   " (num_ps is for host lists from the "
-                                                   "launcher; leave it out or make it agree)"));
-  }
-  const std::string source = ps_source == worker_source ? absl::StrCat("cluster from ", ps_source)
-                                                        : absl::StrCat("cluster (ps_hosts from ", ps_source,
-                                                                       ", worker_hosts from ", worker_source, ")");
-  PSTRAIN_RETURN_IF_ERROR(ValidateHosts(*cluster, source));
-
-  // 4. The role.
-  if (flags.index < -1) {
-    return absl::InvalidArgumentError(absl::StrCat("--index: expected a non-negative integer, got ", flags.index));
-  }
-  if (flags.task_index < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--task_index: expected a non-negative integer, got ", flags.task_index));
-  }
-  if (flags.index >= 0 && flags.task_index >= 0 && flags.index != flags.task_index) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--index=", flags.index, " and --task_index=", flags.task_index, " disagree"));
-  }
-  if (!flags.job_name.empty()) {
-    const std::string src = absl::StrCat("--job_name=", flags.job_name);
-    PSTRAIN_ASSIGN_OR_RETURN(const RoleKind named, JobKind(flags.job_name, src));
-    PSTRAIN_RETURN_IF_ERROR(CheckJob(binary_role, named, src));
-  }
-  const HostList& hosts = binary_role == RoleKind::kPs ? cluster->ps_hosts() : cluster->worker_hosts();
-  const std::string list_name = binary_role == RoleKind::kPs ? "cluster.ps_hosts" : "cluster.worker_hosts";
-
-  Role role{binary_role, 0};
-  std::string role_source;
-  if (flags.index >= 0 || flags.task_index >= 0) {
-    role.index = flags.index >= 0 ? flags.index : flags.task_index;
-    role_source = flags.index >= 0 ? absl::StrCat("--index=", role.index) : absl::StrCat("--task_index=", role.index);
-  } else if (tf.has_value() && tf->has_task) {
-    PSTRAIN_ASSIGN_OR_RETURN(role, TfTaskRole(*tf));
-    const std::string task = absl::StrCat("TF_CONFIG task {type: ", tf->task_type, ", index: ", tf->task_index, "}");
-    PSTRAIN_RETURN_IF_ERROR(CheckJob(binary_role, role.kind, task));
-    role_source = tf->has_chief && tf->task_type == "worker"
-                      ? absl::StrCat(task, " (worker ", role.index, " counting the chief)")
-                      : task;
-  } else if (!launched.empty()) {
-    PSTRAIN_ASSIGN_OR_RETURN(role, RoleFromRanks(binary_role, launched, *cluster, &role_source));
-  } else if (hosts.size() == 1) {
-    role_source = "the default index 0";
+    PSTRAIN_RETURN_IF_ERROR(TakeLaunchedHosts(launched[0], launched_hosts, cluster, &sources));
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("no task index given for this ", KindName(binary_role),
-                                                   ": pass --index (or --task_index), set TF_CONFIG or start it with "
-                                                   "mpirun or srun; ",
-                                                   list_name, " has ", DescribeList(hosts)));
+    PSTRAIN_RETURN_IF_ERROR(CheckNumPsAgrees(*cluster, sources.ps));
   }
-  if (role.kind == binary_role && role.index >= hosts.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(role_source, " is out of range: ", list_name, " has ", DescribeList(hosts)));
-  }
+  PSTRAIN_RETURN_IF_ERROR(ValidateHosts(*cluster, sources.Describe()));
+  // 4. The role.
+  PSTRAIN_RETURN_IF_ERROR(CheckRoleFlags(binary_role, flags));
+  std::string role_source;
+  PSTRAIN_ASSIGN_OR_RETURN(const Role role, ChooseRole(binary_role, flags, tf, launched, *cluster, &role_source));
+  PSTRAIN_RETURN_IF_ERROR(CheckIndexInRange(binary_role, role, role_source, *cluster));
   if (how != nullptr) *how = role_source;
   return role;
 }
