@@ -162,88 +162,122 @@ class YamlWalker {
   // it (repeated).
   absl::Status SetScalar(const YAML::Node& node, const std::string& path, int line, const FieldDescriptor* field,
                          Message* message) const {
-    const Reflection* refl = message->GetReflection();
-    const bool rep = field->is_repeated();
     if (!node.IsScalar()) {
       return FieldError(line, path, ExpectedWord(field), Describe(node));
     }
-    const std::string& text = node.Scalar();
     switch (field->cpp_type()) {
-      case FieldDescriptor::CPPTYPE_INT32: {
-        PSTRAIN_ASSIGN_OR_RETURN(int64_t v, ParseInt(node, path, line, std::numeric_limits<int32_t>::min(),
-                                                     std::numeric_limits<int32_t>::max()));
-        rep ? refl->AddInt32(message, field, static_cast<int32_t>(v))
-            : refl->SetInt32(message, field, static_cast<int32_t>(v));
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_INT64: {
-        PSTRAIN_ASSIGN_OR_RETURN(int64_t v, ParseInt(node, path, line, std::numeric_limits<int64_t>::min(),
-                                                     std::numeric_limits<int64_t>::max()));
-        rep ? refl->AddInt64(message, field, v) : refl->SetInt64(message, field, v);
-        break;
-      }
+      case FieldDescriptor::CPPTYPE_INT32:
+      case FieldDescriptor::CPPTYPE_INT64:
+        return SetInteger(node, path, line, field, message);
       case FieldDescriptor::CPPTYPE_UINT32:
-      case FieldDescriptor::CPPTYPE_UINT64: {
-        const uint64_t max = field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32
-                                 ? std::numeric_limits<uint32_t>::max()
-                                 : std::numeric_limits<uint64_t>::max();
-        uint64_t v = 0;
-        if (!absl::SimpleAtoi(text, &v) || v > max) {
-          return FieldError(line, path, absl::StrCat("a non-negative integer in [0, ", max, "]"), Describe(node));
-        }
-        if (field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32) {
-          rep ? refl->AddUInt32(message, field, static_cast<uint32_t>(v))
-              : refl->SetUInt32(message, field, static_cast<uint32_t>(v));
-        } else {
-          rep ? refl->AddUInt64(message, field, v) : refl->SetUInt64(message, field, v);
-        }
-        break;
-      }
+      case FieldDescriptor::CPPTYPE_UINT64:
+        return SetUnsigned(node, path, line, field, message);
       case FieldDescriptor::CPPTYPE_FLOAT:
-      case FieldDescriptor::CPPTYPE_DOUBLE: {
-        double v = 0;
-        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) {
-          return FieldError(line, path, "a finite number", Describe(node));
-        }
-        if (field->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT) {
-          // Values below FLT_MAX + half an ulp round to FLT_MAX (the shortest
-          // text of FLT_MAX, "3.4028235e+38", is slightly above it).
-          constexpr double kFloatLimit = 0x1.ffffffp+127;
-          if (std::fabs(v) >= kFloatLimit) {
-            return FieldError(line, path, "a number within the range of a 32-bit float", Describe(node));
-          }
-          rep ? refl->AddFloat(message, field, static_cast<float>(v))
-              : refl->SetFloat(message, field, static_cast<float>(v));
-        } else {
-          rep ? refl->AddDouble(message, field, v) : refl->SetDouble(message, field, v);
-        }
-        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        return SetNumber(node, path, line, field, message);
+      case FieldDescriptor::CPPTYPE_BOOL:
+        return SetBool(node, path, line, field, message);
+      case FieldDescriptor::CPPTYPE_STRING: {
+        const Reflection* refl = message->GetReflection();
+        field->is_repeated() ? refl->AddString(message, field, node.Scalar())
+                             : refl->SetString(message, field, node.Scalar());
+        return absl::OkStatus();
       }
-      case FieldDescriptor::CPPTYPE_BOOL: {
-        const std::string lower = absl::AsciiStrToLower(text);
-        bool v;
-        if (lower == "true" || lower == "yes" || lower == "on") {
-          v = true;
-        } else if (lower == "false" || lower == "no" || lower == "off") {
-          v = false;
-        } else {
-          return FieldError(line, path, "true or false", Describe(node));
-        }
-        rep ? refl->AddBool(message, field, v) : refl->SetBool(message, field, v);
-        break;
-      }
-      case FieldDescriptor::CPPTYPE_STRING:
-        rep ? refl->AddString(message, field, text) : refl->SetString(message, field, text);
-        break;
-      case FieldDescriptor::CPPTYPE_ENUM: {
-        const EnumValueDescriptor* v = field->enum_type()->FindValueByName(text);
-        if (v == nullptr) return FieldError(line, path, ExpectedWord(field), Describe(node));
-        rep ? refl->AddEnum(message, field, v) : refl->SetEnum(message, field, v);
-        break;
-      }
+      case FieldDescriptor::CPPTYPE_ENUM:
+        return SetEnum(node, path, line, field, message);
       case FieldDescriptor::CPPTYPE_MESSAGE:
         return absl::InternalError("SetScalar called on a message field");
     }
+    return absl::OkStatus();
+  }
+
+  // The SetScalar of an int32 or int64 field: an integer in the type's range.
+  absl::Status SetInteger(const YAML::Node& node, const std::string& path, int line, const FieldDescriptor* field,
+                          Message* message) const {
+    const Reflection* refl = message->GetReflection();
+    const bool rep = field->is_repeated();
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
+      PSTRAIN_ASSIGN_OR_RETURN(int64_t v, ParseInt(node, path, line, std::numeric_limits<int32_t>::min(),
+                                                   std::numeric_limits<int32_t>::max()));
+      rep ? refl->AddInt32(message, field, static_cast<int32_t>(v))
+          : refl->SetInt32(message, field, static_cast<int32_t>(v));
+    } else {
+      PSTRAIN_ASSIGN_OR_RETURN(int64_t v, ParseInt(node, path, line, std::numeric_limits<int64_t>::min(),
+                                                   std::numeric_limits<int64_t>::max()));
+      rep ? refl->AddInt64(message, field, v) : refl->SetInt64(message, field, v);
+    }
+    return absl::OkStatus();
+  }
+
+  // The SetScalar of a uint32 or uint64 field: a non-negative integer in the
+  // type's range.
+  absl::Status SetUnsigned(const YAML::Node& node, const std::string& path, int line, const FieldDescriptor* field,
+                           Message* message) const {
+    const Reflection* refl = message->GetReflection();
+    const bool rep = field->is_repeated();
+    const bool is32 = field->cpp_type() == FieldDescriptor::CPPTYPE_UINT32;
+    const uint64_t max = is32 ? std::numeric_limits<uint32_t>::max() : std::numeric_limits<uint64_t>::max();
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(node.Scalar(), &v) || v > max) {
+      return FieldError(line, path, absl::StrCat("a non-negative integer in [0, ", max, "]"), Describe(node));
+    }
+    if (is32) {
+      rep ? refl->AddUInt32(message, field, static_cast<uint32_t>(v))
+          : refl->SetUInt32(message, field, static_cast<uint32_t>(v));
+    } else {
+      rep ? refl->AddUInt64(message, field, v) : refl->SetUInt64(message, field, v);
+    }
+    return absl::OkStatus();
+  }
+
+  // The SetScalar of a float or double field: a finite number, within a
+  // float's range for a float field.
+  absl::Status SetNumber(const YAML::Node& node, const std::string& path, int line, const FieldDescriptor* field,
+                         Message* message) const {
+    const Reflection* refl = message->GetReflection();
+    const bool rep = field->is_repeated();
+    double v = 0;
+    if (!absl::SimpleAtod(node.Scalar(), &v) || !std::isfinite(v)) {
+      return FieldError(line, path, "a finite number", Describe(node));
+    }
+    if (field->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
+      rep ? refl->AddDouble(message, field, v) : refl->SetDouble(message, field, v);
+      return absl::OkStatus();
+    }
+    // Values below FLT_MAX + half an ulp round to FLT_MAX (the shortest
+    // text of FLT_MAX, "3.4028235e+38", is slightly above it).
+    constexpr double kFloatLimit = 0x1.ffffffp+127;
+    if (std::fabs(v) >= kFloatLimit) {
+      return FieldError(line, path, "a number within the range of a 32-bit float", Describe(node));
+    }
+    rep ? refl->AddFloat(message, field, static_cast<float>(v)) : refl->SetFloat(message, field, static_cast<float>(v));
+    return absl::OkStatus();
+  }
+
+  // The SetScalar of a bool field: true/yes/on or false/no/off, any case.
+  absl::Status SetBool(const YAML::Node& node, const std::string& path, int line, const FieldDescriptor* field,
+                       Message* message) const {
+    const std::string lower = absl::AsciiStrToLower(node.Scalar());
+    bool v;
+    if (lower == "true" || lower == "yes" || lower == "on") {
+      v = true;
+    } else if (lower == "false" || lower == "no" || lower == "off") {
+      v = false;
+    } else {
+      return FieldError(line, path, "true or false", Describe(node));
+    }
+    const Reflection* refl = message->GetReflection();
+    field->is_repeated() ? refl->AddBool(message, field, v) : refl->SetBool(message, field, v);
+    return absl::OkStatus();
+  }
+
+  // The SetScalar of an enum field: one of its value names.
+  absl::Status SetEnum(const YAML::Node& node, const std::string& path, int line, const FieldDescriptor* field,
+                       Message* message) const {
+    const EnumValueDescriptor* v = field->enum_type()->FindValueByName(node.Scalar());
+    if (v == nullptr) return FieldError(line, path, ExpectedWord(field), Describe(node));
+    const Reflection* refl = message->GetReflection();
+    field->is_repeated() ? refl->AddEnum(message, field, v) : refl->SetEnum(message, field, v);
     return absl::OkStatus();
   }
 
