@@ -10,7 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "models/memory_plan.h"
+#include "models/graph_node.h"
+#include "models/step_plan.h"
 
 namespace pstrain {
 namespace {
@@ -19,35 +20,9 @@ absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
   return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
 }
 
-Shape Batched(int64_t batch, const Shape& shape) {
-  Shape s = {batch};
-  s.insert(s.end(), shape.begin(), shape.end());
-  return s;
-}
-
-struct Node {
-  std::string name;
-  std::unique_ptr<Layer> layer;  // null for the input node
-  std::vector<int> inputs;
-  Shape shape;  // per-example output shape
-  // This node's parameters are variables [first_variable, + parameters().size()).
-  int first_variable = 0;
-  // direct[j]: the gradient for inputs[j] is written straight into that
-  // node's gradient (it is the first writer in backward order); otherwise it
-  // goes through a scratch tensor and is added.
-  std::vector<bool> direct;
-  std::vector<int> consumers;  // nodes reading this one's output, ascending (repeats kept)
-  // >= 0: this node's layer was fused into that node's layer (Layer::Fuse),
-  // which computes both; this node's output and gradient are that node's.
-  int computed_by = -1;
-  // Backward() would copy grad_output into every input's gradient (a fused
-  // node, or Layer::PassesGradientThrough()): the model moves gradients itself.
-  bool passes_gradient = false;
-};
-
 class GraphModel final : public Model {
  public:
-  GraphModel(std::string name, Shape input_shape, int num_classes, DeviceContext* ctx, std::vector<Node> nodes,
+  GraphModel(std::string name, Shape input_shape, int num_classes, DeviceContext* ctx, std::vector<GraphNode> nodes,
              std::unique_ptr<LossLayer> loss)
       : name_(std::move(name)),
         input_shape_(std::move(input_shape)),
@@ -56,7 +31,7 @@ class GraphModel final : public Model {
         nodes_(std::move(nodes)),
         loss_(std::move(loss)) {
     const bool on_device = ctx_->device().kind != DeviceKind::kCpu;
-    for (Node& node : nodes_) {
+    for (GraphNode& node : nodes_) {
       if (!node.layer) continue;
       node.first_variable = static_cast<int>(variables_.size());
       for (Parameter& p : node.layer->parameters()) {
@@ -157,56 +132,7 @@ class GraphModel final : public Model {
   StepMemory LastStepMemory(bool training) const override { return training ? last_train_memory_ : last_eval_memory_; }
 
  private:
-  // Everything a step of one batch size and mode needs, made once (MakePlan)
-  // and reused for every step like it.
-  //
-  // Activations are laid out as each layer asks (OutputLayout()). Gradients
-  // are laid out as the activations they belong to and shared where that
-  // saves copies: an input of a node that passes its gradient through (add, a
-  // fused relu) uses that node's gradient buffer when it is the only writer
-  // so far and the layouts agree, provided no later accumulation into the
-  // shared buffer can reach a reader that must not see it (CanShare()).
-  //
-  // Memory: activations, gradient buffers and scratch are views into one
-  // arena placed by PlanMemory() from their lifetimes on the step's clock
-  // (StepClock), so a buffer's bytes serve another once nothing reads it:
-  // an activation lives from its layer's Forward() to the last Forward() or
-  // Backward() that reads it (Layer::ReadsInBackward()), a gradient from its
-  // first write to its node's Backward(). A tensor whose layout pads (a
-  // blocked format over a channel count the block does not divide) keeps
-  // bytes of its own all step: its padding must stay zero.
-  struct StepPlan {
-    int64_t batch = 0;
-    bool training = false;
-    Tensor arena;
-    std::vector<Tensor> outputs;               // [node]; [0] is set to the images each step
-    std::vector<Tensor> grads;                 // [node] (training); [0] stays empty; may share buffers
-    std::vector<int> parent;                   // [node]: whose gradient buffer it shares, or -1
-    std::vector<std::vector<bool>> shared;     // [node][input]: that input shares this node's buffer
-    std::vector<std::vector<Tensor>> scratch;  // [node][input], where !direct (and not passed through)
-    Tensor plain_logits, plain_grad_logits;    // when the logits layer's output is not plain
-    StepMemory memory;
-  };
-
-  // Times on a step's clock: Forward() of node k at k, the loss at n (the
-  // node count), Backward() of node k at 2n - k.
-  struct StepClock {
-    int n;
-    int Forward(int k) const { return k; }
-    int Loss() const { return n; }
-    int Backward(int k) const { return 2 * n - k; }
-    int End() const { return 2 * n; }
-  };
-
-  static constexpr size_t kArenaAlignment = 256;  // what cuDNN and AVX-512 like best
-  static constexpr size_t kMaxPlans = 4;          // train and eval batch sizes, an eval remainder
-
-  std::vector<Tensor> InputsOf(const Node& node, const std::vector<Tensor>& outputs) const {
-    std::vector<Tensor> inputs;
-    inputs.reserve(node.inputs.size());
-    for (int in : node.inputs) inputs.push_back(outputs[in]);
-    return inputs;
-  }
+  static constexpr size_t kMaxPlans = 4;  // train and eval batch sizes, an eval remainder
 
   // The plan for (batch, training), made on first use; most recently used last.
   StepPlan& PlanFor(int64_t batch, bool training) {
@@ -218,116 +144,8 @@ class GraphModel final : public Model {
       }
     }
     if (plans_.size() == kMaxPlans) plans_.erase(plans_.begin());  // its arena goes back to the device
-    plans_.push_back(MakePlan(batch, training));
+    plans_.push_back(MakeStepPlan(name_, nodes_, input_shape_, *ctx_, batch, training));
     return *plans_.back();
-  }
-
-  // A tensor that has a shape and a layout but no bytes: what OutputLayout() needs.
-  Tensor Placeholder(const Shape& shape, const TensorLayoutPtr& layout) const {
-    const size_t bytes = layout ? layout->num_bytes() : static_cast<size_t>(NumElements(shape)) * sizeof(float);
-    return Tensor(shape, DType::kFloat32, Buffer::Borrow(nullptr, bytes, nullptr), ctx_->device(), layout);
-  }
-
-  static bool Pads(const Tensor& t) { return t.num_bytes() > static_cast<size_t>(t.num_elements()) * sizeof(float); }
-
-  std::unique_ptr<StepPlan> MakePlan(int64_t batch, bool training) {
-    auto plan = std::make_unique<StepPlan>();
-    plan->batch = batch;
-    plan->training = training;
-    const size_t n = nodes_.size();
-    const StepClock clock{static_cast<int>(n)};
-    // Shapes and layouts, node by node, as Forward() will meet them.
-    std::vector<Tensor>& outputs = plan->outputs;
-    outputs.assign(n, Tensor());
-    outputs[0] = Placeholder(Batched(batch, input_shape_), nullptr);
-    for (size_t k = 1; k < n; ++k) {
-      const Node& node = nodes_[k];
-      if (node.computed_by >= 0) {
-        outputs[k] = outputs[node.computed_by];
-      } else {
-        outputs[k] = Placeholder(Batched(batch, node.shape), node.layer->OutputLayout(*ctx_, InputsOf(node, outputs)));
-      }
-    }
-    if (training) PlanGradientSharing(*plan);
-
-    // Every buffer with its lifetime, and the placeholder (shape and layout)
-    // that becomes its view into the arena once placed.
-    std::vector<BufferLifetime> lifetimes;
-    std::vector<Tensor*> slots;
-    auto add = [&](Tensor* slot, int first, int last) {
-      if (Pads(*slot)) first = 0, last = clock.End();
-      lifetimes.push_back({slot->num_bytes(), first, last});
-      slots.push_back(slot);
-    };
-    // Activations: from the producer's Forward() to the last read.
-    std::vector<int> last_read(n, 0);
-    for (size_t k = 1; k < n; ++k) {
-      const int owner = nodes_[k].computed_by >= 0 ? nodes_[k].computed_by : static_cast<int>(k);
-      int& last = last_read[owner];
-      last = std::max(last, clock.Forward(owner));
-      for (int c : nodes_[k].consumers) {
-        last = std::max(last, clock.Forward(c));
-        if (training && !nodes_[c].passes_gradient && nodes_[c].layer->ReadsInBackward().inputs) {
-          last = std::max(last, clock.Backward(c));
-        }
-      }
-      if (k == n - 1) last = std::max(last, clock.Loss());
-      if (training && owner == static_cast<int>(k) && !nodes_[k].passes_gradient &&
-          nodes_[k].layer->ReadsInBackward().output) {
-        last = std::max(last, clock.Backward(static_cast<int>(k)));
-      }
-    }
-    for (size_t k = 1; k < n; ++k) {
-      if (nodes_[k].computed_by >= 0) continue;
-      add(&outputs[k], clock.Forward(static_cast<int>(k)), last_read[k]);
-    }
-    if (training) {
-      // Gradients: a shared buffer from its members' first write to their last read.
-      std::vector<int> first_write(n, clock.End()), grad_last_read(n, 0);
-      for (size_t m = 1; m < n; ++m) {
-        const int root = RootOf(plan->parent, static_cast<int>(m));
-        const int write = m == n - 1 ? clock.Loss() : clock.Backward(nodes_[m].consumers.back());
-        first_write[root] = std::min(first_write[root], write);
-        grad_last_read[root] = std::max(grad_last_read[root], clock.Backward(static_cast<int>(m)));
-      }
-      for (size_t r = 1; r < n; ++r) {
-        if (plan->parent[r] >= 0) continue;
-        plan->grads[r] = outputs[r];  // laid out as its activation
-        add(&plan->grads[r], first_write[r], grad_last_read[r]);
-      }
-      for (size_t k = 1; k < n; ++k) {
-        for (Tensor& scratch : plan->scratch[k]) {
-          if (scratch.empty()) continue;
-          const int t = clock.Backward(static_cast<int>(k));
-          add(&scratch, t, t);
-        }
-      }
-    }
-
-    const MemoryPlan placed = PlanMemory(lifetimes, kArenaAlignment);
-    plan->arena = ctx_->Allocate({static_cast<int64_t>((placed.arena_bytes + sizeof(float) - 1) / sizeof(float))});
-    char* base = static_cast<char*>(plan->arena.raw());
-    for (size_t i = 0; i < slots.size(); ++i) {
-      Tensor& t = *slots[i];
-      t = Tensor(t.shape(), DType::kFloat32,
-                 Buffer::Borrow(base + placed.offsets[i], lifetimes[i].bytes, plan->arena.buffer()),
-                 plan->arena.device(), t.layout());
-    }
-    for (size_t k = 1; k < n; ++k) {
-      if (nodes_[k].computed_by >= 0) outputs[k] = outputs[nodes_[k].computed_by];
-      if (training && plan->parent[k] >= 0) plan->grads[k] = plan->grads[RootOf(plan->parent, static_cast<int>(k))];
-    }
-    if (!outputs.back().is_plain()) {
-      plan->plain_logits = ctx_->Allocate(outputs.back().shape());
-      if (training) plan->plain_grad_logits = ctx_->Allocate(outputs.back().shape());
-    }
-    plan->memory = {static_cast<int64_t>(placed.arena_bytes), static_cast<int64_t>(placed.total_bytes),
-                    static_cast<int64_t>(LiveBytesPeak(lifetimes, kArenaAlignment)),
-                    static_cast<int>(lifetimes.size())};
-    VLOG(1) << name_ << ": " << (training ? "training" : "evaluation") << " plan for batch " << batch << ": "
-            << lifetimes.size() << " buffers in an arena of " << placed.arena_bytes << " bytes (" << placed.total_bytes
-            << " apart, live peak " << plan->memory.live_peak_bytes << ")";
-    return plan;
   }
 
   // Every parameter's gradient becomes a view into one buffer, in variable
@@ -350,73 +168,6 @@ class GraphModel final : public Model {
     }
   }
 
-  // Decides which gradients share a buffer (plan.parent, plan.shared) and
-  // where a scratch tensor is needed: plan.scratch gets placeholders (shape
-  // and layout) for MakePlan to place; plan.grads is sized for it to fill.
-  void PlanGradientSharing(StepPlan& plan) {
-    const size_t n = nodes_.size();
-    const std::vector<Tensor>& outputs = plan.outputs;
-    plan.grads.assign(n, Tensor());
-    plan.scratch.assign(n, {});
-    plan.shared.assign(n, {});
-    plan.parent.assign(n, -1);
-    for (size_t k = n - 1; k >= 1; --k) {
-      const Node& node = nodes_[k];
-      plan.scratch[k].resize(node.inputs.size());
-      plan.shared[k].assign(node.inputs.size(), false);
-      for (size_t j = 0; j < node.inputs.size(); ++j) {
-        const int in = node.inputs[j];
-        if (in == 0) continue;
-        const bool same_layout = SameLayout(outputs[in].layout(), outputs[k].layout());
-        if (node.passes_gradient && node.direct[j] && same_layout &&
-            std::count(node.inputs.begin(), node.inputs.end(), in) == 1 &&
-            CanShare(plan.parent, in, static_cast<int>(k))) {
-          plan.parent[in] = static_cast<int>(k);
-          plan.shared[k][j] = true;
-        }
-        // Scratch: where a contribution is added rather than written, unless
-        // it is passed through in the right layout already.
-        if (!node.direct[j] && !(node.passes_gradient && same_layout)) plan.scratch[k][j] = outputs[in];
-      }
-    }
-    for (size_t k = 1; k < n; ++k) {
-      VLOG(2) << name_ << ": gradient of " << nodes_[k].name
-              << (plan.parent[k] >= 0 ? " shares " + nodes_[plan.parent[k]].name + "'s buffer" : " has its own buffer");
-    }
-  }
-
-  // The root of the buffer-sharing tree `x` belongs to.
-  static int RootOf(const std::vector<int>& parent, int x) {
-    while (parent[x] >= 0) x = parent[x];
-    return x;
-  }
-
-  // Whether node `a` may share the gradient buffer of node `k`, its largest
-  // consumer. A shared buffer holds several gradients over time: each member
-  // y is read by y's Backward() (step y, counting down) and must then hold
-  // exactly d(loss)/d(y); the other consumers of a member ("separate
-  // writers") add into the buffer at their own steps. An ancestor's gradient
-  // is part of its descendants', so only members on other branches
-  // constrain: a's separate writers must run after such a y was read (index
-  // not above y: at step y itself Backward() reads before the model adds),
-  // and y's after a was read.
-  bool CanShare(const std::vector<int>& parent, int a, int k) const {
-    std::vector<bool> ancestor(nodes_.size(), false);
-    for (int x = k; x >= 0; x = parent[x]) ancestor[x] = true;
-    const int root = RootOf(parent, k);
-    auto writes_after = [this](int member, int shares_with, int step) {
-      for (int c : nodes_[member].consumers) {
-        if (c != shares_with && c > step) return false;
-      }
-      return true;
-    };
-    for (int y = 1; y < static_cast<int>(nodes_.size()); ++y) {
-      if (ancestor[y] || y == a || parent[y] < 0 || RootOf(parent, y) != root) continue;
-      if (!writes_after(a, k, y) || !writes_after(y, parent[y], a)) return false;
-    }
-    return true;
-  }
-
   // Runs every layer under the plan for this batch and mode (plan_ after);
   // returns the logits, plain.
   const Tensor& Forward(const Tensor& images, bool training) {
@@ -437,7 +188,7 @@ class GraphModel final : public Model {
       outputs[0] = device_images_;
     }
     for (size_t k = 1; k < nodes_.size(); ++k) {
-      const Node& node = nodes_[k];
+      const GraphNode& node = nodes_[k];
       if (node.computed_by >= 0) continue;  // outputs[k] is its computing node's
       node.layer->Forward(*ctx_, InputsOf(node, outputs), outputs[k], training);
     }
@@ -451,7 +202,7 @@ class GraphModel final : public Model {
     StepPlan& plan = *plan_;
     const std::vector<Tensor>& grads = plan.grads;
     for (size_t k = nodes_.size() - 1; k >= 1; --k) {
-      Node& node = nodes_[k];
+      GraphNode& node = nodes_[k];
       if (node.passes_gradient) {
         for (size_t j = 0; j < node.inputs.size(); ++j) {
           const int in = node.inputs[j];
@@ -488,7 +239,7 @@ class GraphModel final : public Model {
   const Shape input_shape_;
   const int num_classes_;
   DeviceContext* const ctx_;
-  std::vector<Node> nodes_;  // nodes_.back() is the logits
+  std::vector<GraphNode> nodes_;  // nodes_.back() is the logits
   std::unique_ptr<LossLayer> loss_;
   float loss_scale_ = 1;
   std::vector<Variable> variables_;
@@ -561,11 +312,11 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
     }
   }
 
-  std::vector<Node> nodes(specs.size());
+  std::vector<GraphNode> nodes(specs.size());
   nodes[0].name = "input";
   nodes[0].shape = input_shape;
   for (size_t k = 1; k < specs.size(); ++k) {
-    Node& node = nodes[k];
+    GraphNode& node = nodes[k];
     node.name = specs[k].name;
     node.inputs = specs[k].inputs;
     const std::string layer_where = absl::StrCat(where, "layer \"", node.name, "\" (", specs[k].spec.type, "): ");
@@ -590,7 +341,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
   // output is offered to the layer producing that input.
   std::vector<bool> fused_next(nodes.size(), false);
   for (size_t k = 1; k < nodes.size(); ++k) {
-    Node& node = nodes[k];
+    GraphNode& node = nodes[k];
     if (node.inputs.size() != 1 || !node.layer->parameters().empty()) continue;
     const int j = node.inputs[0];
     if (j == 0 || nodes[j].consumers.size() != 1 || nodes[j].computed_by >= 0 || fused_next[j]) continue;
@@ -605,7 +356,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
   // In backward order, the first writer of each node's gradient writes it directly.
   std::vector<bool> written(nodes.size(), false);
   for (int k = logits_node; k >= 1; --k) {
-    Node& node = nodes[k];
+    GraphNode& node = nodes[k];
     node.direct.assign(node.inputs.size(), false);
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       int in = node.inputs[j];
