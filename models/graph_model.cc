@@ -16,10 +16,6 @@
 namespace pstrain {
 namespace {
 
-absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
-  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
-}
-
 class GraphModel final : public Model {
  public:
   GraphModel(std::string name, Shape input_shape, int num_classes, DeviceContext* ctx, std::vector<GraphNode> nodes,
@@ -286,22 +282,37 @@ void InitializeParameter(const Parameter& param, uint64_t seed, int variable_ind
   }
 }
 
-absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape input_shape, int num_classes,
-                                                       DeviceContext* ctx, std::vector<GraphNodeSpec> specs,
-                                                       int logits_node) {
-  const std::string where = absl::StrCat("model \"", name, "\": ");
-  if (ctx == nullptr) return absl::InvalidArgumentError(absl::StrCat(where, "no device context"));
-  if (num_classes <= 0) return absl::InvalidArgumentError(absl::StrCat(where, "num_classes must be positive"));
-  if (logits_node < 1 || logits_node >= static_cast<int>(specs.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "logits node ", logits_node, " is not a layer"));
-  }
-  // Every layer must feed the logits (else its variables would get no gradient).
+// ---------------------------------------------------------------- building
+
+namespace {
+
+absl::Status Prefixed(const absl::Status& s, const std::string& prefix) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+// [node]: whether it feeds `logits_node` (which feeds itself).
+std::vector<bool> FeedsLogits(const std::vector<GraphNodeSpec>& specs, int logits_node) {
   std::vector<bool> feeds(specs.size(), false);
   feeds[logits_node] = true;
   for (int k = logits_node; k >= 1; --k) {
     if (!feeds[k]) continue;
     for (int in : specs[k].inputs) feeds[in] = true;
   }
+  return feeds;
+}
+
+// What the specs must be before any layer is made: a device context,
+// classes, a logits node that is a layer, every layer feeding the logits
+// (else its variables would get no gradient), no two layers of one name.
+// `where` begins every message.
+absl::Status CheckSpecs(const std::string& where, const DeviceContext* ctx, int num_classes,
+                        const std::vector<GraphNodeSpec>& specs, int logits_node) {
+  if (ctx == nullptr) return absl::InvalidArgumentError(absl::StrCat(where, "no device context"));
+  if (num_classes <= 0) return absl::InvalidArgumentError(absl::StrCat(where, "num_classes must be positive"));
+  if (logits_node < 1 || logits_node >= static_cast<int>(specs.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "logits node ", logits_node, " is not a layer"));
+  }
+  const std::vector<bool> feeds = FeedsLogits(specs, logits_node);
   std::set<std::string> names;
   for (size_t k = 1; k < specs.size(); ++k) {
     if (!feeds[k]) {
@@ -311,7 +322,14 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
       return absl::InvalidArgumentError(absl::StrCat(where, "two layers are named \"", specs[k].name, "\""));
     }
   }
+  return absl::OkStatus();
+}
 
+// The nodes of `specs`, each layer made for `device` and set up in node
+// order (its output shape from its inputs'); nodes[0] is the input, of
+// per-example shape `input_shape`. A layer's error names it after `where`.
+absl::StatusOr<std::vector<GraphNode>> CreateNodes(const std::string& where, const Shape& input_shape,
+                                                   const std::vector<GraphNodeSpec>& specs, DeviceKind device) {
   std::vector<GraphNode> nodes(specs.size());
   nodes[0].name = "input";
   nodes[0].shape = input_shape;
@@ -320,7 +338,7 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
     node.name = specs[k].name;
     node.inputs = specs[k].inputs;
     const std::string layer_where = absl::StrCat(where, "layer \"", node.name, "\" (", specs[k].spec.type, "): ");
-    auto layer = CreateLayer(specs[k].spec, ctx->device().kind);
+    auto layer = CreateLayer(specs[k].spec, device);
     if (!layer.ok()) return Prefixed(layer.status(), layer_where);
     node.layer = std::move(*layer);
     std::vector<Shape> input_shapes;
@@ -329,16 +347,25 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
     if (!shape.ok()) return Prefixed(shape.status(), layer_where);
     node.shape = std::move(*shape);
   }
-  if (nodes[logits_node].shape != Shape{num_classes}) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "logits \"", nodes[logits_node].name, "\" are ",
-                                                   ShapeToString(nodes[logits_node].shape), ", want [", num_classes,
-                                                   "]"));
-  }
+  return nodes;
+}
+
+absl::Status CheckLogitsShape(const std::string& where, const GraphNode& logits, int num_classes) {
+  if (logits.shape == Shape{num_classes}) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(where, "logits \"", logits.name, "\" are ",
+                                                 ShapeToString(logits.shape), ", want [", num_classes, "]"));
+}
+
+// Every node's consumers, ascending.
+void LinkConsumers(std::vector<GraphNode>& nodes) {
   for (size_t k = 1; k < nodes.size(); ++k) {
     for (int in : nodes[k].inputs) nodes[in].consumers.push_back(static_cast<int>(k));
   }
-  // Fusion: a parameterless layer that is the only reader of its input's
-  // output is offered to the layer producing that input.
+}
+
+// Fusion: a parameterless layer that is the only reader of its input's
+// output is offered to the layer producing that input (computed_by).
+void FuseLayers(const std::vector<GraphNodeSpec>& specs, std::vector<GraphNode>& nodes) {
   std::vector<bool> fused_next(nodes.size(), false);
   for (size_t k = 1; k < nodes.size(); ++k) {
     GraphNode& node = nodes[k];
@@ -350,10 +377,15 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
       fused_next[j] = true;
     }
   }
+}
+
+// How gradients flow: passes_gradient for fused nodes and layers that pass
+// theirs through; direct for the first writer of each node's gradient in
+// backward order.
+void MarkGradientFlow(std::vector<GraphNode>& nodes, int logits_node) {
   for (size_t k = 1; k < nodes.size(); ++k) {
     nodes[k].passes_gradient = nodes[k].computed_by >= 0 || nodes[k].layer->PassesGradientThrough();
   }
-  // In backward order, the first writer of each node's gradient writes it directly.
   std::vector<bool> written(nodes.size(), false);
   for (int k = logits_node; k >= 1; --k) {
     GraphNode& node = nodes[k];
@@ -365,6 +397,20 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
       written[in] = true;
     }
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape input_shape, int num_classes,
+                                                       DeviceContext* ctx, std::vector<GraphNodeSpec> specs,
+                                                       int logits_node) {
+  const std::string where = absl::StrCat("model \"", name, "\": ");
+  PSTRAIN_RETURN_IF_ERROR(CheckSpecs(where, ctx, num_classes, specs, logits_node));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<GraphNode> nodes, CreateNodes(where, input_shape, specs, ctx->device().kind));
+  PSTRAIN_RETURN_IF_ERROR(CheckLogitsShape(where, nodes[logits_node], num_classes));
+  LinkConsumers(nodes);
+  FuseLayers(specs, nodes);
+  MarkGradientFlow(nodes, logits_node);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LossLayer> loss, CreateSoftmaxCrossEntropy(ctx->device().kind));
   return std::unique_ptr<Model>(
       new GraphModel(std::move(name), std::move(input_shape), num_classes, ctx, std::move(nodes), std::move(loss)));
