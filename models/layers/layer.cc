@@ -16,9 +16,14 @@
 namespace pstrain {
 namespace {
 
-Registry<LayerFactory>& LayerRegistry(DeviceKind kind) {
-  static auto* cpu = new Registry<LayerFactory>("layer type for cpu");
-  static auto* cuda = new Registry<LayerFactory>("layer type for cuda");
+struct LayerEntry {
+  LayerFactory create;
+  LayerAttributes attributes;
+};
+
+Registry<LayerEntry>& LayerRegistry(DeviceKind kind) {
+  static auto* cpu = new Registry<LayerEntry>("layer type for cpu");
+  static auto* cuda = new Registry<LayerEntry>("layer type for cuda");
   return kind == DeviceKind::kCpu ? *cpu : *cuda;
 }
 
@@ -39,16 +44,28 @@ double LayerSpec::GetFloat(const std::string& key, double fallback) const {
   return it == floats.end() ? fallback : it->second;
 }
 
-bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factory) {
-  return LayerRegistry(kind).Register(type, std::move(factory));
+bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factory, LayerAttributes attributes) {
+  for (DeviceKind other : {DeviceKind::kCpu, DeviceKind::kCuda}) {
+    if (other == kind) continue;
+    const absl::StatusOr<LayerEntry> there = LayerRegistry(other).Find(type);
+    CHECK(!there.ok() || there->attributes == attributes)
+        << "layer type '" << type << "' reads other attributes on " << Device{other, 0}.ToString() << " than on "
+        << Device{kind, 0}.ToString() << " (their registrations must agree)";
+  }
+  return LayerRegistry(kind).Register(type, {std::move(factory), std::move(attributes)});
+}
+
+absl::StatusOr<LayerAttributes> AttributesOf(const std::string& type, DeviceKind kind) {
+  PSTRAIN_ASSIGN_OR_RETURN(const LayerEntry entry, LayerRegistry(kind).Find(type));
+  return entry.attributes;
 }
 
 std::vector<std::string> RegisteredLayerTypes(DeviceKind kind) { return LayerRegistry(kind).Names(); }
 
 absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, DeviceKind kind) {
-  PSTRAIN_ASSIGN_OR_RETURN(LayerFactory factory, LayerRegistry(kind).Find(spec.type));
-  PSTRAIN_RETURN_IF_ERROR(CheckLayerAttributes(spec));
-  return factory(spec);
+  PSTRAIN_ASSIGN_OR_RETURN(const LayerEntry entry, LayerRegistry(kind).Find(spec.type));
+  PSTRAIN_RETURN_IF_ERROR(CheckLayerAttributes(spec, entry.attributes));
+  return entry.create(spec);
 }
 
 absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind) {

@@ -162,16 +162,32 @@ class LossLayer {
 
 using LayerFactory = std::function<std::unique_ptr<Layer>(const LayerSpec&)>;
 
-// Registers `factory` for (type, device kind). Returns true, for static init.
-bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factory);
+// The attributes a layer type reads: integer ones (LayerSpec::Int/Ints) and
+// float ones (LayerSpec::Float). Declared with the layer's registration, so a
+// new layer is its own files (cpu, cuda) and a test.
+struct LayerAttributes {
+  std::vector<std::string> ints;
+  std::vector<std::string> floats;
+  bool operator==(const LayerAttributes&) const = default;
+};
+
+// Registers `factory` for (type, device kind), reading `attributes`. Returns
+// true, for static init. CHECK-fails when the type is registered on another
+// device kind with other attributes: a spec means the same on every device.
+bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factory, LayerAttributes attributes);
 // Creates a layer; an unknown type is NotFound listing the known ones, an
 // attribute the type does not read is InvalidArgument (CheckLayerAttributes).
 absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, DeviceKind kind);
 std::vector<std::string> RegisteredLayerTypes(DeviceKind kind);
+// What `type` reads on `kind`; NotFound for a type not registered there.
+absl::StatusOr<LayerAttributes> AttributesOf(const std::string& type, DeviceKind kind);
 absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind);
 
-#define PSTRAIN_REGISTER_LAYER(type, kind, cls)                                                     \
-  static const bool PSTRAIN_CONCAT(pstrain_layer_registered_, __LINE__) = ::pstrain::RegisterLayer( \
-      type, kind, [](const ::pstrain::LayerSpec& spec) { return std::unique_ptr<::pstrain::Layer>(new cls(spec)); })
+// PSTRAIN_REGISTER_LAYER("conv2d", DeviceKind::kCpu, Conv2d, {.ints = {"filters", ...}, .floats = {}});
+// The last argument is the LayerAttributes the type reads ({} for none).
+#define PSTRAIN_REGISTER_LAYER(type, kind, cls, ...)                                                                 \
+  static const bool PSTRAIN_CONCAT(pstrain_layer_registered_, __LINE__) = ::pstrain::RegisterLayer(                  \
+      type, kind, [](const ::pstrain::LayerSpec& spec) { return std::unique_ptr<::pstrain::Layer>(new cls(spec)); }, \
+      ::pstrain::LayerAttributes __VA_ARGS__)
 
 }  // namespace pstrain

@@ -198,32 +198,7 @@ void CheckLogitsAndLabels(const Tensor& logits, const int32_t* labels) {
   }
 }
 
-absl::StatusOr<LayerAttributes> AttributesOf(const std::string& type) {
-  // The one list of what each type reads (the Setup functions above and
-  // window.h read exactly these).
-  static const auto* kAttributes = new std::map<std::string, LayerAttributes>{
-      {"conv2d", {{"filters", "kernel", "stride", "padding", "groups", "bias"}, {}}},
-      {"dense", {{"units"}, {}}},
-      {"batch_norm", {{}, {"epsilon", "momentum"}}},
-      {"lrn", {{"size"}, {"alpha", "beta", "k"}}},
-      {"dropout", {{"seed"}, {"rate"}}},
-      {"max_pool", {{"kernel", "stride", "padding"}, {}}},
-      {"avg_pool", {{"kernel", "stride", "padding"}, {}}},
-      {"global_avg_pool", {}},
-      {"relu", {}},
-      {"flatten", {}},
-      {"add", {}},
-      {"concat", {}},
-  };
-  auto it = kAttributes->find(type);
-  if (it == kAttributes->end()) {
-    return absl::NotFoundError(absl::StrCat("layer type '", type, "' has no attribute rules"));
-  }
-  return it->second;
-}
-
-absl::Status CheckLayerAttributes(const LayerSpec& spec) {
-  PSTRAIN_ASSIGN_OR_RETURN(const LayerAttributes known, AttributesOf(spec.type));
+absl::Status CheckLayerAttributes(const LayerSpec& spec, const LayerAttributes& known) {
   auto reads = [](const std::vector<std::string>& names, const std::string& name) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };

@@ -111,21 +111,12 @@ absl::StatusOr<Shape> SetupAdd(const std::vector<Shape>& input_shapes);
 // channel dim -> [sum C_i, ...].
 absl::StatusOr<Shape> SetupConcat(const std::vector<Shape>& input_shapes);
 
-// The attributes a layer type reads: integer ones (LayerSpec::Int/Ints) and
-// float ones (LayerSpec::Float), as documented above for each type.
-struct LayerAttributes {
-  std::vector<std::string> ints;
-  std::vector<std::string> floats;
-};
-// What `type` reads; empty for the types without attributes (relu, flatten,
-// add, concat, global_avg_pool). NotFound for a type no rule knows.
-absl::StatusOr<LayerAttributes> AttributesOf(const std::string& type);
-// InvalidArgument when `spec` carries an attribute its type does not read (a
+// InvalidArgument when `spec` carries an attribute outside `known` (a
 // misspelled "strides" would otherwise silently mean stride 1), or gives an
 // integer attribute as a float or the other way round; the message names the
 // layer type, the attribute and the ones the type reads. CreateLayer checks
-// every spec with it, on every device.
-absl::Status CheckLayerAttributes(const LayerSpec& spec);
+// every spec with it, on every device, against the type's registration.
+absl::Status CheckLayerAttributes(const LayerSpec& spec, const LayerAttributes& known);
 
 // Softmax cross-entropy: each example's probability of its label is clamped
 // to at least this before the log, which keeps the loss finite when the

@@ -66,7 +66,7 @@ class Add final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 
-PSTRAIN_REGISTER_LAYER("add", DeviceKind::kCpu, Add);
+PSTRAIN_REGISTER_LAYER("add", DeviceKind::kCpu, Add, {});
 
 }  // namespace
 }  // namespace pstrain::cpu

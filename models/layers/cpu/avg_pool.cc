@@ -11,7 +11,8 @@ std::unique_ptr<Layer> Create(const LayerSpec& spec) {
   return std::make_unique<Pooling>("avg_pool", dnnl::algorithm::pooling_avg_exclude_padding, spec, /*global=*/false);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterLayer("avg_pool", DeviceKind::kCpu, Create);
+[[maybe_unused]] const bool kRegistered =
+    RegisterLayer("avg_pool", DeviceKind::kCpu, Create, {.ints = {"kernel", "stride", "padding"}});
 
 }  // namespace
 }  // namespace pstrain::cpu

@@ -165,7 +165,7 @@ class BatchNorm final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 
-PSTRAIN_REGISTER_LAYER("batch_norm", DeviceKind::kCpu, BatchNorm);
+PSTRAIN_REGISTER_LAYER("batch_norm", DeviceKind::kCpu, BatchNorm, {.floats = {"epsilon", "momentum"}});
 
 }  // namespace
 }  // namespace pstrain::cpu

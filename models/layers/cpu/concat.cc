@@ -106,7 +106,7 @@ class Concat final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 
-PSTRAIN_REGISTER_LAYER("concat", DeviceKind::kCpu, Concat);
+PSTRAIN_REGISTER_LAYER("concat", DeviceKind::kCpu, Concat, {});
 
 }  // namespace
 }  // namespace pstrain::cpu

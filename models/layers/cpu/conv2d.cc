@@ -199,7 +199,8 @@ class Conv2d final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;  // few entries (train and eval batch sizes): a linear scan
 };
 
-PSTRAIN_REGISTER_LAYER("conv2d", DeviceKind::kCpu, Conv2d);
+PSTRAIN_REGISTER_LAYER("conv2d", DeviceKind::kCpu, Conv2d,
+                       {.ints = {"filters", "kernel", "stride", "padding", "groups", "bias"}});
 
 }  // namespace
 }  // namespace pstrain::cpu

@@ -158,7 +158,7 @@ class Dense final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;  // few entries: a linear scan
 };
 
-PSTRAIN_REGISTER_LAYER("dense", DeviceKind::kCpu, Dense);
+PSTRAIN_REGISTER_LAYER("dense", DeviceKind::kCpu, Dense, {.ints = {"units"}});
 
 }  // namespace
 }  // namespace pstrain::cpu

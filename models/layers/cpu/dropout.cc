@@ -108,7 +108,7 @@ class Dropout final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 
-PSTRAIN_REGISTER_LAYER("dropout", DeviceKind::kCpu, Dropout);
+PSTRAIN_REGISTER_LAYER("dropout", DeviceKind::kCpu, Dropout, {.ints = {"seed"}, .floats = {"rate"}});
 
 }  // namespace
 }  // namespace pstrain::cpu

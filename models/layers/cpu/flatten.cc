@@ -37,7 +37,7 @@ class Flatten final : public Layer {
   }
 };
 
-PSTRAIN_REGISTER_LAYER("flatten", DeviceKind::kCpu, Flatten);
+PSTRAIN_REGISTER_LAYER("flatten", DeviceKind::kCpu, Flatten, {});
 
 }  // namespace
 }  // namespace pstrain::cpu

@@ -10,7 +10,7 @@ std::unique_ptr<Layer> Create(const LayerSpec& spec) {
                                    /*global=*/true);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterLayer("global_avg_pool", DeviceKind::kCpu, Create);
+[[maybe_unused]] const bool kRegistered = RegisterLayer("global_avg_pool", DeviceKind::kCpu, Create, {});
 
 }  // namespace
 }  // namespace pstrain::cpu

@@ -97,7 +97,7 @@ class Lrn final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 
-PSTRAIN_REGISTER_LAYER("lrn", DeviceKind::kCpu, Lrn);
+PSTRAIN_REGISTER_LAYER("lrn", DeviceKind::kCpu, Lrn, {.ints = {"size"}, .floats = {"alpha", "beta", "k"}});
 
 }  // namespace
 }  // namespace pstrain::cpu

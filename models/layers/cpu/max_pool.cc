@@ -9,7 +9,8 @@ std::unique_ptr<Layer> Create(const LayerSpec& spec) {
   return std::make_unique<Pooling>("max_pool", dnnl::algorithm::pooling_max, spec, /*global=*/false);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterLayer("max_pool", DeviceKind::kCpu, Create);
+[[maybe_unused]] const bool kRegistered =
+    RegisterLayer("max_pool", DeviceKind::kCpu, Create, {.ints = {"kernel", "stride", "padding"}});
 
 }  // namespace
 }  // namespace pstrain::cpu

@@ -75,7 +75,7 @@ class Relu final : public Layer {
   std::vector<std::unique_ptr<Prims>> cache_;
 };
 
-PSTRAIN_REGISTER_LAYER("relu", DeviceKind::kCpu, Relu);
+PSTRAIN_REGISTER_LAYER("relu", DeviceKind::kCpu, Relu, {});
 
 }  // namespace
 }  // namespace pstrain::cpu

@@ -46,7 +46,7 @@ class AddLayer final : public Layer {
   }
 };
 
-PSTRAIN_REGISTER_LAYER("add", DeviceKind::kCuda, AddLayer);
+PSTRAIN_REGISTER_LAYER("add", DeviceKind::kCuda, AddLayer, {});
 
 }  // namespace
 }  // namespace pstrain::cuda

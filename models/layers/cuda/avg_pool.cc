@@ -12,7 +12,8 @@ std::unique_ptr<Layer> Create(const LayerSpec& spec) {
   return std::make_unique<Pooling>("avg_pool", CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, spec, /*global=*/false);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterLayer("avg_pool", DeviceKind::kCuda, Create);
+[[maybe_unused]] const bool kRegistered =
+    RegisterLayer("avg_pool", DeviceKind::kCuda, Create, {.ints = {"kernel", "stride", "padding"}});
 
 }  // namespace
 }  // namespace pstrain::cuda

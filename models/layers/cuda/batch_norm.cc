@@ -163,7 +163,7 @@ class BatchNorm final : public Layer {
   std::map<Shape, Descriptors> cache_;  // by batched input shape
 };
 
-PSTRAIN_REGISTER_LAYER("batch_norm", DeviceKind::kCuda, BatchNorm);
+PSTRAIN_REGISTER_LAYER("batch_norm", DeviceKind::kCuda, BatchNorm, {.floats = {"epsilon", "momentum"}});
 
 }  // namespace
 }  // namespace pstrain::cuda

@@ -83,7 +83,7 @@ class Concat final : public Layer {
   int64_t out_example_floats_ = 0;
 };
 
-PSTRAIN_REGISTER_LAYER("concat", DeviceKind::kCuda, Concat);
+PSTRAIN_REGISTER_LAYER("concat", DeviceKind::kCuda, Concat, {});
 
 }  // namespace
 }  // namespace pstrain::cuda

@@ -271,7 +271,8 @@ class Conv2d final : public Layer {
   std::map<Shape, Plan> cache_;                // by batched input shape
 };
 
-PSTRAIN_REGISTER_LAYER("conv2d", DeviceKind::kCuda, Conv2d);
+PSTRAIN_REGISTER_LAYER("conv2d", DeviceKind::kCuda, Conv2d,
+                       {.ints = {"filters", "kernel", "stride", "padding", "groups", "bias"}});
 
 }  // namespace
 }  // namespace pstrain::cuda

@@ -103,7 +103,7 @@ class Dense final : public Layer {
   int ones_size_ = 0;
 };
 
-PSTRAIN_REGISTER_LAYER("dense", DeviceKind::kCuda, Dense);
+PSTRAIN_REGISTER_LAYER("dense", DeviceKind::kCuda, Dense, {.ints = {"units"}});
 
 }  // namespace
 }  // namespace pstrain::cuda

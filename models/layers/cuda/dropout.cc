@@ -75,7 +75,7 @@ class Dropout final : public Layer {
   int64_t keep_size_ = -1;        // elements the last training Forward() drew; -1: none yet
 };
 
-PSTRAIN_REGISTER_LAYER("dropout", DeviceKind::kCuda, Dropout);
+PSTRAIN_REGISTER_LAYER("dropout", DeviceKind::kCuda, Dropout, {.ints = {"seed"}, .floats = {"rate"}});
 
 }  // namespace
 }  // namespace pstrain::cuda

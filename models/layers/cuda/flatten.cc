@@ -37,7 +37,7 @@ class Flatten final : public Layer {
   }
 };
 
-PSTRAIN_REGISTER_LAYER("flatten", DeviceKind::kCuda, Flatten);
+PSTRAIN_REGISTER_LAYER("flatten", DeviceKind::kCuda, Flatten, {});
 
 }  // namespace
 }  // namespace pstrain::cuda

@@ -12,7 +12,7 @@ std::unique_ptr<Layer> Create(const LayerSpec& spec) {
                                    /*global=*/true);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterLayer("global_avg_pool", DeviceKind::kCuda, Create);
+[[maybe_unused]] const bool kRegistered = RegisterLayer("global_avg_pool", DeviceKind::kCuda, Create, {});
 
 }  // namespace
 }  // namespace pstrain::cuda

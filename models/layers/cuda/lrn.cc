@@ -95,7 +95,7 @@ class Lrn final : public Layer {
   std::map<Shape, TensorDescriptor> cache_;  // by batched input shape
 };
 
-PSTRAIN_REGISTER_LAYER("lrn", DeviceKind::kCuda, Lrn);
+PSTRAIN_REGISTER_LAYER("lrn", DeviceKind::kCuda, Lrn, {.ints = {"size"}, .floats = {"alpha", "beta", "k"}});
 
 }  // namespace
 }  // namespace pstrain::cuda

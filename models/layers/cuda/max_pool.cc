@@ -15,7 +15,8 @@ std::unique_ptr<Layer> Create(const LayerSpec& spec) {
   return std::make_unique<Pooling>("max_pool", CUDNN_POOLING_MAX_DETERMINISTIC, spec, /*global=*/false);
 }
 
-[[maybe_unused]] const bool kRegistered = RegisterLayer("max_pool", DeviceKind::kCuda, Create);
+[[maybe_unused]] const bool kRegistered =
+    RegisterLayer("max_pool", DeviceKind::kCuda, Create, {.ints = {"kernel", "stride", "padding"}});
 
 }  // namespace
 }  // namespace pstrain::cuda

@@ -56,7 +56,7 @@ class Relu final : public Layer {
   std::map<Shape, TensorDescriptor> cache_;   // by batched shape
 };
 
-PSTRAIN_REGISTER_LAYER("relu", DeviceKind::kCuda, Relu);
+PSTRAIN_REGISTER_LAYER("relu", DeviceKind::kCuda, Relu, {});
 
 }  // namespace
 }  // namespace pstrain::cuda
