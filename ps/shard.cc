@@ -66,35 +66,21 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
   // unknown name is refused now.
   PSTRAIN_RETURN_IF_ERROR(CreateOptimizer(options.optimizer).status());
   PSTRAIN_RETURN_IF_ERROR(LearningRateSchedule::Create(options.optimizer, 0).status());
-  auto departed = std::make_unique<std::atomic<bool>[]>(options.num_workers);
-  for (int w = 0; w < options.num_workers; ++w) departed[w] = false;
+  WorkerRoster roster(options.num_workers, absl::Now());
   ConsistencyOptions consistency;
   consistency.shard_index = options.shard_index;
   consistency.num_workers = options.num_workers;
   consistency.replicas_to_aggregate = options.replicas_to_aggregate;
   consistency.staleness = options.staleness;
   consistency.timeouts = options.timeouts;
-  consistency.departed = departed.get();
+  consistency.departed = roster.departed();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ConsistencyPolicy> policy,
                            CreateConsistencyPolicy(options.consistency, consistency));
-  return std::unique_ptr<PsShard>(new PsShard(options, std::move(policy), std::move(departed)));
+  return std::unique_ptr<PsShard>(new PsShard(options, std::move(policy), std::move(roster)));
 }
 
-PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy,
-                 std::unique_ptr<std::atomic<bool>[]> departed)
-    : options_(options), policy_(std::move(policy)), departed_(std::move(departed)), start_time_(absl::Now()) {
-  absl::MutexLock lock(&mu_);
-  const int n = options.num_workers;
-  progress_.completed_steps.assign(n, 0);
-  progress_.done.assign(n, false);
-  progress_.lost.assign(n, false);
-  last_seen_.assign(n, start_time_);
-  last_step_.assign(n, -1);
-  seen_.assign(n, false);
-  incarnation_.assign(n, 0);
-  rejoined_.assign(n, false);
-  rejoin_versions_.assign(n, 0);
-}
+PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster)
+    : options_(options), policy_(std::move(policy)), roster_(std::move(roster)) {}
 
 PsShard::~PsShard() { CancelPendingPulls(absl::CancelledError("PS shard shutting down")); }
 
@@ -230,7 +216,7 @@ absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& 
     generation_ = generation;
   }
   ResumeAt(step);
-  rejoin_versions_.assign(options_.num_workers, 0);
+  roster_.ForgetRepeats();
   LOG(INFO) << "shard " << options_.shard_index << ": restored " << vars.size() << " variables at generation "
             << generation << " from "
             << (request.has_restore() ? absl::StrCat(request.restore().path(), " (step ", step, ")")
@@ -241,8 +227,7 @@ absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& 
 void PsShard::ResumeAt(int64_t step) {
   resumed_step_ = step;
   // Every worker resumes at that step.
-  progress_.completed_steps.assign(options_.num_workers, step);
-  last_step_.assign(options_.num_workers, step - 1);
+  roster_.ResumeAt(step);
 }
 
 absl::Status PsShard::CheckGeneration(int64_t theirs) const {
@@ -258,13 +243,7 @@ absl::Status PsShard::CheckGeneration(int64_t theirs) const {
 }
 
 void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
-  if (incarnation == 0) return;
-  if (incarnation_[worker] == 0 || incarnation_[worker] == incarnation) {
-    incarnation_[worker] = incarnation;
-    return;
-  }
-  incarnation_[worker] = incarnation;
-  rejoined_[worker] = true;
+  if (!roster_.NoteIncarnation(worker, incarnation)) return;
   // Gradients the old process pushed for steps still being aggregated may
   // arrive again from the new one (the same step, the same data): they are
   // dropped, not refused as duplicates.
@@ -272,13 +251,7 @@ void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
   if (initialized_.load()) {
     for (const auto& [name, var] : variables_) newest = std::max(newest, var->version.load());
   }
-  rejoin_versions_[worker] = newest + 1;
-  const bool was_lost = progress_.lost[worker];
-  if (was_lost) {
-    progress_.lost[worker] = false;
-    departed_[worker] = false;
-  }
-  last_seen_[worker] = absl::Now();
+  const bool was_lost = roster_.Rejoin(worker, newest + 1, absl::Now());
   LOG(WARNING) << "shard " << options_.shard_index << ": worker " << worker
                << " rejoined (a new process); its repeated gradients for steps below " << newest + 1 << " are dropped"
                << (was_lost ? "; it is no longer lost" : "");
@@ -309,7 +282,7 @@ absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& requ
   if (WireDTypeSize(dtype) == 0) {
     return absl::InvalidArgumentError(absl::StrCat("pull: unknown value_dtype ", dtype));
   }
-  if (!policy_->PullBlockers(request, progress_).empty()) return PullState::kBlockedByPolicy;
+  if (!policy_->PullBlockers(request, roster_.progress()).empty()) return PullState::kBlockedByPolicy;
   PullResponse header;
   for (ShardVariable* var : vars) {
     absl::MutexLock lock(&var->mu);
@@ -330,8 +303,8 @@ absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& requ
   header.set_resumed_step(resumed_step_);
   header.set_generation(generation_.load());
   if (request.min_generation() > 0) {  // a worker joining: where it stands
-    header.set_rejoined(rejoined_[request.worker()]);
-    header.set_worker_steps(progress_.completed_steps[request.worker()]);
+    header.set_rejoined(roster_.rejoined(request.worker()));
+    header.set_worker_steps(roster_.progress().completed_steps[request.worker()]);
   }
   header.SerializeToString(&response->header);
   bytes_out_ += response->payload_bytes();
@@ -439,7 +412,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   {
     absl::MutexLock lock(&mu_);
     NoteIncarnation(worker, request.incarnation());
-    repeats_below = rejoin_versions_[worker];
+    repeats_below = roster_.repeats_below(worker);
   }
 
   // Validation: nothing changes unless the whole request is well formed.
@@ -517,10 +490,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   locks.Release();
   {
     absl::MutexLock lock(&mu_);
-    last_seen_[worker] = absl::Now();
-    seen_[worker] = true;
-    last_step_[worker] = std::max(last_step_[worker], step);
-    progress_.completed_steps[worker] = std::max(progress_.completed_steps[worker], request.local_step() + 1);
+    roster_.Pushed(worker, absl::Now(), step, request.local_step());
   }
   if (applied_any) WakePulls();
   return absl::OkStatus();
@@ -528,14 +498,14 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
 
 absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "heartbeat"));
+  bool departed = false;
   {
     absl::MutexLock lock(&mu_);
     NoteIncarnation(request.worker(), request.incarnation());
-    last_seen_[request.worker()] = absl::Now();
-    seen_[request.worker()] = true;
-    last_step_[request.worker()] = std::max(last_step_[request.worker()], request.step());
+    roster_.Heard(request.worker(), absl::Now(), request.step());
+    departed = request.finished_pushing() && roster_.FinishedPushing(request.worker());
   }
-  if (request.finished_pushing() && !departed_[request.worker()].exchange(true)) OnDeparted(request.worker());
+  if (departed) OnDeparted(request.worker());
   return absl::OkStatus();
 }
 
@@ -561,13 +531,10 @@ absl::Status PsShard::Done(const DoneRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(worker, "done"));
   {
     absl::MutexLock lock(&mu_);
-    if (progress_.done[worker]) return absl::OkStatus();
-    progress_.done[worker] = true;
-    reports_.push_back(request.report());
+    if (!roster_.Done(worker, request.report())) return absl::OkStatus();
     LOG(INFO) << "shard " << options_.shard_index << ": worker " << worker << " done after " << request.report().steps()
               << " steps";
   }
-  departed_[worker] = true;
   OnDeparted(worker);  // also: ssp pulls no longer wait for this worker
   return absl::OkStatus();
 }
@@ -587,10 +554,8 @@ StatsResponse PsShard::Stats() const {
   ShardLoad* load = stats.mutable_load();
   {
     absl::MutexLock lock(&mu_);
-    for (const WorkerReport& r : reports_) *stats.add_done() = r;
-    for (int w = 0; w < options_.num_workers; ++w) {
-      if (progress_.lost[w]) stats.add_lost(w);
-    }
+    for (const WorkerReport& r : roster_.reports()) *stats.add_done() = r;
+    for (int w : roster_.Lost()) stats.add_lost(w);
   }
   stats.set_generation(generation_.load());
   load->set_shard(options_.shard_index);
@@ -615,7 +580,7 @@ std::string PsShard::DescribeWait(const PullRequest& request) const {
     return absl::StrCat("the chief's restore of this shard (generation ", request.min_generation(), "; now ",
                         generation_.load(), ")");
   }
-  if (std::vector<int> blockers = policy_->PullBlockers(request, progress_); !blockers.empty()) {
+  if (std::vector<int> blockers = policy_->PullBlockers(request, roster_.progress()); !blockers.empty()) {
     return policy_->DescribeBlockers(request, blockers);
   }
   for (const auto& [name, var] : variables_) {
@@ -672,24 +637,15 @@ absl::Status PsShard::Check(absl::Time now) {
   std::vector<std::pair<absl::Duration, std::string>> fatal;
   {
     absl::MutexLock lock(&mu_);
-    for (int w = 0; w < options_.num_workers; ++w) {
-      if (progress_.done[w] || progress_.lost[w]) continue;
-      const absl::Duration limit = seen_[w] ? absl::Seconds(options_.timeouts.worker_lost_seconds())
-                                            : absl::Seconds(options_.timeouts.startup_seconds());
-      const absl::Duration silent = now - last_seen_[w];
-      if (silent <= limit) continue;
-      std::string what = seen_[w] ? absl::StrCat("worker ", w, " lost: no heartbeat for ", absl::FormatDuration(silent),
-                                                 " (last step ", last_step_[w], ")")
-                                  : absl::StrCat("worker ", w, " never connected within startup_seconds (",
-                                                 absl::FormatDuration(limit), ")");
+    for (WorkerRoster::Silent& s : roster_.SilentWorkers(now, absl::Seconds(options_.timeouts.worker_lost_seconds()),
+                                                         absl::Seconds(options_.timeouts.startup_seconds()))) {
       if (policy_->LostWorkerIsFatal()) {
-        fatal.emplace_back(silent, std::move(what));
+        fatal.emplace_back(s.silent, std::move(s.what));
         continue;
       }
-      progress_.lost[w] = true;
-      departed_[w] = true;
-      newly_lost.push_back(w);
-      LOG(WARNING) << "shard " << options_.shard_index << ": " << what << "; " << options_.consistency
+      roster_.Lose(s.worker);
+      newly_lost.push_back(s.worker);
+      LOG(WARNING) << "shard " << options_.shard_index << ": " << s.what << "; " << options_.consistency
                    << " training continues without it";
     }
   }
@@ -704,10 +660,7 @@ absl::Status PsShard::Check(absl::Time now) {
 
 bool PsShard::Finished() const {
   absl::MutexLock lock(&mu_);
-  for (int w = 0; w < options_.num_workers; ++w) {
-    if (!progress_.done[w] && !progress_.lost[w]) return false;
-  }
-  return true;
+  return roster_.AllDoneOrLost();
 }
 
 int64_t PsShard::MinVersion() const {
@@ -719,11 +672,7 @@ int64_t PsShard::MinVersion() const {
 
 std::vector<int> PsShard::LostWorkers() const {
   absl::MutexLock lock(&mu_);
-  std::vector<int> lost;
-  for (int w = 0; w < options_.num_workers; ++w) {
-    if (progress_.lost[w]) lost.push_back(w);
-  }
-  return lost;
+  return roster_.Lost();
 }
 
 }  // namespace pstrain

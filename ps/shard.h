@@ -33,6 +33,7 @@
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
 #include "ps/consistency/consistency_policy.h"
+#include "ps/shard/worker_roster.h"
 #include "ps/shard_variable.h"
 
 namespace pstrain {
@@ -94,8 +95,7 @@ class PsShard {
   };
   enum class PullState { kReady, kWaitingForVersions, kBlockedByPolicy };
 
-  PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy,
-          std::unique_ptr<std::atomic<bool>[]> departed);
+  PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster);
   absl::Status ValidateWorker(int worker, const char* what) const;
   // Fills `response` when the pull can be answered now; an error when the
   // request is bad.
@@ -140,10 +140,6 @@ class PsShard {
 
   const PsShardOptions options_;
   const std::unique_ptr<ConsistencyPolicy> policy_;
-  // Workers that are done, lost or finished pushing (readable under any lock;
-  // the policy reads it through ConsistencyOptions::departed).
-  const std::unique_ptr<std::atomic<bool>[]> departed_;
-  const absl::Time start_time_;
 
   // Set once by Init, then immutable: readable without locks once
   // initialized_ is true.
@@ -159,16 +155,10 @@ class PsShard {
   // Acquired before any variable's lock.
   mutable absl::Mutex mu_;
   std::vector<PendingPull> pending_ ABSL_GUARDED_BY(mu_);
-  WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::Time> last_seen_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> last_step_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> seen_ ABSL_GUARDED_BY(mu_);
-  // Per worker: its process's incarnation (0: unknown), whether a restarted
-  // process rejoined, and the steps below which its repeats are dropped.
-  std::vector<uint64_t> incarnation_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> rejoined_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> rejoin_versions_ ABSL_GUARDED_BY(mu_);
-  std::vector<WorkerReport> reports_ ABSL_GUARDED_BY(mu_);
+  // Liveness, progress, incarnations, reports and departures of the workers
+  // (its departed flags, atomics, are what the policy reads through
+  // ConsistencyOptions::departed, under any lock).
+  WorkerRoster roster_ ABSL_GUARDED_BY(mu_);
 
   // Load counters.
   std::atomic<int64_t> bytes_in_{0};

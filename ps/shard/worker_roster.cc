@@ -1,0 +1,107 @@
+#include "ps/shard/worker_roster.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace pstrain {
+
+WorkerRoster::WorkerRoster(int num_workers, absl::Time start)
+    : departed_(std::make_unique<std::atomic<bool>[]>(num_workers)),
+      last_seen_(num_workers, start),
+      last_step_(num_workers, -1),
+      seen_(num_workers, false),
+      incarnation_(num_workers, 0),
+      rejoined_(num_workers, false),
+      rejoin_versions_(num_workers, 0) {
+  progress_.completed_steps.assign(num_workers, 0);
+  progress_.done.assign(num_workers, false);
+  progress_.lost.assign(num_workers, false);
+  for (int w = 0; w < num_workers; ++w) departed_[w] = false;
+}
+
+void WorkerRoster::Heard(int worker, absl::Time now, int64_t step) {
+  last_seen_[worker] = now;
+  seen_[worker] = true;
+  last_step_[worker] = std::max(last_step_[worker], step);
+}
+
+void WorkerRoster::Pushed(int worker, absl::Time now, int64_t step, int64_t local_step) {
+  Heard(worker, now, step);
+  progress_.completed_steps[worker] = std::max(progress_.completed_steps[worker], local_step + 1);
+}
+
+void WorkerRoster::ResumeAt(int64_t step) {
+  progress_.completed_steps.assign(size(), step);
+  last_step_.assign(size(), step - 1);
+}
+
+bool WorkerRoster::NoteIncarnation(int worker, uint64_t incarnation) {
+  if (incarnation == 0) return false;
+  const bool restarted = incarnation_[worker] != 0 && incarnation_[worker] != incarnation;
+  incarnation_[worker] = incarnation;
+  return restarted;
+}
+
+bool WorkerRoster::Rejoin(int worker, int64_t repeats_below, absl::Time now) {
+  rejoined_[worker] = true;
+  rejoin_versions_[worker] = repeats_below;
+  const bool was_lost = progress_.lost[worker];
+  if (was_lost) {
+    progress_.lost[worker] = false;
+    departed_[worker] = false;
+  }
+  last_seen_[worker] = now;
+  return was_lost;
+}
+
+void WorkerRoster::ForgetRepeats() { rejoin_versions_.assign(size(), 0); }
+
+bool WorkerRoster::FinishedPushing(int worker) { return !departed_[worker].exchange(true); }
+
+bool WorkerRoster::Done(int worker, const WorkerReport& report) {
+  if (progress_.done[worker]) return false;
+  progress_.done[worker] = true;
+  reports_.push_back(report);
+  departed_[worker] = true;
+  return true;
+}
+
+void WorkerRoster::Lose(int worker) {
+  progress_.lost[worker] = true;
+  departed_[worker] = true;
+}
+
+std::vector<int> WorkerRoster::Lost() const {
+  std::vector<int> lost;
+  for (int w = 0; w < size(); ++w) {
+    if (progress_.lost[w]) lost.push_back(w);
+  }
+  return lost;
+}
+
+bool WorkerRoster::AllDoneOrLost() const {
+  for (int w = 0; w < size(); ++w) {
+    if (!progress_.done[w] && !progress_.lost[w]) return false;
+  }
+  return true;
+}
+
+std::vector<WorkerRoster::Silent> WorkerRoster::SilentWorkers(absl::Time now, absl::Duration lost_after,
+                                                              absl::Duration startup) const {
+  std::vector<Silent> silent_workers;
+  for (int w = 0; w < size(); ++w) {
+    if (progress_.done[w] || progress_.lost[w]) continue;
+    const absl::Duration limit = seen_[w] ? lost_after : startup;
+    const absl::Duration silent = now - last_seen_[w];
+    if (silent <= limit) continue;
+    std::string what = seen_[w] ? absl::StrCat("worker ", w, " lost: no heartbeat for ", absl::FormatDuration(silent),
+                                               " (last step ", last_step_[w], ")")
+                                : absl::StrCat("worker ", w, " never connected within startup_seconds (",
+                                               absl::FormatDuration(limit), ")");
+    silent_workers.push_back({w, silent, std::move(what)});
+  }
+  return silent_workers;
+}
+
+}  // namespace pstrain
