@@ -80,17 +80,20 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
 }
 
 PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster)
-    : options_(options), policy_(std::move(policy)), roster_(std::move(roster)) {}
+    : options_(options),
+      policy_(std::move(policy)),
+      parked_(options.shard_index, absl::Seconds(options.timeouts.rpc_seconds())),
+      roster_(std::move(roster)) {}
 
 PsShard::~PsShard() { CancelPendingPulls(absl::CancelledError("PS shard shutting down")); }
 
 void PsShard::CancelPendingPulls(const absl::Status& status) {
-  std::vector<PendingPull> pending;
+  std::vector<PullAnswer> answers;
   {
     absl::MutexLock lock(&mu_);
-    pending.swap(pending_);
+    answers = parked_.TakeAll(status);
   }
-  for (PendingPull& p : pending) p.respond(status, {});
+  SendAll(std::move(answers));
 }
 
 absl::Status PsShard::ValidateWorker(int worker, const char* what) const {
@@ -257,7 +260,7 @@ void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
                << (was_lost ? "; it is no longer lost" : "");
 }
 
-absl::StatusOr<PsShard::PullState> PsShard::TryServePull(const PullRequest& request, OutgoingFrame* response) {
+absl::StatusOr<PullState> PsShard::TryServePull(const PullRequest& request, OutgoingFrame* response) {
   PSTRAIN_RETURN_IF_ERROR(CheckGeneration(request.generation()));
   if (!initialized_.load() || generation_.load() < std::max<int64_t>(1, request.min_generation())) {
     return PullState::kWaitingForVersions;
@@ -337,10 +340,7 @@ void PsShard::Pull(const PullRequest& request, Responder respond) {
     NoteIncarnation(request.worker(), request.incarnation());
     state = TryServePull(request, &response);
     if (state.ok() && *state != PullState::kReady) {
-      const absl::Duration timeout = request.timeout_ms() > 0 ? absl::Milliseconds(request.timeout_ms())
-                                                              : absl::Seconds(options_.timeouts.rpc_seconds());
-      const absl::Time now = absl::Now();
-      pending_.push_back({request, std::move(respond), now + timeout, now, *state == PullState::kBlockedByPolicy});
+      parked_.Park(request, std::move(respond), *state, absl::Now());
       return;
     }
   }
@@ -352,33 +352,17 @@ void PsShard::Pull(const PullRequest& request, Responder respond) {
 }
 
 void PsShard::WakePulls() {
-  std::vector<std::pair<Responder, absl::StatusOr<OutgoingFrame>>> answers;
+  std::vector<PullAnswer> answers;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      OutgoingFrame response;
-      absl::StatusOr<PullState> state = TryServePull(it->request, &response);
-      if (state.ok() && *state != PullState::kReady) {
-        it->blocked_by_policy = it->blocked_by_policy || *state == PullState::kBlockedByPolicy;
-        ++it;
-        continue;
-      }
-      if (state.ok()) {
-        if (it->blocked_by_policy) policy_->RecordWaitedPull(absl::Now() - it->parked_at);
-        answers.emplace_back(std::move(it->respond), std::move(response));
-      } else {
-        answers.emplace_back(std::move(it->respond), state.status());
-      }
-      it = pending_.erase(it);
-    }
+    answers = parked_.Retry(
+        [this](const PullRequest& request, OutgoingFrame* response) {
+          mu_.AssertHeld();  // Retry runs under the lock taken above
+          return TryServePull(request, response);
+        },
+        [this](absl::Duration waited) { policy_->RecordWaitedPull(waited); });
   }
-  for (auto& [respond, answer] : answers) {
-    if (answer.ok()) {
-      respond(absl::OkStatus(), *std::move(answer));
-    } else {
-      respond(answer.status(), {});
-    }
-  }
+  SendAll(std::move(answers));
 }
 
 absl::StatusOr<std::vector<bool>> PsShard::CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker,
@@ -599,25 +583,17 @@ std::string PsShard::DescribeWait(const PullRequest& request) const {
 
 absl::Status PsShard::Check(absl::Time now) {
   // 1. Expire pulls.
-  std::vector<std::pair<Responder, absl::Status>> expired;
+  std::vector<PullAnswer> expired;
   {
     absl::MutexLock lock(&mu_);
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->deadline > now) {
-        ++it;
-        continue;
-      }
-      expired.emplace_back(
-          std::move(it->respond),
-          absl::DeadlineExceededError(absl::StrCat("shard ", options_.shard_index, ": pull by worker ",
-                                                   it->request.worker(), " for version >= ", it->request.min_version(),
-                                                   " timed out: ", DescribeWait(it->request))));
-      it = pending_.erase(it);
-    }
+    expired = parked_.TakeExpired(now, [this](const PullRequest& request) {
+      mu_.AssertHeld();  // TakeExpired runs under the lock taken above
+      return DescribeWait(request);
+    });
   }
-  for (auto& [respond, status] : expired) {
-    LOG(WARNING) << status.message();
-    respond(status, {});
+  for (PullAnswer& answer : expired) {
+    LOG(WARNING) << answer.status.message();
+    std::move(answer).Send();
   }
 
   // 2. Steps waiting too long.

@@ -33,6 +33,7 @@
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
 #include "ps/consistency/consistency_policy.h"
+#include "ps/shard/parked_pulls.h"
 #include "ps/shard/worker_roster.h"
 #include "ps/shard_variable.h"
 
@@ -86,15 +87,6 @@ class PsShard {
   std::vector<int> LostWorkers() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct PendingPull {
-    PullRequest request;
-    Responder respond;
-    absl::Time deadline;
-    absl::Time parked_at;
-    bool blocked_by_policy = false;  // ever waited for the policy (not only for versions)
-  };
-  enum class PullState { kReady, kWaitingForVersions, kBlockedByPolicy };
-
   PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster);
   absl::Status ValidateWorker(int worker, const char* what) const;
   // Fills `response` when the pull can be answered now; an error when the
@@ -154,7 +146,7 @@ class PsShard {
 
   // Acquired before any variable's lock.
   mutable absl::Mutex mu_;
-  std::vector<PendingPull> pending_ ABSL_GUARDED_BY(mu_);
+  ParkedPulls parked_ ABSL_GUARDED_BY(mu_);
   // Liveness, progress, incarnations, reports and departures of the workers
   // (its departed flags, atomics, are what the policy reads through
   // ConsistencyOptions::departed, under any lock).
