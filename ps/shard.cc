@@ -10,56 +10,10 @@
 #include "common/tensor.h"
 #include "glog/logging.h"
 #include "ps/push_decoder.h"
+#include "ps/shard/request_checks.h"
 #include "ps/shard_checkpoint.h"
 
 namespace pstrain {
-namespace {
-
-// `encoded`: the tensor may travel compressed (pushes): 16-bit dtypes, and
-// sparse (top-k) payloads of sparse_count indices and values. Otherwise
-// dense float32 only (init).
-absl::Status CheckTensorHeader(const TensorHeader& h, const Shape& expected_shape, int64_t expected_n, const char* what,
-                               bool encoded = false) {
-  Shape shape(h.shape().begin(), h.shape().end());
-  const size_t size = WireDTypeSize(h.dtype());
-  if (h.dtype() != DT_FLOAT32 && (!encoded || size == 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", h.name(), ": dtype must be ", encoded ? "float32, float16 or bfloat16" : "float32"));
-  }
-  if (shape != expected_shape) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": shape ", ShapeToString(shape),
-                                                   " but the variable is ", ShapeToString(expected_shape)));
-  }
-  if (h.sparse_count() > 0) {
-    if (!encoded) return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": must be dense"));
-    if (h.sparse_count() > static_cast<uint64_t>(expected_n)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": ", h.sparse_count(),
-                                                     " sparse elements but the variable has ", expected_n));
-    }
-    if (h.num_bytes() != h.sparse_count() * (sizeof(uint32_t) + size)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", h.name(), ": ", h.num_bytes(), " bytes but ",
-                                                     h.sparse_count(), " sparse elements need ",
-                                                     h.sparse_count() * (sizeof(uint32_t) + size)));
-    }
-    return absl::OkStatus();
-  }
-  if (h.num_bytes() != static_cast<uint64_t>(expected_n) * size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", h.name(), ": ", h.num_bytes(), " bytes but the variable needs ", expected_n * size));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckPayloadSize(const IncomingFrame& payload, uint64_t declared, const char* what) {
-  if (payload.payload_bytes() != declared) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": headers declare ", declared, " payload bytes but ", payload.payload_bytes(), " arrived"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& options) {
   if (options.num_workers <= 0) return absl::InvalidArgumentError("PS shard needs at least one worker");
   // The optimizer is created at Init (when the run's length is known); an
@@ -82,6 +36,7 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
 PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster)
     : options_(options),
       policy_(std::move(policy)),
+      store_(options.shard_index),
       parked_(options.shard_index, absl::Seconds(options.timeouts.rpc_seconds())),
       roster_(std::move(roster)) {}
 
@@ -104,156 +59,12 @@ absl::Status PsShard::ValidateWorker(int worker, const char* what) const {
   return absl::OkStatus();
 }
 
-absl::Status PsShard::Init(const InitRequest& request, IncomingFrame& payload, InitResponse* response) {
-  PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "init"));
-  PSTRAIN_RETURN_IF_ERROR(InstallVariables(request, payload, response));
-  WakePulls();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::map<std::string, std::unique_ptr<ShardVariable>>> PsShard::BuildVariables(
-    const InitRequest& request, IncomingFrame& payload, int num_slots) const {
-  uint64_t declared = 0;
-  std::set<std::string> names;
-  for (const TensorHeader& h : request.tensors()) {
-    Shape shape(h.shape().begin(), h.shape().end());
-    for (int64_t d : shape) {
-      if (d < 0) return absl::InvalidArgumentError(absl::StrCat("init ", h.name(), ": negative dimension"));
-    }
-    PSTRAIN_RETURN_IF_ERROR(CheckTensorHeader(h, shape, NumElements(shape), "init"));
-    if (!names.insert(h.name()).second) {
-      return absl::InvalidArgumentError(absl::StrCat("init: variable ", h.name(), " given twice"));
-    }
-    declared += h.num_bytes();
-  }
-  PSTRAIN_RETURN_IF_ERROR(CheckPayloadSize(payload, declared, "init"));
-  std::map<std::string, std::unique_ptr<ShardVariable>> variables;
-  for (const TensorHeader& h : request.tensors()) {
-    auto var = std::make_unique<ShardVariable>();
-    var->name = h.name();
-    var->shape.assign(h.shape().begin(), h.shape().end());
-    var->n = NumElements(var->shape);
-    absl::MutexLock var_lock(&var->mu);
-    var->value = Buffer::Allocate(var->bytes());
-    PSTRAIN_RETURN_IF_ERROR(payload.Read(var->value->data(), var->bytes()));
-    var->slots.assign(num_slots, std::vector<float>(var->n, 0.0f));
-    var->consistency = policy_->NewState(*var);
-    variables[var->name] = std::move(var);
-  }
-  if (request.has_restore()) {
-    PSTRAIN_RETURN_IF_ERROR(
-        LoadShardCheckpoint(request.restore(), options_.shard_index, options_.optimizer.name(), variables));
-  }
-  return variables;
-}
-
-absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response) {
-  absl::MutexLock lock(&mu_);
-  const int64_t generation = std::max<int64_t>(1, request.generation());
-  if (initialized_.load()) {
-    if (generation <= generation_.load()) {
-      response->set_already_initialized(true);
-      response->set_generation(generation_.load());
-      return absl::OkStatus();
-    }
-    PSTRAIN_RETURN_IF_ERROR(RestoreInPlace(request, payload, generation));
-    response->set_already_initialized(true);
-    response->set_generation(generation);
-    return absl::OkStatus();
-  }
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options_.optimizer));
-  PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
-                           LearningRateSchedule::Create(options_.optimizer, request.total_steps()));
-  PSTRAIN_ASSIGN_OR_RETURN(auto variables, BuildVariables(request, payload, optimizer->num_slots()));
-  if (request.has_restore()) {
-    const ShardRestore& restore = request.restore();
-    ResumeAt(restore.step());
-    LOG(INFO) << "shard " << options_.shard_index << ": restored " << variables.size() << " variables from "
-              << restore.path() << " (step " << restore.step() << ")";
-  }
-  variables_ = std::move(variables);
-  updater_.emplace(std::move(optimizer), std::move(schedule));
-  bytes_in_ += payload.payload_bytes();
-  generation_ = generation;
-  initialized_ = true;  // publishes variables_ and updater_
-  LOG(INFO) << "shard " << options_.shard_index << ": initialised " << variables_.size() << " variables ("
-            << payload.payload_bytes() << " bytes) from worker " << request.worker() << ", generation " << generation;
-  response->set_already_initialized(false);
-  response->set_generation(generation);
-  return absl::OkStatus();
-}
-
-absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& payload, int64_t generation) {
-  PSTRAIN_ASSIGN_OR_RETURN(auto fresh, BuildVariables(request, payload, updater_->num_slots()));
-  std::vector<ShardVariable*> vars;
-  for (auto& [name, var] : variables_) {
-    auto it = fresh.find(name);
-    if (it == fresh.end() || it->second->shape != var->shape) {
-      return absl::InvalidArgumentError(absl::StrCat("init of generation ", generation, ": shard ",
-                                                     options_.shard_index, "'s variable ", name,
-                                                     it == fresh.end() ? " is missing" : " has another shape"));
-    }
-    vars.push_back(var.get());
-  }
-  if (fresh.size() != variables_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("init of generation ", generation, ": ", fresh.size(),
-                                                   " variables for a shard holding ", variables_.size()));
-  }
-  const int64_t step = request.has_restore() ? request.restore().step() : 0;
-  {
-    // Every variable changes at once: a push holding any variable's lock
-    // sees either the old generation's state or the new one's.
-    VariableLocks locks(vars);
-    for (ShardVariable* var : vars) {
-      var->mu.AssertHeld();
-      ShardVariable& from = *fresh[var->name];
-      absl::MutexLock from_lock(&from.mu);
-      var->value = std::move(from.value);
-      var->spare = nullptr;
-      var->slots = std::move(from.slots);
-      var->version = from.version.load();
-      var->consistency = policy_->NewState(*var);
-      var->encoded = nullptr;
-      var->encoded_version = -1;
-    }
-    generation_ = generation;
-  }
-  ResumeAt(step);
-  roster_.ForgetRepeats();
-  LOG(INFO) << "shard " << options_.shard_index << ": restored " << vars.size() << " variables at generation "
-            << generation << " from "
-            << (request.has_restore() ? absl::StrCat(request.restore().path(), " (step ", step, ")")
-                                      : std::string("the chief's initial values (step 0)"));
-  return absl::OkStatus();
-}
-
-void PsShard::ResumeAt(int64_t step) {
-  resumed_step_ = step;
-  // Every worker resumes at that step.
-  roster_.ResumeAt(step);
-}
-
-absl::Status PsShard::CheckGeneration(int64_t theirs) const {
-  const int64_t mine = generation_.load();
-  if (theirs == 0 || theirs == mine) return absl::OkStatus();
-  if (mine == 0) {
-    return absl::AbortedError(absl::StrCat(
-        "PS shard ", options_.shard_index,
-        " has restarted and holds no variables until the chief restores them (request of generation ", theirs, ")"));
-  }
-  return absl::AbortedError(absl::StrCat("PS shard ", options_.shard_index, " was restored (generation ", mine,
-                                         "); this request is of generation ", theirs));
-}
-
 void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
   if (!roster_.NoteIncarnation(worker, incarnation)) return;
   // Gradients the old process pushed for steps still being aggregated may
   // arrive again from the new one (the same step, the same data): they are
   // dropped, not refused as duplicates.
-  int64_t newest = 0;
-  if (initialized_.load()) {
-    for (const auto& [name, var] : variables_) newest = std::max(newest, var->version.load());
-  }
+  const int64_t newest = store_.NewestVersion();
   const bool was_lost = roster_.Rejoin(worker, newest + 1, absl::Now());
   LOG(WARNING) << "shard " << options_.shard_index << ": worker " << worker
                << " rejoined (a new process); its repeated gradients for steps below " << newest + 1 << " are dropped"
@@ -261,21 +72,21 @@ void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
 }
 
 absl::StatusOr<PullState> PsShard::TryServePull(const PullRequest& request, OutgoingFrame* response) {
-  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(request.generation()));
-  if (!initialized_.load() || generation_.load() < std::max<int64_t>(1, request.min_generation())) {
+  PSTRAIN_RETURN_IF_ERROR(store_.CheckGeneration(request.generation()));
+  if (!store_.initialized() || store_.generation() < std::max<int64_t>(1, request.min_generation())) {
     return PullState::kWaitingForVersions;
   }
   std::vector<ShardVariable*> vars;
   if (request.names().empty()) {
-    for (auto& [name, var] : variables_) vars.push_back(var.get());
+    for (auto& [name, var] : store_.variables()) vars.push_back(var.get());
   } else {
     for (const std::string& name : request.names()) {
-      auto it = variables_.find(name);
-      if (it == variables_.end()) {
+      ShardVariable* var = store_.Find(name);
+      if (var == nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat("pull: unknown variable '", name, "' on shard ", options_.shard_index));
       }
-      vars.push_back(it->second.get());
+      vars.push_back(var);
     }
   }
   for (ShardVariable* var : vars) {
@@ -304,7 +115,7 @@ absl::StatusOr<PullState> PsShard::TryServePull(const PullRequest& request, Outg
     }
   }
   header.set_resumed_step(resumed_step_);
-  header.set_generation(generation_.load());
+  header.set_generation(store_.generation());
   if (request.min_generation() > 0) {  // a worker joining: where it stands
     header.set_rejoined(roster_.rejoined(request.worker()));
     header.set_worker_steps(roster_.progress().completed_steps[request.worker()]);
@@ -386,8 +197,8 @@ absl::StatusOr<std::vector<bool>> PsShard::CheckPushAgainstState(const std::vect
 
 absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, PushResponse* response) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "push"));
-  if (!initialized_.load()) {
-    PSTRAIN_RETURN_IF_ERROR(CheckGeneration(request.generation()));  // a restarted shard
+  if (!store_.initialized()) {
+    PSTRAIN_RETURN_IF_ERROR(store_.CheckGeneration(request.generation()));  // a restarted shard
     return absl::FailedPreconditionError("push before the chief initialised the variables");
   }
   const int worker = request.worker();
@@ -405,12 +216,12 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   std::vector<ShardVariable*> vars;
   std::set<std::string> names;
   for (const TensorHeader& h : request.tensors()) {
-    auto it = variables_.find(h.name());
-    if (it == variables_.end()) {
+    ShardVariable* found = store_.Find(h.name());
+    if (found == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("push: unknown variable '", h.name(), "' on shard ", options_.shard_index));
     }
-    ShardVariable& var = *it->second;
+    ShardVariable& var = *found;
     PSTRAIN_RETURN_IF_ERROR(CheckTensorHeader(h, var.shape, var.n, "push", /*encoded=*/true));
     if (!names.insert(h.name()).second) {
       return absl::InvalidArgumentError(absl::StrCat("push: variable ", h.name(), " given twice"));
@@ -432,7 +243,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
   // both apply.
   VariableLocks locks(vars);
   // Under the locks: a restore changes every variable with all of them held.
-  PSTRAIN_RETURN_IF_ERROR(CheckGeneration(request.generation()));
+  PSTRAIN_RETURN_IF_ERROR(store_.CheckGeneration(request.generation()));
   PSTRAIN_ASSIGN_OR_RETURN(const std::vector<bool> repeated, CheckPushAgainstState(vars, worker, step, repeats_below));
   bytes_in_ += declared;
 
@@ -447,7 +258,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
     if (repeated[t]) {
       PSTRAIN_RETURN_IF_ERROR(gradient.Consume(var->bytes(), [](const char*, size_t) {}));
     } else {
-      PSTRAIN_ASSIGN_OR_RETURN(outcome, policy_->Push(*var, worker, step, gradient, *updater_));
+      PSTRAIN_ASSIGN_OR_RETURN(outcome, policy_->Push(*var, worker, step, gradient, store_.updater()));
     }
     apply_nanos_ += absl::ToInt64Nanoseconds(absl::Now() - t0);
     switch (outcome) {
@@ -495,7 +306,7 @@ absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
 
 absl::StatusOr<CheckpointResponse> PsShard::Checkpoint(const CheckpointRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "checkpoint"));
-  if (!initialized_.load()) {
+  if (!store_.initialized()) {
     return absl::FailedPreconditionError(
         absl::StrCat("checkpoint: shard ", options_.shard_index, " has no variables yet (no Init)"));
   }
@@ -503,7 +314,7 @@ absl::StatusOr<CheckpointResponse> PsShard::Checkpoint(const CheckpointRequest& 
   const absl::Time start = absl::Now();
   PSTRAIN_ASSIGN_OR_RETURN(CheckpointResponse response,
                            WriteShardCheckpoint(request.path(), options_.shard_index, request.step(),
-                                                options_.optimizer.name(), variables_));
+                                                options_.optimizer.name(), store_.variables()));
   LOG(INFO) << "shard " << options_.shard_index << ": checkpoint of step " << request.step() << " written to "
             << request.path() << " (" << response.bytes() << " bytes in " << absl::FormatDuration(absl::Now() - start)
             << ")";
@@ -524,10 +335,10 @@ absl::Status PsShard::Done(const DoneRequest& request) {
 }
 
 void PsShard::OnDeparted(int worker) {
-  if (initialized_.load()) {
-    for (auto& [name, var] : variables_) {
+  if (store_.initialized()) {
+    for (auto& [name, var] : store_.variables()) {
       absl::MutexLock lock(&var->mu);
-      if (policy_->OnWorkerDeparted(*var, *updater_)) ++applied_updates_;
+      if (policy_->OnWorkerDeparted(*var, store_.updater())) ++applied_updates_;
     }
   }
   WakePulls();
@@ -541,13 +352,11 @@ StatsResponse PsShard::Stats() const {
     for (const WorkerReport& r : roster_.reports()) *stats.add_done() = r;
     for (int w : roster_.Lost()) stats.add_lost(w);
   }
-  stats.set_generation(generation_.load());
+  stats.set_generation(store_.generation());
   load->set_shard(options_.shard_index);
-  if (initialized_.load()) {
-    int64_t bytes = 0;
-    for (const auto& [name, var] : variables_) bytes += var->bytes();
-    load->set_variables(variables_.size());
-    load->set_variable_bytes(bytes);
+  if (store_.initialized()) {
+    load->set_variables(store_.variables().size());
+    load->set_variable_bytes(store_.ValueBytes());
   }
   load->set_bytes_in(bytes_in_.load());
   load->set_bytes_out(bytes_out_.load());
@@ -559,15 +368,15 @@ StatsResponse PsShard::Stats() const {
 }
 
 std::string PsShard::DescribeWait(const PullRequest& request) const {
-  if (!initialized_.load()) return "variables not initialised yet (waiting for Init from the chief, worker 0)";
-  if (generation_.load() < request.min_generation()) {
+  if (!store_.initialized()) return "variables not initialised yet (waiting for Init from the chief, worker 0)";
+  if (store_.generation() < request.min_generation()) {
     return absl::StrCat("the chief's restore of this shard (generation ", request.min_generation(), "; now ",
-                        generation_.load(), ")");
+                        store_.generation(), ")");
   }
   if (std::vector<int> blockers = policy_->PullBlockers(request, roster_.progress()); !blockers.empty()) {
     return policy_->DescribeBlockers(request, blockers);
   }
-  for (const auto& [name, var] : variables_) {
+  for (const auto& [name, var] : store_.variables()) {
     if (!request.names().empty() &&
         std::find(request.names().begin(), request.names().end(), name) == request.names().end()) {
       continue;
@@ -597,8 +406,8 @@ absl::Status PsShard::Check(absl::Time now) {
   }
 
   // 2. Steps waiting too long.
-  if (initialized_.load()) {
-    for (const auto& [name, var] : variables_) {
+  if (store_.initialized()) {
+    for (const auto& [name, var] : store_.variables()) {
       absl::MutexLock lock(&var->mu);
       PSTRAIN_RETURN_IF_ERROR(policy_->CheckStalled(*var, now));
     }
@@ -639,12 +448,7 @@ bool PsShard::Finished() const {
   return roster_.AllDoneOrLost();
 }
 
-int64_t PsShard::MinVersion() const {
-  if (!initialized_.load()) return 0;
-  int64_t least = INT64_MAX;
-  for (const auto& [name, var] : variables_) least = std::min(least, var->version.load());
-  return least == INT64_MAX ? 0 : least;
-}
+int64_t PsShard::MinVersion() const { return store_.MinVersion(); }
 
 std::vector<int> PsShard::LostWorkers() const {
   absl::MutexLock lock(&mu_);

@@ -34,6 +34,7 @@
 #include "proto/ps.pb.h"
 #include "ps/consistency/consistency_policy.h"
 #include "ps/shard/parked_pulls.h"
+#include "ps/shard/variable_store.h"
 #include "ps/shard/worker_roster.h"
 #include "ps/shard_variable.h"
 
@@ -96,22 +97,22 @@ class PsShard {
   // `var`'s current value in `dtype` (16-bit), encoded once per version.
   static std::shared_ptr<Buffer> EncodedValue(ShardVariable& var, WireDType dtype)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
+  // Init and generations (ps/shard/init.cc).
   absl::Status InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The variables an Init describes, with their values (from the payload,
   // or from the checkpoint it names), not yet published.
-  absl::StatusOr<std::map<std::string, std::unique_ptr<ShardVariable>>> BuildVariables(const InitRequest& request,
-                                                                                       IncomingFrame& payload,
-                                                                                       int num_slots) const;
+  absl::StatusOr<VariableMap> BuildVariables(const InitRequest& request, IncomingFrame& payload, int num_slots) const;
+  // The first Init: builds the variables and their updater and publishes
+  // them as `generation`.
+  absl::Status PublishVariables(const InitRequest& request, IncomingFrame& payload, int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Init of a newer generation on an initialised shard: every variable's
   // value, slots, version and consistency state are replaced at once (the
   // set of variables and their shapes must be the same); parked pulls of the
   // old generation are answered ABORTED by the next WakePulls.
   absl::Status RestoreInPlace(const InitRequest& request, IncomingFrame& payload, int64_t generation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // ABORTED, saying why, when a request of generation `theirs` (0: none)
-  // is not of this shard's generation (0 before Init: a restarted shard).
-  absl::Status CheckGeneration(int64_t theirs) const;
   // Pulls report `step` as the step the run resumed from, and every
   // worker's progress starts there.
   void ResumeAt(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,16 +134,12 @@ class PsShard {
   const PsShardOptions options_;
   const std::unique_ptr<ConsistencyPolicy> policy_;
 
-  // Set once by Init, then immutable: readable without locks once
-  // initialized_ is true.
-  std::atomic<bool> initialized_{false};
-  std::optional<VariableUpdater> updater_;
-  std::map<std::string, std::unique_ptr<ShardVariable>> variables_;
+  // The variables, their updater and generation: set once by Init, then
+  // immutable (readable without locks once initialized); replaced in place,
+  // with every variable's lock held, by an Init of a newer generation.
+  VariableStore store_;
   // The checkpoint step Init restored (0: a fresh start); pulls report it.
   int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
-  // 0 before Init; changed (with every variable's lock held) by an Init of a
-  // newer generation.
-  std::atomic<int64_t> generation_{0};
 
   // Acquired before any variable's lock.
   mutable absl::Mutex mu_;
