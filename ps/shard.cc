@@ -1,19 +1,15 @@
 #include "ps/shard.h"
 
 #include <algorithm>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/compression/compression.h"
 #include "common/status_macros.h"
-#include "common/tensor.h"
 #include "glog/logging.h"
-#include "ps/push_decoder.h"
-#include "ps/shard/request_checks.h"
 #include "ps/shard_checkpoint.h"
 
 namespace pstrain {
+
 absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& options) {
   if (options.num_workers <= 0) return absl::InvalidArgumentError("PS shard needs at least one worker");
   // The optimizer is created at Init (when the run's length is known); an
@@ -42,15 +38,6 @@ PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolic
 
 PsShard::~PsShard() { CancelPendingPulls(absl::CancelledError("PS shard shutting down")); }
 
-void PsShard::CancelPendingPulls(const absl::Status& status) {
-  std::vector<PullAnswer> answers;
-  {
-    absl::MutexLock lock(&mu_);
-    answers = parked_.TakeAll(status);
-  }
-  SendAll(std::move(answers));
-}
-
 absl::Status PsShard::ValidateWorker(int worker, const char* what) const {
   if (worker < 0 || worker >= options_.num_workers) {
     return absl::InvalidArgumentError(
@@ -69,226 +56,6 @@ void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
   LOG(WARNING) << "shard " << options_.shard_index << ": worker " << worker
                << " rejoined (a new process); its repeated gradients for steps below " << newest + 1 << " are dropped"
                << (was_lost ? "; it is no longer lost" : "");
-}
-
-absl::StatusOr<PullState> PsShard::TryServePull(const PullRequest& request, OutgoingFrame* response) {
-  PSTRAIN_RETURN_IF_ERROR(store_.CheckGeneration(request.generation()));
-  if (!store_.initialized() || store_.generation() < std::max<int64_t>(1, request.min_generation())) {
-    return PullState::kWaitingForVersions;
-  }
-  std::vector<ShardVariable*> vars;
-  if (request.names().empty()) {
-    for (auto& [name, var] : store_.variables()) vars.push_back(var.get());
-  } else {
-    for (const std::string& name : request.names()) {
-      ShardVariable* var = store_.Find(name);
-      if (var == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("pull: unknown variable '", name, "' on shard ", options_.shard_index));
-      }
-      vars.push_back(var);
-    }
-  }
-  for (ShardVariable* var : vars) {
-    if (var->version.load() < request.min_version()) return PullState::kWaitingForVersions;
-  }
-  const WireDType dtype = request.value_dtype();
-  if (WireDTypeSize(dtype) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("pull: unknown value_dtype ", dtype));
-  }
-  if (!policy_->PullBlockers(request, roster_.progress()).empty()) return PullState::kBlockedByPolicy;
-  PullResponse header;
-  for (ShardVariable* var : vars) {
-    absl::MutexLock lock(&var->mu);
-    TensorHeader* h = header.add_tensors();
-    h->set_name(var->name);
-    for (int64_t d : var->shape) h->add_shape(d);
-    h->set_dtype(dtype);
-    header.add_versions(var->version.load());
-    if (dtype == DT_FLOAT32) {
-      h->set_num_bytes(var->bytes());
-      response->chunks.push_back({var->value->data(), var->bytes(), var->value});
-    } else {
-      const std::shared_ptr<Buffer> encoded = EncodedValue(*var, dtype);
-      h->set_num_bytes(encoded->size());
-      response->chunks.push_back({encoded->data(), encoded->size(), encoded});
-    }
-  }
-  header.set_resumed_step(resumed_step_);
-  header.set_generation(store_.generation());
-  if (request.min_generation() > 0) {  // a worker joining: where it stands
-    header.set_rejoined(roster_.rejoined(request.worker()));
-    header.set_worker_steps(roster_.progress().completed_steps[request.worker()]);
-  }
-  header.SerializeToString(&response->header);
-  bytes_out_ += response->payload_bytes();
-  return PullState::kReady;
-}
-
-std::shared_ptr<Buffer> PsShard::EncodedValue(ShardVariable& var, WireDType dtype) {
-  const int64_t version = var.version.load();
-  if (var.encoded == nullptr || var.encoded_dtype != dtype || var.encoded_version != version) {
-    // A new buffer each time: pulls of the previous version may still hold
-    // the old one.
-    var.encoded = Buffer::AllocateUninitialized(static_cast<size_t>(var.n) * WireDTypeSize(dtype));
-    EncodeFloats(dtype, static_cast<const float*>(var.value->data()), static_cast<size_t>(var.n), var.encoded->data());
-    var.encoded_dtype = dtype;
-    var.encoded_version = version;
-  }
-  return var.encoded;
-}
-
-void PsShard::Pull(const PullRequest& request, Responder respond) {
-  if (absl::Status s = ValidateWorker(request.worker(), "pull"); !s.ok()) {
-    respond(s, {});
-    return;
-  }
-  OutgoingFrame response;
-  absl::StatusOr<PullState> state;
-  {
-    // Check-and-park under mu_, so an update that lands in between wakes us.
-    absl::MutexLock lock(&mu_);
-    NoteIncarnation(request.worker(), request.incarnation());
-    state = TryServePull(request, &response);
-    if (state.ok() && *state != PullState::kReady) {
-      parked_.Park(request, std::move(respond), *state, absl::Now());
-      return;
-    }
-  }
-  if (!state.ok()) {
-    respond(state.status(), {});
-  } else {
-    respond(absl::OkStatus(), std::move(response));
-  }
-}
-
-void PsShard::WakePulls() {
-  std::vector<PullAnswer> answers;
-  {
-    absl::MutexLock lock(&mu_);
-    answers = parked_.Retry(
-        [this](const PullRequest& request, OutgoingFrame* response) {
-          mu_.AssertHeld();  // Retry runs under the lock taken above
-          return TryServePull(request, response);
-        },
-        [this](absl::Duration waited) { policy_->RecordWaitedPull(waited); });
-  }
-  SendAll(std::move(answers));
-}
-
-absl::StatusOr<std::vector<bool>> PsShard::CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker,
-                                                                 int64_t step, int64_t repeats_below) const {
-  std::vector<bool> repeated(vars.size(), false);
-  for (size_t i = 0; i < vars.size(); ++i) {
-    ShardVariable* var = vars[i];
-    var->mu.AssertHeld();
-    if (step < 0 || step > var->version.load()) {
-      return absl::InvalidArgumentError(absl::StrCat("push: step ", step, " of ", var->name,
-                                                     " is ahead of the variable (version ", var->version.load(), ")"));
-    }
-    if (step < repeats_below && policy_->HasGradientFrom(*var, worker, step)) {
-      repeated[i] = true;
-      continue;
-    }
-    PSTRAIN_RETURN_IF_ERROR(policy_->CheckPush(*var, worker, step));
-  }
-  return repeated;
-}
-
-absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, PushResponse* response) {
-  PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "push"));
-  if (!store_.initialized()) {
-    PSTRAIN_RETURN_IF_ERROR(store_.CheckGeneration(request.generation()));  // a restarted shard
-    return absl::FailedPreconditionError("push before the chief initialised the variables");
-  }
-  const int worker = request.worker();
-  const int64_t step = request.step();
-  int64_t repeats_below = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    NoteIncarnation(worker, request.incarnation());
-    repeats_below = roster_.repeats_below(worker);
-  }
-
-  // Validation: nothing changes unless the whole request is well formed.
-  // First what needs no lock...
-  uint64_t declared = 0;
-  std::vector<ShardVariable*> vars;
-  std::set<std::string> names;
-  for (const TensorHeader& h : request.tensors()) {
-    ShardVariable* found = store_.Find(h.name());
-    if (found == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("push: unknown variable '", h.name(), "' on shard ", options_.shard_index));
-    }
-    ShardVariable& var = *found;
-    PSTRAIN_RETURN_IF_ERROR(CheckTensorHeader(h, var.shape, var.n, "push", /*encoded=*/true));
-    if (!names.insert(h.name()).second) {
-      return absl::InvalidArgumentError(absl::StrCat("push: variable ", h.name(), " given twice"));
-    }
-    declared += h.num_bytes();
-    vars.push_back(&var);
-  }
-  PSTRAIN_RETURN_IF_ERROR(CheckPayloadSize(payload, declared, "push"));
-  // Compressed tensors are expanded to float32 (and their encoding checked)
-  // before any lock is taken or anything changes.
-  std::vector<IncomingFrame> decoded;
-  if (PushIsEncoded(request)) {
-    std::vector<int64_t> elements;
-    for (const ShardVariable* var : vars) elements.push_back(var->n);
-    PSTRAIN_ASSIGN_OR_RETURN(decoded, DecodePushTensors(request, elements, payload));
-  }
-  // ...then the variables' state, with every lock of this push held until
-  // the update is done, so two pushes cannot both pass the checks and then
-  // both apply.
-  VariableLocks locks(vars);
-  // Under the locks: a restore changes every variable with all of them held.
-  PSTRAIN_RETURN_IF_ERROR(store_.CheckGeneration(request.generation()));
-  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<bool> repeated, CheckPushAgainstState(vars, worker, step, repeats_below));
-  bytes_in_ += declared;
-
-  bool applied_any = false;
-  int accepted = 0, dropped = 0;
-  for (size_t t = 0; t < vars.size(); ++t) {  // in request order: the payload's order
-    ShardVariable* var = vars[t];
-    var->mu.AssertHeld();
-    const absl::Time t0 = absl::Now();
-    IncomingFrame& gradient = decoded.empty() ? payload : decoded[t];
-    PushOutcome outcome = PushOutcome::kDropped;
-    if (repeated[t]) {
-      PSTRAIN_RETURN_IF_ERROR(gradient.Consume(var->bytes(), [](const char*, size_t) {}));
-    } else {
-      PSTRAIN_ASSIGN_OR_RETURN(outcome, policy_->Push(*var, worker, step, gradient, store_.updater()));
-    }
-    apply_nanos_ += absl::ToInt64Nanoseconds(absl::Now() - t0);
-    switch (outcome) {
-      case PushOutcome::kApplied:
-        ++applied_updates_;
-        applied_any = true;
-        ++accepted;
-        break;
-      case PushOutcome::kAccumulated:
-        ++accepted;
-        break;
-      case PushOutcome::kDropped:
-        ++dropped;
-        ++dropped_gradients_;
-        LOG(INFO) << "shard " << options_.shard_index << ": dropped gradient of " << var->name << " from worker "
-                  << worker << " for step " << step
-                  << (repeated[t] ? " (repeated by its restarted process)"
-                                  : absl::StrCat(" (already applied, version ", var->version.load(), ")"));
-        break;
-    }
-  }
-  response->set_accepted(accepted);
-  response->set_dropped_stale(dropped);
-  locks.Release();
-  {
-    absl::MutexLock lock(&mu_);
-    roster_.Pushed(worker, absl::Now(), step, request.local_step());
-  }
-  if (applied_any) WakePulls();
-  return absl::OkStatus();
 }
 
 absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
@@ -367,53 +134,23 @@ StatsResponse PsShard::Stats() const {
   return stats;
 }
 
-std::string PsShard::DescribeWait(const PullRequest& request) const {
-  if (!store_.initialized()) return "variables not initialised yet (waiting for Init from the chief, worker 0)";
-  if (store_.generation() < request.min_generation()) {
-    return absl::StrCat("the chief's restore of this shard (generation ", request.min_generation(), "; now ",
-                        store_.generation(), ")");
-  }
-  if (std::vector<int> blockers = policy_->PullBlockers(request, roster_.progress()); !blockers.empty()) {
-    return policy_->DescribeBlockers(request, blockers);
-  }
-  for (const auto& [name, var] : store_.variables()) {
-    if (!request.names().empty() &&
-        std::find(request.names().begin(), request.names().end(), name) == request.names().end()) {
-      continue;
-    }
-    if (var->version.load() >= request.min_version()) continue;
-    absl::MutexLock lock(&var->mu);
-    std::string why = absl::StrCat(name, " is at version ", var->version.load());
-    if (std::string more = policy_->DescribeVariableWait(*var); !more.empty()) absl::StrAppend(&why, "; ", more);
-    return why;
-  }
-  return "nothing (ready)";
+absl::Status PsShard::Check(absl::Time now) {
+  ExpirePulls(now);
+  PSTRAIN_RETURN_IF_ERROR(CheckStalledSteps(now));
+  return CheckLostWorkers(now);
 }
 
-absl::Status PsShard::Check(absl::Time now) {
-  // 1. Expire pulls.
-  std::vector<PullAnswer> expired;
-  {
-    absl::MutexLock lock(&mu_);
-    expired = parked_.TakeExpired(now, [this](const PullRequest& request) {
-      mu_.AssertHeld();  // TakeExpired runs under the lock taken above
-      return DescribeWait(request);
-    });
-  }
-  for (PullAnswer& answer : expired) {
-    LOG(WARNING) << answer.status.message();
-    std::move(answer).Send();
-  }
-
-  // 2. Steps waiting too long.
+absl::Status PsShard::CheckStalledSteps(absl::Time now) const {
   if (store_.initialized()) {
     for (const auto& [name, var] : store_.variables()) {
       absl::MutexLock lock(&var->mu);
       PSTRAIN_RETURN_IF_ERROR(policy_->CheckStalled(*var, now));
     }
   }
+  return absl::OkStatus();
+}
 
-  // 3. Lost workers.
+absl::Status PsShard::CheckLostWorkers(absl::Time now) {
   std::vector<int> newly_lost;
   // Under a policy that cannot go on without a worker: every worker over
   // its limit, the longest silent first. The shard cannot tell a dead

@@ -8,6 +8,13 @@
 // creation. The shard itself validates requests, keeps the workers' liveness
 // and progress, parks pulls until they can be answered, and reports load.
 //
+// PsShard is the facade over its parts (ps/shard/): VariableStore (the
+// variables and the generation they belong to), WorkerRoster (what it knows
+// of each worker) and ParkedPulls (pulls waiting to be answered). Its own
+// code is split by concern: Init and generations in shard/init.cc, pulls in
+// shard/pull.cc, pushes in shard/push.cc, workers, Check and Stats in
+// shard.cc.
+//
 // A malformed request (unknown variable, wrong dtype, shape or byte count,
 // future step, worker out of range, duplicate gradient) is INVALID_ARGUMENT and
 // changes nothing: a push is validated completely, with every lock it needs
@@ -19,9 +26,7 @@
 #pragma once
 
 #include <atomic>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,13 +95,22 @@ class PsShard {
  private:
   PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster);
   absl::Status ValidateWorker(int worker, const char* what) const;
-  // Fills `response` when the pull can be answered now; an error when the
-  // request is bad.
-  absl::StatusOr<PullState> TryServePull(const PullRequest& request, OutgoingFrame* response)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `var`'s current value in `dtype` (16-bit), encoded once per version.
-  static std::shared_ptr<Buffer> EncodedValue(ShardVariable& var, WireDType dtype)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
+
+  // Workers (shard.cc).
+  // Records `worker`'s process incarnation; a new one means the worker was
+  // restarted and rejoins (logged; a lost worker counts again).
+  void NoteIncarnation(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker left (done or finished pushing): let the policy apply what no
+  // longer waits for it, then wake pulls.
+  void OnDeparted(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // Check's steps. An error naming the culprits when a step has waited too
+  // long.
+  absl::Status CheckStalledSteps(absl::Time now) const;
+  // Workers silent past their limit: an error naming every one under a
+  // policy that needs every worker; under the others they are lost (logged,
+  // no longer waited for).
+  absl::Status CheckLostWorkers(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Init and generations (ps/shard/init.cc).
   absl::Status InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -116,20 +130,48 @@ class PsShard {
   // Pulls report `step` as the step the run resumed from, and every
   // worker's progress starts there.
   void ResumeAt(int64_t step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records `worker`'s process incarnation; a new one means the worker was
-  // restarted and rejoins (logged; a lost worker counts again).
-  void NoteIncarnation(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Pulls (ps/shard/pull.cc).
+  // Fills `response` when the pull can be answered now; an error when the
+  // request is bad.
+  absl::StatusOr<PullState> TryServePull(const PullRequest& request, OutgoingFrame* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to a pull of `vars` (each value in `dtype`), where the run
+  // and, for a joining worker, the worker stand.
+  void WritePullResponse(const PullRequest& request, const std::vector<ShardVariable*>& vars, WireDType dtype,
+                         OutgoingFrame* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `var`'s current value in `dtype` (16-bit), encoded once per version.
+  static std::shared_ptr<Buffer> EncodedValue(ShardVariable& var, WireDType dtype)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
+  // Answers the parked pulls that can be answered now.
+  void WakePulls() ABSL_LOCKS_EXCLUDED(mu_);
+  // Answers the parked pulls whose deadline has come, saying what they
+  // waited for.
+  void ExpirePulls(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string DescribeWait(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Pushes (ps/shard/push.cc).
+  // Records the pushing worker's incarnation; returns the step below which
+  // its gradients repeat its previous process's.
+  int64_t NotePusher(const PushRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // Push's checks that need the variables' locks (held by the caller). Per
   // variable: true when the gradient repeats one the worker's previous
   // process pushed for the same step (steps below `repeats_below`), to be
   // dropped rather than refused.
   absl::StatusOr<std::vector<bool>> CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker,
                                                           int64_t step, int64_t repeats_below) const;
-  void WakePulls() ABSL_LOCKS_EXCLUDED(mu_);
-  // A worker left (done or finished pushing): let the policy apply what no
-  // longer waits for it, then wake pulls.
-  void OnDeparted(int worker) ABSL_LOCKS_EXCLUDED(mu_);
-  std::string DescribeWait(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands each gradient (from `decoded`, or from `payload` when the push
+  // was not compressed) to the policy, the variables' locks held by the
+  // caller, and counts the outcomes into `response`. True when any variable
+  // took an update.
+  absl::StatusOr<bool> ApplyGradients(const PushRequest& request, const std::vector<ShardVariable*>& vars,
+                                      const std::vector<bool>& repeated, std::vector<IncomingFrame>& decoded,
+                                      IncomingFrame& payload, PushResponse* response);
+  // One gradient's outcome: a repeated one is consumed and dropped.
+  absl::StatusOr<PushOutcome> ApplyGradient(ShardVariable& var, const PushRequest& request, bool repeated,
+                                            IncomingFrame& gradient) ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
+  // The worker's progress after a push it completed.
+  void NotePushed(const PushRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
 
   const PsShardOptions options_;
   const std::unique_ptr<ConsistencyPolicy> policy_;
