@@ -23,14 +23,7 @@ void LogLoad(const ShardLoad& load) {
             << " ssp_blocked_pulls=" << load.ssp_blocked_pulls() << " ssp_wait_seconds=" << load.ssp_wait_seconds();
 }
 
-}  // namespace
-
-absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index, Transport* transport,
-                                const PsRunOptions& options) {
-  if (shard_index < 0 || shard_index >= config.cluster().ps_hosts_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PS index ", shard_index, " out of range of ", config.cluster().ps_hosts_size(), " ps_hosts"));
-  }
+PsShardOptions ShardOptions(const ExperimentConfig& config, int shard_index) {
   PsShardOptions shard_options;
   shard_options.shard_index = shard_index;
   shard_options.num_workers = config.cluster().worker_hosts_size();
@@ -39,6 +32,109 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   shard_options.staleness = config.staleness();
   shard_options.optimizer = config.optimizer();
   shard_options.timeouts = config.timeouts();
+  return shard_options;
+}
+
+// options.listen_address, or cluster.listen_address with the port of
+// ps_hosts[shard_index].
+absl::StatusOr<std::string> ServingAddress(const ExperimentConfig& config, int shard_index,
+                                           const PsRunOptions& options) {
+  if (!options.listen_address.empty()) return options.listen_address;
+  PSTRAIN_ASSIGN_OR_RETURN(const HostPort entry, ParseHostPort(config.cluster().ps_hosts(shard_index)));
+  return ListenAddress(config.cluster().listen_address(), entry);
+}
+
+// summaries: this shard's traffic and apply time, against its version
+// (sync: the global step), in its own event file next to the chief's.
+class ShardSummaries {
+ public:
+  // Writes nothing when summaries.dir is empty.
+  static absl::StatusOr<ShardSummaries> Open(const ExperimentConfig& config, int shard_index) {
+    ShardSummaries summaries;
+    summaries.every_steps_ = config.summaries().every_steps();
+    if (config.summaries().dir().empty()) return summaries;
+    absl::StatusOr<std::unique_ptr<tb::EventFileWriter>> writer =
+        tb::EventFileWriter::Create(config.summaries().dir(), absl::StrCat("ps", shard_index));
+    if (!writer.ok()) {
+      return absl::Status(writer.status().code(), absl::StrCat("summaries.dir: ", writer.status().message()));
+    }
+    summaries.writer_ = *std::move(writer);
+    return summaries;
+  }
+
+  // Writes the shard's load once its version has advanced every_steps
+  // since the last write (`last`: once it has advanced at all). After a
+  // failed write the shard goes on without summaries.
+  void Write(const PsShard& shard, bool last) {
+    if (writer_ == nullptr) return;
+    const int64_t step = shard.MinVersion();
+    if (step < summarized_step_ + every_steps_ && !(last && step > summarized_step_)) return;
+    summarized_step_ = step;
+    const ShardLoad load = shard.Stats().load();
+    absl::Status s = writer_->AddScalars(step, {{"ps/received_bytes", static_cast<double>(load.bytes_in())},
+                                                {"ps/sent_bytes", static_cast<double>(load.bytes_out())},
+                                                {"ps/apply_seconds", load.apply_seconds()},
+                                                {"ps/applied_updates", static_cast<double>(load.applied_updates())}});
+    if (!s.ok()) {
+      LOG(WARNING) << "summaries: " << s.message() << " (the shard goes on without them)";
+      writer_.reset();
+    }
+  }
+
+ private:
+  std::unique_ptr<tb::EventFileWriter> writer_;
+  int64_t every_steps_ = 0;
+  int64_t summarized_step_ = 0;
+};
+
+// The shard's periodic duty, every 50 ms, until every worker is done (OK;
+// UNAVAILABLE naming the workers lost along the way), a check fails, or
+// options.cancel.
+absl::Status ServeUntilFinished(PsShard& shard, int shard_index, const PsRunOptions& options, PsMetrics* metrics,
+                                ShardSummaries& summaries) {
+  while (true) {
+    if (metrics != nullptr) metrics->Update(shard.Stats());
+    summaries.Write(shard, /*last=*/false);
+    if (options.cancel != nullptr && options.cancel->load()) return absl::CancelledError("PS cancelled");
+    if (absl::Status s = shard.Check(absl::Now()); !s.ok()) {
+      LOG(ERROR) << "PS shard " << shard_index << ": " << s.message();
+      return s;
+    }
+    if (shard.Finished()) {
+      std::vector<int> lost = shard.LostWorkers();
+      if (!lost.empty()) {
+        return absl::UnavailableError(
+            absl::StrCat("workers [", absl::StrJoin(lost, ","), "] were lost during async training"));
+      }
+      return absl::OkStatus();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// After serving ended with `result`: no pull is left waiting, and the last
+// summaries and the final statistics are reported.
+void Finish(PsShard& shard, int shard_index, const absl::Status& result, const PsRunOptions& options,
+            PsMetrics* metrics, ShardSummaries& summaries) {
+  shard.CancelPendingPulls(
+      result.ok() ? absl::CancelledError(absl::StrCat("PS shard ", shard_index, " finished"))
+                  : absl::UnavailableError(absl::StrCat("PS shard ", shard_index, " stopped: ", result.message())));
+  summaries.Write(shard, /*last=*/true);
+  StatsResponse stats = shard.Stats();
+  LogLoad(stats.load());
+  if (metrics != nullptr) metrics->Update(stats);
+  if (options.final_stats != nullptr) *options.final_stats = stats;
+}
+
+}  // namespace
+
+absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index, Transport* transport,
+                                const PsRunOptions& options) {
+  if (shard_index < 0 || shard_index >= config.cluster().ps_hosts_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PS index ", shard_index, " out of range of ", config.cluster().ps_hosts_size(), " ps_hosts"));
+  }
+  const PsShardOptions shard_options = ShardOptions(config, shard_index);
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsShard> shard, PsShard::Create(shard_options));
   PsService service(shard.get());
   std::unique_ptr<PsMetrics> metrics;
@@ -46,73 +142,14 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
     PSTRAIN_ASSIGN_OR_RETURN(metrics, PsMetrics::Register(options.metrics, shard_index));
   }
 
-  std::string address = options.listen_address;
-  if (address.empty()) {
-    PSTRAIN_ASSIGN_OR_RETURN(const HostPort entry, ParseHostPort(config.cluster().ps_hosts(shard_index)));
-    address = ListenAddress(config.cluster().listen_address(), entry);
-  }
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string address, ServingAddress(config, shard_index, options));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Server> server, transport->Serve(address, &service));
   LOG(INFO) << "PS shard " << shard_index << " serving on " << address << " for " << shard_options.num_workers
             << " workers (" << config.consistency() << ")";
+  PSTRAIN_ASSIGN_OR_RETURN(ShardSummaries summaries, ShardSummaries::Open(config, shard_index));
 
-  // summaries: this shard's traffic and apply time, against its version
-  // (sync: the global step), in its own event file next to the chief's.
-  std::unique_ptr<tb::EventFileWriter> summaries;
-  int64_t summarized_step = 0;
-  if (!config.summaries().dir().empty()) {
-    absl::StatusOr<std::unique_ptr<tb::EventFileWriter>> writer =
-        tb::EventFileWriter::Create(config.summaries().dir(), absl::StrCat("ps", shard_index));
-    if (!writer.ok())
-      return absl::Status(writer.status().code(), absl::StrCat("summaries.dir: ", writer.status().message()));
-    summaries = *std::move(writer);
-  }
-  auto summarize = [&](bool last) {
-    if (summaries == nullptr) return;
-    const int64_t step = shard->MinVersion();
-    if (step < summarized_step + config.summaries().every_steps() && !(last && step > summarized_step)) return;
-    summarized_step = step;
-    const ShardLoad load = shard->Stats().load();
-    absl::Status s = summaries->AddScalars(step, {{"ps/received_bytes", static_cast<double>(load.bytes_in())},
-                                                  {"ps/sent_bytes", static_cast<double>(load.bytes_out())},
-                                                  {"ps/apply_seconds", load.apply_seconds()},
-                                                  {"ps/applied_updates", static_cast<double>(load.applied_updates())}});
-    if (!s.ok()) {
-      LOG(WARNING) << "summaries: " << s.message() << " (the shard goes on without them)";
-      summaries.reset();
-    }
-  };
-
-  absl::Status result;
-  while (true) {
-    if (metrics != nullptr) metrics->Update(shard->Stats());
-    summarize(/*last=*/false);
-    if (options.cancel != nullptr && options.cancel->load()) {
-      result = absl::CancelledError("PS cancelled");
-      break;
-    }
-    if (absl::Status s = shard->Check(absl::Now()); !s.ok()) {
-      result = s;
-      LOG(ERROR) << "PS shard " << shard_index << ": " << s.message();
-      break;
-    }
-    if (shard->Finished()) {
-      std::vector<int> lost = shard->LostWorkers();
-      if (!lost.empty()) {
-        result = absl::UnavailableError(
-            absl::StrCat("workers [", absl::StrJoin(lost, ","), "] were lost during async training"));
-      }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  shard->CancelPendingPulls(
-      result.ok() ? absl::CancelledError(absl::StrCat("PS shard ", shard_index, " finished"))
-                  : absl::UnavailableError(absl::StrCat("PS shard ", shard_index, " stopped: ", result.message())));
-  summarize(/*last=*/true);
-  StatsResponse stats = shard->Stats();
-  LogLoad(stats.load());
-  if (metrics != nullptr) metrics->Update(stats);
-  if (options.final_stats != nullptr) *options.final_stats = stats;
+  const absl::Status result = ServeUntilFinished(*shard, shard_index, options, metrics.get(), summaries);
+  Finish(*shard, shard_index, result, options, metrics.get(), summaries);
   server->Shutdown(absl::Seconds(2));
   return result;
 }
