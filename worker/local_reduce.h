@@ -18,10 +18,12 @@
 //            off, so the device gradients are the ones backward wrote.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/registry.h"
 #include "worker/replica_set.h"
 
 namespace pstrain {
@@ -31,10 +33,22 @@ void ReduceGradientsByCopy(ReplicaSet& replicas);
 void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas);
 // The replica owning each variable's reduction: greedy by gradient bytes.
 std::vector<int> GradientOwners(ReplicaSet& replicas);
-// The all_reduce_spec values of the reductions above that a config may name:
-// pscpu and none (owner_device follows from local_parameter_device).
+// The reductions by name, each registered from its own file (pscpu,
+// none, owner_device); strategies take the all_reduce_spec values they
+// accept from it.
+struct LocalReduceEntry {
+  // One line for documentation and messages.
+  std::string summary;
+  // A config may name it in all_reduce_spec (owner_device instead follows
+  // from local_parameter_device).
+  bool config_spec = true;
+  std::function<void(ReplicaSet&)> reduce;
+};
+Registry<LocalReduceEntry>& LocalReduceRegistry();
+// The registered reductions a config may name, sorted.
 std::vector<std::string> LocalReduceSpecs();
-// Dispatches on the spec name; "" means "pscpu".
+// Runs the reduction `all_reduce_spec` names; "" means "pscpu".
+// InvalidArgument listing the known ones for any other name.
 absl::Status ReduceGradients(const std::string& all_reduce_spec, ReplicaSet& replicas);
 
 }  // namespace pstrain

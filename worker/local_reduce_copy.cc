@@ -29,23 +29,30 @@ void ReduceGradientsByCopy(ReplicaSet& replicas) {
   }
 }
 
-std::vector<std::string> LocalReduceSpecs() { return {"pscpu", "none"}; }
-
-absl::Status ReduceGradients(const std::string& spec, ReplicaSet& replicas) {
-  if (spec.empty() || spec == "pscpu") {
-    ReduceGradientsOnHost(replicas);
-    return absl::OkStatus();
-  }
-  if (spec == "none") {
-    ReduceGradientsByCopy(replicas);
-    return absl::OkStatus();
-  }
-  if (spec == "owner_device") {
-    ReduceGradientsOnOwnerDevices(replicas);
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("all_reduce_spec '", spec, "' is not available on this worker (known: pscpu, none, owner_device)"));
+Registry<LocalReduceEntry>& LocalReduceRegistry() {
+  static auto* registry = new Registry<LocalReduceEntry>("in-worker reduction (all_reduce_spec)");
+  return *registry;
 }
 
+std::vector<std::string> LocalReduceSpecs() {
+  std::vector<std::string> specs;
+  for (const std::string& name : LocalReduceRegistry().Names()) {
+    if (LocalReduceRegistry().Find(name)->config_spec) specs.push_back(name);
+  }
+  return specs;
+}
+
+absl::Status ReduceGradients(const std::string& spec, ReplicaSet& replicas) {
+  absl::StatusOr<LocalReduceEntry> entry = LocalReduceRegistry().Find(spec.empty() ? "pscpu" : spec);
+  if (!entry.ok()) return absl::InvalidArgumentError(entry.status().message());
+  entry->reduce(replicas);
+  return absl::OkStatus();
+}
+
+namespace {
+
+const bool kRegistered = LocalReduceRegistry().Register(
+    "none", {"each variable summed on one replica chosen round-robin, copied back", true, ReduceGradientsByCopy});
+
+}  // namespace
 }  // namespace pstrain

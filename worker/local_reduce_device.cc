@@ -50,4 +50,11 @@ void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas) {
   replicas.context(0).MakeCurrent();
 }
 
+namespace {
+
+const bool kRegistered = LocalReduceRegistry().Register(
+    "owner_device", {"each variable summed on the replica that owns it (local_parameter_device gpu)", false,
+                     ReduceGradientsOnOwnerDevices});
+
+}  // namespace
 }  // namespace pstrain

@@ -26,4 +26,10 @@ void ReduceGradientsOnHost(ReplicaSet& replicas) {
   }
 }
 
+namespace {
+
+const bool kRegistered = LocalReduceRegistry().Register(
+    "pscpu", {"every gradient gathered on the host, summed there, copied back", true, ReduceGradientsOnHost});
+
+}  // namespace
 }  // namespace pstrain

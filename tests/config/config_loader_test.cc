@@ -500,7 +500,7 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"partition_bytes", [](auto* c) { c->set_partition_bytes(0); },
        "field 'partition_bytes': expected a number > 0, got 0"},
       {"device", [](auto* c) { c->set_device("tpu"); },
-       "field 'device': expected one of cpu, gpu, emulated, got 'tpu'"},
+       "field 'device': expected one of cpu, emulated, gpu, got 'tpu'"},
       {"lpd gpu for allreduce",
        [](auto* c) {
          c->set_device("gpu");
@@ -517,7 +517,7 @@ TEST(ValidateExperimentConfig, EveryRule) {
          c->set_variable_update("distributed_replicated");
          c->set_all_reduce_spec("nccl");
        },
-       "field 'all_reduce_spec': expected one of '' (default), pscpu, none for variable_update "
+       "field 'all_reduce_spec': expected one of '' (default), none, pscpu for variable_update "
        "distributed_replicated, got 'nccl'"},
       {"devices", [](auto* c) { c->set_devices_per_worker(17); },
        "field 'devices_per_worker': expected a number in [1, 16], got 17"},
@@ -539,7 +539,7 @@ TEST(ValidateExperimentConfig, EveryRule) {
          c->set_variable_update("distributed_replicated");
          c->set_all_reduce_spec("ring");
        },
-       "field 'all_reduce_spec': expected one of '' (default), pscpu, none for variable_update "
+       "field 'all_reduce_spec': expected one of '' (default), none, pscpu for variable_update "
        "distributed_replicated, got 'ring'"},
       {"all_reduce_spec for ps", [](auto* c) { c->set_all_reduce_spec("none"); },
        "field 'all_reduce_spec': expected empty for variable_update parameter_server (variables on parameter "
