@@ -72,3 +72,74 @@ function(pstrain_whole_archive name library)
   add_library(${name} INTERFACE)
   target_link_libraries(${name} INTERFACE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${library}>")
 endfunction()
+
+# The graph as built: ${CMAKE_BINARY_DIR}/layering/libraries.txt lists every
+# pstrain_* library of the product (not tests/) with its direct pstrain_*
+# link dependencies, PUBLIC, PRIVATE and INTERFACE alike, one line each:
+#   pstrain_ps: pstrain_common pstrain_compression ...
+# A whole-archive wrapper (pstrain_whole_archive: <library>_all) stands for
+# the library it wraps and is not listed itself. Written at the end of
+# configuration, when every target exists; tests/layering/ checks it against
+# the table "Which library may include which" of docs/ARCHITECTURE.md.
+function(_pstrain_collect_targets dir out)
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(sub ${subdirs})
+    _pstrain_collect_targets(${sub} sub_targets)
+    list(APPEND targets ${sub_targets})
+  endforeach()
+  set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+# The library a link item names, with wrappers resolved; empty when it names
+# no pstrain_* target.
+function(_pstrain_linked_library item out)
+  set(${out} "" PARENT_SCOPE)
+  if(NOT TARGET ${item})
+    return()
+  endif()
+  if(item MATCHES "_all$")
+    get_target_property(wrapped ${item} INTERFACE_LINK_LIBRARIES)
+    if(wrapped MATCHES "WHOLE_ARCHIVE,(pstrain_[A-Za-z0-9_]+)>")
+      set(item ${CMAKE_MATCH_1})
+    endif()
+  endif()
+  set(${out} ${item} PARENT_SCOPE)
+endfunction()
+
+function(pstrain_write_library_graph)
+  _pstrain_collect_targets(${CMAKE_SOURCE_DIR} targets)
+  list(SORT targets)
+  set(text "# <library>: its direct pstrain_* link dependencies (cmake/layering.cmake)\n")
+  foreach(target ${targets})
+    get_target_property(type ${target} TYPE)
+    get_target_property(source_dir ${target} SOURCE_DIR)
+    string(FIND "${source_dir}/" "${CMAKE_SOURCE_DIR}/tests/" in_tests)
+    if(NOT target MATCHES "^pstrain_" OR target MATCHES "_all$" OR NOT type MATCHES "_LIBRARY$" OR in_tests EQUAL 0)
+      continue()
+    endif()
+    set(items)
+    foreach(property LINK_LIBRARIES INTERFACE_LINK_LIBRARIES)
+      get_target_property(value ${target} ${property})
+      if(value)
+        # Items may sit inside generator expressions ($<LINK_ONLY:...>,
+        # $<LINK_LIBRARY:WHOLE_ARCHIVE,...>): every pstrain_* name counts.
+        string(REGEX MATCHALL "pstrain_[A-Za-z0-9_]+" names "${value}")
+        list(APPEND items ${names})
+      endif()
+    endforeach()
+    set(deps)
+    foreach(item ${items})
+      _pstrain_linked_library(${item} dep)
+      if(dep AND NOT dep STREQUAL target)
+        list(APPEND deps ${dep})
+      endif()
+    endforeach()
+    list(REMOVE_DUPLICATES deps)
+    list(SORT deps)
+    list(JOIN deps " " deps)
+    string(APPEND text "${target}: ${deps}\n")
+  endforeach()
+  file(WRITE ${CMAKE_BINARY_DIR}/layering/libraries.txt "${text}")
+endfunction()
+cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL pstrain_write_library_graph)
