@@ -25,10 +25,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CHECK_DIR="${PSTRAIN_CHECK_DIR:-$ROOT/build-check}"
 JOBS="${PSTRAIN_JOBS:-2}"
+# shellcheck source=tools/ccache_env.sh
+source "$ROOT/tools/ccache_env.sh"
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=(format clang fuzz tsan isa)
 CLANG_ARGS=(-G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo
-            -DPSTRAIN_WERROR=ON -DPSTRAIN_BUILD_TESTS=ON)
+            -DPSTRAIN_WERROR=ON -DPSTRAIN_BUILD_TESTS=ON "${PSTRAIN_CCACHE_ARGS[@]}")
 
 say() { echo "check: $*"; }
 elapsed() { echo "$(( $(date +%s) - $1 )) s"; }
@@ -60,8 +62,11 @@ stage_clang() {
   local dir="$CHECK_DIR/clang"
   # PSTRAIN_FUZZ: coverage instrumentation, and bin/<name>_fuzz for the fuzz stage.
   cmake -S "$ROOT" -B "$dir" "${CLANG_ARGS[@]}" -DPSTRAIN_SANITIZE=address,undefined -DPSTRAIN_FUZZ=ON > /dev/null
-  cmake --build "$dir" -j"$JOBS"
-  say "clang: whole tree built with -Wthread-safety -Werror, ASan + UBSan ($(elapsed "$start"))"
+  # The tests this stage runs, and through them every library and binary
+  # (tests_unit: not the integration tests' and benchmarks' binaries, which
+  # the gcc suite runs).
+  cmake --build "$dir" -j"$JOBS" --target tests_unit
+  say "clang: libraries, binaries and unit tests built with -Wthread-safety -Werror, ASan + UBSan ($(elapsed "$start"))"
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1"
   export LSAN_OPTIONS="suppressions=$ROOT/tools/lsan.supp"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -158,10 +163,8 @@ stage_tsan() {
   absl="$(absl_source)"
   cmake -S "$ROOT" -B "$dir" "${CLANG_ARGS[@]}" -DPSTRAIN_WITH_CUDA=OFF -DPSTRAIN_SANITIZE=thread \
         -DPSTRAIN_ABSL_SOURCE_DIR="$absl" > /dev/null
-  # The tests labelled "concurrent" (tests/*/CMakeLists.txt).
-  local tests=(transport_test ucx_transport_test ps_test worker_cluster_test ssp_test fusion_test kv_store_test
-               gloo_collective_test hierarchical_test checkpoint_test summaries_test metrics_http_test)
-  cmake --build "$dir" -j"$JOBS" --target sanitizer_canary "${tests[@]}"
+  # The binaries of the tests labelled "concurrent" (tests/*/CMakeLists.txt).
+  cmake --build "$dir" -j"$JOBS" --target tests_concurrent
   say "tsan: built ($(elapsed "$start"))"
   # Lock order is absl's to check (tests/util/test_main.cc); TSan's own
   # detector stops at 64 held locks, and a PS push may hold one per variable.
