@@ -95,12 +95,54 @@ absl::StatusOr<std::vector<VariablePart>> Partitioned(const std::vector<Variable
   return parts;
 }
 
+// balanced (BytePS): every variable above partition_bytes cut into slices
+// of at most partition_bytes (as equal as whole elements allow); slices and
+// the small variables, largest first, each onto the least-loaded shard. No
+// shard then carries more than one slice above its share, whatever the
+// model (one large layer no longer lands on one shard).
+absl::StatusOr<std::vector<VariablePart>> Balanced(const std::vector<VariableShape>& variables, int num_shards,
+                                                   int64_t partition_bytes) {
+  if (partition_bytes <= 0) return absl::InvalidArgumentError("placement balanced needs partition_bytes > 0");
+  const int64_t slice_elements = std::max<int64_t>(1, partition_bytes / static_cast<int64_t>(sizeof(float)));
+  std::vector<std::vector<VariablePart>> per_variable(variables.size());
+  std::vector<std::pair<int, int>> pieces;  // (variable, slice)
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const int64_t n = NumElements(variables[i].shape);
+    const int64_t slices = std::max<int64_t>(1, (n + slice_elements - 1) / slice_elements);
+    if (slices == 1) {
+      per_variable[i].push_back(Whole(variables, static_cast<int>(i), 0));
+    } else {
+      int64_t offset = 0;
+      for (int64_t p = 0; p < slices; ++p) {
+        const int64_t count = n / slices + (p < n % slices ? 1 : 0);
+        per_variable[i].push_back({static_cast<int>(i), 0, offset, count,
+                                   absl::StrCat(variables[i].name, "/slice_", p), Shape{count}});
+        offset += count;
+      }
+    }
+    for (size_t p = 0; p < per_variable[i].size(); ++p) pieces.emplace_back(static_cast<int>(i), static_cast<int>(p));
+  }
+  std::stable_sort(pieces.begin(), pieces.end(), [&](const auto& a, const auto& b) {
+    return per_variable[a.first][a.second].count > per_variable[b.first][b.second].count;
+  });
+  std::vector<int64_t> load(num_shards, 0);
+  for (const auto& [v, p] : pieces) {
+    VariablePart& part = per_variable[v][p];
+    part.shard = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[part.shard] += part.count * static_cast<int64_t>(sizeof(float));
+  }
+  std::vector<VariablePart> parts;
+  for (auto& v : per_variable) parts.insert(parts.end(), v.begin(), v.end());
+  return parts;
+}
+
 Registry<PartPlanner>& Planners() {
   static auto* registry = [] {
     auto* r = new Registry<PartPlanner>("placement");
     r->Register("round_robin", WholeVariables("round_robin"));
     r->Register("greedy", WholeVariables("greedy"));
     r->Register("partitioned", Partitioned);
+    r->Register("balanced", Balanced);
     return r;
   }();
   return *registry;

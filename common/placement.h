@@ -7,7 +7,11 @@
 //                far (ties: lowest shard, then model order).
 //   partitioned: variables above partition_bytes are split into num_shards
 //                contiguous parts, part i on shard i; the rest are placed
-//                greedily on top of that load (BytePS/ps-lite style).
+//                greedily on top of that load (ps-lite style).
+//   balanced:    variables above partition_bytes are cut into slices of at
+//                most partition_bytes, and every slice and small variable,
+//                largest first, goes onto the least-loaded shard (BytePS):
+//                no shard carries more than one slice above its share.
 #pragma once
 
 #include <cstdint>

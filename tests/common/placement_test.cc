@@ -57,6 +57,36 @@ TEST(PlanPlacementTest, PartitionedBalancesBetterThanGreedyWithOneHugeVariable) 
   EXPECT_LT(largest_share("partitioned"), 0.30);
 }
 
+// BytePS: slices of at most partition_bytes, spread so that no shard holds
+// more than one slice above its share, whatever the model.
+TEST(PlanPlacementTest, BalancedSlicesEveryLargeVariableAndEvensTheLoad) {
+  std::vector<int64_t> sizes = {100000000, 16000000, 4000000, 2000000, 500000, 100};
+  const int64_t slice_bytes = 4 << 20;
+  auto parts = PlanPlacement(Shapes(sizes), 4, "balanced", slice_bytes);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  std::vector<int64_t> covered(sizes.size(), 0), next(sizes.size(), 0);
+  for (const VariablePart& p : *parts) {
+    EXPECT_LE(p.count * 4, slice_bytes) << p.name;
+    EXPECT_EQ(p.offset, next[p.variable]) << p.name << ": slices tile their variable in order";
+    next[p.variable] += p.count;
+    covered[p.variable] += p.count;
+    if (sizes[p.variable] * 4 > slice_bytes) {
+      EXPECT_EQ(p.name.rfind("v" + std::to_string(p.variable) + "/slice_", 0), 0u) << p.name;
+    } else {
+      EXPECT_EQ(p.name, "v" + std::to_string(p.variable));
+    }
+  }
+  EXPECT_EQ(covered, sizes);
+  const std::vector<int64_t> bytes = ShardBytes(*parts, 4);
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) * 4;
+  for (int64_t b : bytes) EXPECT_LE(b, total / 4 + slice_bytes);
+  // Deterministic: every role computes the same plan.
+  auto again = PlanPlacement(Shapes(sizes), 4, "balanced", slice_bytes);
+  ASSERT_TRUE(again.ok());
+  for (size_t i = 0; i < parts->size(); ++i) EXPECT_EQ((*parts)[i].shard, (*again)[i].shard);
+  EXPECT_FALSE(PlanPlacement(Shapes(sizes), 4, "balanced", 0).ok());
+}
+
 TEST(PlanPlacementTest, WholeVariablePoliciesMatchPlaceVariables) {
   auto parts = PlanPlacement(Shapes({5, 50, 500}), 2, "greedy", 1);
   ASSERT_TRUE(parts.ok());
