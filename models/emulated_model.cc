@@ -41,10 +41,32 @@ std::vector<absl::Duration> EmulatedModel::BackwardSchedule() const {
   return schedule;
 }
 
-float EmulatedModel::TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) {
+absl::Time EmulatedModel::Forward() {
   const absl::Time start = absl::Now();
-  const absl::Time backward_start = start + compute_.forward;
-  SleepUntil(backward_start);
+  if (!variable_wait_) {
+    SleepUntil(start + compute_.forward);
+    return start + compute_.forward;
+  }
+  int64_t total = 0;
+  for (const LayerCost& layer : layers_) total += layer.forward_flops_per_example;
+  // Layer i ends `its share` after the later of the previous layer's end
+  // and its variables' arrival (a wait that outlasts the layers before it
+  // delays the rest); waits return at once for what has arrived, so they
+  // are asked ahead of the modelled clock.
+  absl::Time end = start;
+  for (const LayerCost& layer : layers_) {
+    for (int v : layer.variables) variable_wait_(v);
+    end = std::max(end, absl::Now());
+    const double share = total > 0 ? static_cast<double>(layer.forward_flops_per_example) / total
+                                   : 1.0 / static_cast<double>(layers_.size());
+    end += compute_.forward * share;
+  }
+  SleepUntil(end);
+  return end;
+}
+
+float EmulatedModel::TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) {
+  const absl::Time backward_start = Forward();
   const std::vector<absl::Duration> schedule = BackwardSchedule();
   for (size_t i = 0; i < schedule.size(); ++i) {
     const LayerCost& layer = layers_[layers_.size() - 1 - i];

@@ -42,6 +42,9 @@ class EmulatedModel final : public Model {
   std::vector<Variable>& variables() override { return real_->variables(); }
   void InitializeVariables(uint64_t seed) override { real_->InitializeVariables(seed); }
   void SetLossScale(float scale) override { real_->SetLossScale(scale); }
+  // Forward then takes each layer's share of the modelled forward time from
+  // the later of the previous layer's end and its variables' arrival.
+  void SetVariableWait(VariableWait wait) override { variable_wait_ = std::move(wait); }
   // Sleeps through the modelled step, calling `hook` as described above.
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override;
   // Models no inference: every example counted, none correct, loss
@@ -56,8 +59,12 @@ class EmulatedModel final : public Model {
   std::vector<absl::Duration> BackwardSchedule() const;
 
  private:
+  // Sleeps through the modelled forward; returns when it ends.
+  absl::Time Forward();
+
   std::unique_ptr<Model> real_;
   const EmulatedCompute compute_;
+  VariableWait variable_wait_;
   const std::vector<LayerCost> layers_;
 };
 

@@ -77,6 +77,7 @@ class GraphModel final : public Model {
   }
 
   void SetLossScale(float scale) override { loss_scale_ = scale; }
+  void SetVariableWait(VariableWait wait) override { variable_wait_ = std::move(wait); }
 
   EvalResult Evaluate(const Tensor& images, const int32_t* labels) override {
     const Tensor& logits = Forward(images, /*training=*/false);
@@ -186,11 +187,22 @@ class GraphModel final : public Model {
     for (size_t k = 1; k < nodes_.size(); ++k) {
       const GraphNode& node = nodes_[k];
       if (node.computed_by >= 0) continue;  // outputs[k] is its computing node's
+      if (training && variable_wait_) WaitForVariablesOf(static_cast<int>(k));
       node.layer->Forward(*ctx_, InputsOf(node, outputs), outputs[k], training);
     }
     if (outputs.back().is_plain()) return outputs.back();
     ctx_->Convert(outputs.back(), plan_->plain_logits);
     return plan_->plain_logits;
+  }
+
+  // variable_wait_ for the variables node k's Forward reads: its own and
+  // those of the nodes it computes for (fusions).
+  void WaitForVariablesOf(int k) {
+    for (size_t m = 1; m < nodes_.size(); ++m) {
+      if (static_cast<int>(m) != k && nodes_[m].computed_by != k) continue;
+      const int params = static_cast<int>(nodes_[m].layer->parameters().size());
+      for (int p = 0; p < params; ++p) variable_wait_(nodes_[m].first_variable + p);
+    }
   }
 
   // Expects plan_->grads.back() to hold d(loss)/d(logits).
@@ -238,6 +250,7 @@ class GraphModel final : public Model {
   std::vector<GraphNode> nodes_;  // nodes_.back() is the logits
   std::unique_ptr<LossLayer> loss_;
   float loss_scale_ = 1;
+  VariableWait variable_wait_;
   std::vector<Variable> variables_;
   std::vector<Parameter*> params_;  // parallel to variables_
 

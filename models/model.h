@@ -58,6 +58,13 @@ struct StepMemory {
 // must synchronise the stream first.
 using GradientReadyHook = std::function<void(int variable_index)>;
 
+// Called by TrainStep's forward with the index of each variable a layer
+// reads, before that layer runs, in forward order; returns once the
+// variable's value for this step is in place (a parameter server's pull
+// landing layer by layer: ps_scheduling.pipeline). Every variable is waited
+// for once per TrainStep.
+using VariableWait = std::function<void(int variable_index)>;
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -73,6 +80,9 @@ class Model {
   // Forward and backward on images [N, C, H, W] (host tensors, or tensors on
   // the model's device); labels are on the host. Returns the mean loss.
   virtual float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) = 0;
+  // Later TrainSteps call `wait` as VariableWait says (null: they never
+  // wait). Evaluate never waits.
+  virtual void SetVariableWait(VariableWait wait) = 0;
   // TrainStep's gradients become `scale` times the mean loss's (its returned
   // loss is unscaled): the loss scale of mixed precision
   // (optim/loss_scaler.h). 1 until set.

@@ -86,5 +86,45 @@ TEST_F(EmulatedModelTest, ConvolutionsTakeTheirShareOfBackward) {
               static_cast<double>(layers.back().forward_flops_per_example) / total, 1e-9);
 }
 
+// With a variable wait, forward waits for each layer's variables in
+// forward order, and a late variable delays the layers from its own on: the
+// first layer's weights arriving late push the whole modelled forward past
+// the arrival.
+TEST_F(EmulatedModelTest, ForwardStartsEachLayerWhenItsVariablesHaveArrived) {
+  const EmulatedCompute compute{absl::Milliseconds(40), absl::Milliseconds(40)};
+  EmulatedModel emulated(Lenet(), compute);
+  const std::vector<LayerCost> layers = emulated.LayerCosts();
+  std::vector<int> expected;
+  for (const LayerCost& layer : layers) expected.insert(expected.end(), layer.variables.begin(), layer.variables.end());
+  ASSERT_FALSE(expected.empty());
+  const int first = expected.front();
+  const absl::Duration late = absl::Milliseconds(150);
+  std::vector<int> waited;
+  absl::Time start;
+  emulated.SetVariableWait([&](int v) {
+    waited.push_back(v);
+    if (v == first) absl::SleepFor(start + late - absl::Now());  // the first layer's weights arrive late
+  });
+  Tensor images({4, 1, 28, 28});
+  std::vector<int32_t> labels = {0, 1, 2, 3};
+  absl::Duration first_gradient = absl::InfiniteDuration();
+  start = absl::Now();
+  emulated.TrainStep(images, labels.data(), [&](int) {
+    first_gradient = std::min(first_gradient, absl::Now() - start);
+  });
+  EXPECT_EQ(waited, expected);
+  // Backward starts only after every layer ran from the arrival on.
+  EXPECT_GE(first_gradient, late + compute.forward);
+  // Without waits the forward takes its modelled time only (not asserted
+  // from above: sleeping may overshoot).
+  emulated.SetVariableWait(nullptr);
+  first_gradient = absl::InfiniteDuration();
+  start = absl::Now();
+  emulated.TrainStep(images, labels.data(), [&](int) {
+    first_gradient = std::min(first_gradient, absl::Now() - start);
+  });
+  EXPECT_GE(first_gradient, compute.forward);
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -209,6 +209,31 @@ TEST_F(ModelTest, GradientReadyHookFiresOncePerVariableInReverseOrder) {
   EXPECT_THAT(order, ElementsAre(5, 4, 3, 2, 1, 0));
 }
 
+// The forward asks for each variable before the first layer that reads it,
+// in forward order, once per TrainStep; evaluation never waits.
+TEST_F(ModelTest, ForwardWaitsForEachVariableBeforeItsLayer) {
+  auto model = Create("mlp", {1, 5, 5}, 4, {6, 3});
+  ASSERT_NE(model, nullptr);
+  model->InitializeVariables(1);
+  auto [images, labels] = RandomBatch(8, {1, 5, 5}, 4, 9);
+  std::vector<int> waited;
+  model->SetVariableWait([&](int v) { waited.push_back(v); });
+  std::vector<int> order;
+  model->TrainStep(images, labels.data(), [&](int v) { order.push_back(v); });
+  EXPECT_THAT(waited, ElementsAre(0, 1, 2, 3, 4, 5));
+  model->Evaluate(images, labels.data());
+  EXPECT_EQ(waited.size(), 6u);
+  // A wait that changes a variable before its layer runs is seen by it:
+  // the forward reads after the wait (as a pull landing layer by layer).
+  const float loss_before = model->TrainStep(images, labels.data(), nullptr);
+  model->SetVariableWait([&](int v) {
+    if (v == 4) std::fill(model->variables()[4].value.span().begin(), model->variables()[4].value.span().end(), 0.f);
+  });
+  const float loss_zeroed = model->TrainStep(images, labels.data(), nullptr);
+  EXPECT_NE(loss_zeroed, loss_before);
+  model->SetVariableWait(nullptr);
+}
+
 TEST_F(ModelTest, HookSeesFinalGradients) {
   // Each gradient, when its hook fires, already equals its end-of-step value.
   auto model = Create("mlp", {1, 5, 5}, 4, {6, 3});
