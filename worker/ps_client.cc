@@ -254,53 +254,97 @@ absl::StatusOr<std::vector<CheckpointResponse>> PsClient::Checkpoint(int64_t ste
   return responses;
 }
 
+PullRequest PsClient::PullHeader(int batch, int64_t min_version, int64_t min_generation, int64_t generation,
+                                 absl::Duration timeout, int64_t local_step) const {
+  PullRequest header;
+  header.set_worker(worker_);
+  header.set_min_version(min_version);
+  header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  header.set_local_step(local_step);
+  header.set_generation(generation);
+  header.set_min_generation(min_generation);
+  header.set_incarnation(incarnation_);
+  if (compression_ == Compression::kFp16 || compression_ == Compression::kBf16) {
+    header.set_value_dtype(DenseWireDType(compression_));
+  }
+  for (int i : batches_[batch].parts) header.add_names(parts_[i].name);
+  return header;
+}
+
 std::vector<PsClient::ShardCall> PsClient::PullCalls(int64_t min_version, int64_t min_generation, int64_t generation,
                                                      absl::Duration timeout, int64_t local_step) const {
   std::vector<ShardCall> calls(batches_.size());
   for (size_t b = 0; b < batches_.size(); ++b) {
     calls[b].shard = batches_[b].shard;
-    PullRequest header;
-    header.set_worker(worker_);
-    header.set_min_version(min_version);
-    header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
-    header.set_local_step(local_step);
-    header.set_generation(generation);
-    header.set_min_generation(min_generation);
-    header.set_incarnation(incarnation_);
-    if (compression_ == Compression::kFp16 || compression_ == Compression::kBf16) {
-      header.set_value_dtype(DenseWireDType(compression_));
-    }
-    for (int i : batches_[b].parts) header.add_names(parts_[i].name);
-    header.SerializeToString(&calls[b].request.header);
+    PullHeader(static_cast<int>(b), min_version, min_generation, generation, timeout, local_step)
+        .SerializeToString(&calls[b].request.header);
   }
   return calls;
+}
+
+void PsClient::PullBatchAsync(int batch, int64_t min_version, absl::Duration timeout, int64_t local_step,
+                              std::function<void(absl::Status status, IncomingFrame response)> done) {
+  OutgoingFrame request;
+  PullHeader(batch, min_version, 0, generation_.load(), timeout, local_step).SerializeToString(&request.header);
+  CallOptions options;
+  // The PS answers at `timeout` with what it waited for; the RPC deadline
+  // leaves room for that answer to arrive.
+  options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
+  const int shard = batches_[batch].shard;
+  const std::string address = addresses_[shard];
+  channels_[shard]->Call(ps_rpc::kPull, std::move(request), options,
+                         [done = std::move(done), shard, address](absl::Status status, IncomingFrame response) {
+                           if (!status.ok()) {
+                             status = absl::Status(status.code(), absl::StrCat("Pull from PS shard ", shard, " (",
+                                                                               address, "): ", status.message()));
+                           }
+                           done(std::move(status), std::move(response));
+                         });
+}
+
+absl::StatusOr<int64_t> PsClient::ReadBatchPull(int batch, IncomingFrame& response) {
+  PullResponse header;
+  return ReadBatchAnswer(batch, response, &header);
+}
+
+int64_t PsClient::BatchBytes(int batch) const {
+  int64_t bytes = 0;
+  for (int i : batches_[batch].parts) bytes += parts_[i].count * static_cast<int64_t>(sizeof(float));
+  return bytes;
+}
+
+absl::StatusOr<int64_t> PsClient::ReadBatchAnswer(int batch, IncomingFrame& response, PullResponse* header) {
+  const int s = batches_[batch].shard;
+  if (!response.ParseHeader(header)) return absl::InternalError("pull: malformed response header");
+  if (header->tensors_size() != static_cast<int>(batches_[batch].parts.size())) {
+    return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header->tensors_size(), " tensors"));
+  }
+  int64_t min_seen = INT64_MAX;
+  for (int k = 0; k < header->tensors_size(); ++k) {
+    const VariablePart& part = parts_[batches_[batch].parts[k]];
+    const TensorHeader& h = header->tensors(k);
+    if (h.name() != part.name) {
+      return absl::InternalError(
+          absl::StrCat("pull: shard ", s, " returned ", h.name(), " where ", part.name, " was expected"));
+    }
+    PSTRAIN_RETURN_IF_ERROR(ReadPulledPart(part, h, response));
+    min_seen = std::min(min_seen, header->versions(k));
+  }
+  return min_seen;
 }
 
 absl::StatusOr<int64_t> PsClient::ReadPullAnswers(std::vector<ShardCall>& calls, JoinInfo* info) {
   int64_t min_seen = INT64_MAX;
   int64_t generation = INT64_MAX;
   for (size_t b = 0; b < batches_.size(); ++b) {
-    const int s = batches_[b].shard;
     PullResponse header;
-    if (!calls[b].response.ParseHeader(&header)) return absl::InternalError("pull: malformed response header");
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t version, ReadBatchAnswer(static_cast<int>(b), calls[b].response, &header));
+    min_seen = std::min(min_seen, version);
     resumed_step_ = header.resumed_step();
     generation = std::min(generation, header.generation());
     if (info != nullptr) {
       info->rejoined = info->rejoined || header.rejoined();
       info->worker_steps = std::max(info->worker_steps, header.worker_steps());
-    }
-    if (header.tensors_size() != static_cast<int>(batches_[b].parts.size())) {
-      return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header.tensors_size(), " tensors"));
-    }
-    for (int k = 0; k < header.tensors_size(); ++k) {
-      const VariablePart& part = parts_[batches_[b].parts[k]];
-      const TensorHeader& h = header.tensors(k);
-      if (h.name() != part.name) {
-        return absl::InternalError(
-            absl::StrCat("pull: shard ", s, " returned ", h.name(), " where ", part.name, " was expected"));
-      }
-      PSTRAIN_RETURN_IF_ERROR(ReadPulledPart(part, h, calls[b].response));
-      min_seen = std::min(min_seen, header.versions(k));
     }
   }
   // Shards restored one after the other may answer from two generations

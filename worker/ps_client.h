@@ -89,6 +89,15 @@ class PsClient {
   std::vector<int> BatchVariables(int batch) const;
   void PushBatchAsync(int batch, int64_t step, int64_t local_step,
                       std::function<void(absl::Status status, int dropped)> done);
+  // The pipeline (worker/ps_pipeline.h): pulls one batch asynchronously once
+  // its variables have `min_version` updates; `done` gets the answer
+  // unread, and ReadBatchPull reads it into the variables when the caller
+  // still wants it. Bytes the batch's parts hold (float32).
+  void PullBatchAsync(int batch, int64_t min_version, absl::Duration timeout, int64_t local_step,
+                      std::function<void(absl::Status status, IncomingFrame response)> done);
+  // Returns the smallest version in the answer.
+  absl::StatusOr<int64_t> ReadBatchPull(int batch, IncomingFrame& response);
+  int64_t BatchBytes(int batch) const;
   // Chief only: every shard writes its state at `step` to paths[shard];
   // returns each shard's answer (file size and CRC32C), in shard order.
   absl::StatusOr<std::vector<CheckpointResponse>> Checkpoint(int64_t step, const std::vector<std::string>& paths);
@@ -143,6 +152,12 @@ class PsClient {
   // The pull requests (one per RPC batch) for `min_version`.
   std::vector<ShardCall> PullCalls(int64_t min_version, int64_t min_generation, int64_t generation,
                                    absl::Duration timeout, int64_t local_step) const;
+  // The pull request of one RPC batch.
+  PullRequest PullHeader(int batch, int64_t min_version, int64_t min_generation, int64_t generation,
+                         absl::Duration timeout, int64_t local_step) const;
+  // Reads one batch's pull answer into the variables; returns its smallest
+  // version, and its header in `header`.
+  absl::StatusOr<int64_t> ReadBatchAnswer(int batch, IncomingFrame& response, PullResponse* header);
   // Reads pull answers into the variables; returns the smallest version.
   absl::StatusOr<int64_t> ReadPullAnswers(std::vector<ShardCall>& calls, JoinInfo* info);
   // Pull and Join: issues `calls`, then ReadPullAnswers.

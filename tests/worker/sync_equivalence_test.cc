@@ -74,6 +74,9 @@ struct StrategyCase {
   // "inproc", or a real transport the roles (threads here) talk over on
   // 127.0.0.1 ports.
   const char* transport = "inproc";
+  // BytePS scheduling: ps_scheduling.pipeline with balanced placement in 16
+  // KB slices and a 64 KB push window (pushes queue and go by priority).
+  bool pipeline = false;
 };
 
 // Runs `config` over `transport` (inproc: in-process addresses).
@@ -99,6 +102,12 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   config.set_devices_per_worker(c.devices);
   SetInProcessHosts(&config, c.num_ps, c.workers);
   config.mutable_train()->set_batch_size_per_device(kBatch);
+  if (c.pipeline) {
+    config.mutable_ps_scheduling()->set_pipeline(true);
+    config.mutable_ps_scheduling()->set_window_bytes(64 * 1024);
+    config.set_placement("balanced");
+    config.set_partition_bytes(16 * 1024);
+  }
   absl::StatusOr<ClusterRun> run = RunOver(config, c.transport);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->chief.global_batch_size(), kBatch * c.workers * c.devices);
@@ -119,7 +128,15 @@ INSTANTIATE_TEST_SUITE_P(
                       StrategyCase{"ucx_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx"},
                       StrategyCase{"ucx_ps_3workers", "parameter_server", "", 3, 1, 2, "ucx"},
                       StrategyCase{"ucx_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2, "ucx"},
-                      StrategyCase{"grpc_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc"}),
+                      StrategyCase{"grpc_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc"},
+                      // BytePS scheduling: partitioned, prioritised, pipelined.
+                      StrategyCase{"pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "inproc", true},
+                      StrategyCase{"pipeline_ps_3workers", "parameter_server", "", 3, 1, 3, "inproc", true},
+                      StrategyCase{"pipeline_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2,
+                                   "inproc", true},
+                      StrategyCase{"grpc_pipeline_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc", true},
+                      StrategyCase{"ucx_pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx",
+                                   true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // allreduce runs real Gloo TCP rings, so its workers get loopback addresses
@@ -239,6 +256,24 @@ TEST(SyncBackupWorkersTest, FewerReplicasToAggregateThanWorkersRunsToCompletion)
     EXPECT_GE(load.applied_updates(), 12 * load.variables()) << "shard " << load.shard();
     EXPECT_GE(load.dropped_gradients() + 3 * load.applied_updates(), 4 * 12 * load.variables())
         << "shard " << load.shard();
+  }
+}
+
+TEST(AsyncTrainingTest, EveryGradientIsAppliedOnArrivalPipelinedToo) {
+  for (const bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pipelined" : "not pipelined");
+    ExperimentConfig config = BaseConfig();
+    config.set_consistency("async");
+    config.mutable_ps_scheduling()->set_pipeline(pipeline);
+    SetInProcessHosts(&config, 2, 2);
+    config.mutable_train()->set_batch_size_per_device(8);
+    config.mutable_train()->set_steps(10);
+    absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+    ASSERT_TRUE(run.ok()) << run.status();
+    int64_t applied = 0;
+    for (const auto& load : run->chief.ps_load()) applied += load.applied_updates();
+    EXPECT_EQ(applied, 2 * 10 * 6);  // every push of every worker, per variable
+    EXPECT_TRUE(std::isfinite(run->chief.final_loss()));
   }
 }
 

@@ -29,7 +29,11 @@ absl::StatusOr<std::unique_ptr<Strategy>> ParameterServerStrategy::Create(const 
       PlanPlacement(shapes, config.cluster().ps_hosts_size(), config.placement(), config.partition_bytes()));
   PSTRAIN_ASSIGN_OR_RETURN(strategy->client_, PsClient::Create(config, context.worker_index, context.transport,
                                                                &variables, std::move(parts)));
-  strategy->overlap_ = context.replicas->size() == 1;
+  if (config.ps_scheduling().pipeline()) {
+    strategy->pipeline_ =
+        std::make_unique<PsPipeline>(strategy->client_.get(), context.replicas, config, context.timeline);
+  }
+  strategy->overlap_ = strategy->pipeline_ == nullptr && context.replicas->size() == 1;
   for (int b = 0; b < strategy->client_->num_push_batches(); ++b) {
     strategy->batch_variables_.push_back(strategy->client_->BatchVariables(b));
   }
@@ -50,7 +54,8 @@ std::string ParameterServerStrategy::Describe() const {
   if (consistency == "ssp") absl::StrAppend(&consistency, " staleness ", c.staleness());
   return absl::StrCat(name_, " (", consistency, ", ", c.cluster().ps_hosts_size(), " PS, ", c.transport(),
                       ", placement ", c.placement(), ", local reduce ", local_reduce_spec_,
-                      c.compression() == "none" ? "" : absl::StrCat(", compression ", c.compression()), ")");
+                      c.compression() == "none" ? "" : absl::StrCat(", compression ", c.compression()),
+                      pipeline_ != nullptr ? ", pipeline" : "", ")");
 }
 
 void ParameterServerStrategy::FillTraffic(WorkerReport* report) const {
@@ -90,6 +95,7 @@ absl::Status ParameterServerStrategy::JoinShards(int64_t min_generation, absl::D
               << " (this worker's previous process was lost)" << std::endl;
   }
   context_.replicas->BroadcastValues(0);
+  if (pipeline_ != nullptr) pipeline_->ValuesInPlace(pulled_version_);
   return absl::OkStatus();
 }
 
@@ -119,6 +125,10 @@ absl::Status ParameterServerStrategy::Start() {
       PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(start_step_));
     }
   }
+  if (pipeline_ != nullptr) {
+    for (int r = 0; r < context_.replicas->size(); ++r)
+      context_.replicas->model(r).SetVariableWait(pipeline_->WaitFor(r));
+  }
   const absl::Duration period = absl::Seconds(config.timeouts().heartbeat_seconds());
   heartbeats_ = std::thread([this, period] {
     while (!stop_heartbeats_.WaitForNotificationWithTimeout(period)) {
@@ -142,6 +152,8 @@ absl::StatusOr<int64_t> ParameterServerStrategy::Recover(const absl::Status& fai
   auto failed = [&](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat("recovery after \"", failure.message(), "\" failed: ", s.message()));
   };
+  // Answers of the abandoned step must not land on the state joined next.
+  if (pipeline_ != nullptr) pipeline_->Abandon();
   if (worker == 0) {
     absl::StatusOr<std::optional<RestorePoint>> restore = InstallState(wait, /*recovering=*/true);
     if (!restore.ok()) return failed(restore.status());
@@ -164,9 +176,23 @@ absl::StatusOr<int64_t> ParameterServerStrategy::Recover(const absl::Status& fai
   return start_step_;
 }
 
+absl::Status ParameterServerStrategy::BeforePipelinedStep(int64_t step) {
+  pulled_at_start_ = false;
+  // The values arrive during the forward; a checkpoint needs them all.
+  if (checkpoints_ != nullptr && checkpoints_->Due(step, absl::Now())) {
+    const absl::Time t = absl::Now();
+    PSTRAIN_ASSIGN_OR_RETURN(pulled_version_, pipeline_->WaitForPulls());
+    PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(step));
+    if (context_.timeline != nullptr) context_.timeline->Record("checkpoint", "phases", t, absl::Now());
+  }
+  pipeline_->BeginStep(step);
+  return absl::OkStatus();
+}
+
 absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
   const ExperimentConfig& config = *context_.config;
   current_step_ = step;
+  if (pipeline_ != nullptr) return BeforePipelinedStep(step);
   if (pulled_at_start_) {
     pulled_at_start_ = false;  // Start pulled this step's values
   } else {
@@ -202,6 +228,7 @@ absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
 }
 
 GradientReadyHook ParameterServerStrategy::HookFor(int replica) {
+  if (pipeline_ != nullptr) return pipeline_->HookFor(replica);
   if (!overlap_) return nullptr;
   return [this](int variable) {
     std::vector<int> batches;
@@ -245,6 +272,13 @@ void ParameterServerStrategy::SendBatches(const std::vector<int>& batches) {
 }
 
 absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
+  if (pipeline_ != nullptr) {
+    const absl::Time start = absl::Now();
+    PSTRAIN_ASSIGN_OR_RETURN(const int dropped, pipeline_->FinishStep());
+    if (context_.timeline != nullptr) context_.timeline->Record("wait for pushes", "phases", start, absl::Now());
+    dropped_ += dropped;
+    return absl::OkStatus();
+  }
   if (overlap_) {
     std::vector<int> batches;
     {
@@ -283,6 +317,8 @@ absl::Status ParameterServerStrategy::SaveCheckpoint(int64_t step) {
 }
 
 absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport& mine) {
+  // The last step's values land before anything reads or replaces them.
+  if (pipeline_ != nullptr) PSTRAIN_RETURN_IF_ERROR(pipeline_->WaitForPulls().status());
   // No more pushes from here: tell the shards now, so sync steps with backup
   // workers stop waiting for this one. Heartbeats go on while the chief waits.
   finished_pushing_ = true;

@@ -25,6 +25,11 @@
 //               aggregated; async and ssp: after its last pushed step).
 //   Finish:     non-chief: Done with its report. Chief: wait for the others'
 //               reports, pull the final parameters, Done.
+//   Pipeline (ps_scheduling.pipeline; worker/ps_pipeline.h): the hooks of
+//               every replica feed a PsPipeline, which pushes batches in the
+//               next forward's order and pulls each as soon as its push is
+//               acknowledged; BeforeStep pulls nothing, the forward waits per
+//               layer, AfterStep waits for the step's acknowledgements only.
 // A heartbeat thread tells every shard this worker is alive.
 #pragma once
 
@@ -38,6 +43,7 @@
 #include "absl/synchronization/notification.h"
 #include "worker/checkpoint_manager.h"
 #include "worker/ps_client.h"
+#include "worker/ps_pipeline.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
@@ -60,7 +66,9 @@ class ParameterServerStrategy : public Strategy {
   std::string Describe() const override;
   int64_t dropped_gradients() const override { return dropped_; }
   GradientReadyHook HookFor(int replica) override;
-  absl::Duration wait_time() const override { return pull_wait_; }
+  absl::Duration wait_time() const override {
+    return pipeline_ != nullptr ? pull_wait_ + pipeline_->wait_time() : pull_wait_;
+  }
   void FillTraffic(WorkerReport* report) const override;
 
  private:
@@ -83,11 +91,15 @@ class ParameterServerStrategy : public Strategy {
   // (an in-process transport may answer inline).
   std::vector<int> TakeReadyBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(overlap_mu_);
   void SendBatches(const std::vector<int>& batches);
+  // BeforeStep and AfterStep of the pipeline.
+  absl::Status BeforePipelinedStep(int64_t step);
 
   StrategyContext context_;
   std::string name_;
   std::string local_reduce_spec_;
   std::unique_ptr<PsClient> client_;
+  // ps_scheduling.pipeline (null otherwise).
+  std::unique_ptr<PsPipeline> pipeline_;
   // Chief with `checkpoint:` configured (worker/checkpoint_manager.h).
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t start_step_ = 0;
