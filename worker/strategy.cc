@@ -110,7 +110,7 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
                      " for variable_update ", name, " (", entry.summary, ")"),
         absl::StrCat(workers, " workers"));
   }
-  if (!Contains(needs.devices, c.device())) {
+  if (!needs.devices.empty() && !Contains(needs.devices, c.device())) {
     return ck.Fail(
         "device",
         absl::StrCat("one of ", absl::StrJoin(needs.devices, ", "), " for variable_update ", name,

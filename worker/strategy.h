@@ -97,8 +97,9 @@ struct StrategyNeeds {
   // The most workers it can synchronise (0: any); 1 for strategies that
   // synchronise the devices of one worker only.
   int max_workers = 0;
-  // The `device` values it runs on.
-  std::vector<std::string> devices = {"cpu", "gpu", "emulated"};
+  // The `device` values it runs on; empty: every registered device
+  // (device/device_registry.h), so a new device kind needs no strategy edit.
+  std::vector<std::string> devices;
   // GPU replicas keep pinned host mirrors of the variables (ReplicaSet);
   // false for strategies that work on the device variables (NCCL).
   bool host_mirrors = true;

@@ -496,7 +496,7 @@ TEST(ValidateExperimentConfig, EveryRule) {
        "field 'replicas_to_aggregate': expected a number in [0, 2] (0 means every worker; the "
        "cluster has 2 workers), got -1"},
       {"placement", [](auto* c) { c->set_placement("random"); },
-       "field 'placement': expected one of greedy, partitioned, round_robin, got 'random'"},
+       "field 'placement': expected one of balanced, greedy, partitioned, round_robin, got 'random'"},
       {"partition_bytes", [](auto* c) { c->set_partition_bytes(0); },
        "field 'partition_bytes': expected a number > 0, got 0"},
       {"device", [](auto* c) { c->set_device("tpu"); },
