@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The analysis stages of CI, after the test suite (tools/test.sh runs this):
-#   1. format:  every C++ file is formatted as .clang-format says
+#   1. format:  every C++ file is formatted as .clang-format says, and no
+#               non-test function is over 80 lines nor .cc file over 700
+#               (tools/code_shape.py)
 #   2. clang:   the whole tree with clang, -Wthread-safety -Werror (the
 #               ABSL_GUARDED_BY annotations are checked), AddressSanitizer and
 #               UndefinedBehaviorSanitizer; the unit tests run under them
@@ -55,6 +57,11 @@ stage_format() {
     exit 1
   fi
   say "format: ${#files[@]} files formatted ($(elapsed "$start"))"
+  # The shape a newcomer reads: no function over 80 lines, no .cc over 700.
+  if ! (cd "$ROOT" && python3 tools/code_shape.py); then
+    say "FAILED: functions or files above are too long (tools/code_shape.py): split them into named steps"
+    exit 1
+  fi
 }
 
 stage_clang() {

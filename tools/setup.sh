@@ -21,8 +21,9 @@ PACKAGES=(
   prometheus curl
   # emulated hosts (network namespaces, veth, bridge): the deploy test
   iproute2
-  # tools/check.sh: the clang thread-safety build, sanitizers, format check
-  clang-14 libclang-rt-14-dev clang-format-14 git
+  # tools/check.sh: the clang thread-safety build, sanitizers, format check,
+  # function and file lengths (universal-ctags)
+  clang-14 libclang-rt-14-dev clang-format-14 git universal-ctags
   # the compiler cache every build shares (tools/ccache_env.sh)
   ccache
 )
