@@ -115,8 +115,8 @@ absl::StatusOr<std::vector<VariablePart>> Balanced(const std::vector<VariableSha
       int64_t offset = 0;
       for (int64_t p = 0; p < slices; ++p) {
         const int64_t count = n / slices + (p < n % slices ? 1 : 0);
-        per_variable[i].push_back({static_cast<int>(i), 0, offset, count,
-                                   absl::StrCat(variables[i].name, "/slice_", p), Shape{count}});
+        per_variable[i].push_back(
+            {static_cast<int>(i), 0, offset, count, absl::StrCat(variables[i].name, "/slice_", p), Shape{count}});
         offset += count;
       }
     }

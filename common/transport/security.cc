@@ -238,8 +238,9 @@ std::vector<FieldError> Check(const ExperimentConfig& config, bool warn, Transpo
   const bool asks = security.has_tls() || !security.token_file().empty();
   if (asks && !TransportSupportsSecurity(config.transport())) {
     errors.push_back({security.has_tls() ? "security.tls" : "security.token_file",
-                      absl::StrCat("transport '", config.transport(), "' cannot carry TLS or a token (docs/SECURITY.md): ",
-                                   SecurityTransportsHint(), ", or drop the security section")});
+                      absl::StrCat("transport '", config.transport(),
+                                   "' cannot carry TLS or a token (docs/SECURITY.md): ", SecurityTransportsHint(),
+                                   ", or drop the security section")});
     return errors;
   }
   if (security.has_tls()) LoadTls(security.tls(), out, errors);
@@ -269,9 +270,7 @@ const bool kConfigCheck =
 
 }  // namespace
 
-bool TransportSupportsSecurity(std::string_view transport) {
-  return CapabilitiesOf(std::string(transport)).security;
-}
+bool TransportSupportsSecurity(std::string_view transport) { return CapabilitiesOf(std::string(transport)).security; }
 
 std::string SecurityTransportsHint() {
   std::vector<std::string> able;

@@ -39,8 +39,8 @@ std::vector<std::string> RegisteredTransports() { return TransportRegistry().Nam
 absl::StatusOr<std::unique_ptr<Transport>> CreateTransport(const std::string& name, const TransportOptions& options) {
   PSTRAIN_ASSIGN_OR_RETURN(TransportEntry entry, TransportRegistry().Find(name));
   if (options.security.enabled() && !entry.capabilities.security) {
-    return absl::InvalidArgumentError(absl::StrCat("transport '", name, "' cannot carry TLS or a token (docs/SECURITY.md): ",
-                                                   SecurityTransportsHint()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transport '", name, "' cannot carry TLS or a token (docs/SECURITY.md): ", SecurityTransportsHint()));
   }
   return entry.create(options);
 }

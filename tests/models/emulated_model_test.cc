@@ -109,9 +109,8 @@ TEST_F(EmulatedModelTest, ForwardStartsEachLayerWhenItsVariablesHaveArrived) {
   std::vector<int32_t> labels = {0, 1, 2, 3};
   absl::Duration first_gradient = absl::InfiniteDuration();
   start = absl::Now();
-  emulated.TrainStep(images, labels.data(), [&](int) {
-    first_gradient = std::min(first_gradient, absl::Now() - start);
-  });
+  emulated.TrainStep(images, labels.data(),
+                     [&](int) { first_gradient = std::min(first_gradient, absl::Now() - start); });
   EXPECT_EQ(waited, expected);
   // Backward starts only after every layer ran from the arrival on.
   EXPECT_GE(first_gradient, late + compute.forward);
@@ -120,9 +119,8 @@ TEST_F(EmulatedModelTest, ForwardStartsEachLayerWhenItsVariablesHaveArrived) {
   emulated.SetVariableWait(nullptr);
   first_gradient = absl::InfiniteDuration();
   start = absl::Now();
-  emulated.TrainStep(images, labels.data(), [&](int) {
-    first_gradient = std::min(first_gradient, absl::Now() - start);
-  });
+  emulated.TrainStep(images, labels.data(),
+                     [&](int) { first_gradient = std::min(first_gradient, absl::Now() - start); });
   EXPECT_GE(first_gradient, compute.forward);
 }
 

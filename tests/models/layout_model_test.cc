@@ -129,11 +129,11 @@ class LayoutModelTest : public ::testing::Test {
         }
       }
     }
-    const std::string summary =
-        absl::StrFormat("%s: checked %d variable elements, %d outliers; loss noise %.3g per evaluation (%.3g in a "
-                        "derivative); worst %.3g of its allowance at %s; "
-                        "a gradient 10%% off would fail at %d",
-                        model.name(), checked, outliers, sigma, noise, worst, worst_at, caught);
+    const std::string summary = absl::StrFormat(
+        "%s: checked %d variable elements, %d outliers; loss noise %.3g per evaluation (%.3g in a "
+        "derivative); worst %.3g of its allowance at %s; "
+        "a gradient 10%% off would fail at %d",
+        model.name(), checked, outliers, sigma, noise, worst, worst_at, caught);
     EXPECT_GT(checked, 1000 / stride);
     EXPECT_LE(outliers, allowed_outliers) << summary;
     EXPECT_GT(caught, checked / 2) << "the allowance is too wide to see a wrong gradient: " << summary;

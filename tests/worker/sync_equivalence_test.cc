@@ -135,8 +135,7 @@ INSTANTIATE_TEST_SUITE_P(
                       StrategyCase{"pipeline_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2,
                                    "inproc", true},
                       StrategyCase{"grpc_pipeline_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc", true},
-                      StrategyCase{"ucx_pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx",
-                                   true}),
+                      StrategyCase{"ucx_pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // allreduce runs real Gloo TCP rings, so its workers get loopback addresses
