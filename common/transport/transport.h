@@ -2,9 +2,11 @@
 //
 // A transport moves request/response frames between a Channel (client side,
 // one per server address) and a Server (which hands every request to a
-// Handler). Implementations: "grpc" (common/transport/grpc) and "inproc" (one
-// address space, for tests; all roles must share one InprocTransport object).
-// An RDMA transport (UCX) plugs in here without touching PS code.
+// Handler). Implementations: "grpc" (common/transport/grpc), "ucx"
+// (common/transport/ucx, UCX builds: RDMA, shared memory or TCP), both
+// registered by name with their capabilities, and "inproc" (one address
+// space, for tests and benchmarks; never registered: all roles must share one
+// InprocTransport object). The PS client and service see only this seam.
 #pragma once
 
 #include <functional>
