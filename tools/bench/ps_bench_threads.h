@@ -1,6 +1,7 @@
 // The PS benchmark's cluster as threads of this process: `servers` shards
 // (RunParameterServer, one thread and one transport each, listening on their
-// reserved ports) and `workers` worker threads, each with its own PsClient
+// reserved ports) and `workers` worker threads (each a BenchWorker,
+// ps_bench_worker.h, meeting the others at one barrier), each with its own PsClient
 // over its own transport (so with "grpc" every byte crosses real gRPC on
 // loopback; "inproc" is one InprocTransport every role shares). Worker 0
 // Inits; every worker waits for it with its first pull. The workers run the
