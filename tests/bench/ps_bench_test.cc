@@ -1,11 +1,16 @@
 #include "tools/bench/ps_bench.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/bench/memcpy_bandwidth.h"
+#include "tools/bench/port_reservation.h"
+#include "tools/bench/ps_bench_tcp.h"
 
 namespace pstrain::bench {
 namespace {
@@ -41,6 +46,9 @@ TEST(PsBenchTest, TinyGrpcClusterGivesSaneFiguresAndExactByteAccounting) {
   ExpectPositiveFinite(result->memcpy_gbps, "memcpy_gbps");
   ExpectPositiveFinite(result->ratio, "ratio");
   EXPECT_DOUBLE_EQ(result->ratio, result->pushpull.gbps / result->memcpy_gbps);
+  ExpectPositiveFinite(result->tcp_oneway.gbps, "tcp_oneway_gbps");
+  ExpectPositiveFinite(result->tcp.gbps, "tcp_gbps");
+  EXPECT_DOUBLE_EQ(result->pushpull_to_tcp, result->pushpull.gbps / result->tcp.gbps);
   EXPECT_EQ(result->memcpy_buffer_bytes, int64_t{64} << 20);
 
   // Timed rounds: exactly `rounds` per worker per phase.
@@ -48,6 +56,8 @@ TEST(PsBenchTest, TinyGrpcClusterGivesSaneFiguresAndExactByteAccounting) {
   EXPECT_EQ(result->push.rounds, timed);
   EXPECT_EQ(result->pull.rounds, timed);
   EXPECT_EQ(result->pushpull.rounds, timed);
+  EXPECT_EQ(result->tcp_oneway.rounds, timed);
+  EXPECT_EQ(result->tcp.rounds, timed);
 
   // Calls, warm-up included: push phase and push+pull phase push; pull and
   // push+pull phases pull, plus each worker's first (wait-for-Init) pull.
@@ -140,9 +150,13 @@ TEST(PsBenchTest, JsonIsOneObjectWithTheAgreedFields) {
   result.pushpull.gbps = 1.25;
   result.memcpy_gbps = 50;
   result.ratio = 0.025;
+  result.tcp_oneway.gbps = 5;
+  result.tcp.gbps = 2.5;
+  result.pushpull_to_tcp = 0.5;
   const std::string json = FormatPsBenchJson(options, result);
   EXPECT_EQ(json,
             "{\"push_gbps\":1.5,\"pull_gbps\":2.5,\"pushpull_gbps\":1.25,\"memcpy_gbps\":50,\"ratio\":0.025,"
+            "\"tcp_oneway_gbps\":5,\"tcp_gbps\":2.5,\"pushpull_to_tcp\":0.5,"
             "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"transport\":\"grpc\"}");
   result.ratio = std::nan("");
   EXPECT_THAT(FormatPsBenchJson(options, result), HasSubstr("\"ratio\":null"));
@@ -152,6 +166,37 @@ TEST(PsBenchTest, JsonIsOneObjectWithTheAgreedFields) {
   EXPECT_THAT(table, HasSubstr("push+pull"));
   EXPECT_THAT(table, HasSubstr("memcpy (1 thread)"));
   EXPECT_THAT(table, HasSubstr("ratio push+pull/memcpy"));
+  EXPECT_THAT(table, HasSubstr("tcp both ways"));
+  EXPECT_THAT(table, HasSubstr("ratio push+pull/tcp"));
+}
+
+// One source, two sinks (one with nothing to carry), both kinds of round;
+// then a sink that goes away mid-run is an error naming it, not a hang.
+TEST(PsBenchTcpTest, SourceMovesRoundsToSinksAndNamesOneThatGoes) {
+  auto port = [] {
+    absl::StatusOr<std::unique_ptr<PortReservation>> r = PortReservation::Take();
+    return r.ok() ? absl::StrCat("127.0.0.1:", (*r)->port()) : std::string("127.0.0.1:1");
+  };
+  const std::vector<std::string> addresses = {port(), port(), port()};
+  std::vector<std::unique_ptr<TcpSink>> sinks;
+  for (const std::string& a : addresses) {
+    absl::StatusOr<std::unique_ptr<TcpSink>> sink = TcpSink::Listen(a);
+    ASSERT_TRUE(sink.ok()) << sink.status();
+    sinks.push_back(*std::move(sink));
+  }
+  for (bool both : {false, true}) {
+    absl::StatusOr<std::unique_ptr<TcpSource>> source =
+        TcpSource::Connect(addresses, {1 << 20, 0, 3 << 18}, both, absl::Seconds(10));
+    ASSERT_TRUE(source.ok()) << source.status();
+    for (int r = 0; r < 3; ++r) ASSERT_TRUE((*source)->Round(absl::Seconds(10)).ok()) << both << " round " << r;
+  }
+  absl::StatusOr<std::unique_ptr<TcpSource>> source =
+      TcpSource::Connect(addresses, {1 << 20, 0, 1 << 20}, true, absl::Seconds(10));
+  ASSERT_TRUE(source.ok()) << source.status();
+  sinks[2].reset();
+  const absl::Status gone = (*source)->Round(absl::Seconds(10));
+  EXPECT_FALSE(gone.ok());
+  EXPECT_THAT(std::string(gone.message()), HasSubstr(addresses[2]));
 }
 
 TEST(MemcpyBandwidthTest, CopiesForAboutTheGivenTime) {

@@ -4,6 +4,7 @@
 //
 // Subcommands (kSubcommands below is the one list):
 //   ps   PS push/pull goodput over a real local cluster vs single-thread memcpy
+//        and plain TCP between the same endpoints
 //        pstrain-bench ps --workers W --servers S --key_bytes B --keys K
 //                         --transport grpc|ucx [--seconds T | --rounds R]
 //                         [--warmup_rounds N] [--json] [--profile]
@@ -325,7 +326,7 @@ struct Subcommand {
 
 // The one list of subcommands.
 constexpr Subcommand kSubcommands[] = {
-    {"ps", "PS push/pull goodput over a real local cluster, vs single-thread memcpy", &RunPs},
+    {"ps", "PS push/pull goodput over a real local cluster, vs single-thread memcpy and plain TCP", &RunPs},
     {"model", "training steps of a zoo model in one process: images/sec, GFLOP/s vs oneDNN sgemm, peak RSS", &RunModel},
     {"allreduce",
      "all-reduce over gloo or mpi, the library call beside the strategy's fused path: bus bandwidth vs memcpy",

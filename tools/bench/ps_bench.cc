@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,12 @@ void MeasureYardstick(const PsBenchOptions& options, PsBenchResult& result) {
 }
 
 // A phase's rounds, times and goodput over every worker (each key's bytes
-// counted once per round).
-PhaseResult SummarizePhase(const PsBenchRun& run, int p, int64_t bytes_per_round) {
+// counted once per round); `timing` picks a worker's timing of the phase.
+PhaseResult SummarizePhase(const PsBenchRun& run, const std::function<const PhaseTiming&(const WorkerTally&)>& timing,
+                           int64_t bytes_per_round) {
   PhaseResult result;
   for (const WorkerTally& w : run.workers) {
-    const PhaseTiming& t = w.timing[p];
+    const PhaseTiming& t = timing(w);
     result.rounds += t.rounds;
     result.max_seconds = std::max(result.max_seconds, t.seconds);
     result.push_call_seconds += t.push_call_seconds;
@@ -67,10 +69,17 @@ void AddFigures(const PsBenchOptions& options, const PsBenchRun& run, PsBenchRes
   const int64_t bytes_per_round = options.key_bytes * options.keys;
   PhaseResult* phases[kNumPhases] = {&result.push, &result.pull, &result.pushpull};
   for (int p = 0; p < kNumPhases; ++p) {
-    *phases[p] = SummarizePhase(run, p, bytes_per_round);
+    *phases[p] = SummarizePhase(
+        run, [p](const WorkerTally& w) -> const PhaseTiming& { return w.timing[p]; }, bytes_per_round);
     phases[p]->cost = CostOf(run.phases[p]);
   }
+  PhaseResult* tcp_phases[kNumTcpPhases] = {&result.tcp_oneway, &result.tcp};
+  for (int t = 0; t < kNumTcpPhases; ++t) {
+    *tcp_phases[t] = SummarizePhase(
+        run, [t](const WorkerTally& w) -> const PhaseTiming& { return w.tcp[t]; }, bytes_per_round);
+  }
   result.ratio = result.memcpy_gbps > 0 ? result.pushpull.gbps / result.memcpy_gbps : 0;
+  result.pushpull_to_tcp = result.tcp.gbps > 0 ? result.pushpull.gbps / result.tcp.gbps : 0;
   for (const WorkerTally& w : run.workers) {
     result.push_calls += w.push_calls;
     result.pull_calls += w.pull_calls;
@@ -161,9 +170,12 @@ std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResul
   phase("push", result.push);
   phase("pull", result.pull);
   phase("push+pull", result.pushpull);
+  phase("tcp one way", result.tcp_oneway);
+  phase("tcp both ways", result.tcp);
   absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d MiB buffer)\n", "memcpy (1 thread)", result.memcpy_gbps,
                         result.memcpy_buffer_bytes >> 20);
   absl::StrAppendFormat(&out, "%-22s %10.3f\n", "ratio push+pull/memcpy", result.ratio);
+  absl::StrAppendFormat(&out, "%-22s %10.3f  (tcp both ways)\n", "ratio push+pull/tcp", result.pushpull_to_tcp);
   return out;
 }
 
@@ -211,11 +223,13 @@ std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchRes
 std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult& result) {
   // The transport name is one ValidatePsBenchOptions accepts (a registered one
   // or "inproc"): no escaping needed.
-  return absl::StrCat("{\"push_gbps\":", JsonNumber(result.push.gbps), ",\"pull_gbps\":", JsonNumber(result.pull.gbps),
-                      ",\"pushpull_gbps\":", JsonNumber(result.pushpull.gbps),
-                      ",\"memcpy_gbps\":", JsonNumber(result.memcpy_gbps), ",\"ratio\":", JsonNumber(result.ratio),
-                      ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
-                      ",\"key_bytes\":", options.key_bytes, ",\"transport\":\"", options.transport, "\"}");
+  return absl::StrCat(
+      "{\"push_gbps\":", JsonNumber(result.push.gbps), ",\"pull_gbps\":", JsonNumber(result.pull.gbps),
+      ",\"pushpull_gbps\":", JsonNumber(result.pushpull.gbps), ",\"memcpy_gbps\":", JsonNumber(result.memcpy_gbps),
+      ",\"ratio\":", JsonNumber(result.ratio), ",\"tcp_oneway_gbps\":", JsonNumber(result.tcp_oneway.gbps),
+      ",\"tcp_gbps\":", JsonNumber(result.tcp.gbps), ",\"pushpull_to_tcp\":", JsonNumber(result.pushpull_to_tcp),
+      ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
+      ",\"key_bytes\":", options.key_bytes, ",\"transport\":\"", options.transport, "\"}");
 }
 
 }  // namespace pstrain::bench

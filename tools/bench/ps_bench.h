@@ -20,6 +20,17 @@
 // keys*key_bytes*rounds*8 / that worker's seconds / 1e9 -- in push+pull each
 // key's bytes count once per round although they cross the wire twice.
 //
+// Then the same bytes over plain TCP between the same endpoints
+// (ps_bench_tcp.h: a sink where each shard is, a source where each worker
+// is), phases timed like the others:
+//   tcp one way    per round each worker sends each shard's bytes to its sink
+//                  (8-byte ack back)
+//   tcp both ways  the same, and each sink sends as many bytes back at once
+// Goodput counted as for push+pull: the round's keys*key_bytes once per
+// round, so pushpull_to_tcp = push+pull / tcp both ways compares two ways
+// of moving the same bytes there and back (a worker's push then pull cannot
+// overlap, so one worker stays below 1).
+//
 // Beside it, single-thread memcpy bandwidth over max(keys*key_bytes, 64 MiB)
 // (measured before the cluster starts for memcpy_seconds; the best of its
 // time slices, so a preempted slice on a shared machine does not flatter the
@@ -84,6 +95,9 @@ struct PsBenchResult {
   PhaseResult push;
   PhaseResult pull;
   PhaseResult pushpull;
+  PhaseResult tcp_oneway;       // rounds, max_seconds, gbps only
+  PhaseResult tcp;              // both ways at once; the same
+  double pushpull_to_tcp = 0;   // pushpull.gbps / tcp.gbps
   double memcpy_gbps = 0;       // best slice (see memcpy_bandwidth.h)
   double memcpy_mean_gbps = 0;  // whole loop
   int64_t memcpy_buffer_bytes = 0;
@@ -114,8 +128,9 @@ std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResul
 std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchResult& result);
 // One JSON object on one line (no newline): push_gbps, pull_gbps,
 // pushpull_gbps, memcpy_gbps (Gbit/s, as every *_gbps of the benchmarks),
-// ratio, workers, servers, keys, key_bytes, transport. A non-finite figure
-// is written as null.
+// ratio, tcp_oneway_gbps, tcp_gbps (both ways), pushpull_to_tcp, workers,
+// servers, keys, key_bytes, transport. A non-finite figure is written as
+// null.
 std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult& result);
 
 }  // namespace pstrain::bench

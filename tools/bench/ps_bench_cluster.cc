@@ -42,6 +42,11 @@ absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options) {
     ports.push_back(reservation->port());
     setup.reservations.push_back(std::move(reservation));
   }
+  for (int s = 0; s < options.servers; ++s) {
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PortReservation> reservation, PortReservation::Take());
+    setup.tcp_sinks.push_back(absl::StrCat("127.0.0.1:", reservation->port()));
+    setup.reservations.push_back(std::move(reservation));
+  }
   setup.config = MakeConfig(options, ports);
   std::vector<VariableShape> shapes;
   for (int k = 0; k < options.keys; ++k) shapes.push_back({absl::StrCat("key_", k), Shape{options.key_bytes / 4}});

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,17 +29,26 @@ inline constexpr double kPsBenchStartupSeconds = 120;
 enum class Phase { kPush, kPull, kPushPull };
 inline constexpr int kNumPhases = 3;
 inline constexpr Phase kPhases[kNumPhases] = {Phase::kPush, Phase::kPull, Phase::kPushPull};
+// The plain-TCP phases after them (ps_bench_tcp.h): the same bytes from each
+// worker to the shards' sinks, one direction, then both directions at once.
+enum class TcpPhase { kOneWay, kBothWays };
+inline constexpr int kNumTcpPhases = 2;
+inline constexpr TcpPhase kTcpPhases[kNumTcpPhases] = {TcpPhase::kOneWay, TcpPhase::kBothWays};
 
 struct PsBenchSetup {
   // Async, sgd, the shards on 127.0.0.1:<reserved port>, generous timeouts,
   // as many worker entries as workers (never dialled).
   ExperimentConfig config;
   std::vector<VariablePart> plan;  // keys "key_0".. placed on the shards
-  // One per shard, on its port: release them once every shard is up.
+  // Where each shard's TCP sink listens (127.0.0.1:<reserved port>).
+  std::vector<std::string> tcp_sinks;
+  // One per shard and one per sink, on its port: release them once every
+  // shard and sink is up.
   std::vector<std::unique_ptr<PortReservation>> reservations;
 };
 
-// Reserves a port per shard and makes the config and the placement.
+// Reserves a port per shard and per sink and makes the config and the
+// placement.
 absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options);
 
 // Process-wide resource usage at one instant (getrusage).
@@ -62,8 +72,9 @@ struct PhaseTiming {
 // What one worker measured.
 struct WorkerTally {
   PhaseTiming timing[kNumPhases];
-  int64_t push_calls = 0;  // all phases, warm-up included
-  int64_t pull_calls = 0;  // the same, and the first pull that waits for Init
+  PhaseTiming tcp[kNumTcpPhases];  // rounds and seconds only
+  int64_t push_calls = 0;          // all phases, warm-up included
+  int64_t pull_calls = 0;          // the same, and the first pull that waits for Init
 };
 
 // The whole cluster over one phase's timed part: at its start and at its end.

@@ -10,6 +10,7 @@
 #include "common/transport/transport.h"
 #include "glog/logging.h"
 #include "ps/ps_runner.h"
+#include "tools/bench/ps_bench_tcp.h"
 #include "tools/bench/ps_bench_worker.h"
 
 namespace pstrain::bench {
@@ -55,20 +56,25 @@ class ThreadCluster {
         shard_status_(options.servers),
         barrier_(options.workers, BarrierCompletion{&setup.reservations, &snapshots_}),
         sync_(barrier_),
-        context_{options, setup.config, setup.plan, sync_} {
+        context_{options, setup.config, setup.plan, setup.tcp_sinks, sync_} {
     transport_options_.max_message_bytes = setup.config.max_message_bytes();
     transport_options_.security = options.security;
     if (options.transport == "inproc") shared_transport_ = std::make_unique<InprocTransport>();
   }
 
-  // Every shard's transport, then every shard's thread (RunParameterServer
-  // until every worker is Done, or cancelled): nothing starts when a
-  // transport cannot be created.
+  // Every shard's transport, then every shard's TCP sink and thread
+  // (RunParameterServer until every worker is Done, or cancelled): no shard
+  // starts when a transport cannot be created.
   absl::Status StartShards() {
     for (int s = 0; s < options_.servers; ++s) {
       absl::StatusOr<std::unique_ptr<Transport>> t = MakeTransport();
       if (!t.ok()) return t.status();
       shard_transports_[s] = *std::move(t);
+    }
+    for (int s = 0; s < options_.servers; ++s) {
+      absl::StatusOr<std::unique_ptr<TcpSink>> sink = TcpSink::Listen(setup_.tcp_sinks[s]);
+      if (!sink.ok()) return sink.status();
+      sinks_.push_back(*std::move(sink));
     }
     for (int s = 0; s < options_.servers; ++s) {
       shard_threads_.emplace_back([this, s] {
@@ -163,6 +169,7 @@ class ThreadCluster {
   std::vector<StatsResponse> final_stats_;
   std::vector<absl::Status> shard_status_;
   std::vector<std::thread> shard_threads_;
+  std::vector<std::unique_ptr<TcpSink>> sinks_;
   std::vector<UsageSnapshot> snapshots_;
   PhaseBarrier barrier_;
   ThreadSync sync_;

@@ -9,7 +9,9 @@
 //   cluster up | per phase: warm-up rounds | timed rounds | loads taken
 // Worker 0 takes the shards' summed loads (Stats) at both ends of each
 // timed part while the others wait, and the barrier's completion takes the
-// process's usage. At the end every worker says Done and the shards return.
+// process's usage. Then the plain-TCP phases, each worker to every shard's
+// TcpSink (a thread of this process on its reserved port, ps_bench_tcp.h).
+// At the end every worker says Done and the shards return.
 #pragma once
 
 #include "absl/status/statusor.h"

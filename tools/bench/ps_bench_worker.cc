@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "tools/bench/ps_bench_tcp.h"
 #include "worker/ps_client.h"
 
 namespace pstrain::bench {
@@ -52,6 +53,7 @@ void BenchWorker::Run() {
   Connect();
   context_.sync.ArriveAndWait();  // cluster up
   for (Phase phase : kPhases) RunPhase(phase);
+  for (TcpPhase phase : kTcpPhases) RunTcpPhase(phase);
   SayDone();
 }
 
@@ -81,19 +83,42 @@ void BenchWorker::RunPhase(Phase phase) {
   const int p = static_cast<int>(phase);
   context_.sync.ArriveAndWait();       // everyone warm
   SnapshotLoads(&phase_loads_[p][0]);  // then start together
-  TimedRounds(phase, tally_.timing[p]);
+  TimedRounds([&](PhaseTiming* timing) { return RunRound(phase, timing); }, tally_.timing[p]);
   context_.sync.ArriveAndWait();       // phase over for everyone
   SnapshotLoads(&phase_loads_[p][1]);  // before the next warm-up
 }
 
+// The same bytes over plain TCP to the shards' sinks: warm-up rounds;
+// everyone warm; the timed rounds, started together; everyone done.
+void BenchWorker::RunTcpPhase(TcpPhase phase) {
+  std::unique_ptr<TcpSource> source;
+  if (!context_.sync.failed()) {
+    absl::StatusOr<std::unique_ptr<TcpSource>> made =
+        TcpSource::Connect(context_.tcp_sinks, ShardBytes(context_.plan, options_.servers),
+                           phase == TcpPhase::kBothWays, absl::Seconds(kPsBenchStartupSeconds));
+    if (made.ok()) {
+      source = *std::move(made);
+    } else {
+      Fail(made.status());
+    }
+  }
+  auto round = [&](PhaseTiming*) { return source->Round(absl::Seconds(kPsBenchRpcSeconds)); };
+  for (int64_t r = 0; r < options_.warmup_rounds && !context_.sync.failed(); ++r) {
+    if (absl::Status s = round(nullptr); !s.ok()) Fail(s);
+  }
+  context_.sync.ArriveAndWait();  // everyone warm
+  TimedRounds(round, tally_.tcp[static_cast<int>(phase)]);
+  context_.sync.ArriveAndWait();  // phase over for everyone
+}
+
 // `rounds` rounds, or rounds for about `seconds` (at least one).
-void BenchWorker::TimedRounds(Phase phase, PhaseTiming& timing) {
+void BenchWorker::TimedRounds(const std::function<absl::Status(PhaseTiming*)>& round, PhaseTiming& timing) {
   const auto start = Clock::now();
   const auto until = start + std::chrono::duration<double>(options_.seconds);
   auto now = start;
   while (!context_.sync.failed()) {
     if (options_.rounds > 0 ? timing.rounds >= options_.rounds : (timing.rounds > 0 && now >= until)) break;
-    if (absl::Status s = RunRound(phase, &timing); !s.ok()) {
+    if (absl::Status s = round(&timing); !s.ok()) {
       Fail(s);
       break;
     }

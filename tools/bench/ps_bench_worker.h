@@ -5,6 +5,7 @@
 // Its life (Run):
 //   connect | (worker 0) Init | first pull (waits for the Init) | meet
 //   per phase: warm-up rounds | meet | loads | meet | timed rounds | meet | loads | meet
+//   per TCP phase: connect to every sink | warm-up rounds | meet | timed rounds | meet
 //   Done
 // "loads": worker 0 takes the shards' summed loads (Stats) while the others
 // wait at the next meeting, so a phase's load deltas hold exactly its timed
@@ -13,7 +14,9 @@
 // kWorkerMeetings in every run.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,8 +36,9 @@ namespace pstrain::bench {
 
 // Meetings of a worker's life, in order: [0] cluster up, then per phase p:
 // [1 + 4p] warm, [2 + 4p] timed part starts, [3 + 4p] ends, [4 + 4p] loads
-// taken.
-inline constexpr int kWorkerMeetings = 1 + 4 * kNumPhases;
+// taken; then per TCP phase t: [1 + 4 * kNumPhases + 2t] timed part
+// starts, [2 + 4 * kNumPhases + 2t] ends.
+inline constexpr int kWorkerMeetings = 1 + 4 * kNumPhases + 2 * kNumTcpPhases;
 // The meetings at the start and end of phase p's timed part.
 inline constexpr int TimedStartMeeting(int p) { return 2 + 4 * p; }
 inline constexpr int TimedEndMeeting(int p) { return 3 + 4 * p; }
@@ -57,6 +61,7 @@ struct BenchWorkerContext {
   const PsBenchOptions& options;
   const ExperimentConfig& config;
   const std::vector<VariablePart>& plan;
+  const std::vector<std::string>& tcp_sinks;  // one per shard
   WorkerSync& sync;
 };
 
@@ -83,7 +88,9 @@ class BenchWorker {
  private:
   void Connect();
   void RunPhase(Phase phase);
-  void TimedRounds(Phase phase, PhaseTiming& timing);
+  void RunTcpPhase(TcpPhase phase);
+  // `rounds` rounds of `round`, or rounds for about `seconds`.
+  void TimedRounds(const std::function<absl::Status(PhaseTiming*)>& round, PhaseTiming& timing);
   absl::Status RunRound(Phase phase, PhaseTiming* timing);
   void SnapshotLoads(ShardLoad* out);
   void SayDone();
