@@ -157,7 +157,7 @@ TEST(PsBenchTest, JsonIsOneObjectWithTheAgreedFields) {
   EXPECT_EQ(json,
             "{\"push_gbps\":1.5,\"pull_gbps\":2.5,\"pushpull_gbps\":1.25,\"memcpy_gbps\":50,\"ratio\":0.025,"
             "\"tcp_oneway_gbps\":5,\"tcp_gbps\":2.5,\"pushpull_to_tcp\":0.5,"
-            "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"transport\":\"grpc\"}");
+            "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"transport\":\"grpc\",\"mode\":\"threads\"}");
   result.ratio = std::nan("");
   EXPECT_THAT(FormatPsBenchJson(options, result), HasSubstr("\"ratio\":null"));
 

@@ -7,7 +7,9 @@
 //        and plain TCP between the same endpoints
 //        pstrain-bench ps --workers W --servers S --key_bytes B --keys K
 //                         --transport grpc|ucx [--seconds T | --rounds R]
-//                         [--warmup_rounds N] [--json] [--profile]
+//                         [--warmup_rounds N] [--processes] [--json] [--profile]
+//        --processes: every shard and worker a process of its own (the
+//        bench starting itself as the hidden `ps-role` subcommand)
 //   model  training steps of a zoo model in one process (no PS): images/sec,
 //          achieved GFLOP/s vs a oneDNN sgemm measured beside it, peak RSS
 //        pstrain-bench model --model resnet50 --batch_size 32 --steps N
@@ -51,6 +53,7 @@
 #include "tools/bench/allreduce_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/ps_bench.h"
+#include "tools/bench/ps_bench_role.h"
 #include "tools/bench/timeline_bench.h"
 #include "tools/launch/mpirun.h"
 #include "worker/collective/collective.h"
@@ -63,6 +66,11 @@ DEFINE_string(transport, "grpc", "ps: PS transport (grpc, ucx where built; inpro
 DEFINE_double(seconds, 2.0, "ps: seconds per phase (push, pull, push+pull) when --rounds is 0");
 DEFINE_int64(rounds, 0, "ps: rounds per worker per phase; overrides --seconds when > 0");
 DEFINE_int64(warmup_rounds, 2, "ps: untimed rounds per worker before each phase");
+DEFINE_bool(processes, false,
+            "ps: every shard and worker in a process of its own (on 127.0.0.1), instead of threads of this one");
+DEFINE_string(role, "", "ps-role: internal; server or worker");
+DEFINE_int32(index, -1, "ps-role: internal; the shard's or worker's index");
+DEFINE_string(control, "", "ps-role: internal; the control socket of the bench that started this role");
 DEFINE_string(security_config, "",
               "ps: an experiment config whose security section (TLS, token) every shard and worker uses "
               "(default: plaintext)");
@@ -110,6 +118,7 @@ int RunPs() {
   options.seconds = FLAGS_seconds;
   options.rounds = FLAGS_rounds;
   options.warmup_rounds = FLAGS_warmup_rounds;
+  options.processes = FLAGS_processes;
   if (!FLAGS_security_config.empty()) {
     absl::StatusOr<pstrain::ExperimentConfig> config = pstrain::ReadExperimentConfig(FLAGS_security_config);
     if (config.ok()) config->set_transport(options.transport);
@@ -143,6 +152,9 @@ int RunPs() {
   if (FLAGS_profile) (FLAGS_json ? std::cerr : std::cout) << FormatPsBenchProfile(options, *result) << std::flush;
   return kExitOk;
 }
+
+// One shard or worker of `ps --processes` (ps_bench_role.h).
+int RunPsRole() { return pstrain::bench::RunPsBenchRole(FLAGS_role, FLAGS_index, FLAGS_control); }
 
 int RunModel() {
   using namespace pstrain::bench;
@@ -320,7 +332,7 @@ int RunTimeline() {
 
 struct Subcommand {
   const char* name;
-  const char* summary;
+  const char* summary;  // null: internal, not listed
   int (*run)();
 };
 
@@ -333,11 +345,14 @@ constexpr Subcommand kSubcommands[] = {
      &RunAllReduce},
     {"timeline", "the crash-safe timeline's flush as its file grows, vs a plain append of the same bytes",
      &RunTimeline},
+    {"ps-role", nullptr, &RunPsRole},
 };
 
 void PrintSubcommands(std::ostream& os) {
   os << "usage: pstrain-bench <subcommand> [--flags]\nsubcommands:\n";
-  for (const Subcommand& c : kSubcommands) os << "  " << c.name << "\t" << c.summary << "\n";
+  for (const Subcommand& c : kSubcommands) {
+    if (c.summary != nullptr) os << "  " << c.name << "\t" << c.summary << "\n";
+  }
   os << "flags: pstrain-bench <subcommand> --helpon=bench_main" << std::endl;
 }
 

@@ -14,6 +14,7 @@
 #include "common/transport/transport.h"
 #include "tools/bench/memcpy_bandwidth.h"
 #include "tools/bench/ps_bench_cluster.h"
+#include "tools/bench/ps_bench_processes.h"
 #include "tools/bench/ps_bench_threads.h"
 
 namespace pstrain::bench {
@@ -132,6 +133,9 @@ absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
   if (options.placement != "round_robin" && options.placement != "greedy") {
     return absl::InvalidArgumentError(absl::StrCat("unknown placement '", options.placement, "'"));
   }
+  if (options.processes && options.transport == "inproc") {
+    return absl::InvalidArgumentError("--transport inproc is one object in one process: not with --processes");
+  }
   return absl::OkStatus();
 }
 
@@ -140,13 +144,16 @@ absl::StatusOr<PsBenchResult> RunPsBench(const PsBenchOptions& options) {
   PsBenchResult result;
   // 1. The yardstick, before any cluster thread exists.
   MeasureYardstick(options, result);
-  // 2. Ports, config, placement.
-  PSTRAIN_ASSIGN_OR_RETURN(PsBenchSetup setup, SetUpCluster(options));
-  // 3. The cluster, every shard and worker a thread of this process. Other
-  // ways of running it (separate processes, emulated hosts) are other steps
-  // from the same setup to the same PsBenchRun (ps_bench_cluster.h).
-  PSTRAIN_ASSIGN_OR_RETURN(const PsBenchRun run, RunClusterInThreads(options, setup));
-  // 4. Figures.
+  // 2. The cluster (ports, config, placement, then the roles), every shard
+  // and worker a process of its own or a thread of this one.
+  PsBenchRun run;
+  if (options.processes) {
+    PSTRAIN_ASSIGN_OR_RETURN(run, RunClusterInProcesses(options));
+  } else {
+    PSTRAIN_ASSIGN_OR_RETURN(PsBenchSetup setup, SetUpCluster(options));
+    PSTRAIN_ASSIGN_OR_RETURN(run, RunClusterInThreads(options, setup));
+  }
+  // 3. Figures.
   AddFigures(options, run, result);
   return result;
 }
@@ -160,10 +167,14 @@ static std::string SecurityName(const PsBenchOptions& options) {
   return " security=" + name;
 }
 
+// How the roles ran: "threads" or "processes".
+static std::string ModeName(const PsBenchOptions& options) { return options.processes ? "processes" : "threads"; }
+
 std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResult& result) {
   std::string out =
-      absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s%s\n", options.workers,
-                      options.servers, options.keys, options.key_bytes, options.transport, SecurityName(options));
+      absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s%s%s\n", options.workers,
+                      options.servers, options.keys, options.key_bytes, options.transport, SecurityName(options),
+                      options.processes ? " " + ModeName(options) : "");
   auto phase = [&out](const char* name, const PhaseResult& p) {
     absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d rounds, %.2f s)\n", name, p.gbps, p.rounds, p.max_seconds);
   };
@@ -180,7 +191,8 @@ std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResul
 }
 
 std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchResult& result) {
-  std::string out = "process cost per phase (timed part; all threads):\n";
+  std::string out = options.processes ? "process cost per phase (timed part; every role's process, all threads):\n"
+                                      : "process cost per phase (timed part; all threads):\n";
   absl::StrAppendFormat(&out, "%-10s %7s %7s %7s %9s %11s %11s %9s %9s\n", "phase", "wall s", "user s", "sys s",
                         "cpu/wall", "cpu s/GB*", "minflt/MiB", "vcsw/rnd", "ivcsw/rnd");
   auto line = [&](const char* name, const PhaseResult& p, int copies_per_round) {
@@ -229,7 +241,8 @@ std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult
       ",\"ratio\":", JsonNumber(result.ratio), ",\"tcp_oneway_gbps\":", JsonNumber(result.tcp_oneway.gbps),
       ",\"tcp_gbps\":", JsonNumber(result.tcp.gbps), ",\"pushpull_to_tcp\":", JsonNumber(result.pushpull_to_tcp),
       ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
-      ",\"key_bytes\":", options.key_bytes, ",\"transport\":\"", options.transport, "\"}");
+      ",\"key_bytes\":", options.key_bytes, ",\"transport\":\"", options.transport, "\",\"mode\":\"", ModeName(options),
+      "\"}");
 }
 
 }  // namespace pstrain::bench

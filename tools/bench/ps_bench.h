@@ -1,12 +1,14 @@
 // The PS micro-benchmark behind `pstrain-bench ps`.
 //
-// Runs a real local cluster inside this process: `servers` PS shards
+// Runs a real local cluster, by default inside this process: `servers` PS shards
 // (RunParameterServer, one thread and one transport each, listening on
 // 127.0.0.1:<free port>) and `workers` worker threads, each with its own
 // PsClient over its own transport (so with "grpc" every byte crosses real gRPC
 // on loopback). The experiment is async (pushes apply on arrival; nobody waits
 // for anybody), optimizer sgd, `keys` float32 variables "key_0".. of
 // `key_bytes` bytes each, placed round_robin. Worker 0 Inits.
+// With `processes` every shard and worker is a process of its own instead
+// (ps_bench_processes.h), still on 127.0.0.1.
 // (ps_bench_cluster.h: the cluster's setup and measurements, whatever runs
 // it; ps_bench_threads.h: running it as threads of this process.)
 //
@@ -67,6 +69,14 @@ struct PsBenchOptions {
   // TLS and the token every shard and worker uses (--security_config: the
   // `security` section of an experiment config); nothing enabled: plaintext.
   TransportSecurity security;
+  // Every shard and worker in a process of its own (ps_bench_processes.h);
+  // not with "inproc".
+  bool processes = false;
+  // The executable the roles run as (`<it> ps-role ...`); empty: this one.
+  std::string role_binary;
+  // Tests only, with processes: this role ("ps0", "worker1") kills itself
+  // (SIGKILL) -- a shard once set up, a worker mid-run.
+  std::string kill_role;
 };
 
 // What the whole process (every shard and worker thread, gRPC's own threads
@@ -129,8 +139,8 @@ std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchRes
 // One JSON object on one line (no newline): push_gbps, pull_gbps,
 // pushpull_gbps, memcpy_gbps (Gbit/s, as every *_gbps of the benchmarks),
 // ratio, tcp_oneway_gbps, tcp_gbps (both ways), pushpull_to_tcp, workers,
-// servers, keys, key_bytes, transport. A non-finite figure is written as
-// null.
+// servers, keys, key_bytes, transport, mode ("threads" or "processes"). A
+// non-finite figure is written as null.
 std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult& result);
 
 }  // namespace pstrain::bench

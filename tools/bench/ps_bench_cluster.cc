@@ -1,7 +1,15 @@
 #include "tools/bench/ps_bench_cluster.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -48,11 +56,14 @@ absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options) {
     setup.reservations.push_back(std::move(reservation));
   }
   setup.config = MakeConfig(options, ports);
+  PSTRAIN_ASSIGN_OR_RETURN(setup.plan, PlanKeys(options, setup.config));
+  return setup;
+}
+
+absl::StatusOr<std::vector<VariablePart>> PlanKeys(const PsBenchOptions& options, const ExperimentConfig& config) {
   std::vector<VariableShape> shapes;
   for (int k = 0; k < options.keys; ++k) shapes.push_back({absl::StrCat("key_", k), Shape{options.key_bytes / 4}});
-  PSTRAIN_ASSIGN_OR_RETURN(setup.plan,
-                           PlanPlacement(shapes, options.servers, options.placement, setup.config.partition_bytes()));
-  return setup;
+  return PlanPlacement(shapes, options.servers, options.placement, config.partition_bytes());
 }
 
 UsageSnapshot TakeUsage() {
@@ -65,6 +76,37 @@ UsageSnapshot TakeUsage() {
   s.voluntary_switches = u.ru_nvcsw;
   s.involuntary_switches = u.ru_nivcsw;
   return s;
+}
+
+UsageSnapshot TakeUsage(const std::vector<pid_t>& pids) {
+  UsageSnapshot sum;
+  const double tick = 1.0 / sysconf(_SC_CLK_TCK);
+  for (pid_t pid : pids) {
+    const std::string proc = absl::StrCat("/proc/", pid);
+    // Fields after the command's closing parenthesis: state is field 3,
+    // minflt 10, utime 14, stime 15 (proc(5)); the whole thread group's.
+    std::ifstream stat(proc + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(line.substr(paren + 2));
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    if (f.size() < 13) continue;
+    sum.minor_faults += std::stoll(f[7]);
+    sum.user_seconds += std::stoll(f[11]) * tick;
+    sum.sys_seconds += std::stoll(f[12]) * tick;
+    // Context switches are counted per thread.
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator(proc + "/task", ec)) {
+      std::ifstream status(task.path() / "status");
+      for (std::string l; std::getline(status, l);) {
+        if (absl::StartsWith(l, "voluntary_ctxt_switches:")) sum.voluntary_switches += std::stoll(l.substr(24));
+        if (absl::StartsWith(l, "nonvoluntary_ctxt_switches:")) sum.involuntary_switches += std::stoll(l.substr(27));
+      }
+    }
+  }
+  return sum;
 }
 
 }  // namespace pstrain::bench

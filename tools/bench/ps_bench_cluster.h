@@ -7,6 +7,8 @@
 // PsBenchSetup to a PsBenchRun, one step of RunPsBench.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -50,6 +52,9 @@ struct PsBenchSetup {
 // Reserves a port per shard and per sink and makes the config and the
 // placement.
 absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options);
+// The placement of the keys "key_0".. over the shards of `config`: the same
+// in every process that computes it.
+absl::StatusOr<std::vector<VariablePart>> PlanKeys(const PsBenchOptions& options, const ExperimentConfig& config);
 
 // Process-wide resource usage at one instant (getrusage).
 struct UsageSnapshot {
@@ -60,6 +65,9 @@ struct UsageSnapshot {
   int64_t involuntary_switches = 0;
 };
 UsageSnapshot TakeUsage();
+// The same, summed over the processes `pids` (every thread of each), read
+// from /proc; a process that is gone counts nothing.
+UsageSnapshot TakeUsage(const std::vector<pid_t>& pids);
 
 // One worker's timed part of one phase.
 struct PhaseTiming {

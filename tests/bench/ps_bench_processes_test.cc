@@ -1,0 +1,149 @@
+// `pstrain-bench ps --processes`: every shard and worker a process of its
+// own (pstrain-bench itself, as the hidden ps-role subcommand). The same
+// figures and exact byte accounting as the threads; a role that dies is
+// named with how it died, promptly, and leaves no role behind; bad flag
+// combinations exit 2 naming the flag. Tiny runs: seconds each.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/transport/transport.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/util/process_test_util.h"
+#include "tools/bench/ps_bench.h"
+
+namespace pstrain::bench {
+namespace {
+
+using ::testing::HasSubstr;
+
+PsBenchOptions TinyProcesses(const std::string& transport) {
+  PsBenchOptions options;
+  options.workers = 2;
+  options.servers = 2;
+  options.keys = 4;
+  options.key_bytes = 4096;
+  options.transport = transport;
+  options.rounds = 5;
+  options.warmup_rounds = 1;
+  options.memcpy_seconds = 0.05;
+  options.processes = true;
+  options.role_binary = test::BinDir() + "/pstrain-bench";
+  return options;
+}
+
+void ExpectPositiveFinite(double v, const char* what) {
+  EXPECT_TRUE(std::isfinite(v)) << what << " = " << v;
+  EXPECT_GT(v, 0) << what;
+}
+
+// Children of this process still running `pstrain-bench ps-role`.
+std::vector<pid_t> LiveRoles() {
+  std::vector<pid_t> roles;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = test::ReadFile(entry.path().string() + "/cmdline");
+    const std::string stat = test::ReadFile(entry.path().string() + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || cmdline.find("ps-role") == std::string::npos) continue;
+    std::istringstream fields(stat.substr(paren + 2));
+    char state = 0;
+    long ppid = 0;
+    fields >> state >> ppid;
+    if (ppid == getpid() && state != 'Z') roles.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return roles;
+}
+
+void ExpectSaneRun(const PsBenchOptions& options) {
+  absl::StatusOr<PsBenchResult> result = RunPsBench(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ExpectPositiveFinite(result->push.gbps, "push_gbps");
+  ExpectPositiveFinite(result->pull.gbps, "pull_gbps");
+  ExpectPositiveFinite(result->pushpull.gbps, "pushpull_gbps");
+  ExpectPositiveFinite(result->tcp_oneway.gbps, "tcp_oneway_gbps");
+  ExpectPositiveFinite(result->tcp.gbps, "tcp_gbps");
+  EXPECT_DOUBLE_EQ(result->pushpull_to_tcp, result->pushpull.gbps / result->tcp.gbps);
+  const int64_t timed = options.rounds * options.workers;
+  for (const PhaseResult* p : {&result->push, &result->pull, &result->pushpull, &result->tcp_oneway, &result->tcp}) {
+    EXPECT_EQ(p->rounds, timed);
+  }
+  // What the shards saw, from their final stats over the control channel.
+  const int64_t round_bytes = options.keys * options.key_bytes;
+  ASSERT_EQ(result->shard_loads.size(), static_cast<size_t>(options.servers));
+  EXPECT_EQ(result->shard_bytes_in, round_bytes + result->push_calls * round_bytes);
+  EXPECT_EQ(result->shard_bytes_out, result->pull_calls * round_bytes);
+  // Worker 0's load snapshots came back too.
+  EXPECT_EQ(result->push.cost.shard_applied_updates, result->push.rounds * options.keys);
+  EXPECT_EQ(result->pull.cost.shard_applied_updates, 0);
+  EXPECT_THAT(FormatPsBenchTable(options, *result), HasSubstr("transport=" + options.transport + " processes\n"));
+  EXPECT_THAT(FormatPsBenchJson(options, *result), HasSubstr("\"mode\":\"processes\""));
+  EXPECT_TRUE(LiveRoles().empty());
+}
+
+TEST(PsBenchProcessesTest, GrpcOnLoopbackGivesTheSameFiguresAndAccounting) { ExpectSaneRun(TinyProcesses("grpc")); }
+
+TEST(PsBenchProcessesTest, UcxOnLoopbackGivesTheSameFiguresAndAccounting) {
+  const std::vector<std::string> known = RegisteredTransports();
+  if (std::find(known.begin(), known.end(), "ucx") == known.end()) GTEST_SKIP() << "built without UCX";
+  ExpectSaneRun(TinyProcesses("ucx"));
+}
+
+// A role that dies (`kill_role`; or every role, when they run `binary`):
+// the bench stops the others and names it with how it died (`how`),
+// without waiting for any deadline.
+void ExpectNamedPromptly(const std::string& kill_role, const std::string& how, const std::string& binary = "") {
+  PsBenchOptions options = TinyProcesses("grpc");
+  options.kill_role = kill_role;
+  if (!binary.empty()) options.role_binary = binary;
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status status = RunPsBench(options).status();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(how)) << status;
+  EXPECT_LT(seconds, 30) << status;
+  EXPECT_TRUE(LiveRoles().empty());
+}
+
+TEST(PsBenchProcessesTest, AWorkerThatDiesIsNamedNotWaitedFor) {
+  ExpectNamedPromptly("worker1", "worker1 was killed by signal 9 (Killed)");
+}
+
+TEST(PsBenchProcessesTest, AShardThatDiesIsNamedNotWaitedFor) {
+  ExpectNamedPromptly("ps0", "ps0 was killed by signal 9 (Killed)");
+}
+
+TEST(PsBenchProcessesTest, ARoleThatExitsNonZeroIsNamedWithItsCode) {
+  ExpectNamedPromptly("", "exited with code 1", "/bin/false");
+}
+
+// pstrain-bench ps with `flags`: exit code and stderr.
+std::pair<int, std::string> RunBench(const std::vector<std::string>& flags, std::vector<std::string> prefix = {}) {
+  test::TempDir dir;
+  prefix.push_back(test::BinDir() + "/pstrain-bench");
+  prefix.push_back("ps");
+  prefix.insert(prefix.end(), flags.begin(), flags.end());
+  test::Subprocess bench = test::Spawn(prefix, dir.path());
+  const std::optional<int> status = test::WaitForExit(bench.pid, std::chrono::seconds(60));
+  const int code = status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  return {code, bench.err()};
+}
+
+TEST(PsBenchProcessesTest, BadCombinationsExitTwoNamingTheFlag) {
+  const std::pair<int, std::string> inproc = RunBench({"--processes", "--transport", "inproc"});
+  EXPECT_EQ(inproc.first, 2) << inproc.second;
+  EXPECT_THAT(inproc.second, HasSubstr("--transport inproc"));
+}
+
+}  // namespace
+}  // namespace pstrain::bench
