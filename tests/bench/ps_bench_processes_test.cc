@@ -2,7 +2,11 @@
 // own (pstrain-bench itself, as the hidden ps-role subcommand). The same
 // figures and exact byte accounting as the threads; a role that dies is
 // named with how it died, promptly, and leaves no role behind; bad flag
-// combinations exit 2 naming the flag. Tiny runs: seconds each.
+// combinations exit 2 naming the flag; --emulated_hosts where root can make
+// network namespaces (skipped, saying why, elsewhere). Tiny runs: seconds
+// each.
+#include "tools/bench/ps_bench_processes.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/util/process_test_util.h"
 #include "tools/bench/ps_bench.h"
+#include "tools/launch/emulated_hosts.h"
 
 namespace pstrain::bench {
 namespace {
@@ -87,7 +92,9 @@ void ExpectSaneRun(const PsBenchOptions& options) {
   EXPECT_EQ(result->push.cost.shard_applied_updates, result->push.rounds * options.keys);
   EXPECT_EQ(result->pull.cost.shard_applied_updates, 0);
   EXPECT_THAT(FormatPsBenchTable(options, *result), HasSubstr("transport=" + options.transport + " processes\n"));
-  EXPECT_THAT(FormatPsBenchJson(options, *result), HasSubstr("\"mode\":\"processes\""));
+  EXPECT_THAT(FormatPsBenchJson(options, *result),
+              HasSubstr(options.emulated_hosts > 0 ? "\"mode\":\"emulated_hosts\",\"emulated_hosts\":2"
+                                                   : "\"mode\":\"processes\"}"));
   EXPECT_TRUE(LiveRoles().empty());
 }
 
@@ -140,9 +147,61 @@ std::pair<int, std::string> RunBench(const std::vector<std::string>& flags, std:
 }
 
 TEST(PsBenchProcessesTest, BadCombinationsExitTwoNamingTheFlag) {
-  const std::pair<int, std::string> inproc = RunBench({"--processes", "--transport", "inproc"});
-  EXPECT_EQ(inproc.first, 2) << inproc.second;
-  EXPECT_THAT(inproc.second, HasSubstr("--transport inproc"));
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--processes", "--transport", "inproc"}, "--transport inproc"},
+      {{"--emulated_hosts", "1"}, "--emulated_hosts must be 2 to"},
+      {{"--emulated_hosts", "3", "--workers", "1", "--servers", "1"}, "--emulated_hosts must be 2 to"},
+      {{"--processes", "--link_gbps", "1"}, "--link_gbps caps the links of emulated hosts"},
+  };
+  for (const auto& [flags, message] : cases) {
+    const auto [code, err] = RunBench(flags);
+    EXPECT_EQ(code, 2) << err;
+    EXPECT_THAT(err, HasSubstr(message));
+  }
+}
+
+// Without root there are no emulated hosts: exit 2 saying so, before
+// anything starts.
+TEST(PsBenchProcessesTest, EmulatedHostsWithoutRootExitTwoSayingWhy) {
+  std::vector<std::string> prefix;
+  if (geteuid() == 0) {
+    if (!test::Exists("/usr/bin/setpriv")) GTEST_SKIP() << "root, and no /usr/bin/setpriv to drop it";
+    prefix = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"};
+  }
+  const auto [code, err] = RunBench({"--emulated_hosts", "2"}, prefix);
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_THAT(err, HasSubstr("--emulated_hosts 2: emulated hosts need root"));
+}
+
+// Shards on host 0, workers on host 1, links capped: the same figures and
+// accounting, every byte across the bridge.
+TEST(PsBenchProcessesTest, TwoEmulatedHostsGiveTheSameFiguresAndAccounting) {
+  if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) GTEST_SKIP() << s.message();
+  PsBenchOptions options = TinyProcesses("grpc");
+  options.emulated_hosts = 2;
+  options.link_gbps = 5;
+  ExpectSaneRun(options);
+  const HostPlacement placement = PlaceOnHosts(options);
+  EXPECT_EQ(placement.shard_host, std::vector<int>({0, 0}));
+  EXPECT_EQ(placement.worker_host, std::vector<int>({1, 1}));
+  EXPECT_EQ(DescribeEmulatedHosts(options),
+            "emulated hosts: 2 (shards on host 0, workers on host 1), links 5 Gbit/s each way");
+}
+
+TEST(PsBenchProcessesTest, RolesAreSpreadOverTheHosts) {
+  PsBenchOptions options;
+  options.servers = 2;
+  options.workers = 4;
+  options.emulated_hosts = 4;  // 4 x 2/6 rounds to 1 shard host
+  HostPlacement p = PlaceOnHosts(options);
+  EXPECT_EQ(p.shard_host, std::vector<int>({0, 0}));
+  EXPECT_EQ(p.worker_host, std::vector<int>({1, 2, 3, 1}));
+  options.servers = 4;
+  options.workers = 1;
+  options.emulated_hosts = 5;  // every shard host but one worker host
+  p = PlaceOnHosts(options);
+  EXPECT_EQ(p.shard_host, std::vector<int>({0, 1, 2, 3}));
+  EXPECT_EQ(p.worker_host, std::vector<int>({4}));
 }
 
 }  // namespace

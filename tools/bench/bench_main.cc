@@ -7,9 +7,12 @@
 //        and plain TCP between the same endpoints
 //        pstrain-bench ps --workers W --servers S --key_bytes B --keys K
 //                         --transport grpc|ucx [--seconds T | --rounds R]
-//                         [--warmup_rounds N] [--processes] [--json] [--profile]
+//                         [--warmup_rounds N] [--processes]
+//                         [--emulated_hosts N [--link_gbps R]] [--json] [--profile]
 //        --processes: every shard and worker a process of its own (the
-//        bench starting itself as the hidden `ps-role` subcommand)
+//        bench starting itself as the hidden `ps-role` subcommand);
+//        --emulated_hosts: those processes on N emulated hosts (network
+//        namespaces on a bridge; root only), links capped at R Gbit/s
 //   model  training steps of a zoo model in one process (no PS): images/sec,
 //          achieved GFLOP/s vs a oneDNN sgemm measured beside it, peak RSS
 //        pstrain-bench model --model resnet50 --batch_size 32 --steps N
@@ -27,13 +30,18 @@
 //        pstrain-bench timeline --steps 1000 --events_per_step 50 [--dir D] [--json]
 //
 // Units, in --json field names as in the code: *_gbps is gigabits per second
-// (1e9 bits/s: ps goodput and memcpy), *_gbytes_per_sec gigabytes per second
+// (1e9 bits/s: ps goodput, plain TCP and memcpy), *_gbytes_per_sec gigabytes per second
 // (1e9 bytes/s: allreduce's algbw, busbw and memcpy).
 //
 // Exit codes: 0 success; 1 the benchmark failed; 2 bad usage (unknown
-// subcommand or flag, bad flag value). Results go to stdout; logs to stderr.
+// subcommand or flag, bad flag value, emulated hosts where they cannot be
+// made); 128+N when `ps --processes` was stopped by signal N. Results go to
+// stdout; logs to stderr.
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +76,10 @@ DEFINE_int64(rounds, 0, "ps: rounds per worker per phase; overrides --seconds wh
 DEFINE_int64(warmup_rounds, 2, "ps: untimed rounds per worker before each phase");
 DEFINE_bool(processes, false,
             "ps: every shard and worker in a process of its own (on 127.0.0.1), instead of threads of this one");
+DEFINE_int32(emulated_hosts, 0,
+             "ps: run the roles as --processes on this many emulated hosts (network namespaces on a bridge; root "
+             "only): shards on the first hosts, workers on the others");
+DEFINE_double(link_gbps, 0, "ps: with --emulated_hosts, cap every host's link at this many Gbit/s each way");
 DEFINE_string(role, "", "ps-role: internal; server or worker");
 DEFINE_int32(index, -1, "ps-role: internal; the shard's or worker's index");
 DEFINE_string(control, "", "ps-role: internal; the control socket of the bench that started this role");
@@ -107,6 +119,34 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 
+// The write end of the self-pipe the signal handler reports through, and
+// the last signal it reported (0: none).
+int g_signal_pipe_write = -1;
+volatile sig_atomic_t g_last_signal = 0;
+
+void OnSignal(int signo) {
+  const int saved_errno = errno;
+  g_last_signal = signo;
+  const unsigned char byte = static_cast<unsigned char>(signo);
+  (void)!write(g_signal_pipe_write, &byte, 1);
+  errno = saved_errno;
+}
+
+// SIGINT and SIGTERM write their number to a pipe; returns its read end
+// (non-blocking), or -1.
+int InstallSignalPipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  g_signal_pipe_write = fds[1];
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  return fds[0];
+}
+
 int RunPs() {
   using namespace pstrain::bench;
   PsBenchOptions options;
@@ -118,7 +158,9 @@ int RunPs() {
   options.seconds = FLAGS_seconds;
   options.rounds = FLAGS_rounds;
   options.warmup_rounds = FLAGS_warmup_rounds;
-  options.processes = FLAGS_processes;
+  options.processes = FLAGS_processes || FLAGS_emulated_hosts != 0;  // emulated hosts run processes
+  options.emulated_hosts = FLAGS_emulated_hosts;
+  options.link_gbps = FLAGS_link_gbps;
   if (!FLAGS_security_config.empty()) {
     absl::StatusOr<pstrain::ExperimentConfig> config = pstrain::ReadExperimentConfig(FLAGS_security_config);
     if (config.ok()) config->set_transport(options.transport);
@@ -139,9 +181,13 @@ int RunPs() {
     std::cerr << "pstrain-bench ps: " << s.message() << std::endl;
     return kExitUsage;
   }
+  // Roles in processes: SIGINT and SIGTERM stop them (and remove emulated
+  // hosts) instead of leaving that to the parent-death signal.
+  if (options.processes) options.interrupt_fd = InstallSignalPipe();
   absl::StatusOr<PsBenchResult> result = RunPsBench(options);
   if (!result.ok()) {
     std::cerr << "pstrain-bench ps: " << result.status().message() << std::endl;
+    if (g_last_signal != 0) return 128 + g_last_signal;
     return result.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
   }
   if (FLAGS_json) {

@@ -16,6 +16,7 @@
 #include "tools/bench/ps_bench_cluster.h"
 #include "tools/bench/ps_bench_processes.h"
 #include "tools/bench/ps_bench_threads.h"
+#include "tools/launch/emulated_hosts.h"
 
 namespace pstrain::bench {
 namespace {
@@ -95,6 +96,30 @@ void AddFigures(const PsBenchOptions& options, const PsBenchRun& run, PsBenchRes
 
 std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.6g", v) : "null"; }
 
+// --emulated_hosts and --link_gbps: their values, and whether this process
+// can make the hosts.
+absl::Status ValidateHostOptions(const PsBenchOptions& options) {
+  if (options.link_gbps != 0 && options.emulated_hosts == 0) {
+    return absl::InvalidArgumentError("--link_gbps caps the links of emulated hosts: give --emulated_hosts too");
+  }
+  if (options.emulated_hosts == 0) return absl::OkStatus();
+  if (!options.processes) return absl::InvalidArgumentError("--emulated_hosts runs the roles as --processes");
+  const int roles = options.servers + options.workers;
+  if (options.emulated_hosts < 2 || options.emulated_hosts > roles) {
+    return absl::InvalidArgumentError(absl::StrCat("--emulated_hosts must be 2 to --servers + --workers (", roles,
+                                                   "), got ", options.emulated_hosts,
+                                                   " (one host: --processes alone, on loopback)"));
+  }
+  if (!(options.link_gbps >= 0 && options.link_gbps <= 400)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--link_gbps must be in (0, 400] (0: uncapped), got ", options.link_gbps));
+  }
+  if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--emulated_hosts ", options.emulated_hosts, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
@@ -136,7 +161,7 @@ absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
   if (options.processes && options.transport == "inproc") {
     return absl::InvalidArgumentError("--transport inproc is one object in one process: not with --processes");
   }
-  return absl::OkStatus();
+  return ValidateHostOptions(options);
 }
 
 absl::StatusOr<PsBenchResult> RunPsBench(const PsBenchOptions& options) {
@@ -167,14 +192,17 @@ static std::string SecurityName(const PsBenchOptions& options) {
   return " security=" + name;
 }
 
-// How the roles ran: "threads" or "processes".
-static std::string ModeName(const PsBenchOptions& options) { return options.processes ? "processes" : "threads"; }
+// How the roles ran: "threads", "processes" or "emulated_hosts".
+static std::string ModeName(const PsBenchOptions& options) {
+  if (options.emulated_hosts > 0) return "emulated_hosts";
+  return options.processes ? "processes" : "threads";
+}
 
 std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResult& result) {
-  std::string out =
-      absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s%s%s\n", options.workers,
-                      options.servers, options.keys, options.key_bytes, options.transport, SecurityName(options),
-                      options.processes ? " " + ModeName(options) : "");
+  std::string out = absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s%s%s\n",
+                                    options.workers, options.servers, options.keys, options.key_bytes,
+                                    options.transport, SecurityName(options), options.processes ? " processes" : "");
+  if (options.emulated_hosts > 0) absl::StrAppend(&out, DescribeEmulatedHosts(options), "\n");
   auto phase = [&out](const char* name, const PhaseResult& p) {
     absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d rounds, %.2f s)\n", name, p.gbps, p.rounds, p.max_seconds);
   };
@@ -242,7 +270,11 @@ std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult
       ",\"tcp_gbps\":", JsonNumber(result.tcp.gbps), ",\"pushpull_to_tcp\":", JsonNumber(result.pushpull_to_tcp),
       ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
       ",\"key_bytes\":", options.key_bytes, ",\"transport\":\"", options.transport, "\",\"mode\":\"", ModeName(options),
-      "\"}");
+      "\"",
+      options.emulated_hosts > 0 ? absl::StrCat(",\"emulated_hosts\":", options.emulated_hosts,
+                                                ",\"link_gbps\":", JsonNumber(options.link_gbps))
+                                 : "",
+      "}");
 }
 
 }  // namespace pstrain::bench

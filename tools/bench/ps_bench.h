@@ -8,7 +8,10 @@
 // for anybody), optimizer sgd, `keys` float32 variables "key_0".. of
 // `key_bytes` bytes each, placed round_robin. Worker 0 Inits.
 // With `processes` every shard and worker is a process of its own instead
-// (ps_bench_processes.h), still on 127.0.0.1.
+// (ps_bench_processes.h), on 127.0.0.1 -- or, with `emulated_hosts`, on
+// emulated hosts (network namespaces on a bridge, links optionally capped):
+// shards on the first hosts, workers on the others, so every byte crosses
+// a link.
 // (ps_bench_cluster.h: the cluster's setup and measurements, whatever runs
 // it; ps_bench_threads.h: running it as threads of this process.)
 //
@@ -72,6 +75,18 @@ struct PsBenchOptions {
   // Every shard and worker in a process of its own (ps_bench_processes.h);
   // not with "inproc".
   bool processes = false;
+  // With processes: 0 (every role on 127.0.0.1), or the roles spread over
+  // this many emulated hosts (>= 2, at most servers + workers; root only):
+  // shards round-robin on the first max(1, min(N - 1, round(N * servers /
+  // (servers + workers)))) hosts, workers round-robin on the rest.
+  int emulated_hosts = 0;
+  // With emulated_hosts: every host's link capped at this many Gbit/s each
+  // way (EmulatedHosts::LimitLink); 0: uncapped.
+  double link_gbps = 0;
+  // With processes: the read end of a non-blocking pipe (or -1); a signal
+  // number written to it stops the run as that signal would stop
+  // pstrain-launch: the roles stopped, the hosts removed, an error naming it.
+  int interrupt_fd = -1;
   // The executable the roles run as (`<it> ps-role ...`); empty: this one.
   std::string role_binary;
   // Tests only, with processes: this role ("ps0", "worker1") kills itself
@@ -123,7 +138,8 @@ struct PsBenchResult {
   int64_t shard_bytes_out = 0;  // summed over shards: pulls
 };
 
-// InvalidArgument naming the bad option.
+// InvalidArgument naming the bad option (also when emulated hosts are asked
+// for where this process cannot make them: not root, no iproute2).
 absl::Status ValidatePsBenchOptions(const PsBenchOptions& options);
 
 // Runs the benchmark. InvalidArgument for bad options (nothing started);
@@ -139,8 +155,9 @@ std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchRes
 // One JSON object on one line (no newline): push_gbps, pull_gbps,
 // pushpull_gbps, memcpy_gbps (Gbit/s, as every *_gbps of the benchmarks),
 // ratio, tcp_oneway_gbps, tcp_gbps (both ways), pushpull_to_tcp, workers,
-// servers, keys, key_bytes, transport, mode ("threads" or "processes"). A
-// non-finite figure is written as null.
+// servers, keys, key_bytes, transport, mode ("threads", "processes" or
+// "emulated_hosts"; with the last, also emulated_hosts and link_gbps, 0 for
+// uncapped). A non-finite figure is written as null.
 std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult& result);
 
 }  // namespace pstrain::bench

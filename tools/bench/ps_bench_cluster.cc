@@ -16,10 +16,10 @@
 namespace pstrain::bench {
 namespace {
 
-ExperimentConfig MakeConfig(const PsBenchOptions& options, const std::vector<int>& ports) {
+ExperimentConfig MakeConfig(const PsBenchOptions& options, const std::vector<std::string>& ps_hosts) {
   ExperimentConfig config;
   config.set_name("ps_bench");
-  for (int port : ports) config.mutable_cluster()->add_ps_hosts(absl::StrCat("127.0.0.1:", port));
+  for (const std::string& host : ps_hosts) config.mutable_cluster()->add_ps_hosts(host);
   // Worker addresses are never dialled; only their count matters.
   for (int w = 0; w < options.workers; ++w) {
     config.mutable_cluster()->add_worker_hosts(absl::StrCat("127.0.0.1:", 1 + w));
@@ -42,20 +42,21 @@ ExperimentConfig MakeConfig(const PsBenchOptions& options, const std::vector<int
 
 }  // namespace
 
-absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options) {
+absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options, const std::vector<std::string>& shard_hosts) {
   PsBenchSetup setup;
-  std::vector<int> ports;
-  for (int s = 0; s < options.servers; ++s) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PortReservation> reservation, PortReservation::Take());
-    ports.push_back(reservation->port());
-    setup.reservations.push_back(std::move(reservation));
+  std::vector<std::string> ps_hosts;
+  for (int s = 0; s < 2 * options.servers; ++s) {  // shards, then sinks
+    std::string address;
+    if (shard_hosts.empty()) {
+      PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PortReservation> reservation, PortReservation::Take());
+      address = absl::StrCat("127.0.0.1:", reservation->port());
+      setup.reservations.push_back(std::move(reservation));
+    } else {
+      address = absl::StrCat(shard_hosts[s % options.servers], ":", kHostBasePort + s);
+    }
+    (s < options.servers ? ps_hosts : setup.tcp_sinks).push_back(address);
   }
-  for (int s = 0; s < options.servers; ++s) {
-    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PortReservation> reservation, PortReservation::Take());
-    setup.tcp_sinks.push_back(absl::StrCat("127.0.0.1:", reservation->port()));
-    setup.reservations.push_back(std::move(reservation));
-  }
-  setup.config = MakeConfig(options, ports);
+  setup.config = MakeConfig(options, ps_hosts);
   PSTRAIN_ASSIGN_OR_RETURN(setup.plan, PlanKeys(options, setup.config));
   return setup;
 }

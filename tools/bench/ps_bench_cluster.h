@@ -37,21 +37,29 @@ enum class TcpPhase { kOneWay, kBothWays };
 inline constexpr int kNumTcpPhases = 2;
 inline constexpr TcpPhase kTcpPhases[kNumTcpPhases] = {TcpPhase::kOneWay, TcpPhase::kBothWays};
 
+// On hosts of their own, shard s listens on port kHostBasePort + s of its
+// host's address and its sink on kHostBasePort + servers + s.
+inline constexpr int kHostBasePort = 2222;
+
 struct PsBenchSetup {
-  // Async, sgd, the shards on 127.0.0.1:<reserved port>, generous timeouts,
-  // as many worker entries as workers (never dialled).
+  // Async, sgd, the shards on 127.0.0.1:<reserved port> (or their hosts'
+  // addresses), generous timeouts, as many worker entries as workers (never
+  // dialled).
   ExperimentConfig config;
   std::vector<VariablePart> plan;  // keys "key_0".. placed on the shards
-  // Where each shard's TCP sink listens (127.0.0.1:<reserved port>).
+  // Where each shard's TCP sink listens (as the shard: a reserved port, or
+  // its host's address).
   std::vector<std::string> tcp_sinks;
   // One per shard and one per sink, on its port: release them once every
   // shard and sink is up.
   std::vector<std::unique_ptr<PortReservation>> reservations;
 };
 
-// Reserves a port per shard and per sink and makes the config and the
-// placement.
-absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options);
+// Reserves a port of 127.0.0.1 per shard and per sink -- or, given the
+// address of each shard's host (`shard_hosts`), uses the ports above -- and
+// makes the config and the placement.
+absl::StatusOr<PsBenchSetup> SetUpCluster(const PsBenchOptions& options,
+                                          const std::vector<std::string>& shard_hosts = {});
 // The placement of the keys "key_0".. over the shards of `config`: the same
 // in every process that computes it.
 absl::StatusOr<std::vector<VariablePart>> PlanKeys(const PsBenchOptions& options, const ExperimentConfig& config);

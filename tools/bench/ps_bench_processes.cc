@@ -5,6 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +19,7 @@
 #include "tools/bench/ps_bench_control.h"
 #include "tools/bench/ps_bench_role.h"
 #include "tools/bench/ps_bench_worker.h"
+#include "tools/launch/emulated_hosts.h"
 #include "tools/launch/process_group.h"
 
 namespace pstrain::bench {
@@ -48,7 +52,9 @@ class Supervisor {
     }
   }
 
-  absl::Status Start(const std::vector<launch::RoleSpec>& roles) {
+  // Starts the roles; a signal number read from `interrupt_fd` (when >= 0)
+  // stops them as that signal stops pstrain-launch.
+  absl::Status Start(const std::vector<launch::RoleSpec>& roles, int interrupt_fd) {
     if (pipe2(interrupt_, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(done_, O_CLOEXEC) != 0) {
       return absl::InternalError("pipe for the role supervisor");
     }
@@ -64,6 +70,7 @@ class Supervisor {
       const char done = 1;
       (void)!write(done_[1], &done, 1);
     });
+    if (interrupt_fd >= 0) forwarder_ = std::thread([this, interrupt_fd] { Forward(interrupt_fd); });
     return absl::OkStatus();
   }
 
@@ -86,15 +93,32 @@ class Supervisor {
       (void)!write(interrupt_[1], &sig, 1);
     }
     thread_.join();
+    if (forwarder_.joinable()) forwarder_.join();
     return outcome_;
   }
 
  private:
+  // Copies signal numbers from `fd` to the supervisor until every role has
+  // ended.
+  void Forward(int fd) {
+    while (true) {
+      pollfd fds[2] = {{fd, POLLIN, 0}, {done_[0], POLLIN, 0}};
+      if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+      if (fds[1].revents != 0) return;
+      if (fds[0].revents == 0) continue;
+      unsigned char signals[16];
+      const ssize_t n = read(fd, signals, sizeof(signals));
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return;
+      if (n > 0) (void)!write(interrupt_[1], signals, n);
+    }
+  }
+
   int interrupt_[2] = {-1, -1};
   int done_[2] = {-1, -1};
   std::unique_ptr<launch::ClusterProcesses> processes_;
   std::vector<pid_t> pids_;
   std::thread thread_;
+  std::thread forwarder_;
   launch::ClusterOutcome outcome_;
   bool stopped_ = false;
 };
@@ -244,16 +268,45 @@ class Coordinator {
   std::vector<std::string> said_;
 };
 
+// The emulated hosts of a run (none without options.emulated_hosts), and
+// where each role is.
+struct Hosts {
+  std::unique_ptr<launch::EmulatedHosts> hosts;
+  HostPlacement placement;
+  std::vector<std::string> shard_addresses;  // each shard's host's; empty: loopback
+};
+
+absl::StatusOr<Hosts> MakeHosts(const PsBenchOptions& options) {
+  Hosts made;
+  if (options.emulated_hosts == 0) return made;
+  made.placement = PlaceOnHosts(options);
+  std::vector<std::vector<std::string>> names(options.emulated_hosts);
+  for (int h = 0; h < options.emulated_hosts; ++h) names[h] = {absl::StrCat("host", h)};
+  // Subnets 10.248.0.0 to 10.255.255.0 (pstrain-launch uses 10.216-247).
+  const int subnet = (248 + getpid() % 8) * 256 + (getpid() / 8) % 256;
+  PSTRAIN_ASSIGN_OR_RETURN(made.hosts, launch::EmulatedHosts::Create(names, subnet));
+  for (int h = 0; h < options.emulated_hosts && options.link_gbps > 0; ++h) {
+    PSTRAIN_RETURN_IF_ERROR(made.hosts->LimitLink(h, options.link_gbps));
+  }
+  for (int host : made.placement.shard_host) made.shard_addresses.push_back(made.hosts->address(host));
+  return made;
+}
+
 std::vector<launch::RoleSpec> RoleSpecs(const PsBenchOptions& options, const std::string& binary,
-                                        const std::string& control_path) {
+                                        const std::string& control_path, const Hosts& hosts) {
   std::vector<launch::RoleSpec> specs;
   auto add = [&](bool is_ps, int index) {
+    std::vector<std::string> argv;
+    if (hosts.hosts != nullptr) {
+      argv = hosts.hosts->RunOn(is_ps ? hosts.placement.shard_host[index] : hosts.placement.worker_host[index]);
+    }
+    argv.insert(argv.end(), {binary, "ps-role", absl::StrCat("--role=", is_ps ? "server" : "worker"),
+                             absl::StrCat("--index=", index), absl::StrCat("--control=", control_path)});
     launch::RoleSpec spec;
     spec.name = absl::StrCat(is_ps ? "ps" : "worker", index);
     spec.is_ps = is_ps;
-    spec.binary = binary;
-    spec.args = {"ps-role", absl::StrCat("--role=", is_ps ? "server" : "worker"), absl::StrCat("--index=", index),
-                 absl::StrCat("--control=", control_path)};
+    spec.binary = argv[0];
+    spec.args.assign(argv.begin() + 1, argv.end());
     specs.push_back(std::move(spec));
   };
   for (int s = 0; s < options.servers; ++s) add(true, s);
@@ -279,12 +332,33 @@ absl::StatusOr<PsBenchRun> Conclude(absl::StatusOr<PsBenchRun> run, const Coordi
 
 }  // namespace
 
+HostPlacement PlaceOnHosts(const PsBenchOptions& options) {
+  HostPlacement p;
+  const int n = options.emulated_hosts;
+  const double share = static_cast<double>(options.servers) / (options.servers + options.workers);
+  p.shard_hosts = std::clamp(static_cast<int>(std::lround(n * share)), 1, n - 1);
+  for (int s = 0; s < options.servers; ++s) p.shard_host.push_back(s % p.shard_hosts);
+  for (int w = 0; w < options.workers; ++w) p.worker_host.push_back(p.shard_hosts + w % (n - p.shard_hosts));
+  return p;
+}
+
+std::string DescribeEmulatedHosts(const PsBenchOptions& options) {
+  const HostPlacement p = PlaceOnHosts(options);
+  auto hosts = [](int first, int last) {
+    return first == last ? absl::StrCat("host ", first) : absl::StrCat("hosts ", first, "-", last);
+  };
+  return absl::StrCat("emulated hosts: ", options.emulated_hosts, " (shards on ", hosts(0, p.shard_hosts - 1),
+                      ", workers on ", hosts(p.shard_hosts, options.emulated_hosts - 1), "), links ",
+                      options.link_gbps > 0 ? absl::StrCat(options.link_gbps, " Gbit/s each way") : "uncapped");
+}
+
 absl::StatusOr<PsBenchRun> RunClusterInProcesses(const PsBenchOptions& options) {
   PSTRAIN_ASSIGN_OR_RETURN(const std::string binary, RoleBinary(options));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ControlListener> listener, ControlListener::Create());
-  PSTRAIN_ASSIGN_OR_RETURN(PsBenchSetup setup, SetUpCluster(options));
+  PSTRAIN_ASSIGN_OR_RETURN(const Hosts hosts, MakeHosts(options));  // removed after every role has ended
+  PSTRAIN_ASSIGN_OR_RETURN(PsBenchSetup setup, SetUpCluster(options, hosts.shard_addresses));
   Supervisor supervisor;
-  PSTRAIN_RETURN_IF_ERROR(supervisor.Start(RoleSpecs(options, binary, listener->path())));
+  PSTRAIN_RETURN_IF_ERROR(supervisor.Start(RoleSpecs(options, binary, listener->path(), hosts), options.interrupt_fd));
   Coordinator coordinator(options, setup, *listener, supervisor);
   return Conclude(coordinator.Run(), coordinator, supervisor);
 }

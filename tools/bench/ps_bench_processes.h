@@ -18,7 +18,16 @@
 // all the others (SIGTERM, SIGKILL 5 s later) and is named with its exit
 // status and what it said ("worker0 was killed by signal 9 (Killed)"); the
 // bench missing a deadline stops them too.
+//
+// With emulated hosts (options.emulated_hosts: tools/launch/emulated_hosts.h)
+// each role runs on its host (`ip netns exec`); shards listen on their
+// hosts' addresses (ps_bench_cluster.h kHostBasePort); the control socket,
+// a path, reaches every namespace. The hosts are removed when the run ends,
+// also when it fails or is interrupted (options.interrupt_fd).
 #pragma once
+
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tools/bench/ps_bench.h"
@@ -29,5 +38,18 @@ namespace pstrain::bench {
 // Runs the cluster of `options` (processes) to the end: the first error as
 // above, or a role's own ("worker 1: ...").
 absl::StatusOr<PsBenchRun> RunClusterInProcesses(const PsBenchOptions& options);
+
+// Which emulated host each role is on (options.emulated_hosts > 0): shards
+// round-robin on the first `shard_hosts` hosts, workers round-robin on the
+// others (ps_bench.h says how many).
+struct HostPlacement {
+  int shard_hosts = 0;
+  std::vector<int> shard_host;
+  std::vector<int> worker_host;
+};
+HostPlacement PlaceOnHosts(const PsBenchOptions& options);
+// "emulated hosts: 3 (shards on host 0, workers on hosts 1-2), links 10
+// Gbit/s each way".
+std::string DescribeEmulatedHosts(const PsBenchOptions& options);
 
 }  // namespace pstrain::bench
