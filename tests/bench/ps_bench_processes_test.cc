@@ -134,6 +134,25 @@ TEST(PsBenchProcessesTest, ARoleThatExitsNonZeroIsNamedWithItsCode) {
   ExpectNamedPromptly("", "exited with code 1", "/bin/false");
 }
 
+// A role that fails on its own says why, and the bench passes it on with
+// the exit status: here every role refuses a token on a transport that
+// cannot carry it.
+TEST(PsBenchProcessesTest, ARoleThatFailsIsNamedWithWhatItSaid) {
+  const std::vector<std::string> known = RegisteredTransports();
+  if (std::find(known.begin(), known.end(), "ucx") == known.end()) GTEST_SKIP() << "built without UCX";
+  PsBenchOptions options = TinyProcesses("ucx");
+  options.security.token = "a-token-ucx-cannot-carry";
+  const absl::Status status = RunPsBench(options).status();
+  // "ps1 exited with code 1: PS shard 1: INVALID_ARGUMENT: transport 'ucx'
+  // cannot carry TLS or a token ..." (whichever role failed first).
+  const std::string message(status.message());
+  const std::string role = message.substr(0, message.find(' '));
+  const std::string said = role.rfind("ps", 0) == 0 ? "PS shard " + role.substr(2) : "worker " + role.substr(6);
+  EXPECT_THAT(message, HasSubstr(role + " exited with code 1: " + said + ": ")) << status;
+  EXPECT_THAT(message, HasSubstr("cannot carry")) << status;
+  EXPECT_TRUE(LiveRoles().empty());
+}
+
 // pstrain-bench ps with `flags`: exit code and stderr.
 std::pair<int, std::string> RunBench(const std::vector<std::string>& flags, std::vector<std::string> prefix = {}) {
   test::TempDir dir;

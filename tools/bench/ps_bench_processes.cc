@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -143,8 +145,26 @@ class Coordinator {
     return run;
   }
 
-  // What failed roles said, "; "-separated.
-  std::string said() const { return absl::StrJoin(said_, "; "); }
+  // What the role that `reason` starts with ("worker0 exited with code 1")
+  // said when it failed; "" when it said nothing.
+  std::string SaidBy(const std::string& reason) const {
+    for (const auto& [name, message] : said_) {
+      if (absl::StartsWith(reason, name + " ")) return message;
+    }
+    return "";
+  }
+
+  // Reads what the roles sent and the bench did not get to (once they have
+  // ended): a role that failed while the bench waited for another still
+  // gets its say.
+  void DrainFailures() {
+    for (size_t role = 0; role < channels_.size(); ++role) {
+      ControlChannel* channel = channels_[role].get();
+      for (absl::StatusOr<RoleMessage> m; channel != nullptr && (m = channel->Receive(absl::Now())).ok();) {
+        if (m->has_failure()) said_[Name(role)] = m->failure().message();
+      }
+    }
+  }
 
   // The role's name as the supervisor knows it: "ps0", "worker1".
   std::string Name(int role) const {
@@ -251,7 +271,7 @@ class Coordinator {
     }
     if (!m.ok()) return absl::Status(m.status().code(), absl::StrCat(Name(role), ": ", m.status().message()));
     if (m->has_failure()) {
-      said_.push_back(m->failure().message());
+      said_[Name(role)] = m->failure().message();
       return absl::FailedPreconditionError(m->failure().message());
     }
     if (m->body_case() != expected) {
@@ -265,7 +285,7 @@ class Coordinator {
   ControlListener& listener_;
   Supervisor& supervisor_;
   std::vector<std::unique_ptr<ControlChannel>> channels_;
-  std::vector<std::string> said_;
+  std::map<std::string, std::string> said_;  // role name -> its failure
 };
 
 // The emulated hosts of a run (none without options.emulated_hosts), and
@@ -317,13 +337,13 @@ std::vector<launch::RoleSpec> RoleSpecs(const PsBenchOptions& options, const std
 // The run, or the error that explains best why there is none: a role's
 // failure as the supervisor names it ("worker0 exited with code 1: <what it
 // said>"), else the bench's own.
-absl::StatusOr<PsBenchRun> Conclude(absl::StatusOr<PsBenchRun> run, const Coordinator& coordinator,
-                                    Supervisor& supervisor) {
+absl::StatusOr<PsBenchRun> Conclude(absl::StatusOr<PsBenchRun> run, Coordinator& coordinator, Supervisor& supervisor) {
   const absl::Status& s = run.status();
   const bool role_caused = run.ok() || absl::IsFailedPrecondition(s) || absl::IsUnavailable(s) || absl::IsCancelled(s);
   const launch::ClusterOutcome outcome = supervisor.Finish(/*stop_now=*/!role_caused);
   if (outcome.exit_code != 0 && !supervisor.stopped()) {
-    const std::string said = coordinator.said();
+    coordinator.DrainFailures();
+    const std::string said = coordinator.SaidBy(outcome.reason);
     return absl::InternalError(absl::StrCat(outcome.reason, said.empty() ? "" : ": ", said));
   }
   if (run.ok() && outcome.exit_code != 0) return absl::InternalError(outcome.reason);
