@@ -162,12 +162,13 @@ void Engine::SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) {
 
 ucs_status_t Engine::OnAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
                           const ucp_am_recv_param_t* param) {
-  auto* engine = static_cast<Engine*>(arg);
+  auto* w = static_cast<UcpWorker*>(arg);
+  Engine* engine = w->engine;
   engine->progress_.AssertHeld();
-  return engine->ReceiveAm(header, header_length, data, length, param);
+  return engine->ReceiveAm(w->worker, header, header_length, data, length, param);
 }
 
-ucs_status_t Engine::ReceiveAm(const void* header, size_t header_length, void* data, size_t length,
+ucs_status_t Engine::ReceiveAm(ucp_worker_h worker, const void* header, size_t header_length, void* data, size_t length,
                                const ucp_am_recv_param_t* param) {
   const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   ucp_ep_h reply_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
@@ -199,16 +200,18 @@ ucs_status_t Engine::ReceiveAm(const void* header, size_t header_length, void* d
       return UCS_OK;
     case Kind::kRequest:
     case Kind::kResponse:
-      return ReceiveData(h, reply_ep, data, length, rndv);
+      return ReceiveData(worker, h, reply_ep, data, length, rndv);
   }
   return UCS_OK;
 }
 
-ucs_status_t Engine::ReceiveData(const AmHeader& h, ucp_ep_h reply_ep, void* data, size_t length, bool rndv) {
+ucs_status_t Engine::ReceiveData(ucp_worker_h worker, const AmHeader& h, ucp_ep_h reply_ep, void* data, size_t length,
+                                 bool rndv) {
   uint64_t server_conn_id = 0;
   if (!Admit(h, reply_ep, length, &server_conn_id)) return UCS_OK;  // a rendezvous descriptor is dropped with it
   auto op = std::make_unique<RecvOp>();
   op->engine = this;
+  op->worker = worker;
   op->header = h;
   op->reply_ep = reply_ep;
   op->server_conn_id = server_conn_id;
@@ -261,7 +264,7 @@ ucs_status_t Engine::ReceiveRendezvous(std::unique_ptr<RecvOp> op, void* data) {
   param.cb.recv_am = &Engine::OnRecvDone;
   param.user_data = op.get();
   void* buffer = op->data.get();
-  void* request_handle = ucp_am_recv_data_nbx(worker_, data, buffer, op->length, &param);
+  void* request_handle = ucp_am_recv_data_nbx(op->worker, data, buffer, op->length, &param);
   if (request_handle == nullptr) {
     DeferReceived(std::move(op));
   } else if (UCS_PTR_IS_ERR(request_handle)) {

@@ -60,6 +60,7 @@ struct SendOp {
 // One message being received (by rendezvous, or copied from an eager one).
 struct RecvOp {
   Engine* engine = nullptr;
+  ucp_worker_h worker = nullptr;  // the worker it arrived on, which pulls a rendezvous
   ucx_wire::AmHeader header;
   ucp_ep_h reply_ep = nullptr;
   uint64_t server_conn_id = 0;  // requests: the connection it came on

@@ -154,7 +154,7 @@ void Engine::Connect(uint64_t conn_id, ClientConn& conn) {
   params.err_handler.cb = &Engine::OnEpError;
   params.err_handler.arg = this;
   ucp_ep_h ep = nullptr;
-  const ucs_status_t status = ucp_ep_create(worker_, &params, &ep);
+  const ucs_status_t status = ucp_ep_create(WorkerFor(conn.peer, conn.address), &params, &ep);
   if (status != UCS_OK) {
     ConnectFailed(conn, absl::StrCat("ucx: cannot reach ", conn.address, ": ", UcsText(status)));
     return;

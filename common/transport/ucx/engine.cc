@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -67,7 +68,8 @@ class BusyWatch {
 
 Engine::Engine(const TransportOptions& options)
     : max_message_bytes_(options.max_message_bytes),
-      callbacks_(std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 4, 16)) {}
+      callbacks_(std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 4, 16)),
+      network_tls_(TransportsWithoutSharedMemory(std::getenv("UCX_TLS"))) {}
 
 void Engine::Start() {
   thread_ = std::thread([this] { Run(); });
@@ -153,7 +155,8 @@ bool Engine::RunTasks(bool* ran) {
 Engine::Pass Engine::Progress() {
   Pass pass;
   for (int call = 0; call < kProgressCallsPerPass; ++call) {
-    const bool busy = ucp_worker_progress(worker_) != 0;
+    bool busy = ucp_worker_progress(local_.worker) != 0;
+    if (network_ != nullptr) busy = (ucp_worker_progress(network_->worker) != 0) || busy;
     std::vector<Task> deferred;
     deferred.swap(deferred_);
     pass.deferred += static_cast<int>(deferred.size());
@@ -174,21 +177,51 @@ absl::Time Engine::NextWake(absl::Time now) const {
 
 void Engine::WaitForEvents(absl::Time wake_at) {
   if (!deferred_.empty()) return;
-  const ucs_status_t armed = ucp_worker_arm(worker_);
-  if (armed == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress again
   absl::Duration wait = std::max(wake_at - absl::Now(), absl::ZeroDuration());
-  if (armed != UCS_OK) {
-    LOG_EVERY_N(ERROR, 1000) << "ucx: ucp_worker_arm: " << UcsText(armed) << "; polling";
-    wait = std::min(wait, absl::Milliseconds(1));
+  std::vector<pollfd> fds;
+  for (UcpWorker* w : Workers()) {
+    const ucs_status_t armed = ucp_worker_arm(w->worker);
+    if (armed == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress again
+    if (armed != UCS_OK) {
+      LOG_EVERY_N(ERROR, 1000) << "ucx: ucp_worker_arm: " << UcsText(armed) << "; polling";
+      wait = std::min(wait, absl::Milliseconds(1));
+    }
+    fds.push_back(pollfd{w->event_fd, POLLIN, 0});
   }
   {
     absl::MutexLock lock(&mu_);
     if (!tasks_.empty() || stop_requested_) return;
   }
-  // A task posted from here on signals the armed worker, so poll wakes up.
-  pollfd fd{event_fd_, POLLIN, 0};
+  // A task posted from here on signals the armed local worker, so poll wakes up.
   const int timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))));
-  if (poll(&fd, 1, timeout_ms) < 0 && errno != EINTR) PLOG(ERROR) << "ucx: poll on the worker's event fd";
+  if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+    PLOG(ERROR) << "ucx: poll on the workers' event fds";
+  }
+}
+
+std::vector<UcpWorker*> Engine::Workers() {
+  std::vector<UcpWorker*> workers = {&local_};
+  if (network_ != nullptr) workers.push_back(network_.get());
+  return workers;
+}
+
+ucp_worker_h Engine::WorkerFor(const SocketAddress& peer, const std::string& address) {
+  if (network_tls_.empty() || InThisNetworkNamespace(peer)) return local_.worker;
+  if (network_ == nullptr && !network_tried_) {
+    network_tried_ = true;
+    auto w = std::make_unique<UcpWorker>();
+    if (absl::Status made = CreateWorker(*w, network_tls_); !made.ok()) {
+      DestroyWorker(*w);
+      LOG(WARNING) << "ucx: cannot start UCX without shared memory (UCX_TLS=" << network_tls_ << ") for peers outside "
+                   << "this network namespace, such as " << address << ": " << made.message()
+                   << "; they share the local worker";
+    } else {
+      network_ = std::move(w);
+      VLOG(1) << "ucx: peers outside this network namespace (first " << address
+              << ") are reached without shared memory (UCX_TLS=" << network_tls_ << ")";
+    }
+  }
+  return network_ != nullptr ? network_->worker : local_.worker;
 }
 
 // ---------------------------------------------------------------- start-up and teardown
@@ -196,64 +229,83 @@ void Engine::WaitForEvents(absl::Time wake_at) {
 absl::Status Engine::InitUcx() {
   if (absl::Status hooks = CheckMemoryHooksForSanitizers(); !hooks.ok()) return hooks;
   SetProcessDefaults();
-  if (absl::Status context = CreateContext(); !context.ok()) return context;
-  absl::Status worker = CreateWorker();
-  if (!worker.ok()) DestroyUcx();
-  return worker;
+  absl::Status made = CreateWorker(local_, /*tls=*/"");
+  if (!made.ok()) {
+    DestroyWorker(local_);
+    return made;
+  }
+  worker_ = local_.worker;
+  return absl::OkStatus();
 }
 
-absl::Status Engine::CreateContext() {
+absl::Status Engine::CreateWorker(UcpWorker& w, const std::string& tls) {
+  w.engine = this;
+  if (absl::Status context = CreateContext(w, tls); !context.ok()) return context;
+  ucp_worker_params_t worker_params{};
+  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread uses it
+  ucs_status_t status = ucp_worker_create(w.context, &worker_params, &w.worker);
+  if (status != UCS_OK) {
+    w.worker = nullptr;
+    return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_create: ", UcsText(status)));
+  }
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  status = ucp_worker_query(w.worker, &attr);
+  if (status == UCS_OK && attr.max_am_header < sizeof(AmHeader)) {
+    return absl::UnavailableError(absl::StrCat("ucx: the transports allow AM headers of ", attr.max_am_header,
+                                               " bytes, pstrain needs ", sizeof(AmHeader)));
+  }
+  status = ucp_worker_get_efd(w.worker, &w.event_fd);
+  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_get_efd: ", UcsText(status)));
+  return SetAmHandler(w);
+}
+
+absl::Status Engine::CreateContext(UcpWorker& w, const std::string& tls) {
   // Every UCX_* variable of the environment (UCX_TLS, UCX_NET_DEVICES, ...).
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_config_read: ", UcsText(status)));
+  if (!tls.empty()) status = ucp_config_modify(config, "TLS", tls.c_str());
+  if (status != UCS_OK) {
+    ucp_config_release(config);
+    return absl::UnavailableError(absl::StrCat("ucx: UCX_TLS=", tls, ": ", UcsText(status)));
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.name = "pstrain";
-  status = ucp_init(&params, config, &context_);
+  status = ucp_init(&params, config, &w.context);
   ucp_config_release(config);
   if (status != UCS_OK) {
-    context_ = nullptr;
+    w.context = nullptr;
     return absl::UnavailableError(absl::StrCat("ucx: cannot initialise UCX (ucp_init): ", UcsText(status),
                                                " (check UCX_TLS and UCX_NET_DEVICES)"));
   }
   return absl::OkStatus();
 }
 
-absl::Status Engine::CreateWorker() {
-  ucp_worker_params_t worker_params{};
-  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread uses it
-  ucp_worker_h worker = nullptr;
-  ucs_status_t status = ucp_worker_create(context_, &worker_params, &worker);
-  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_create: ", UcsText(status)));
-  worker_ = worker;
-  ucp_worker_attr_t attr{};
-  attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
-  status = ucp_worker_query(worker_, &attr);
-  if (status == UCS_OK && attr.max_am_header < sizeof(AmHeader)) {
-    return absl::UnavailableError(absl::StrCat("ucx: the transports allow AM headers of ", attr.max_am_header,
-                                               " bytes, pstrain needs ", sizeof(AmHeader)));
-  }
-  status = ucp_worker_get_efd(worker_, &event_fd_);
-  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_get_efd: ", UcsText(status)));
-  return SetAmHandler();
-}
-
-absl::Status Engine::SetAmHandler() {
+absl::Status Engine::SetAmHandler(UcpWorker& w) {
   ucp_am_handler_param_t handler{};
   handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
                        UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
   handler.id = ucx_wire::kAmId;
   handler.cb = &Engine::OnAm;
-  handler.arg = this;
+  handler.arg = &w;
   handler.flags = UCP_AM_FLAG_WHOLE_MSG;
-  const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_, &handler);
+  const ucs_status_t status = ucp_worker_set_am_recv_handler(w.worker, &handler);
   if (status != UCS_OK) {
     return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_set_am_recv_handler: ", UcsText(status)));
   }
   return absl::OkStatus();
+}
+
+void Engine::DestroyWorker(UcpWorker& w) {
+  if (w.worker != nullptr) ucp_worker_destroy(w.worker);
+  w.worker = nullptr;
+  w.event_fd = -1;
+  if (w.context != nullptr) ucp_cleanup(w.context);
+  w.context = nullptr;
 }
 
 void Engine::DestroyUcx() {
@@ -261,10 +313,10 @@ void Engine::DestroyUcx() {
     absl::MutexLock lock(&mu_);
     accepting_tasks_ = false;
   }
-  if (worker_ != nullptr) ucp_worker_destroy(worker_);
   worker_ = nullptr;
-  if (context_ != nullptr) ucp_cleanup(context_);
-  context_ = nullptr;
+  if (network_ != nullptr) DestroyWorker(*network_);
+  network_.reset();
+  DestroyWorker(local_);
 }
 
 void Engine::ShutdownAll() {

@@ -14,9 +14,31 @@
 //   server.cc           listeners, accepted connections, responders
 //                       (server.h)
 //
+// Workers. Up to two UCP contexts, each with one worker, both driven by the
+// progress thread:
+//   the local worker (made at start): every transport UCX_TLS allows, shared
+//     memory included. Listeners live on it, so do the connections they
+//     accept, and channels to peers in this network namespace
+//     (InThisNetworkNamespace: loopback, or an address of one of its
+//     interfaces) -- processes of this host, which shared memory reaches.
+//   the network worker (made at the first connection to any other peer):
+//     the same transports without shared memory
+//     (TransportsWithoutSharedMemory). Channels to peers outside this
+//     network namespace -- other hosts, or other namespaces of this host
+//     (containers, pods, emulated hosts) -- connect from it.
+// Why: UCX 1.13 deems shared memory reachable between any two processes of
+// one kernel and IPC namespace, but its shared-memory transports wake a
+// sleeping receiver through an abstract AF_UNIX socket, and those exist per
+// network namespace: across namespaces every wake-up is lost (sendto:
+// ECONNREFUSED) and each message waits for the receiver's next timed
+// wake-up (kMaxSleep), 18 images/sec instead of tens of thousands. UCX
+// selects lanes from what both ends offer, so a client that offers no
+// shared memory gets none, on either side, even from a server's local
+// worker. Both workers' endpoints use peer error handling.
+//
 // Threads. Everything that touches UCX runs on the progress thread; the
 // public functions marked "any thread" queue work for it. When idle the
-// progress thread sleeps on the worker's event file descriptor
+// progress thread sleeps on the workers' event file descriptors
 // (ucp_worker_arm, then poll) until UCX has an event, work is queued, or the
 // next call deadline or reconnection attempt is due (at most 1 s, so UCX's
 // own housekeeping -- keepalive -- still runs). While awake it calls
@@ -63,6 +85,15 @@ namespace pstrain::ucx {
 using Task = absl::AnyInvocable<void()>;
 
 inline std::string UcsText(ucs_status_t status) { return ucs_status_string(status); }
+
+// One UCP context and its worker (the engine's local or network worker),
+// with the event descriptor the progress thread sleeps on.
+struct UcpWorker {
+  Engine* engine = nullptr;  // the AM handler's argument points here
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  int event_fd = -1;
+};
 
 // Whose endpoint a ucp_ep_h is.
 struct EpOwner {
@@ -133,13 +164,25 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
   // Progress passes, queued tasks, deadlines and sleeps until Stop().
   void ProgressUntilStopped() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
+  // The local worker; on failure nothing of UCX is left.
   absl::Status InitUcx() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  absl::Status CreateContext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  // The worker, its event fd and our AM handler; on failure the caller
-  // destroys what was made (DestroyUcx).
-  absl::Status CreateWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  absl::Status SetAmHandler() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // A context (UCX_TLS replaced by `tls` unless empty), its worker, the
+  // worker's event fd and our AM handler; on failure the caller destroys
+  // what was made (DestroyWorker).
+  absl::Status CreateWorker(UcpWorker& w, const std::string& tls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  absl::Status CreateContext(UcpWorker& w, const std::string& tls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  absl::Status SetAmHandler(UcpWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  static void DestroyWorker(UcpWorker& w);
+  // Destroys both workers; no task is accepted any more.
   void DestroyUcx() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // The worker a client endpoint to `peer` (`address`) is made on: the
+  // local one for a peer in this network namespace, else the network worker,
+  // made on first use (the local one where no network worker is needed, or
+  // it cannot be made).
+  ucp_worker_h WorkerFor(const SocketAddress& peer, const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // The workers there are (the local one, then the network one once made).
+  std::vector<UcpWorker*> Workers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   // Runs the queued tasks; true once Stop() was requested. *ran: whether
   // there were any.
   bool RunTasks(bool* ran) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
@@ -153,7 +196,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // deferred, until UCX is idle or kProgressCallsPerPass calls were made.
   Pass Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void Defer(Task task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) { deferred_.push_back(std::move(task)); }
-  // Sleeps on the worker's event fd until UCX or Post() wakes it, or `wake_at`.
+  // Sleeps on the workers' event fds until UCX or Post() wakes it, or `wake_at`.
   void WaitForEvents(absl::Time wake_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Time NextWake(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   // Teardown: every call failed, every endpoint and listener closed, UCX
@@ -177,10 +220,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Sends one part (an active message) of a message SendAm split.
   void SendPart(ucp_ep_h ep, std::unique_ptr<SendOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  ucs_status_t ReceiveAm(const void* header, size_t header_length, void* data, size_t length,
+  // A message that arrived on `worker`.
+  ucs_status_t ReceiveAm(ucp_worker_h worker, const void* header, size_t header_length, void* data, size_t length,
                          const ucp_am_recv_param_t* param) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  ucs_status_t ReceiveData(const ucx_wire::AmHeader& header, ucp_ep_h reply_ep, void* data, size_t length, bool rndv)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  ucs_status_t ReceiveData(ucp_worker_h worker, const ucx_wire::AmHeader& header, ucp_ep_h reply_ep, void* data,
+                           size_t length, bool rndv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   // Whether the data of a request or response whose AM header is `h` is to
   // be received: not a late answer, a request on an open server connection
   // (*server_conn_id), a size and part the limits allow. Otherwise the
@@ -188,7 +232,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool Admit(const ucx_wire::AmHeader& h, ucp_ep_h reply_ep, size_t length, uint64_t* server_conn_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   // Pulls the data of a message that came by rendezvous (`data`: UCX's
-  // descriptor) into op's buffer.
+  // descriptor, of op's worker) into op's buffer.
   ucs_status_t ReceiveRendezvous(std::unique_ptr<RecvOp> op, void* data) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void DeferReceived(std::unique_ptr<RecvOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   void Received(std::unique_ptr<RecvOp> op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
@@ -243,8 +287,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
   bool accepting_tasks_ ABSL_GUARDED_BY(mu_) = false;  // from UCX start-up to teardown
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
-  // Set by the progress thread while accepting_tasks_ is false; read by
-  // Post()/Stop() under mu_ only while it is true.
+  // The local worker, which Post()/Stop() signal (the progress thread sleeps
+  // on every worker's event fd, so that wakes it). Set by the progress
+  // thread while accepting_tasks_ is false; read by Post()/Stop() under mu_
+  // only while it is true.
   ucp_worker_h worker_ = nullptr;
 
   // The progress thread's own state. The thread as a capability
@@ -256,8 +302,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // and tasks it runs start with AssertHeld(), which also checks the thread
   // at run time.
   ThreadRole progress_{"the ucx progress thread"};
-  ucp_context_h context_ ABSL_GUARDED_BY(progress_) = nullptr;
-  int event_fd_ ABSL_GUARDED_BY(progress_) = -1;
+  // The workers (see the top of this file). The AM handlers' arguments
+  // point to them: network_ is made once and kept until DestroyUcx.
+  UcpWorker local_ ABSL_GUARDED_BY(progress_);
+  std::unique_ptr<UcpWorker> network_ ABSL_GUARDED_BY(progress_);
+  // UCX_TLS of the network worker (TransportsWithoutSharedMemory); empty:
+  // none is needed. Whether making it was tried.
+  const std::string network_tls_;
+  bool network_tried_ ABSL_GUARDED_BY(progress_) = false;
   std::vector<Task> deferred_ ABSL_GUARDED_BY(progress_);
   // How long the progress thread keeps polling after activity before it
   // sleeps (SpinFromEnvironment).

@@ -5,9 +5,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include "absl/base/config.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "glog/logging.h"
 
 namespace pstrain::ucx {
@@ -31,6 +38,32 @@ void SetProcessDefaults() {
     return true;
   }();
   (void)done;
+}
+
+std::string TransportsWithoutSharedMemory(const char* user_tls) {
+  // UCX 1.13's names of its shared-memory transports, and its aliases for them.
+  constexpr absl::string_view kSharedMemory[] = {"sm", "shm", "mm", "posix", "sysv", "xpmem", "cma", "knem"};
+  const std::string tls = absl::AsciiStrToLower(absl::StripAsciiWhitespace(user_tls == nullptr ? "" : user_tls));
+  if (tls.empty() || tls == "all") return "^sm";
+  // An entry may carry a suffix (":aux"); the name is what comes before it.
+  auto name = [](absl::string_view entry) { return std::string(entry.substr(0, entry.find(':'))); };
+  if (tls[0] == '^') {
+    for (absl::string_view entry : absl::StrSplit(tls.substr(1), ',')) {
+      if (name(entry) == "sm" || name(entry) == "shm") return "";  // excluded already
+    }
+    return tls + ",sm";
+  }
+  std::vector<std::string> kept;
+  bool dropped = false;
+  for (absl::string_view entry : absl::StrSplit(tls, ',', absl::SkipEmpty())) {
+    if (std::find(std::begin(kSharedMemory), std::end(kSharedMemory), name(entry)) != std::end(kSharedMemory)) {
+      dropped = true;
+    } else {
+      kept.emplace_back(entry);
+    }
+  }
+  if (!dropped || kept.empty()) return "";
+  return absl::StrJoin(kept, ",");
 }
 
 absl::Duration SpinFromEnvironment() {

@@ -4,6 +4,8 @@
 // so these are the process's, not one transport's.
 #pragma once
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
@@ -27,6 +29,9 @@ absl::Status CheckMemoryHooksForSanitizers();
 //   UCX_MM_ERROR_HANDLING=y  shared memory between processes of one host
 //                            even though our endpoints ask for peer error
 //                            handling (UCX 1.13 leaves it out otherwise);
+//                            only peers in this network namespace get it
+//                            (the network worker has no shared memory:
+//                            TransportsWithoutSharedMemory);
 //   UCX_TCP_CM_REUSEADDR=y   a listener may bind a port whose earlier
 //                            connections linger in TIME_WAIT (a server
 //                            restarted on its fixed port), as gRPC's may;
@@ -38,6 +43,16 @@ absl::Status CheckMemoryHooksForSanitizers();
 //                            slower (pstrain-bench ps, docs/BENCHMARKS.md).
 // Once per process; later calls do nothing. Thread-safe.
 void SetProcessDefaults();
+
+// UCX_TLS for the engine's network worker, which reaches peers outside this
+// network namespace (engine.h: UCX 1.13's shared memory loses its wake-ups
+// across network namespaces): `user_tls` (the environment's UCX_TLS; null
+// or "all": every transport) without UCX's shared-memory transports (sm:
+// posix, sysv, xpmem, cma, knem). "all" gives "^sm", a list of exclusions
+// "^ud" gives "^ud,sm", a list of transports loses its shared-memory
+// entries. Empty when the list has none to lose: one worker then serves
+// every peer.
+std::string TransportsWithoutSharedMemory(const char* user_tls);
 
 // PSTRAIN_UCX_SPIN_US: microseconds the progress thread keeps polling after
 // the last message or task before it sleeps on the event fd (default 200; 0:

@@ -81,7 +81,7 @@ absl::StatusOr<int> Engine::Listen(uint64_t server_id, std::shared_ptr<ServerSta
   params.sockaddr.addrlen = address.length;
   params.conn_handler.cb = &Engine::OnConnRequest;
   params.conn_handler.arg = &server;  // std::map: stable until RemoveServer, after the listener is gone
-  ucs_status_t status = ucp_listener_create(worker_, &params, &server.listener);
+  ucs_status_t status = ucp_listener_create(local_.worker, &params, &server.listener);
   if (status != UCS_OK) {
     const std::string address_text = server.state->address;
     servers_.erase(server_id);
@@ -134,7 +134,9 @@ void Engine::Accept(uint64_t server_id, ucp_conn_request_h request) {
   params.err_handler.cb = &Engine::OnEpError;
   params.err_handler.arg = this;
   ucp_ep_h ep = nullptr;
-  const ucs_status_t status = ucp_ep_create(worker_, &params, &ep);
+  // On the listener's worker, as UCX requires; lanes are those both ends
+  // offer, so a client from another network namespace gets no shared memory.
+  const ucs_status_t status = ucp_ep_create(local_.worker, &params, &ep);
   if (status != UCS_OK) {
     LOG(WARNING) << "ucx: cannot accept a connection on " << server.state->address << ": " << UcsText(status);
     return;

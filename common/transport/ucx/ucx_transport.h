@@ -50,14 +50,39 @@
 // and UCX_TLS allows: InfiniBand/RoCE verbs (rc, ud, dc on mlx5 adapters;
 // rdmacm connects them) between hosts with such adapters, tcp otherwise, and
 // shared memory (posix, sysv for messages; cma for rendezvous) between
-// processes of one host. Endpoints use UCP_ERR_HANDLING_MODE_PEER so that a
-// dead peer is reported (the endpoint's error callback: "Connection reset by
-// remote peer", "Endpoint timeout", ...); UCX 1.13 leaves the shared memory
-// transports out of such endpoints unless UCX_MM_ERROR_HANDLING=y
-// (openucx/ucx#8477), which the transport therefore sets by default (below);
-// a peer is then still watched through its tcp lanes and UCX's keepalive.
+// processes of one host in one network namespace.
+// Network namespaces: a channel to a peer outside this process's network
+// namespace -- an address that is neither loopback nor one of this
+// namespace's interfaces': another host, or a container, pod or emulated
+// host on this one -- connects from a second UCP context and worker whose
+// UCX_TLS leaves shared memory out (made at the first such connection;
+// engine.h). UCX 1.13 offers shared memory between network namespaces of
+// one kernel (it compares only the host and the IPC namespace), but a
+// sleeping receiver is woken through an abstract AF_UNIX socket, which
+// exists only in the receiver's network namespace: every wake-up was lost
+// and each message waited for the receiver's timed wake-up (1 s), 18
+// images/sec between pods where grpc trains at tens of thousands
+// (docs/BENCHMARKS.md, "ucx between hosts that share a kernel"). Since
+// UCX picks lanes both ends offer, a server's endpoint to such a client has
+// no shared memory either. Listeners, the connections they accept and
+// channels to peers in this namespace use the first context, shared memory
+// included.
+// Errors on endpoints: every endpoint uses UCP_ERR_HANDLING_MODE_PEER so
+// that a dead peer is reported (the endpoint's error callback: "Connection
+// reset by remote peer", "Endpoint timeout", ...) and every send completes;
+// UCX 1.13 leaves the shared memory transports out of such endpoints unless
+// UCX_MM_ERROR_HANDLING=y (openucx/ucx#8477), which the transport therefore
+// sets by default (below); a peer is then still watched through UCX's
+// keepalive. (Measured without peer error handling on one host: shared
+// memory then adds cma rendezvous, 1.3-1.7x pstrain-bench ps's push+pull
+// rate, and a killed peer was still noticed within milliseconds through the
+// connection's TCP socket; but a rendezvous send to a dead peer never
+// completed, holding its tensors until the transport was destroyed, and UCX
+// documents neither that error callback nor a forced close for such
+// endpoints. So every endpoint keeps it.)
 // `UCX_LOG_LEVEL=info` prints the choice per endpoint ("ep_cfg[3]:
-// am(sysv/memory tcp/lo) ...").
+// am(sysv/memory) ka(sysv/memory)" within a host, "am(tcp/eth0)" between
+// namespaces or hosts).
 //
 // Polling: after a message or a queued task the progress thread keeps
 // polling for PSTRAIN_UCX_SPIN_US microseconds (default 200) before it
@@ -65,9 +90,11 @@
 // sleep and wake-up per message; 0 sleeps at once (least CPU on an idle
 // link; measured 2-5x slower on 2 shared cores).
 //
-// Configuration: every UCX_* environment variable applies (the context reads
+// Configuration: every UCX_* environment variable applies (both contexts read
 // them with ucp_config_read). The usual ones:
-//   UCX_TLS=rc,sm,self or tcp   transports UCX may use (default: all)
+//   UCX_TLS=rc,sm,self or tcp   transports UCX may use (default: all; to
+//                               peers outside this network namespace the
+//                               same without shared memory)
 //   UCX_NET_DEVICES=mlx5_0:1    network devices (default: all)
 //   UCX_RNDV_THRESH=64k         size from which rendezvous is used (default
 //                               auto: a few KiB to tens of KiB, per transport)
@@ -75,6 +102,7 @@
 // The first transport of a process sets these defaults in the environment
 // unless they are set already (the user's values win; process_settings.h):
 //   UCX_MM_ERROR_HANDLING=y     shared memory between processes of one host
+//                               (and one network namespace)
 //   UCX_TCP_CM_REUSEADDR=y      a server restarted on its fixed port can bind
 //                               it while old connections are in TIME_WAIT
 //   UCX_RNDV_SCHEME=get_zcopy   large parts are read by the receiver (RDMA
