@@ -210,7 +210,7 @@ ucp_worker_h Engine::WorkerFor(const SocketAddress& peer, const std::string& add
   if (network_ == nullptr && !network_tried_) {
     network_tried_ = true;
     auto w = std::make_unique<UcpWorker>();
-    if (absl::Status made = CreateWorker(*w, network_tls_); !made.ok()) {
+    if (absl::Status made = CreateWorker(*w, {network_tls_, NetworkRendezvousScheme()}); !made.ok()) {
       DestroyWorker(*w);
       LOG(WARNING) << "ucx: cannot start UCX without shared memory (UCX_TLS=" << network_tls_ << ") for peers outside "
                    << "this network namespace, such as " << address << ": " << made.message()
@@ -229,7 +229,7 @@ ucp_worker_h Engine::WorkerFor(const SocketAddress& peer, const std::string& add
 absl::Status Engine::InitUcx() {
   if (absl::Status hooks = CheckMemoryHooksForSanitizers(); !hooks.ok()) return hooks;
   SetProcessDefaults();
-  absl::Status made = CreateWorker(local_, /*tls=*/"");
+  absl::Status made = CreateWorker(local_, ContextSettings());
   if (!made.ok()) {
     DestroyWorker(local_);
     return made;
@@ -238,9 +238,9 @@ absl::Status Engine::InitUcx() {
   return absl::OkStatus();
 }
 
-absl::Status Engine::CreateWorker(UcpWorker& w, const std::string& tls) {
+absl::Status Engine::CreateWorker(UcpWorker& w, const ContextSettings& settings) {
   w.engine = this;
-  if (absl::Status context = CreateContext(w, tls); !context.ok()) return context;
+  if (absl::Status context = CreateContext(w, settings); !context.ok()) return context;
   ucp_worker_params_t worker_params{};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread uses it
@@ -261,15 +261,19 @@ absl::Status Engine::CreateWorker(UcpWorker& w, const std::string& tls) {
   return SetAmHandler(w);
 }
 
-absl::Status Engine::CreateContext(UcpWorker& w, const std::string& tls) {
-  // Every UCX_* variable of the environment (UCX_TLS, UCX_NET_DEVICES, ...).
+absl::Status Engine::CreateContext(UcpWorker& w, const ContextSettings& settings) {
+  // Every UCX_* variable of the environment (UCX_TLS, UCX_NET_DEVICES, ...),
+  // then this context's own settings.
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_config_read: ", UcsText(status)));
-  if (!tls.empty()) status = ucp_config_modify(config, "TLS", tls.c_str());
-  if (status != UCS_OK) {
-    ucp_config_release(config);
-    return absl::UnavailableError(absl::StrCat("ucx: UCX_TLS=", tls, ": ", UcsText(status)));
+  for (const auto& [name, value] : {std::pair{"TLS", settings.tls}, std::pair{"RNDV_SCHEME", settings.rndv_scheme}}) {
+    if (value.empty()) continue;
+    status = ucp_config_modify(config, name, value.c_str());
+    if (status != UCS_OK) {
+      ucp_config_release(config);
+      return absl::UnavailableError(absl::StrCat("ucx: UCX_", name, "=", value, ": ", UcsText(status)));
+    }
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;

@@ -23,8 +23,9 @@
 //     interfaces) -- processes of this host, which shared memory reaches.
 //   the network worker (made at the first connection to any other peer):
 //     the same transports without shared memory
-//     (TransportsWithoutSharedMemory). Channels to peers outside this
-//     network namespace -- other hosts, or other namespaces of this host
+//     (TransportsWithoutSharedMemory), rendezvous by put_zcopy
+//     (NetworkRendezvousScheme). Channels to peers outside this network
+//     namespace -- other hosts, or other namespaces of this host
 //     (containers, pods, emulated hosts) -- connect from it.
 // Why: UCX 1.13 deems shared memory reachable between any two processes of
 // one kernel and IPC namespace, but its shared-memory transports wake a
@@ -166,11 +167,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void ProgressUntilStopped() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_) ABSL_LOCKS_EXCLUDED(mu_);
   // The local worker; on failure nothing of UCX is left.
   absl::Status InitUcx() ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  // A context (UCX_TLS replaced by `tls` unless empty), its worker, the
-  // worker's event fd and our AM handler; on failure the caller destroys
-  // what was made (DestroyWorker).
-  absl::Status CreateWorker(UcpWorker& w, const std::string& tls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
-  absl::Status CreateContext(UcpWorker& w, const std::string& tls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  // Settings of a context that replace the environment's (UCX_TLS,
+  // UCX_RNDV_SCHEME); empty ones leave it.
+  struct ContextSettings {
+    std::string tls;
+    std::string rndv_scheme;
+  };
+  // A context, its worker, the worker's event fd and our AM handler; on
+  // failure the caller destroys what was made (DestroyWorker).
+  absl::Status CreateWorker(UcpWorker& w, const ContextSettings& settings) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
+  absl::Status CreateContext(UcpWorker& w, const ContextSettings& settings) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   absl::Status SetAmHandler(UcpWorker& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(progress_);
   static void DestroyWorker(UcpWorker& w);
   // Destroys both workers; no task is accepted any more.

@@ -3,6 +3,7 @@
 #include <ucm/api/ucm.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -30,8 +31,16 @@ absl::Status CheckMemoryHooksForSanitizers() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether UCX_RNDV_SCHEME was the user's (set before SetProcessDefaults).
+std::atomic<bool> user_rndv_scheme{false};
+
+}  // namespace
+
 void SetProcessDefaults() {
   static const bool done = [] {
+    user_rndv_scheme = std::getenv("UCX_RNDV_SCHEME") != nullptr;
     setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
     setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
@@ -39,6 +48,8 @@ void SetProcessDefaults() {
   }();
   (void)done;
 }
+
+std::string NetworkRendezvousScheme() { return user_rndv_scheme ? "" : "put_zcopy"; }
 
 std::string TransportsWithoutSharedMemory(const char* user_tls) {
   // UCX 1.13's names of its shared-memory transports, and its aliases for them.

@@ -41,8 +41,19 @@ absl::Status CheckMemoryHooksForSanitizers();
 //                            with peer error handling). "auto" picks a
 //                            fragment pipeline there that measured 2x
 //                            slower (pstrain-bench ps, docs/BENCHMARKS.md).
+//                            The network worker uses put_zcopy instead
+//                            (NetworkRendezvousScheme).
 // Once per process; later calls do nothing. Thread-safe.
 void SetProcessDefaults();
+
+// UCX_RNDV_SCHEME for the engine's network worker: "put_zcopy" -- the
+// sender writes a large part into the receiver's buffer (RDMA write; over
+// tcp, the transports' zero-copy put, where no lane can read and
+// get_zcopy falls back to UCX's active-message pipeline: measured about
+// 10% more images/sec between emulated hosts, docs/BENCHMARKS.md) -- or
+// empty when the user set UCX_RNDV_SCHEME, which then applies to both
+// workers. After SetProcessDefaults.
+std::string NetworkRendezvousScheme();
 
 // UCX_TLS for the engine's network worker, which reaches peers outside this
 // network namespace (engine.h: UCX 1.13's shared memory loses its wake-ups

@@ -106,7 +106,10 @@
 //   UCX_TCP_CM_REUSEADDR=y      a server restarted on its fixed port can bind
 //                               it while old connections are in TIME_WAIT
 //   UCX_RNDV_SCHEME=get_zcopy   large parts are read by the receiver (RDMA
-//                               read; an AM pipeline where no lane can read)
+//                               read; an AM pipeline where no lane can read);
+//                               to peers outside this network namespace
+//                               put_zcopy, written by the sender (RDMA
+//                               write, tcp's zero-copy put)
 // Sanitizer builds: UCX's memory hooks crash under AddressSanitizer and
 // ThreadSanitizer, and UCX reads their setting once, when its library is
 // loaded. Such a build must be started with UCX_MEM_MMAP_HOOK_MODE=none
