@@ -6,19 +6,14 @@
 //
 // Some cases need a second process: they start this binary again with
 // PSTRAIN_UCX_CHILD naming one of the UcxChild tests (skipped otherwise),
-// which reports to the parent through a pipe on descriptor kChildFd.
+// which reports to the parent through a pipe (ucx_child_process.h).
 #include "common/transport/ucx/ucx_transport.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <ucp/api/ucp.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -35,17 +30,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/transport/transport_test_util.h"
-
-extern char** environ;
+#include "tests/transport/ucx_child_process.h"
 
 namespace pstrain {
 namespace {
 
 using ::pstrain::testing_util::Bytes;
+using ::pstrain::testing_util::ChildProcess;
 using ::pstrain::testing_util::EchoHandler;
 using ::pstrain::testing_util::HoldingHandler;
+using ::pstrain::testing_util::IsChild;
 using ::pstrain::testing_util::OwnedChunk;
 using ::pstrain::testing_util::ReadPayload;
+using ::pstrain::testing_util::TellParent;
 using ::pstrain::testing_util::TrackedChunk;
 using ::pstrain::testing_util::WaitFor;
 using ::testing::HasSubstr;
@@ -101,89 +98,6 @@ std::unique_ptr<Channel> ConnectOrDie(Transport& transport, const std::string& a
 std::string Local(int port) { return absl::StrCat("127.0.0.1:", port); }
 
 // ---------------------------------------------------------------- child processes
-
-constexpr char kChildEnv[] = "PSTRAIN_UCX_CHILD";
-constexpr int kChildFd = 99;
-
-bool IsChild(const std::string& name) {
-  const char* value = std::getenv(kChildEnv);
-  return value != nullptr && name == value;
-}
-
-// In a child: one line to the parent.
-void TellParent(const std::string& line) {
-  const std::string text = line + "\n";
-  ASSERT_EQ(write(kChildFd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-}
-
-// This binary again, running UcxChild.<test> with `env` added.
-class ChildProcess {
- public:
-  ChildProcess(const std::string& test, const std::vector<std::string>& env) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], kChildFd);
-    std::vector<std::string> args = {"/proc/self/exe", absl::StrCat("--gtest_filter=UcxChild.", test)};
-    // Ours first: getenv finds the first of duplicate names.
-    std::vector<std::string> vars = env;
-    vars.push_back(absl::StrCat(kChildEnv, "=", test));
-    for (char** e = environ; *e != nullptr; ++e) vars.emplace_back(*e);
-    std::vector<char*> argv, envp;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (std::string& v : vars) envp.push_back(v.data());
-    envp.push_back(nullptr);
-    if (posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    from_child_ = fds[0];
-  }
-  ~ChildProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (from_child_ >= 0) close(from_child_);
-  }
-
-  bool started() const { return pid_ > 0; }
-
-  // The next line the child writes; nullopt at EOF or after `timeout`.
-  std::optional<std::string> ReadLine(absl::Duration timeout = absl::Seconds(60)) {
-    const absl::Time deadline = absl::Now() + timeout;
-    for (;;) {
-      if (size_t nl = buffer_.find('\n'); nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      pollfd fd{from_child_, POLLIN, 0};
-      const int ms = static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
-      if (ms <= 0 || poll(&fd, 1, ms) <= 0) return std::nullopt;
-      char chunk[256];
-      const ssize_t n = read(from_child_, chunk, sizeof(chunk));
-      if (n <= 0) return std::nullopt;
-      buffer_.append(chunk, n);
-    }
-  }
-
-  void Kill() { kill(pid_, SIGKILL); }
-
-  // Waits for the child to exit; its wait status.
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int from_child_ = -1;
-  std::string buffer_;
-};
 
 // Child of ServerProcessKilledMidCallIsUnavailable: serves, reports its port
 // and "held" when a request arrives, never answers; the parent kills it.
