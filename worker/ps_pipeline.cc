@@ -109,24 +109,27 @@ void PsPipeline::Pump(std::vector<Send>* sends) {
     if (bytes_in_flight_ > 0 && window_bytes_ > 0 && bytes_in_flight_ + batch_bytes_[b] > window_bytes_) return;
     queue_.erase(queue_.begin());
     bytes_in_flight_ += batch_bytes_[b];
-    sends->push_back({b, batch_version_[b]});
+    sends->push_back({b, batch_version_[b], epoch_, step_});
   }
 }
 
 void PsPipeline::SendPushes(const std::vector<Send>& sends) {
-  if (sends.empty()) return;
-  int64_t epoch, step;
-  {
-    absl::MutexLock lock(&mu_);
-    epoch = epoch_;
-    step = step_;
-  }
   for (const Send& send : sends) {
+    {
+      // The step was abandoned since these pushes were chosen (an
+      // acknowledgement's completion chose them while the step failed
+      // elsewhere): its gradients must not reach the shards recovered since.
+      absl::MutexLock lock(&mu_);
+      if (send.epoch != epoch_) return;
+      ++sending_;
+    }
     const absl::Time sent = absl::Now();
-    client_->PushBatchAsync(send.batch, send.version, step,
-                            [this, epoch, b = send.batch, sent](absl::Status status, int dropped) {
+    client_->PushBatchAsync(send.batch, send.version, send.step,
+                            [this, epoch = send.epoch, b = send.batch, sent](absl::Status status, int dropped) {
                               OnPushed(epoch, b, sent, std::move(status), dropped);
                             });
+    absl::MutexLock lock(&mu_);
+    --sending_;
   }
 }
 
@@ -277,7 +280,7 @@ void PsPipeline::Abandon() {
   bytes_in_flight_ = 0;
   queue_.clear();
   mu_.Await(absl::Condition(
-      +[](PsPipeline* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->reading_ == 0; }, this));
+      +[](PsPipeline* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->reading_ == 0 && p->sending_ == 0; }, this));
 }
 
 absl::Duration PsPipeline::wait_time() const {

@@ -63,7 +63,8 @@ class PsPipeline {
   // version among the variables' values, or the first failure.
   absl::StatusOr<int64_t> WaitForPulls() ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets every push and pull in flight (their answers are dropped) and
-  // waits until none is being read into the variables.
+  // waits until none is being read into the variables or handed to the
+  // client: no push of the abandoned step goes out after it returns.
   void Abandon() ABSL_LOCKS_EXCLUDED(mu_);
   // Time forward spent waiting for variables so far.
   absl::Duration wait_time() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -72,6 +73,10 @@ class PsPipeline {
   struct Send {
     int batch;
     int64_t version;  // the version its gradients were computed on
+    // The epoch and step it was chosen in: a push chosen before an Abandon
+    // is not sent after it.
+    int64_t epoch;
+    int64_t step;
   };
   void OnGradientFinal(int replica, int variable) ABSL_LOCKS_EXCLUDED(mu_);
   void WaitForVariable(int replica, int variable) ABSL_LOCKS_EXCLUDED(mu_);
@@ -124,6 +129,7 @@ class PsPipeline {
   std::vector<std::vector<int64_t>> copied_serial_ ABSL_GUARDED_BY(mu_);
   int pulls_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int reading_ ABSL_GUARDED_BY(mu_) = 0;  // answers being read into the variables
+  int sending_ ABSL_GUARDED_BY(mu_) = 0;  // pushes being handed to the client
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   absl::Duration wait_time_ ABSL_GUARDED_BY(mu_);
 };

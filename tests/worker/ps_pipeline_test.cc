@@ -906,5 +906,73 @@ TEST(PsPipelineFailureTest, AFailedPullReleasesTheForwardAndFailsTheStep) {
   EXPECT_EQ(finished.status(), pulls.status());
 }
 
+// Abandon while an acknowledgement's completion has chosen the next push but
+// not sent it yet (it is issuing the acknowledged batch's pull): that push
+// belongs to the abandoned step and must not go out once Abandon returned
+// (it would count in the next step's window and acknowledgements, and reach
+// shards that were restored meanwhile).
+TEST(PsPipelineFailureTest, APushChosenBeforeAbandonIsNotSentAfterIt) {
+  Harness h("sync", kTwoBatchWindow, 1);
+  ASSERT_NO_FATAL_FAILURE(h.Build());
+  h.pipeline().ValuesInPlace(5);
+  h.pipeline().BeginStep(5);
+  h.Backward(0);
+  ASSERT_THAT(h.log().Pushes(), ElementsAre(2, 5));  // the window holds two batches
+  absl::StatusOr<int> finished;
+  auto finish = h.Start("FinishStep", [&] { finished = h.pipeline().FinishStep(); });
+  bool recovered = false;
+  size_t after_abandon = 0;
+  // Batch 2's acknowledgement chooses batch 0, then issues batch 2's pull:
+  // meanwhile (on the training thread, here inline) batch 5's push fails and
+  // the strategy recovers.
+  h.log().SetOnRequest([&](const Request& r) {
+    if (r.method != ps_rpc::kPull || r.batch != 2 || recovered) return;
+    recovered = true;
+    EXPECT_TRUE(h.FailPush(5, absl::AbortedError("generation 2 replaced generation 1")));
+    EXPECT_TRUE(finish->Returns());
+    h.pipeline().Abandon();
+    after_abandon = h.log().size();
+    h.pipeline().ValuesInPlace(5);
+  });
+  ASSERT_TRUE(h.Ack(2));
+  ASSERT_TRUE(recovered);
+  ASSERT_FALSE(finished.ok());
+  EXPECT_EQ(finished.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(h.log().size(), after_abandon) << "a push of the abandoned step went out after Abandon returned";
+  h.log().SetOnRequest(nullptr);
+
+  // The retried step is scheduled from an empty window.
+  h.pipeline().BeginStep(5);
+  h.Backward(0);
+  EXPECT_THAT(h.log().Unanswered(ps_rpc::kPush), ElementsAre(2, 5));
+  for (int b : {2, 5, 0, 3, 1, 4}) ASSERT_TRUE(h.Ack(b)) << "batch " << b;
+  finished = h.FinishStep();
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_THAT(h.log().window_violations(), IsEmpty());
+}
+
+// Abandon does not return while a push is being handed to the client (the
+// strategy installs the shards' new state next), and the pushes chosen with
+// it are then not sent.
+TEST(PsPipelineFailureTest, AbandonWaitsForAPushBeingSent) {
+  Harness h("sync", /*window_bytes=*/0, 1);
+  ASSERT_NO_FATAL_FAILURE(h.Build());
+  h.pipeline().ValuesInPlace(5);
+  h.pipeline().BeginStep(5);
+  std::unique_ptr<Background> abandon;
+  // Variable 4 completes batches 2 and 5; while batch 2's push is being
+  // handed over, the training thread abandons the step.
+  h.log().SetOnRequest([&](const Request& r) {
+    if (r.method != ps_rpc::kPush || abandon != nullptr) return;
+    abandon = h.Start("Abandon", [&] { h.pipeline().Abandon(); });
+    EXPECT_TRUE(abandon->StillBlocked()) << "Abandon returned while a push was being sent";
+  });
+  for (int v = kVariables - 1; v >= 4; --v) h.Report(0, v);
+  ASSERT_NE(abandon, nullptr);
+  ASSERT_TRUE(abandon->Returns());
+  EXPECT_THAT(h.log().Pushes(), ElementsAre(2)) << "batch 5 was chosen with 2 but sent after Abandon";
+  h.log().SetOnRequest(nullptr);
+}
+
 }  // namespace
 }  // namespace pstrain
