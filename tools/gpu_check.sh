@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The GPU checks of docs/GPU.md in one run on a GPU machine, each step under
+# its own time limit so a hang in one still leaves the others' results:
+#   1. the machine (nvidia-smi, the bundle's library search)
+#   2. pstrain vs PyTorch, ResNet-50 (tools/pytorch_compare.py; pstrain with
+#      cuDNN's measured algorithms, PyTorch's step without optimizer as
+#      pstrain-bench's)
+#   3. pstrain-bench model with cuDNN's heuristic algorithms
+#   4. the bundled tests (run_gpu_tests.sh)
+#   5. the single-node table (configs/compare/single_node_gpu.yaml)
+# Usage, from the root of a checkout on the GPU machine:
+#   tools/gpu_check.sh BUNDLE.tar.xz OUTDIR [STEPS...]
+# BUNDLE is tools/gpu_bundle.sh --gpu's archive; STEPS picks steps by name
+# (machine, pytorch, heuristic, tests, table; default all). OUTDIR receives
+# check.log (everything printed), bench_*.json, tests.tar.gz (every test log)
+# and table.tar.gz (the table's results and logs). Limits in seconds:
+# PSTRAIN_CHECK_LIMITS="pytorch=120 heuristic=45 tests=150 table=150".
+# PSTRAIN_CHECK_FASHION_MNIST=DIR: Fashion-MNIST's .gz files, installed at
+# their Debian path for the tests when the machine lacks them.
+# PSTRAIN_CHECK_TESTS="GLOB...": which bundled tests to run (default all).
+# Exits 0 when every step ran and passed, 1 otherwise.
+set -uo pipefail
+[ $# -ge 2 ] || { sed -n '/^# Usage/,/^# Exits/p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+BUNDLE="$1" OUTDIR="$2"; shift 2
+STEPS=("$@")
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch heuristic tests table)
+declare -A LIMIT=([machine]=30 [pytorch]=120 [heuristic]=45 [tests]=150 [table]=150)
+for kv in ${PSTRAIN_CHECK_LIMITS:-}; do LIMIT[${kv%%=*}]="${kv#*=}"; done
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+mkdir -p "$OUTDIR"
+OUTDIR="$(cd "$OUTDIR" && pwd)"
+exec > >(tee -a "$OUTDIR/check.log") 2>&1
+
+WORK="$(mktemp -d -t pstrain-gpu-check.XXXXXX)"
+tar -xJf "$BUNDLE" -C "$WORK" || { echo "gpu_check: cannot unpack $BUNDLE"; exit 1; }
+B="$WORK/pstrain-bundle"
+# shellcheck source=/dev/null
+source "$B/env.sh" || { echo "gpu_check: the bundle's libraries are not all found (above)"; exit 1; }
+cd "$ROOT" || exit 1
+failed=()
+
+step_machine() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  grep -E '^(commit|cuda_needed|glibc_needed):' "$B/MANIFEST"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__,
+                "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+}
+step_pytorch() {
+  python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
+    --optimizer none --pstrain_bin "$B" --json > "$OUTDIR/bench_pytorch_compare.json"
+  local rc=$?
+  cat "$OUTDIR/bench_pytorch_compare.json"
+  return $rc
+}
+step_heuristic() {
+  PSTRAIN_CUDNN_ALGORITHMS=heuristic "$B/run.sh" pstrain-bench model --device gpu --model resnet50 \
+    --batch_size 64 --steps 20 --warmup 5 --json > "$OUTDIR/bench_heuristic.json"
+  local rc=$?
+  cat "$OUTDIR/bench_heuristic.json"
+  return $rc
+}
+step_tests() {
+  local rc=0 fm=/usr/share/datasets/fashion-mnist
+  # The equivalence and cluster tests train on Fashion-MNIST at its Debian
+  # path; a machine without the package gets the copy carried in
+  # $PSTRAIN_CHECK_FASHION_MNIST (the four .gz files), when given.
+  if [ ! -f "$fm/train-labels-idx1-ubyte.gz" ] && [ -n "${PSTRAIN_CHECK_FASHION_MNIST:-}" ]; then
+    mkdir -p "$fm" && cp "$PSTRAIN_CHECK_FASHION_MNIST"/*.gz "$fm"/ && echo "tests: Fashion-MNIST copied to $fm"
+  fi
+  # shellcheck disable=SC2086  # a list of globs on purpose
+  PSTRAIN_TEST_LOG_DIR="$WORK/tests" PSTRAIN_TEST_TIMEOUT=120 "$B/run_gpu_tests.sh" ${PSTRAIN_CHECK_TESTS:-} || rc=$?
+  tar -czf "$OUTDIR/tests.tar.gz" -C "$WORK" tests
+  return $rc
+}
+step_table() {
+  local rc=0
+  "$B/bin/pstrain-compare" configs/compare/single_node_gpu.yaml --out "$WORK/table" --bin_dir "$B/bin" || rc=$?
+  cat "$WORK/table/results.md" 2>/dev/null
+  tar -czf "$OUTDIR/table.tar.gz" -C "$WORK" table
+  return $rc
+}
+
+for s in "${STEPS[@]}"; do
+  [ -n "${LIMIT[$s]:-}" ] || { echo "gpu_check: unknown step '$s'"; failed+=("$s"); continue; }
+  echo "===== $s (limit ${LIMIT[$s]} s) $(date -u +%H:%M:%S)"
+  start=$SECONDS
+  export -f "step_$s"
+  export B OUTDIR WORK
+  timeout -k 5 "${LIMIT[$s]}" bash -c "step_$s"
+  rc=$?
+  echo "===== $s: rc=$rc after $((SECONDS - start)) s$([ $rc -eq 124 ] && echo ' (time limit)')"
+  [ $rc -eq 0 ] || failed+=("$s")
+done
+echo "gpu_check: ${#STEPS[@]} steps, failed: ${failed[*]:-none}"
+[ ${#failed[@]} -eq 0 ]
