@@ -88,6 +88,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, GpuEquivalenceTest,
                              // Host mirrors: two workers may share one GPU.
                              GpuCase{"ps_2workers_host_mirrors", "parameter_server", "", "cpu", 2, 1, 2, 1},
                              GpuCase{"replicated_pscpu_2replicas", "replicated", "pscpu", "cpu", 1, 2, 0, 1},
+                             // Variables and optimizer on the device, no synchronisation.
+                             GpuCase{"independent_on_device_1replica", "independent", "", "cpu", 1, 1, 0, 1},
                              // Gradients summed on their owner GPU (replicas may share one GPU).
                              GpuCase{"ps_local_parameter_device_gpu_3replicas", "parameter_server", "", "gpu", 2, 3, 2,
                                      1},

@@ -15,6 +15,10 @@
 // the optimizer's CUDA implementation (optim/cuda/, the CPU update element for
 // element, same learning-rate schedule), and the host waits for both with the
 // step deadline.
+//
+// NcclScope::kNone (independent) is the same strategy without the collective:
+// no communicator, no buckets, replica 0's initial values copied to the other
+// replicas, each replica's optimizer applied to its own gradients.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -51,7 +55,7 @@ class NcclAllReduceStrategy : public Strategy {
                              LearningRateSchedule::Create(context.config->optimizer(), context.total_steps));
     std::unique_ptr<NcclAllReduceStrategy> s(new NcclAllReduceStrategy(context, scope, std::move(schedule)));
     PSTRAIN_RETURN_IF_ERROR(s->Prepare());
-    PSTRAIN_RETURN_IF_ERROR(s->Connect());
+    if (s->syncs()) PSTRAIN_RETURN_IF_ERROR(s->Connect());
     return std::unique_ptr<Strategy>(std::move(s));
   }
 
@@ -66,6 +70,7 @@ class NcclAllReduceStrategy : public Strategy {
   }
 
   absl::Status Start() override {
+    if (!syncs()) return CopyReplicaZeroValues();
     // Everyone starts from rank 0's values (the chief's replica 0).
     std::vector<absl::Status> errors(replicas().size());
     replicas().ForEach([&](int r) {
@@ -83,6 +88,7 @@ class NcclAllReduceStrategy : public Strategy {
   }
 
   absl::Status BeforeStep(int64_t) override {
+    if (!syncs()) return absl::OkStatus();
     for (Replica& rep : per_replica_) rep.buckets->Reset();
     return absl::OkStatus();
   }
@@ -90,6 +96,7 @@ class NcclAllReduceStrategy : public Strategy {
   // Runs on replica r's backward thread; only that thread touches its
   // tracker during a step.
   GradientReadyHook HookFor(int r) override {
+    if (!syncs()) return nullptr;
     return [this, r](int v) {
       per_replica_[r].buckets->MarkReady(v);
       QueueReadyBuckets(r);
@@ -101,37 +108,24 @@ class NcclAllReduceStrategy : public Strategy {
     std::vector<absl::Status> errors(replicas().size());
     const absl::Time t0 = absl::Now();
     replicas().ForEach([&](int r) {
-      Replica& rep = per_replica_[r];
-      if (!rep.error.ok()) {
-        errors[r] = rep.error;
-        return;
+      if (syncs()) {
+        errors[r] = FinishReductions(r);
+        if (!errors[r].ok()) return;
       }
-      rep.buckets->MarkAllReady();  // what backward did not announce
-      QueueReadyBuckets(r);
-      if (!rep.error.ok()) {
-        errors[r] = rep.error;
-        return;
-      }
+      ApplyOptimizer(r, lr);
       cuda::CudaContext& ctx = Ctx(r);
-      PSTRAIN_CUDA_CHECK(cudaEventRecord(rep.reduced, rep.comm_stream));
-      PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(ctx.stream(), rep.reduced, 0));
-      std::vector<Variable>& vars = replicas().device_variables(r);
-      for (size_t v = 0; v < vars.size(); ++v) {
-        float* value = cuda::DevicePtr(vars[v].value);
-        std::vector<float*> slots;
-        for (const Tensor& slot : rep.slots[v]) slots.push_back(cuda::DevicePtr(slot));
-        rep.optimizer->Apply(value, cuda::DevicePtr(vars[v].grad), vars[v].value.num_elements(), {.learning_rate = lr},
-                             slots.data(),
-                             value);  // in place, on ctx.stream()
+      if (syncs()) {
+        errors[r] = group_->Wait(r, ctx.stream());
+      } else {
+        ctx.Synchronize();  // local work only: no peer to wait for
       }
-      errors[r] = group_->Wait(r, ctx.stream());
     });
     wait_ += absl::Now() - t0;
     return FirstError(errors);
   }
 
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override {
-    if (context_.num_workers == 1) return ReportsFromTable(mine, {}, 1);
+    if (context_.num_workers == 1 || !syncs()) return ReportsFromTable(mine, {}, 1);
     // Every worker's report, by summing rows each worker fills (replica 0
     // carries the row; the worker's other replicas add zeros).
     const std::vector<float> table = ReportTable(mine, context_.num_workers);
@@ -155,6 +149,10 @@ class NcclAllReduceStrategy : public Strategy {
   }
 
   std::string Describe() const override {
+    if (!syncs()) {
+      return absl::StrCat(context_.config->variable_update(), " (", per_replica_.size(),
+                          " GPU replicas, variables and optimizer on the devices, no synchronisation)");
+    }
     return scope_ == NcclScope::kOneWorker
                ? absl::StrCat(context_.config->variable_update(), " (NCCL across the worker's ", per_replica_.size(),
                               " GPUs)")
@@ -179,6 +177,53 @@ class NcclAllReduceStrategy : public Strategy {
       : context_(context), scope_(scope), schedule_(std::move(schedule)) {}
 
   ReplicaSet& replicas() { return *context_.replicas; }
+  bool syncs() const { return scope_ != NcclScope::kNone; }
+
+  // Queues what backward did not announce and has the compute stream wait
+  // for every all-reduce of the step; the first error of the step's hooks.
+  absl::Status FinishReductions(int r) {
+    Replica& rep = per_replica_[r];
+    if (!rep.error.ok()) return rep.error;
+    rep.buckets->MarkAllReady();
+    QueueReadyBuckets(r);
+    if (!rep.error.ok()) return rep.error;
+    PSTRAIN_CUDA_CHECK(cudaEventRecord(rep.reduced, rep.comm_stream));
+    PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(Ctx(r).stream(), rep.reduced, 0));
+    return absl::OkStatus();
+  }
+
+  // Queues replica r's optimizer over its variables, in place, on its stream.
+  void ApplyOptimizer(int r, float lr) {
+    Replica& rep = per_replica_[r];
+    std::vector<Variable>& vars = replicas().device_variables(r);
+    for (size_t v = 0; v < vars.size(); ++v) {
+      float* value = cuda::DevicePtr(vars[v].value);
+      std::vector<float*> slots;
+      for (const Tensor& slot : rep.slots[v]) slots.push_back(cuda::DevicePtr(slot));
+      rep.optimizer->Apply(value, cuda::DevicePtr(vars[v].grad), vars[v].value.num_elements(), {.learning_rate = lr},
+                           slots.data(), value);
+    }
+  }
+
+  // kNone's start: every replica from replica 0's values (peer copies; the
+  // replicas may share a GPU).
+  absl::Status CopyReplicaZeroValues() {
+    const std::vector<Variable>& source = replicas().device_variables(0);
+    const int source_device = replicas().context(0).device().ordinal;
+    for (int r = 1; r < replicas().size(); ++r) {
+      cuda::CudaContext& ctx = Ctx(r);
+      ctx.MakeCurrent();
+      std::vector<Variable>& target = replicas().device_variables(r);
+      for (size_t v = 0; v < source.size(); ++v) {
+        PSTRAIN_CUDA_CHECK(cudaMemcpyPeerAsync(cuda::DevicePtr(target[v].value), ctx.device().ordinal,
+                                               cuda::DevicePtr(source[v].value), source_device,
+                                               source[v].value.num_elements() * sizeof(float), ctx.stream()));
+      }
+      ctx.Synchronize();
+    }
+    replicas().context(0).MakeCurrent();
+    return absl::OkStatus();
+  }
   cuda::CudaContext& Ctx(int r) { return cuda::AsCuda(replicas().context(r)); }
 
   // Queues the all-reduce of every bucket of replica r that is ready, in plan
@@ -264,7 +309,7 @@ class NcclAllReduceStrategy : public Strategy {
       }
     }
     replicas().context(0).MakeCurrent();
-    return PlanFusion();
+    return syncs() ? PlanFusion() : absl::OkStatus();
   }
 
   StrategyContext context_;
