@@ -140,6 +140,9 @@ TEST(PsBenchTest, RejectsBadOptions) {
   o.rounds = 0;
   o.seconds = 0;
   expect_invalid(o, "--seconds");
+  o = TinyOptions();
+  o.window_bytes = -1;
+  expect_invalid(o, "--window_bytes");
 }
 
 TEST(PsBenchTest, JsonIsOneObjectWithTheAgreedFields) {
@@ -157,13 +160,15 @@ TEST(PsBenchTest, JsonIsOneObjectWithTheAgreedFields) {
   EXPECT_EQ(json,
             "{\"push_gbps\":1.5,\"pull_gbps\":2.5,\"pushpull_gbps\":1.25,\"memcpy_gbps\":50,\"ratio\":0.025,"
             "\"tcp_oneway_gbps\":5,\"tcp_gbps\":2.5,\"pushpull_to_tcp\":0.5,"
-            "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"transport\":\"grpc\",\"mode\":\"threads\"}");
+            "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"window_bytes\":2097152,"
+            "\"transport\":\"grpc\",\"mode\":\"threads\"}");
   result.ratio = std::nan("");
   EXPECT_THAT(FormatPsBenchJson(options, result), HasSubstr("\"ratio\":null"));
 
   const std::string table = FormatPsBenchTable(options, result);
   EXPECT_THAT(table, HasSubstr("ps bench: workers=2 servers=2 keys=4 key_bytes=4096 transport=grpc\n"));
   EXPECT_THAT(table, HasSubstr("push+pull"));
+  EXPECT_THAT(table, HasSubstr("(pipelined, window 2097152 bytes)"));
   EXPECT_THAT(table, HasSubstr("memcpy (1 thread)"));
   EXPECT_THAT(table, HasSubstr("ratio push+pull/memcpy"));
   EXPECT_THAT(table, HasSubstr("tcp both ways"));

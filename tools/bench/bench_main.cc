@@ -7,7 +7,7 @@
 //        and plain TCP between the same endpoints
 //        pstrain-bench ps --workers W --servers S --key_bytes B --keys K
 //                         --transport grpc|ucx [--seconds T | --rounds R]
-//                         [--warmup_rounds N] [--processes]
+//                         [--warmup_rounds N] [--window_bytes B] [--processes]
 //                         [--emulated_hosts N [--link_gbps R]] [--json] [--profile]
 //        --processes: every shard and worker a process of its own (the
 //        bench starting itself as the hidden `ps-role` subcommand);
@@ -79,6 +79,9 @@ DEFINE_bool(processes, false,
 DEFINE_int32(emulated_hosts, 0,
              "ps: run the roles as --processes on this many emulated hosts (network namespaces on a bridge; root "
              "only): shards on the first hosts, workers on the others");
+DEFINE_int64(window_bytes, 2 << 20,
+             "ps: the push+pull phase's bytes of pushes in flight per worker (as ps_scheduling.window_bytes); 0: no "
+             "limit");
 DEFINE_double(link_gbps, 0, "ps: with --emulated_hosts, cap every host's link at this many Gbit/s each way");
 DEFINE_string(role, "", "ps-role: internal; server or worker");
 DEFINE_int32(index, -1, "ps-role: internal; the shard's or worker's index");
@@ -161,6 +164,7 @@ int RunPs() {
   options.processes = FLAGS_processes || FLAGS_emulated_hosts != 0;  // emulated hosts run processes
   options.emulated_hosts = FLAGS_emulated_hosts;
   options.link_gbps = FLAGS_link_gbps;
+  options.window_bytes = FLAGS_window_bytes;
   if (!FLAGS_security_config.empty()) {
     absl::StatusOr<pstrain::ExperimentConfig> config = pstrain::ReadExperimentConfig(FLAGS_security_config);
     if (config.ok()) config->set_transport(options.transport);

@@ -155,6 +155,10 @@ absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat("--warmup_rounds must be >= 0, got ", options.warmup_rounds));
   }
   if (!(options.memcpy_seconds > 0)) return absl::InvalidArgumentError("memcpy seconds must be > 0");
+  if (options.window_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--window_bytes must be >= 0 (0: no limit), got ",
+                                                   options.window_bytes));
+  }
   if (options.placement != "round_robin" && options.placement != "greedy") {
     return absl::InvalidArgumentError(absl::StrCat("unknown placement '", options.placement, "'"));
   }
@@ -209,6 +213,7 @@ std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResul
   phase("push", result.push);
   phase("pull", result.pull);
   phase("push+pull", result.pushpull);
+  absl::StrAppendFormat(&out, "%-22s %10s       (pipelined, window %d bytes)\n", "", "", options.window_bytes);
   phase("tcp one way", result.tcp_oneway);
   phase("tcp both ways", result.tcp);
   absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d MiB buffer)\n", "memcpy (1 thread)", result.memcpy_gbps,
@@ -269,7 +274,7 @@ std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult
       ",\"ratio\":", JsonNumber(result.ratio), ",\"tcp_oneway_gbps\":", JsonNumber(result.tcp_oneway.gbps),
       ",\"tcp_gbps\":", JsonNumber(result.tcp.gbps), ",\"pushpull_to_tcp\":", JsonNumber(result.pushpull_to_tcp),
       ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
-      ",\"key_bytes\":", options.key_bytes, ",\"transport\":\"", options.transport, "\",\"mode\":\"", ModeName(options),
+      ",\"key_bytes\":", options.key_bytes, ",\"window_bytes\":", options.window_bytes, ",\"transport\":\"", options.transport, "\",\"mode\":\"", ModeName(options),
       "\"",
       options.emulated_hosts > 0 ? absl::StrCat(",\"emulated_hosts\":", options.emulated_hosts,
                                                 ",\"link_gbps\":", JsonNumber(options.link_gbps))

@@ -69,6 +69,12 @@ struct PsBenchOptions {
   int64_t warmup_rounds = 2;    // per worker before each phase; >= 0
   double memcpy_seconds = 0.5;  // > 0
   std::string placement = "round_robin";
+  // The push+pull phase's bytes of pushes in flight per worker
+  // (ps_bench_pushpull.h; ps_scheduling.window_bytes in training); 0: no
+  // limit. >= 0. Default: one RPC batch (2 MiB), which kept a capped link
+  // busy both ways (docs/BENCHMARKS.md); 8 MiB, training's default, left a
+  // pull request behind 6 MiB of pushes.
+  int64_t window_bytes = 2 << 20;
   // TLS and the token every shard and worker uses (--security_config: the
   // `security` section of an experiment config); nothing enabled: plaintext.
   TransportSecurity security;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "tools/bench/ps_bench_pushpull.h"
 #include "tools/bench/ps_bench_tcp.h"
 #include "worker/ps_client.h"
 
@@ -130,6 +131,13 @@ void BenchWorker::TimedRounds(const std::function<absl::Status(PhaseTiming*)>& r
 
 // One round of `phase`; `timing` (null while warming up) collects call times.
 absl::Status BenchWorker::RunRound(Phase phase, PhaseTiming* timing) {
+  if (phase == Phase::kPushPull) {
+    // A push (pull) call is one of the whole model, as Push() and Pull().
+    ++tally_.push_calls;
+    ++tally_.pull_calls;
+    return PipelinedPushPull(*client_, context_.config.ps_scheduling().window_bytes(),
+                             absl::Seconds(kPsBenchRpcSeconds));
+  }
   if (phase != Phase::kPull) {
     const auto t0 = Clock::now();
     // Async accepts any step not ahead of the variable; 0 always is.

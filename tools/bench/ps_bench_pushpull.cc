@@ -1,0 +1,93 @@
+#include "tools/bench/ps_bench_pushpull.h"
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace pstrain::bench {
+namespace {
+
+// The round's state, shared with the transport's callbacks.
+class Round : public std::enable_shared_from_this<Round> {
+ public:
+  Round(PsClient& client, int64_t window_bytes, absl::Duration timeout)
+      : client_(client), window_bytes_(window_bytes), timeout_(timeout), unanswered_(client.num_push_batches()) {}
+
+  // Sends the pushes the window admits; each acknowledged push starts its
+  // pull and admits more.
+  void SendPushes() {
+    std::vector<int> sends;
+    {
+      absl::MutexLock lock(&mu_);
+      while (next_ < client_.num_push_batches() && status_.ok()) {
+        const int64_t bytes = client_.BatchBytes(next_);
+        if (window_bytes_ > 0 && in_flight_ > 0 && in_flight_ + bytes > window_bytes_) break;
+        in_flight_ += bytes;
+        sends.push_back(next_++);
+      }
+    }
+    for (int b : sends) {
+      client_.PushBatchAsync(b, /*step=*/0, /*local_step=*/0,
+                             [self = shared_from_this(), b](absl::Status s, int) { self->OnPushed(b, s); });
+    }
+  }
+
+  absl::Status Wait() {
+    absl::MutexLock lock(&mu_);
+    auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return unanswered_ == 0; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&answered), timeout_)) {
+      return absl::DeadlineExceededError(absl::StrCat("push+pull round: ", unanswered_, " of ",
+                                                      client_.num_push_batches(), " batches unanswered after ",
+                                                      absl::FormatDuration(timeout_)));
+    }
+    return status_;
+  }
+
+ private:
+  void OnPushed(int batch, const absl::Status& s) {
+    {
+      absl::MutexLock lock(&mu_);
+      in_flight_ -= client_.BatchBytes(batch);
+    }
+    if (!s.ok()) return Finish(s);
+    client_.PullBatchAsync(batch, /*min_version=*/0, timeout_, /*local_step=*/0,
+                           [self = shared_from_this(), batch](absl::Status s, IncomingFrame response) {
+                             if (s.ok()) s = self->client_.ReadBatchPull(batch, response).status();
+                             self->Finish(s);
+                           });
+    SendPushes();
+  }
+
+  // One batch answered; after an error, the batches never sent count as
+  // answered too.
+  void Finish(const absl::Status& s) {
+    absl::MutexLock lock(&mu_);
+    --unanswered_;
+    if (s.ok() || !status_.ok()) return;
+    status_ = s;
+    unanswered_ -= client_.num_push_batches() - next_;
+    next_ = client_.num_push_batches();
+  }
+
+  PsClient& client_;
+  const int64_t window_bytes_;
+  const absl::Duration timeout_;
+  absl::Mutex mu_;
+  int next_ ABSL_GUARDED_BY(mu_) = 0;  // the next batch to push
+  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int unanswered_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::Status PipelinedPushPull(PsClient& client, int64_t window_bytes, absl::Duration timeout) {
+  auto round = std::make_shared<Round>(client, window_bytes, timeout);
+  round->SendPushes();
+  return round->Wait();
+}
+
+}  // namespace pstrain::bench
