@@ -11,6 +11,8 @@ PACKAGES=(
   # security: OpenSSL checks the TLS files; openssl makes the test certificates
   libssl-dev openssl
   libdnnl-dev zlib1g-dev libyaml-cpp-dev libgloo-dev libucx-dev libeigen3-dev
+  # image data: JPEG (libjpeg-turbo's TurboJPEG API) and PNG decoding
+  libturbojpeg0-dev libspng-dev
   # the mpi collective (Open MPI) and mpirun
   libopenmpi-dev openmpi-bin
   gnuplot-nox
