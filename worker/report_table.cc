@@ -7,8 +7,8 @@ namespace {
 // (bytes all-reduced, peak RSS, peak device memory, step arena, overflow
 // steps) each as two floats that hold it exactly (high and low 24 bits:
 // floats are exact integers up to 2^24, so counts up to 2^48), then the loss
-// scale (a float's value).
-constexpr int kColumns = 15;
+// scale and the input wait's seconds and share (float values).
+constexpr int kColumns = 17;
 constexpr int64_t kLow = int64_t{1} << 24;
 
 void PutCount(float* pair, int64_t count) {
@@ -33,6 +33,8 @@ std::vector<float> ReportTable(const WorkerReport& mine, int num_workers) {
   PutCount(row + 10, mine.step_arena_bytes());
   PutCount(row + 12, mine.overflow_steps());
   row[14] = static_cast<float>(mine.loss_scale());
+  row[15] = static_cast<float>(mine.input_wait_seconds());
+  row[16] = static_cast<float>(mine.input_wait_share());
   return table;
 }
 
@@ -55,6 +57,8 @@ ClusterReport ReportsFromTable(const WorkerReport& mine, const std::vector<float
     r.set_step_arena_bytes(GetCount(row + 10));
     r.set_overflow_steps(GetCount(row + 12));
     r.set_loss_scale(row[14]);
+    r.set_input_wait_seconds(row[15]);
+    r.set_input_wait_share(row[16]);
     report.workers.push_back(r);
   }
   return report;

@@ -78,21 +78,23 @@ std::vector<int64_t> ShardedBatcher::ExampleIndices(int64_t step) const {
   return out;
 }
 
-void ShardedBatcher::Fill(int64_t step, Tensor* images, std::vector<int32_t>* labels) const {
-  Gather(ExampleIndices(step), images, labels);
+absl::Status ShardedBatcher::Fill(int64_t step, Tensor* images, std::vector<int32_t>* labels,
+                                  DecodePool* pool) const {
+  return Gather(ExampleIndices(step), step / steps_per_epoch_, /*train=*/true, images, labels, pool);
 }
 
-void ShardedBatcher::FillRange(int64_t first_example, int64_t count, Tensor* images,
-                               std::vector<int32_t>* labels) const {
+absl::Status ShardedBatcher::FillRange(int64_t first_example, int64_t count, Tensor* images,
+                                       std::vector<int32_t>* labels, DecodePool* pool) const {
   CHECK_GE(first_example, 0);
   CHECK_GE(count, 0);
   CHECK_LE(first_example + count, data_->num_examples) << "FillRange past the end of the dataset";
   std::vector<int64_t> indices(count);
   std::iota(indices.begin(), indices.end(), first_example);
-  Gather(indices, images, labels);
+  return Gather(indices, /*epoch=*/0, /*train=*/false, images, labels, pool);
 }
 
-void ShardedBatcher::Gather(const std::vector<int64_t>& indices, Tensor* images, std::vector<int32_t>* labels) const {
+absl::Status ShardedBatcher::Gather(const std::vector<int64_t>& indices, int64_t epoch, bool train, Tensor* images,
+                                    std::vector<int32_t>* labels, DecodePool* pool) const {
   const int64_t n = static_cast<int64_t>(indices.size());
   Shape shape = {n};
   shape.insert(shape.end(), data_->example_shape.begin(), data_->example_shape.end());
@@ -102,10 +104,17 @@ void ShardedBatcher::Gather(const std::vector<int64_t>& indices, Tensor* images,
   const int64_t example = ExampleSize(*data_);
   labels->resize(n);
   float* out = images->data();
+  if (data_->encoded()) {
+    if (pool == nullptr) return absl::FailedPreconditionError("ShardedBatcher: an encoded dataset needs a DecodePool");
+    std::vector<uint64_t> seeds(n);
+    for (int64_t i = 0; i < n; ++i) seeds[i] = DecodeSeed(seed_, epoch, indices[i]);
+    return pool->Decode(*data_, indices, seeds, train, out, labels->data());
+  }
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(out + i * example, data_->images.data() + indices[i] * example, example * sizeof(float));
     (*labels)[i] = data_->labels[indices[i]];
   }
+  return absl::OkStatus();
 }
 
 }  // namespace pstrain

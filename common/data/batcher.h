@@ -13,6 +13,11 @@
 // batches of W workers with batch b at the same step; within an epoch no
 // example is used twice.
 //
+// Encoded datasets (Dataset::decoder) are decoded into the batch by a
+// DecodePool, example i of epoch e with DecodeSeed(seed, e, i): the same
+// augmented example whichever worker, replica or thread decodes it, so the
+// contract above holds for them too.
+//
 // Thread safety: Fill and FillRange may be called concurrently on one instance.
 #pragma once
 
@@ -22,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/data/dataset.h"
+#include "common/data/decode_pool.h"
 #include "common/tensor.h"
 
 namespace pstrain {
@@ -47,23 +53,28 @@ class ShardedBatcher {
   std::vector<int64_t> ExampleIndices(int64_t step) const;
 
   // Copies this worker's batch for `step` into *images ([b,C,H,W]) and *labels
-  // (b entries). *images is written in place when it is a CPU tensor of that
-  // shape, and replaced by a new tensor otherwise (e.g. when empty).
-  void Fill(int64_t step, Tensor* images, std::vector<int32_t>* labels) const;
+  // (b entries); an encoded dataset is decoded with the training transform
+  // on `pool` (required for one: FAILED_PRECONDITION without). *images is
+  // written in place when it is a CPU tensor of that shape, and replaced by
+  // a new tensor otherwise (e.g. when empty). Errors: the decoder's.
+  absl::Status Fill(int64_t step, Tensor* images, std::vector<int32_t>* labels, DecodePool* pool = nullptr) const;
 
   // Copies examples [first_example, first_example + count) in dataset order,
-  // ignoring sharding and shuffling: evaluation batches over a test set. The
-  // range must lie inside the dataset; *images follows Fill's rule with shape
-  // [count,C,H,W].
-  void FillRange(int64_t first_example, int64_t count, Tensor* images, std::vector<int32_t>* labels) const;
+  // ignoring sharding and shuffling: evaluation batches over a test set
+  // (encoded ones with the evaluation transform). The range must lie inside
+  // the dataset; *images follows Fill's rule with shape [count,C,H,W].
+  absl::Status FillRange(int64_t first_example, int64_t count, Tensor* images, std::vector<int32_t>* labels,
+                         DecodePool* pool = nullptr) const;
 
  private:
   struct EpochCache;
   ShardedBatcher(const Dataset* data, int worker_index, int num_workers, int batch_per_worker, uint64_t seed,
                  bool shuffle);
 
-  // Copies the given examples; shared by Fill and FillRange.
-  void Gather(const std::vector<int64_t>& indices, Tensor* images, std::vector<int32_t>* labels) const;
+  // Copies (decodes, in `epoch`, with the training transform when `train`)
+  // the given examples; shared by Fill and FillRange.
+  absl::Status Gather(const std::vector<int64_t>& indices, int64_t epoch, bool train, Tensor* images,
+                      std::vector<int32_t>* labels, DecodePool* pool) const;
 
   const Dataset* data_;
   int worker_index_;

@@ -19,6 +19,16 @@ absl::Status ValidateDataset(const Dataset& data) {
   }
   if (data.num_classes <= 0)
     return absl::InvalidArgumentError(absl::StrCat("num_classes must be > 0, got ", data.num_classes));
+  if (data.encoded()) {
+    if (!data.images.empty() || !data.labels.empty()) {
+      return absl::InvalidArgumentError("an encoded dataset holds no decoded images or labels");
+    }
+    if (data.decoder->num_examples() != data.num_examples) {
+      return absl::InvalidArgumentError(absl::StrCat("num_examples ", data.num_examples, " but the decoder holds ",
+                                                     data.decoder->num_examples()));
+    }
+    return absl::OkStatus();
+  }
   const int64_t want_images = data.num_examples * ExampleSize(data);
   if (static_cast<int64_t>(data.images.size()) != want_images) {
     return absl::InvalidArgumentError(absl::StrCat("images holds ", data.images.size(), " floats; ", data.num_examples,

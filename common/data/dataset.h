@@ -1,10 +1,13 @@
-// Dataset: a labelled image set held in host memory.
+// Dataset: a labelled image set, either held in host memory (images and
+// labels) or kept encoded and decoded batch by batch (decoder).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/data/example_decoder.h"
 #include "common/tensor.h"
 
 namespace pstrain {
@@ -17,6 +20,11 @@ struct Dataset {
   std::vector<float> images;
   // num_examples labels, each in [0, num_classes).
   std::vector<int32_t> labels;
+  // Encoded datasets: decodes example i on demand; images and labels are
+  // then empty, and num_examples is the decoder's.
+  std::shared_ptr<const ExampleDecoder> decoder;
+
+  bool encoded() const { return decoder != nullptr; }
 };
 
 // Floats per example: the product of example_shape.

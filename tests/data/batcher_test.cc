@@ -69,9 +69,9 @@ TEST(ShardedBatcherTest, OneWorkerWithBatchWbSeesTheUnionOfWWorkers) {
     got.insert(got.end(), got1.begin(), got1.end());
     ASSERT_EQ(got, want) << "step " << step;
 
-    single.Fill(step, &big, &big_labels);
-    w0.Fill(step, &a, &a_labels);
-    w1.Fill(step, &b, &b_labels);
+    ASSERT_TRUE(single.Fill(step, &big, &big_labels).ok());
+    ASSERT_TRUE(w0.Fill(step, &a, &a_labels).ok());
+    ASSERT_TRUE(w1.Fill(step, &b, &b_labels).ok());
     ASSERT_EQ(big.shape(), (Shape{16, 1, 2, 3}));
     ASSERT_EQ(a.shape(), (Shape{8, 1, 2, 3}));
     std::vector<float> joined(a.data(), a.data() + a.num_elements());
@@ -88,7 +88,7 @@ TEST(ShardedBatcherTest, FillCopiesTheIndexedExamples) {
   Tensor images;
   std::vector<int32_t> labels;
   for (int64_t step : {0, 4, 9}) {
-    batcher.Fill(step, &images, &labels);
+    ASSERT_TRUE(batcher.Fill(step, &images, &labels).ok());
     std::vector<int64_t> idx = batcher.ExampleIndices(step);
     ASSERT_EQ(labels.size(), 5u);
     for (int i = 0; i < 5; ++i) {
@@ -104,10 +104,10 @@ TEST(ShardedBatcherTest, FillReusesATensorOfTheRightShape) {
   Tensor images({4, 1, 2, 3});
   const float* before = images.data();
   std::vector<int32_t> labels;
-  batcher.Fill(0, &images, &labels);
+  ASSERT_TRUE(batcher.Fill(0, &images, &labels).ok());
   EXPECT_EQ(images.data(), before);
   Tensor wrong({3, 6});
-  batcher.Fill(0, &wrong, &labels);
+  ASSERT_TRUE(batcher.Fill(0, &wrong, &labels).ok());
   EXPECT_EQ(wrong.shape(), (Shape{4, 1, 2, 3}));
 }
 
@@ -198,7 +198,7 @@ TEST(ShardedBatcherTest, FillRangeIsSequentialAndIgnoresSharding) {
   ShardedBatcher batcher = MakeBatcher(&data, 1, 2, 8);
   Tensor images;
   std::vector<int32_t> labels;
-  batcher.FillRange(96, 4, &images, &labels);  // A short last evaluation batch.
+  ASSERT_TRUE(batcher.FillRange(96, 4, &images, &labels).ok());  // A short last evaluation batch.
   ASSERT_EQ(images.shape(), (Shape{4, 1, 2, 3}));
   EXPECT_EQ(labels, (std::vector<int32_t>(data.labels.begin() + 96, data.labels.end())));
   EXPECT_EQ(std::vector<float>(images.data(), images.data() + 24),
@@ -210,7 +210,7 @@ TEST(ShardedBatcherDeathTest, FillRangePastTheEndDies) {
   ShardedBatcher batcher = MakeBatcher(&data, 0, 1, 8);
   Tensor images;
   std::vector<int32_t> labels;
-  EXPECT_DEATH(batcher.FillRange(98, 4, &images, &labels), "past the end");
+  EXPECT_DEATH((void)batcher.FillRange(98, 4, &images, &labels), "past the end");
 }
 
 TEST(ShardedBatcherTest, ConcurrentFillsAgree) {
@@ -226,7 +226,7 @@ TEST(ShardedBatcherTest, ConcurrentFillsAgree) {
       std::vector<int32_t> labels;
       for (int64_t step = 0; step < 60; ++step) {
         const int64_t s = (step * (t + 1)) % 60;  // Different threads hop across epochs differently.
-        batcher.Fill(s, &images, &labels);
+        ASSERT_TRUE(batcher.Fill(s, &images, &labels).ok());
         if (batcher.ExampleIndices(s) != want[s]) ++mismatches[t];
       }
     });

@@ -60,6 +60,18 @@ std::string LargestPeakRss(const RunResult& r) {
   return largest > 0 ? absl::StrCat(largest) : std::string();
 }
 
+// The largest share of a worker's run spent waiting for input (the decode
+// pipeline), over its workers.
+double InputWaitShare(const RunResult& r) {
+  double share = 0;
+  for (const WorkerReport& w : r.workers()) share = std::max(share, w.input_wait_share());
+  return share;
+}
+
+// A row whose workers waited for input more than this share of the run is
+// marked input-bound (the same threshold as the worker's summary line).
+constexpr double kInputBoundShare = 0.1;
+
 // The overflowed steps of loss scaling, summed over the workers; empty
 // without loss scaling.
 std::string OverflowSteps(const RunResult& r) {
@@ -253,7 +265,10 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
                      // fp32 (and results that do not say) go unmarked.
                      r.precision().empty() || r.precision() == "fp32" ? "" : absl::StrCat(" ", r.precision())),
         absl::StrCat(FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
-                     r.emulation().cpu_bound() ? " (CPU-bound: not valid)" : ""),
+                     r.emulation().cpu_bound() ? " (CPU-bound: not valid)" : "",
+                     InputWaitShare(r) > kInputBoundShare
+                         ? absl::StrFormat(" (input-bound: %.0f%% waiting for input)", 100 * InputWaitShare(r))
+                         : ""),
         FormatSpeedup(row.speedup),
         FormatPercent(row.scaling_efficiency),
         std::isfinite(r.final_loss()) ? absl::StrFormat("%.4f", r.final_loss()) : std::string(kDash),

@@ -3,11 +3,16 @@
 #pragma once
 
 #include "common/data/dataset.h"
+#include "common/data/decode_pool.h"
 #include "models/model.h"
 
 namespace pstrain {
 
-// Correct predictions, examples, and the mean loss over all of `data`.
-EvalResult EvaluateOn(Model& model, const Dataset& data, int batch_size);
+// Correct predictions, examples, and the mean loss over all of `data`. An
+// encoded dataset is decoded batch by batch on `pool` with the evaluation
+// transform; a batch that fails to decode is logged (naming the file and
+// offset) and ends the evaluation there: the result covers the examples
+// before it.
+EvalResult EvaluateOn(Model& model, const Dataset& data, int batch_size, DecodePool* pool = nullptr);
 
 }  // namespace pstrain

@@ -1,5 +1,6 @@
 #include "worker/run/training_run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -27,6 +28,10 @@
 
 namespace pstrain {
 namespace {
+
+// A worker whose steps wait for input more than this share of the run is
+// input-bound (its summary says so; pstrain-compare marks its row).
+constexpr double kInputBoundShare = 0.1;
 
 // The model config with input shape and classes taken from the data when unset.
 ModelConfig ResolveModelConfig(const ExperimentConfig& config, const Dataset& train) {
@@ -103,6 +108,15 @@ absl::Status TrainingRun::LoadData() {
                              ShardedBatcher::Create(&data_.train, worker_index_ * devices_ + r, num_workers * devices_,
                                                     batch, config_.data().shuffle_seed(), config_.data().shuffle()));
     batchers_.push_back(std::move(batcher));
+  }
+  if (data_.train.encoded() || data_.test.encoded()) {
+    decode_pool_ = std::make_unique<DecodePool>(DecodeThreads(config_.data().decode_threads()));
+  }
+  if (data_.train.encoded()) {
+    for (int r = 0; r < devices_; ++r) {
+      prefetchers_.push_back(std::make_unique<BatchPrefetcher>(&batchers_[r], decode_pool_.get(),
+                                                               config_.data().prefetch_batches()));
+    }
   }
   Shape image_shape = {batch};
   image_shape.insert(image_shape.end(), data_.train.example_shape.begin(), data_.train.example_shape.end());
@@ -232,13 +246,21 @@ absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
   outcome.before_done = outcome.after_start = outcome.end = absl::Now();
   if (!outcome.ok()) return outcome;
   std::vector<float> losses(devices_);
+  std::vector<absl::Status> inputs(devices_);
+  std::vector<absl::Duration> waits(devices_);
   outcome.compute.resize(devices_);
   replicas_->ForEach([&](int r) {
     outcome.compute[r].start = absl::Now();
-    batchers_[r].Fill(step, &images_[r], &labels_[r]);
-    losses[r] = replicas_->TrainStep(r, images_[r], labels_[r].data(), hooks_[r]);
+    inputs[r] = prefetchers_.empty() ? batchers_[r].Fill(step, &images_[r], &labels_[r])
+                                     : prefetchers_[r]->Next(step, &images_[r], &labels_[r]);
+    waits[r] = absl::Now() - outcome.compute[r].start;
+    if (inputs[r].ok()) losses[r] = replicas_->TrainStep(r, images_[r], labels_[r].data(), hooks_[r]);
     outcome.compute[r].end = absl::Now();
   });
+  for (const absl::Status& s : inputs) {
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("worker ", worker_index_, ": input: ", s.message()));
+  }
+  input_wait_ += *std::max_element(waits.begin(), waits.end());
   for (float l : losses) outcome.loss += l / devices_;
   if (!std::isfinite(outcome.loss)) {
     return absl::InternalError(absl::StrCat("worker ", worker_index_, ": loss is ", outcome.loss, " at step ", step,
@@ -258,7 +280,7 @@ Evaluation TrainingRun::Evaluate(int64_t steps_done) {
   // or the values pulled for it (parameter servers); the final values may
   // sit in host mirrors.
   replicas_->SyncModelValues(0);
-  evaluation.result = EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size());
+  evaluation.result = EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size(), decode_pool_.get());
   evaluation.end = absl::Now();
   for (auto& observer : observers_) observer->OnEvaluation(evaluation);
   if (steps_done < total_steps_) {
@@ -283,6 +305,8 @@ WorkerReport TrainingRun::Report() const {
         std::max(report.step_arena_bytes(), replicas_->model(r).LastStepMemory(/*training=*/true).arena_bytes));
   }
   report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+  report.set_input_wait_seconds(absl::ToDoubleSeconds(input_wait_));
+  report.set_input_wait_share(report.input_wait_seconds() / std::max(1e-9, report.wall_seconds()));
   strategy_->FillTraffic(&report);
   return report;
 }
@@ -295,6 +319,11 @@ void TrainingRun::PrintSummary(const WorkerReport& report) const {
                       dropped > 0 ? absl::StrCat(" (", dropped, " stale gradients dropped)") : ""),
       absl::StrFormat("worker %d time waiting for others: %.2f s (%.1f%% of the run)", worker_index_, wait,
                       100.0 * wait / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start_))),
+      absl::StrFormat("worker %d time waiting for input: %.2f s (%.1f%% of the run)%s", worker_index_,
+                      report.input_wait_seconds(), 100.0 * report.input_wait_share(),
+                      report.input_wait_share() > kInputBoundShare
+                          ? " -- input-bound: the decode pipeline sets the pace (more data.decode_threads?)"
+                          : ""),
       absl::StrFormat(
           "worker %d peak memory: RSS %.2f GiB, model step arena %.2f GiB%s", worker_index_,
           ToGib(report.peak_rss_bytes()), ToGib(report.step_arena_bytes()),

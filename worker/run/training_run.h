@@ -25,6 +25,8 @@
 #include "absl/status/statusor.h"
 #include "common/data/batcher.h"
 #include "common/data/data_source.h"
+#include "common/data/decode_pool.h"
+#include "common/data/prefetcher.h"
 #include "proto/results.pb.h"
 #include "worker/replica_set.h"
 #include "worker/run/step_observer.h"
@@ -83,6 +85,10 @@ class TrainingRun {
   StrategyNeeds needs_;
   Datasets data_;
   std::vector<ShardedBatcher> batchers_;  // one per replica
+  // Encoded datasets: the decode threads, and one prefetcher per replica.
+  std::unique_ptr<DecodePool> decode_pool_;
+  std::vector<std::unique_ptr<BatchPrefetcher>> prefetchers_;
+  absl::Duration input_wait_;  // the steps' waits for their batch
   double device_images_per_sec_ = 0;      // emulated devices: one device's rate
   std::unique_ptr<ReplicaSet> replicas_;
   int64_t total_steps_ = 0;

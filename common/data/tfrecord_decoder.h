@@ -1,0 +1,47 @@
+// TfRecordDecoder: the examples of a set of TFRecord files (one
+// tf.train.Example each, common/data/records/image_example.h), decoded and
+// transformed on demand (common/data/image/). The source `tfrecord`
+// (common/data/sources/tfrecord.cc) makes one per split.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/data/example_decoder.h"
+#include "common/data/image/augment.h"
+#include "common/data/records/record_file.h"
+#include "common/tensor.h"
+
+namespace pstrain {
+
+struct TfRecordDecoderOptions {
+  Shape example_shape;  // [C, H, W] the model takes
+  int num_classes = 0;
+  int label_offset = 0;       // subtracted from each stored label
+  bool random_crop = true;    // training: random resized crop and flip; else resize
+  image::Normalization normalization;
+  bool skip_corrupt = false;  // replace a bad example by the next good one, counted
+};
+
+class TfRecordDecoder final : public ExampleDecoder {
+ public:
+  TfRecordDecoder(data::RecordSet records, TfRecordDecoderOptions options);
+
+  int64_t num_examples() const override { return records_.size(); }
+  absl::StatusOr<int32_t> Decode(int64_t index, uint64_t seed, bool train, float* out) const override;
+  int64_t skipped() const override { return skipped_.load(); }
+  std::string Describe() const override;
+
+ private:
+  // Example `index` alone; errors name its file and offset.
+  absl::StatusOr<int32_t> DecodeOne(int64_t index, uint64_t seed, bool train, float* out) const;
+  std::string Where(int64_t index) const;
+
+  const data::RecordSet records_;
+  const TfRecordDecoderOptions options_;
+  mutable std::atomic<int64_t> skipped_{0};
+};
+
+}  // namespace pstrain
