@@ -17,6 +17,7 @@ constexpr char kLabel[] = "image/class/label";
 constexpr char kFormat[] = "image/format";
 constexpr char kHeight[] = "image/height";
 constexpr char kWidth[] = "image/width";
+constexpr char kChannels[] = "image/channels";
 constexpr std::array<const char*, 4> kBbox = {"image/object/bbox/xmin", "image/object/bbox/ymin",
                                               "image/object/bbox/xmax", "image/object/bbox/ymax"};
 
@@ -131,6 +132,7 @@ absl::StatusOr<ImageExample> ParseImageExample(absl::string_view serialized) {
   if (status.ok()) status = TakeBytes(features, kFormat, false, &image.format);
   if (status.ok()) status = GetInt64(features, kHeight, false, &image.height);
   if (status.ok()) status = GetInt64(features, kWidth, false, &image.width);
+  if (status.ok()) status = GetInt64(features, kChannels, false, &image.channels);
   if (status.ok()) status = GetBoxes(features, &image.bbox);
   if (!status.ok()) return status;
   return image;
@@ -144,6 +146,7 @@ std::string SerializeImageExample(const ImageExample& image) {
   if (!image.format.empty()) SetBytes(features, kFormat, image.format);
   if (image.height != 0) SetInt64(features, kHeight, image.height);
   if (image.width != 0) SetInt64(features, kWidth, image.width);
+  if (image.channels != 0) SetInt64(features, kChannels, image.channels);
   const size_t boxes = image.bbox.size() / 4;
   if (boxes > 0) {
     for (size_t c = 0; c < 4; ++c) {

@@ -5,6 +5,7 @@
 //   image/class/label         int64, 1 value     the class (required)
 //   image/format              bytes, 1 value     "JPEG", "PNG" (optional)
 //   image/height, image/width int64, 1 value     pixels (optional)
+//   image/channels            int64, 1 value     1 (grey) or 3 (optional)
 //   image/object/bbox/xmin, ymin, xmax, ymax
 //                             float lists of one length, normalised to [0, 1]
 //                             (optional; all four or none)
@@ -27,6 +28,7 @@ struct ImageExample {
   std::string format;  // empty when the Example has none
   int64_t height = 0;  // 0 when the Example has none
   int64_t width = 0;
+  int64_t channels = 0;  // 0 when the Example has none
   // Bounding boxes as xmin, ymin, xmax, ymax quadruples, normalised.
   std::vector<float> bbox;
 };
