@@ -76,9 +76,10 @@ TEST(ImageCodecTest, ScaledJpegDecodeIsTheSmallestSizeStillLargeEnough) {
   struct Case {
     int min_w, min_h, want_w, want_h;
   };
-  // libjpeg-turbo's factors are n/8: 100x75 is 1/8, 200x150 2/8, ...
-  for (const Case& c : {Case{100, 75, 100, 75}, Case{101, 10, 200, 150}, Case{10, 76, 200, 150},
-                        Case{300, 200, 300, 225}, Case{700, 1, 700, 525}, Case{801, 601, 800, 600}}) {
+  // The factors used are 1/8 (100x75), 1/4 (200x150), 1/2 (400x300) and 1.
+  for (const Case& c :
+       {Case{100, 75, 100, 75}, Case{101, 10, 200, 150}, Case{10, 76, 200, 150}, Case{300, 200, 400, 300},
+        Case{400, 301, 800, 600}, Case{700, 1, 800, 600}, Case{801, 601, 800, 600}}) {
     absl::StatusOr<Image> img = DecodeImage(jpeg, 3, c.min_w, c.min_h);
     ASSERT_TRUE(img.ok()) << img.status();
     EXPECT_EQ(img->width, c.want_w) << c.min_w << "x" << c.min_h;

@@ -38,9 +38,11 @@ absl::StatusOr<ImageInfo> ReadImageInfo(absl::string_view bytes);
 
 // Decodes to `channels` (1: grey, colour converted to luma; 3: RGB, grey
 // replicated). For a JPEG with min_width or min_height > 0 it decodes at the
-// smallest of libjpeg-turbo's scaling factors (1/8 .. 1) whose output is
-// still at least min_width x min_height (or at full size when none is), which
-// is much faster for a crop that ends up small; PNGs are always full size.
+// smallest of libjpeg-turbo's scaling factors 1/8, 1/4 and 1/2 whose output
+// is still at least min_width x min_height (or at full size when none is),
+// which is much faster for a crop that ends up small (the n/8 factors in
+// between are left out: without SIMD they decode slower than the full size);
+// PNGs are always full size.
 // The result's width and height are the decoded (maybe scaled) ones.
 // INVALID_ARGUMENT: channels not 1 or 3, "not a JPEG or PNG image (starts
 // with 0x..)", "corrupt JPEG: <reason>" (warnings such as a truncated file
