@@ -28,6 +28,11 @@
 //             the file grows, vs a plain append of the same bytes
 //             (timeline_bench.h)
 //        pstrain-bench timeline --steps 1000 --events_per_step 50 [--dir D] [--json]
+//   input  the training input pipeline's JPEG decode + ResNet augmentation
+//          (image::DecodeAugment) vs a plain full-size TurboJPEG decode of
+//          the same files, per thread count (input_bench.h)
+//        pstrain-bench input [--image_width 500 --image_height 375 --images 64
+//                             --out_size 224 --threads 1,2 --seconds 2] [--json]
 //
 // Units, in --json field names as in the code: *_gbps is gigabits per second
 // (1e9 bits/s: ps goodput, plain TCP and memcpy), *_gbytes_per_sec gigabytes per second
@@ -59,6 +64,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "tools/bench/allreduce_bench.h"
+#include "tools/bench/input_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/ps_bench.h"
 #include "tools/bench/ps_bench_role.h"
@@ -71,7 +77,9 @@ DEFINE_int32(servers, 1, "ps: PS shards, each serving on its own 127.0.0.1 port"
 DEFINE_int64(key_bytes, 1 << 20, "ps: bytes per key (float32, so a multiple of 4)");
 DEFINE_int32(keys, 8, "ps: keys (variables key_0..), placed round_robin over the shards");
 DEFINE_string(transport, "grpc", "ps: PS transport (grpc, ucx where built; inproc for comparison)");
-DEFINE_double(seconds, 2.0, "ps: seconds per phase (push, pull, push+pull) when --rounds is 0");
+DEFINE_double(seconds, 2.0,
+              "ps: seconds per phase (push, pull, push+pull) when --rounds is 0; input: seconds per phase and thread "
+              "count");
 DEFINE_int64(rounds, 0, "ps: rounds per worker per phase; overrides --seconds when > 0");
 DEFINE_int64(warmup_rounds, 2, "ps: untimed rounds per worker before each phase");
 DEFINE_bool(processes, false,
@@ -114,6 +122,11 @@ DEFINE_int64(fusion_threshold_bytes, 64 << 20, "allreduce: the strategy path's f
 DEFINE_string(compression, "none", "allreduce: the strategy path's wire (none, fp16, bf16)");
 DEFINE_int32(events_per_step, 50, "timeline: events recorded in each traced step");
 DEFINE_string(dir, "", "timeline: directory for the files (default: a fresh one under $TMPDIR, removed after)");
+DEFINE_int32(image_width, 500, "input: width of the JPEGs the run makes");
+DEFINE_int32(image_height, 375, "input: height of the JPEGs the run makes");
+DEFINE_int32(images, 64, "input: JPEGs the run makes (every thread loops over all of them)");
+DEFINE_int32(out_size, 224, "input: side of the augmented output (float CHW)");
+DEFINE_string(threads, "1,2", "input: thread counts to measure, comma-separated");
 DEFINE_bool(mpi_rank, false, "allreduce: internal; run as one rank of the mpirun that --backend mpi starts");
 
 namespace {
@@ -380,6 +393,38 @@ int RunTimeline() {
   return kExitOk;
 }
 
+int RunInput() {
+  pstrain::bench::InputBenchOptions options;
+  options.image_width = FLAGS_image_width;
+  options.image_height = FLAGS_image_height;
+  options.images = FLAGS_images;
+  options.out_size = FLAGS_out_size;
+  options.seconds = FLAGS_seconds;
+  options.threads.clear();
+  for (absl::string_view t : absl::StrSplit(FLAGS_threads, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(t, &v)) {
+      std::cerr << "pstrain-bench input: --threads must be counts like 1,2,4, got '" << FLAGS_threads << "'"
+                << std::endl;
+      return kExitUsage;
+    }
+    options.threads.push_back(v);
+  }
+  if (absl::Status s = pstrain::bench::ValidateInputBenchOptions(options); !s.ok()) {
+    std::cerr << "pstrain-bench input: " << s.message() << std::endl;
+    return kExitUsage;
+  }
+  absl::StatusOr<pstrain::bench::InputBenchResult> result = pstrain::bench::RunInputBench(options);
+  if (!result.ok()) {
+    std::cerr << "pstrain-bench input: " << result.status().message() << std::endl;
+    return kExitFailure;
+  }
+  std::cout << (FLAGS_json ? pstrain::bench::FormatInputBenchJson(*result) + "\n"
+                           : pstrain::bench::FormatInputBenchTable(*result))
+            << std::flush;
+  return kExitOk;
+}
+
 struct Subcommand {
   const char* name;
   const char* summary;  // null: internal, not listed
@@ -395,6 +440,7 @@ constexpr Subcommand kSubcommands[] = {
      &RunAllReduce},
     {"timeline", "the crash-safe timeline's flush as its file grows, vs a plain append of the same bytes",
      &RunTimeline},
+    {"input", "JPEG decode + ResNet augmentation per thread count, vs a plain full-size TurboJPEG decode", &RunInput},
     {"ps-role", nullptr, &RunPsRole},
 };
 
@@ -453,7 +499,7 @@ int main(int argc, char** argv) {
   --argc;
   argv[argc] = nullptr;
 
-  gflags::SetUsageMessage("pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce, timeline");
+  gflags::SetUsageMessage("pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce, timeline, input");
   if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {
     std::cerr << "pstrain-bench " << name << ": unknown flag " << unknown << std::endl;
     return kExitUsage;
