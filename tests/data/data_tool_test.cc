@@ -18,6 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::pstrain::test::ReadFile;
+using ::pstrain::test::TempDir;
+using ::pstrain::test::WriteFile;
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 

@@ -25,6 +25,9 @@ namespace pstrain {
 namespace {
 
 using ::testing::HasSubstr;
+using ::pstrain::test::ReadFile;
+using ::pstrain::test::TempDir;
+using ::pstrain::test::WriteFile;
 
 constexpr int kClasses = 3;
 constexpr int kSide = 12;
@@ -256,15 +259,19 @@ TEST_F(TfRecordSourceTest, ALabelOutsideTheClassesNamesTheRecord) {
 }
 
 TEST_F(TfRecordSourceTest, TheConfigCheckNamesBadFields) {
-  ExperimentConfig c = Config();
+  ExperimentConfig valid = Config();
+  valid.mutable_cluster()->add_ps_hosts("localhost:2222");
+  valid.mutable_cluster()->add_worker_hosts("localhost:2223");
+  ASSERT_TRUE(ValidateExperimentConfig(valid, "x.yaml").ok()) << ValidateExperimentConfig(valid, "x.yaml");
+  ExperimentConfig c = valid;
   c.mutable_data()->set_augmentation("mixup");
   absl::Status s = ValidateExperimentConfig(c, "x.yaml");
   EXPECT_THAT(std::string(s.message()), HasSubstr("data.augmentation"));
-  c = Config();
+  c = valid;
   c.mutable_data()->set_train_files("nothing-*");
   s = ValidateExperimentConfig(c, "x.yaml");
   EXPECT_THAT(std::string(s.message()), HasSubstr("data.train_files"));
-  c = Config();
+  c = valid;
   c.mutable_data()->set_prefetch_batches(0);
   s = ValidateExperimentConfig(c, "x.yaml");
   EXPECT_THAT(std::string(s.message()), HasSubstr("data.prefetch_batches"));

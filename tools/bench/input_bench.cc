@@ -177,8 +177,8 @@ std::string FormatInputBenchTable(const InputBenchResult& r) {
                           run.decode_per_thread, run.augment_images_per_sec, run.augment_per_thread, run.ratio);
   }
   absl::StrAppend(&out,
-                  "  decode: plain tjDecompress2 at full size to RGB; decode+aug: DecodeAugment (scaled decode, crop, "
-                  "resize, flip, normalise); ratio = decode+aug / decode\n");
+                  "  decode: plain tjDecompress2 at full size to RGB; decode+aug: DecodeAugment (the crop's region "
+                  "only, scaled when it can be, resize, flip, normalise); ratio = decode+aug / decode\n");
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/data/image/codec.h"
+#include "common/data/image/jpeg_region.h"
 
 namespace pstrain::image {
 namespace {
@@ -137,7 +138,7 @@ CropBox ChooseCrop(int width, int height, const AugmentOptions& o, uint64_t seed
 
 void AugmentInto(const Image& img, const CropBox& box, bool flip, const AugmentOptions& o, float* out) {
   const int src_channels = img.channels;
-  const std::vector<Taps> cols = AxisTaps(o.out_width, box.x, box.width, img.width, src_channels, flip);
+  std::vector<Taps> cols = AxisTaps(o.out_width, box.x, box.width, img.width, src_channels, flip);
   const std::vector<Taps> rows = AxisTaps(o.out_height, box.y, box.height, img.height, img.width * src_channels, false);
   float scale[3], bias[3];
   for (int c = 0; c < o.channels; ++c) {
@@ -145,25 +146,70 @@ void AugmentInto(const Image& img, const CropBox& box, bool flip, const AugmentO
     bias[c] = -o.norm.mean[c] / o.norm.stddev[c];
   }
   const size_t plane = static_cast<size_t>(o.out_height) * o.out_width;
+  // Separable: each output row first blends its two source rows over the
+  // span the column taps reach (contiguous, vectorised), then takes two
+  // horizontal taps per pixel from that blend, one output plane at a time.
+  int span_begin = cols[0].first, span_end = cols[0].second;
+  for (const Taps& t : cols) {
+    span_begin = std::min({span_begin, t.first, t.second});
+    span_end = std::max({span_end, t.first, t.second});
+  }
+  span_end += src_channels;
+  for (Taps& t : cols) {  // now offsets into the blended span
+    t.first -= span_begin;
+    t.second -= span_begin;
+  }
+  std::vector<float> mixed(span_end - span_begin);
   const uint8_t* pixels = img.pixels.data();
   for (int y = 0; y < o.out_height; ++y) {
-    const uint8_t* top = pixels + rows[y].first;
-    const uint8_t* bottom = pixels + rows[y].second;
+    const uint8_t* top = pixels + rows[y].first + span_begin;
+    const uint8_t* bottom = pixels + rows[y].second + span_begin;
     const float fy = rows[y].weight;
-    float* row_out = out + static_cast<size_t>(y) * o.out_width;
-    for (int x = 0; x < o.out_width; ++x) {
-      const Taps& t = cols[x];
-      for (int c = 0; c < o.channels; ++c) {
-        const int sc = src_channels == 1 ? 0 : c;
-        const float a = top[t.first + sc], b = top[t.second + sc];
-        const float d = bottom[t.first + sc], e = bottom[t.second + sc];
-        const float upper = a + t.weight * (b - a);
-        const float lower = d + t.weight * (e - d);
-        row_out[c * plane + x] = (upper + fy * (lower - upper)) * scale[c] + bias[c];
+    for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = top[i] + fy * (static_cast<float>(bottom[i]) - top[i]);
+    for (int c = 0; c < o.channels; ++c) {
+      const float* m = mixed.data() + (src_channels == 1 ? 0 : c);
+      float* row_out = out + c * plane + static_cast<size_t>(y) * o.out_width;
+      for (int x = 0; x < o.out_width; ++x) {
+        const Taps& t = cols[x];
+        const float a = m[t.first], b = m[t.second];
+        row_out[x] = (a + t.weight * (b - a)) * scale[c] + bias[c];
       }
     }
   }
 }
+
+namespace {
+
+// The largest of 1/8, 1/4, 1/2 (libjpeg-turbo's SIMD scales; see
+// jpeg_codec.cc) at which `box` still spans the output's pixels; 1 if none.
+int ScaleDenominator(const CropBox& box, const AugmentOptions& o) {
+  for (int denom : {8, 4, 2}) {
+    if (box.width / denom >= o.out_width && box.height / denom >= o.out_height) return denom;
+  }
+  return 1;
+}
+
+// A JPEG: only the crop's rows and columns (plus one pixel of margin for the
+// bilinear taps) are decoded, at the scale ScaleDenominator picks.
+absl::Status DecodeAugmentJpeg(absl::string_view encoded, const ImageInfo& info, CropBox box, bool flip,
+                               const AugmentOptions& o, float* out) {
+  const int denom = ScaleDenominator(box, o);
+  const float s = 1.0f / denom;
+  const int x0 = static_cast<int>(std::floor(box.x * s)) - 1, y0 = static_cast<int>(std::floor(box.y * s)) - 1;
+  const int x1 = static_cast<int>(std::ceil((box.x + box.width) * s)) + 1;
+  const int y1 = static_cast<int>(std::ceil((box.y + box.height) * s)) + 1;
+  absl::StatusOr<internal::JpegRegion> r =
+      internal::DecodeJpegRegion(encoded, o.channels, denom, internal::PixelRect{x0, y0, x1 - x0, y1 - y0});
+  if (!r.ok()) return r.status();
+  // The box in the region's pixels (the scaled size may round up).
+  const float sx = static_cast<float>(r->scaled_width) / info.width;
+  const float sy = static_cast<float>(r->scaled_height) / info.height;
+  box = CropBox{box.x * sx - r->at.x, box.y * sy - r->at.y, box.width * sx, box.height * sy};
+  AugmentInto(r->image, box, flip, o, out);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status DecodeAugment(absl::string_view encoded, const AugmentOptions& o, uint64_t seed, float* out) {
   if (absl::Status s = ValidateAugmentOptions(o); !s.ok()) return s;
@@ -171,16 +217,9 @@ absl::Status DecodeAugment(absl::string_view encoded, const AugmentOptions& o, u
   if (!info.ok()) return info.status();
   bool flip = false;
   CropBox box = ChooseCrop(info->width, info->height, o, seed, &flip);
-  // The decoded image must keep at least the output's pixels across the crop.
-  const int min_width =
-      std::min<double>(info->width, std::ceil(static_cast<double>(info->width) * o.out_width / box.width));
-  const int min_height =
-      std::min<double>(info->height, std::ceil(static_cast<double>(info->height) * o.out_height / box.height));
-  absl::StatusOr<Image> img = DecodeImage(encoded, o.channels, min_width, min_height);
+  if (info->format == ImageFormat::kJpeg) return DecodeAugmentJpeg(encoded, *info, box, flip, o, out);
+  absl::StatusOr<Image> img = DecodeImage(encoded, o.channels);
   if (!img.ok()) return img.status();
-  const float sx = static_cast<float>(img->width) / info->width;
-  const float sy = static_cast<float>(img->height) / info->height;
-  box = CropBox{box.x * sx, box.y * sy, box.width * sx, box.height * sy};
   AugmentInto(*img, box, flip, o, out);
   return absl::OkStatus();
 }

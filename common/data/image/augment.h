@@ -71,9 +71,11 @@ CropBox ChooseCrop(int width, int height, const AugmentOptions& o, uint64_t seed
 void AugmentInto(const Image& img, const CropBox& box, bool flip, const AugmentOptions& o, float* out);
 
 // The pipeline's call: ReadImageInfo, ChooseCrop on the full size, decode
-// (JPEG at the smallest scale that keeps at least the output's pixels across
-// the crop; grey and colour converted to o.channels by the decoder), the box
-// scaled to the decoded size, AugmentInto. `out` holds o.channels *
+// (a JPEG: only the crop's rows and iMCU-aligned columns, at the smallest of
+// the scales 1/8, 1/4, 1/2 that keeps at least the output's pixels across
+// the crop, jpeg_region.h; a PNG whole; grey and colour converted to
+// o.channels by the decoder), the box moved into the decoded pixels,
+// AugmentInto. `out` holds o.channels *
 // o.out_height * o.out_width floats; it is unspecified after an error
 // (INVALID_ARGUMENT as DecodeImage's or for bad options).
 absl::Status DecodeAugment(absl::string_view encoded, const AugmentOptions& o, uint64_t seed, float* out);
