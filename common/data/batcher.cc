@@ -78,8 +78,7 @@ std::vector<int64_t> ShardedBatcher::ExampleIndices(int64_t step) const {
   return out;
 }
 
-absl::Status ShardedBatcher::Fill(int64_t step, Tensor* images, std::vector<int32_t>* labels,
-                                  DecodePool* pool) const {
+absl::Status ShardedBatcher::Fill(int64_t step, Tensor* images, std::vector<int32_t>* labels, DecodePool* pool) const {
   return Gather(ExampleIndices(step), step / steps_per_epoch_, /*train=*/true, images, labels, pool);
 }
 

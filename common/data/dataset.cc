@@ -24,8 +24,8 @@ absl::Status ValidateDataset(const Dataset& data) {
       return absl::InvalidArgumentError("an encoded dataset holds no decoded images or labels");
     }
     if (data.decoder->num_examples() != data.num_examples) {
-      return absl::InvalidArgumentError(absl::StrCat("num_examples ", data.num_examples, " but the decoder holds ",
-                                                     data.decoder->num_examples()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("num_examples ", data.num_examples, " but the decoder holds ", data.decoder->num_examples()));
     }
     return absl::OkStatus();
   }

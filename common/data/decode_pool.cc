@@ -1,10 +1,9 @@
 #include "common/data/decode_pool.h"
 
 #include <algorithm>
-#include <thread>
-
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"

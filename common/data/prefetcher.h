@@ -58,7 +58,7 @@ class BatchPrefetcher {
   DecodePool* const pool_;
   const int depth_;
   mutable absl::Mutex mu_;
-  std::deque<std::unique_ptr<Slot>> queue_ ABSL_GUARDED_BY(mu_);  // in step order
+  std::deque<std::unique_ptr<Slot>> queue_ ABSL_GUARDED_BY(mu_);   // in step order
   std::vector<std::unique_ptr<Slot>> spare_ ABSL_GUARDED_BY(mu_);  // buffers to reuse
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration waited_ ABSL_GUARDED_BY(mu_);

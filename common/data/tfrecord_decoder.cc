@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/data/records/image_example.h"
-#include "common/data/image/codec.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -21,7 +20,8 @@ TfRecordDecoder::TfRecordDecoder(data::RecordSet records, TfRecordDecoderOptions
 absl::StatusOr<int32_t> TfRecordDecoder::Decode(int64_t index, uint64_t seed, bool train, float* out) const {
   absl::StatusOr<int32_t> label = DecodeOne(index, seed, train, out);
   for (int tries = 1; !label.ok() && options_.skip_corrupt && tries <= kMaxSkipsInARow; ++tries) {
-    if (skipped_.fetch_add(1) < 10) LOG(WARNING) << "skipping a corrupt example (data.skip_corrupt): " << label.status();
+    if (skipped_.fetch_add(1) < 10)
+      LOG(WARNING) << "skipping a corrupt example (data.skip_corrupt): " << label.status();
     label = DecodeOne((index + tries) % num_examples(), seed, train, out);
   }
   return label;
@@ -36,28 +36,11 @@ absl::StatusOr<int32_t> TfRecordDecoder::DecodeOne(int64_t index, uint64_t seed,
   }
   const int64_t label = example->label - options_.label_offset;
   if (label < 0 || label >= options_.num_classes) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(index), ": label ", example->label, " minus data.label_offset ",
-                                                   options_.label_offset, " is outside [0, ", options_.num_classes,
-                                                   ") (model.num_classes)"));
+    return absl::InvalidArgumentError(absl::StrCat(Where(index), ": label ", example->label,
+                                                   " minus data.label_offset ", options_.label_offset,
+                                                   " is outside [0, ", options_.num_classes, ") (model.num_classes)"));
   }
-  image::AugmentOptions o;
-  o.channels = static_cast<int>(options_.example_shape[0]);
-  o.out_height = static_cast<int>(options_.example_shape[1]);
-  o.out_width = static_cast<int>(options_.example_shape[2]);
-  o.norm = options_.normalization;
-  o.train = train;
-  absl::Status s;
-  if (options_.random_crop) {
-    s = image::DecodeAugment(example->encoded, o, seed, out);
-  } else {
-    absl::StatusOr<image::Image> decoded = image::DecodeImage(example->encoded, o.channels, o.out_width, o.out_height);
-    if (decoded.ok()) {
-      image::AugmentInto(*decoded, image::CropBox{0, 0, static_cast<float>(decoded->width),
-                                                  static_cast<float>(decoded->height)},
-                         /*flip=*/false, o, out);
-    }
-    s = decoded.status();
-  }
+  const absl::Status s = ApplyTransform(options_.transform, example->encoded, seed, train, out);
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(Where(index), ": ", s.message()));
   return static_cast<int32_t>(label);
 }
@@ -69,8 +52,8 @@ std::string TfRecordDecoder::Where(int64_t index) const {
 
 std::string TfRecordDecoder::Describe() const {
   return absl::StrCat(records_.size(), " records in ", records_.files().size(), " files, ",
-                      options_.random_crop ? "random resized crop + flip" : "resize", " to ",
-                      ShapeToString(options_.example_shape));
+                      options_.transform.random_crop ? "random resized crop + flip" : "resize", " to ",
+                      ShapeToString(options_.transform.example_shape));
 }
 
 }  // namespace pstrain

@@ -10,18 +10,16 @@
 
 #include "absl/status/statusor.h"
 #include "common/data/example_decoder.h"
-#include "common/data/image/augment.h"
+#include "common/data/image_transform.h"
 #include "common/data/records/record_file.h"
 #include "common/tensor.h"
 
 namespace pstrain {
 
 struct TfRecordDecoderOptions {
-  Shape example_shape;  // [C, H, W] the model takes
+  ImageTransform transform;
   int num_classes = 0;
   int label_offset = 0;       // subtracted from each stored label
-  bool random_crop = true;    // training: random resized crop and flip; else resize
-  image::Normalization normalization;
   bool skip_corrupt = false;  // replace a bad example by the next good one, counted
 };
 

@@ -10,7 +10,7 @@ namespace {
 using ::testing::ElementsAre;
 
 TEST(DataSourceTest, SourcesAreRegisteredByName) {
-  EXPECT_THAT(DataSourceRegistry().Names(), ElementsAre("fashion_mnist", "synthetic", "tfrecord"));
+  EXPECT_THAT(DataSourceRegistry().Names(), ElementsAre("fashion_mnist", "image_folder", "synthetic", "tfrecord"));
 }
 
 TEST(DataSourceTest, SyntheticTakesItsShapeFromTheModelConfig) {
@@ -38,7 +38,8 @@ TEST(DataSourceTest, UnknownSourceListsTheKnownOnes) {
   absl::StatusOr<Datasets> data = LoadDatasets(c, false);
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(data.status().message(), "unknown data.source 'cifar10'; known: fashion_mnist, synthetic, tfrecord");
+  EXPECT_EQ(data.status().message(),
+            "unknown data.source 'cifar10'; known: fashion_mnist, image_folder, synthetic, tfrecord");
 }
 
 }  // namespace

@@ -17,10 +17,10 @@ namespace pstrain::data_tool {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using ::pstrain::test::ReadFile;
 using ::pstrain::test::TempDir;
 using ::pstrain::test::WriteFile;
+using ::testing::HasSubstr;
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 

@@ -24,10 +24,10 @@
 namespace pstrain {
 namespace {
 
-using ::testing::HasSubstr;
 using ::pstrain::test::ReadFile;
 using ::pstrain::test::TempDir;
 using ::pstrain::test::WriteFile;
+using ::testing::HasSubstr;
 
 constexpr int kClasses = 3;
 constexpr int kSide = 12;
@@ -198,7 +198,7 @@ absl::Status FillEpoch(const Dataset& data, DecodePool& pool) {
 
 TEST_F(TfRecordSourceTest, ABadDataCrcIsRefusedNamingFileAndOffsetOrSkippedAndCounted) {
   const std::string file = dir_.path() + "/train-00001-of-00002";
-  FlipByte(file, 20);  // inside the first record's data
+  FlipByte(file, 20);                                             // inside the first record's data
   absl::StatusOr<Datasets> data = LoadDatasets(Config(), false);  // indexing reads headers only
   ASSERT_TRUE(data.ok()) << data.status();
   DecodePool pool(2);

@@ -55,9 +55,11 @@ TEST(InputBoundTest, ARunWaitingForItsDecoderIsFlaggedInResultJsonAndByCompare) 
   WriteLargePngs(dir.path());
   const std::string config = absl::StrCat(R"(
 name: input_bound
-cluster: {worker_hosts: [")", NthHost(FreeLoopbackHosts(1), 0), R"("]}
+cluster: {worker_hosts: [")",
+                                          NthHost(FreeLoopbackHosts(1), 0), R"("]}
 model: {name: mlp, hidden_units: [8], input_shape: [3, 32, 32], num_classes: 2}
-data: {source: tfrecord, path: ")", dir.path(), R"(", augmentation: resize, normalization: none,
+data: {source: tfrecord, path: ")",
+                                          dir.path(), R"(", augmentation: resize, normalization: none,
        decode_threads: 1, prefetch_batches: 1}
 optimizer: {name: sgd, learning_rate: 0.01}
 train: {batch_size_per_device: 8, steps: 6, display_every: 2, evaluate: false}

@@ -70,9 +70,10 @@ TEST(LenetFashionMnistTest, SyncLenetReachesTargetAccuracyWithinThreeEpochs) {
 // batch by batch on each worker's pool.
 TEST(LenetFashionMnistTest, SyncLenetOnJpegTfRecordsReachesTargetAccuracyWithinThreeEpochs) {
   TempDir data;
-  Subprocess convert = Spawn({BinDir() + "/pstrain-data", "convert", "--source", "fashion_mnist", "--path",
-                              "/usr/share/datasets/fashion-mnist", "--format", "tfrecord", "--out", data.path() + "/fm"},
-                             data.path());
+  Subprocess convert =
+      Spawn({BinDir() + "/pstrain-data", "convert", "--source", "fashion_mnist", "--path",
+             "/usr/share/datasets/fashion-mnist", "--format", "tfrecord", "--out", data.path() + "/fm"},
+            data.path());
   std::optional<int> converted = WaitForExit(convert.pid, std::chrono::minutes(5));
   ASSERT_TRUE(converted && WIFEXITED(*converted) && WEXITSTATUS(*converted) == 0) << convert.out() << convert.err();
   std::string log;

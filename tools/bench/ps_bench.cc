@@ -156,8 +156,8 @@ absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
   }
   if (!(options.memcpy_seconds > 0)) return absl::InvalidArgumentError("memcpy seconds must be > 0");
   if (options.window_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--window_bytes must be >= 0 (0: no limit), got ",
-                                                   options.window_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--window_bytes must be >= 0 (0: no limit), got ", options.window_bytes));
   }
   if (options.placement != "round_robin" && options.placement != "greedy") {
     return absl::InvalidArgumentError(absl::StrCat("unknown placement '", options.placement, "'"));
@@ -274,8 +274,8 @@ std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult
       ",\"ratio\":", JsonNumber(result.ratio), ",\"tcp_oneway_gbps\":", JsonNumber(result.tcp_oneway.gbps),
       ",\"tcp_gbps\":", JsonNumber(result.tcp.gbps), ",\"pushpull_to_tcp\":", JsonNumber(result.pushpull_to_tcp),
       ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
-      ",\"key_bytes\":", options.key_bytes, ",\"window_bytes\":", options.window_bytes, ",\"transport\":\"", options.transport, "\",\"mode\":\"", ModeName(options),
-      "\"",
+      ",\"key_bytes\":", options.key_bytes, ",\"window_bytes\":", options.window_bytes, ",\"transport\":\"",
+      options.transport, "\",\"mode\":\"", ModeName(options), "\"",
       options.emulated_hosts > 0 ? absl::StrCat(",\"emulated_hosts\":", options.emulated_hosts,
                                                 ",\"link_gbps\":", JsonNumber(options.link_gbps))
                                  : "",

@@ -13,13 +13,13 @@
 namespace pstrain::data_tool {
 
 struct ConvertOptions {
-  std::string source;        // "fashion_mnist" (IDX files) or "image_folder"
-  std::string path;          // the source's directory
-  std::string out;           // created if missing; must hold no TFRecords yet
+  std::string source;                 // "fashion_mnist" (IDX files) or "image_folder"
+  std::string path;                   // the source's directory
+  std::string out;                    // created if missing; must hold no TFRecords yet
   std::string image_format = "jpeg";  // "jpeg" or "png"; image_folder keeps its files' bytes
-  int jpeg_quality = 95;     // 1..100
-  int train_shards = 4;      // >= 1
-  int validation_shards = 1;  // >= 1
+  int jpeg_quality = 95;              // 1..100
+  int train_shards = 4;               // >= 1
+  int validation_shards = 1;          // >= 1
 };
 
 struct ConvertReport {

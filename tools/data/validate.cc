@@ -57,8 +57,8 @@ absl::StatusOr<ValidateReport> Validate(const ValidateOptions& options) {
 }
 
 std::string FormatValidateReport(const ValidateReport& r) {
-  std::string out = absl::StrCat(r.files, " files, ", r.records, " good records, ", r.problems.size(),
-                                 " bad, ", r.per_label.size(), " labels\n");
+  std::string out = absl::StrCat(r.files, " files, ", r.records, " good records, ", r.problems.size(), " bad, ",
+                                 r.per_label.size(), " labels\n");
   for (const auto& [label, count] : r.per_label) absl::StrAppend(&out, "  label ", label, ": ", count, "\n");
   for (const std::string& p : r.problems) absl::StrAppend(&out, "bad: ", p, "\n");
   return out;

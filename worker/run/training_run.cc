@@ -114,8 +114,8 @@ absl::Status TrainingRun::LoadData() {
   }
   if (data_.train.encoded()) {
     for (int r = 0; r < devices_; ++r) {
-      prefetchers_.push_back(std::make_unique<BatchPrefetcher>(&batchers_[r], decode_pool_.get(),
-                                                               config_.data().prefetch_batches()));
+      prefetchers_.push_back(
+          std::make_unique<BatchPrefetcher>(&batchers_[r], decode_pool_.get(), config_.data().prefetch_batches()));
     }
   }
   Shape image_shape = {batch};
@@ -280,7 +280,8 @@ Evaluation TrainingRun::Evaluate(int64_t steps_done) {
   // or the values pulled for it (parameter servers); the final values may
   // sit in host mirrors.
   replicas_->SyncModelValues(0);
-  evaluation.result = EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size(), decode_pool_.get());
+  evaluation.result =
+      EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size(), decode_pool_.get());
   evaluation.end = absl::Now();
   for (auto& observer : observers_) observer->OnEvaluation(evaluation);
   if (steps_done < total_steps_) {

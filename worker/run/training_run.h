@@ -88,8 +88,8 @@ class TrainingRun {
   // Encoded datasets: the decode threads, and one prefetcher per replica.
   std::unique_ptr<DecodePool> decode_pool_;
   std::vector<std::unique_ptr<BatchPrefetcher>> prefetchers_;
-  absl::Duration input_wait_;  // the steps' waits for their batch
-  double device_images_per_sec_ = 0;      // emulated devices: one device's rate
+  absl::Duration input_wait_;         // the steps' waits for their batch
+  double device_images_per_sec_ = 0;  // emulated devices: one device's rate
   std::unique_ptr<ReplicaSet> replicas_;
   int64_t total_steps_ = 0;
   std::unique_ptr<Timeline> timeline_;

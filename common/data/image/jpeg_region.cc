@@ -1,11 +1,11 @@
 #include "common/data/image/jpeg_region.h"
 
+#include <jpeglib.h>
+
 #include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <string>
-
-#include <jpeglib.h>
 
 #include "absl/strings/str_cat.h"
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/data/data_source.h"
 #include "common/data/image/codec.h"
+#include "common/data/image_transform.h"
 #include "common/data/records/image_example.h"
 #include "common/data/records/record_file.h"
 #include "common/data/tfrecord_decoder.h"
@@ -43,8 +44,8 @@ absl::StatusOr<int> NumClasses(const ExperimentConfig& config) {
   const std::filesystem::path labels = std::filesystem::path(config.data().path()) / "labels.txt";
   std::ifstream in(labels);
   if (!in) {
-    return absl::InvalidArgumentError(absl::StrCat("data.source tfrecord: set model.num_classes (no ", labels.string(),
-                                                   " to count the classes in)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.source tfrecord: set model.num_classes (no ", labels.string(), " to count the classes in)"));
   }
   int lines = 0;
   for (std::string line; std::getline(in, line);) lines += line.empty() ? 0 : 1;
@@ -57,19 +58,19 @@ absl::StatusOr<Dataset> LoadSplit(const ExperimentConfig& config, const std::str
   PSTRAIN_ASSIGN_OR_RETURN(data::RecordSet records, data::RecordSet::Index(std::move(paths), d.skip_corrupt()));
   TfRecordDecoderOptions options;
   const ModelConfig& m = config.model();
+  Shape shape;
   if (m.input_shape_size() == 3) {
-    options.example_shape = Shape(m.input_shape().begin(), m.input_shape().end());
+    shape = Shape(m.input_shape().begin(), m.input_shape().end());
   } else {
-    PSTRAIN_ASSIGN_OR_RETURN(options.example_shape, ShapeOfFirstRecord(records));
+    PSTRAIN_ASSIGN_OR_RETURN(shape, ShapeOfFirstRecord(records));
   }
+  options.transform = TransformFromConfig(d, shape);
   PSTRAIN_ASSIGN_OR_RETURN(options.num_classes, NumClasses(config));
   options.label_offset = d.label_offset();
-  options.random_crop = d.augmentation() == "crop";
-  options.normalization = d.normalization() == "imagenet" ? image::kImageNetNormalization : image::kNoNormalization;
   options.skip_corrupt = d.skip_corrupt();
   Dataset data;
   data.num_examples = records.size();
-  data.example_shape = options.example_shape;
+  data.example_shape = shape;
   data.num_classes = options.num_classes;
   data.decoder = std::make_shared<TfRecordDecoder>(std::move(records), std::move(options));
   return data;
@@ -93,15 +94,7 @@ absl::Status Check(const ExperimentConfig& config, const ConfigChecker& ck) {
     return ck.Fail("data.train_files", "a pattern matching TFRecord files under data.path",
                    absl::StrCat("'", d.train_files(), "' (", files.status().message(), ")"));
   }
-  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("data.decode_threads", d.decode_threads()));
-  PSTRAIN_RETURN_IF_ERROR(ck.Positive("data.prefetch_batches", d.prefetch_batches()));
-  if (d.augmentation() != "crop" && d.augmentation() != "resize") {
-    return ck.Fail("data.augmentation", "crop or resize", absl::StrCat("'", d.augmentation(), "'"));
-  }
-  if (d.normalization() != "imagenet" && d.normalization() != "none") {
-    return ck.Fail("data.normalization", "imagenet or none", absl::StrCat("'", d.normalization(), "'"));
-  }
-  return absl::OkStatus();
+  return CheckDecodeFields(d, ck);
 }
 
 const bool kRegistered = DataSourceRegistry().Register("tfrecord", {Load, Check});
