@@ -10,7 +10,8 @@ namespace {
 using ::testing::ElementsAre;
 
 TEST(DataSourceTest, SourcesAreRegisteredByName) {
-  EXPECT_THAT(DataSourceRegistry().Names(), ElementsAre("fashion_mnist", "image_folder", "synthetic", "tfrecord"));
+  EXPECT_THAT(DataSourceRegistry().Names(),
+              ElementsAre("cifar10", "fashion_mnist", "image_folder", "synthetic", "tfrecord"));
 }
 
 TEST(DataSourceTest, SyntheticTakesItsShapeFromTheModelConfig) {
@@ -34,12 +35,12 @@ TEST(DataSourceTest, SyntheticTakesItsShapeFromTheModelConfig) {
 
 TEST(DataSourceTest, UnknownSourceListsTheKnownOnes) {
   ExperimentConfig c;
-  c.mutable_data()->set_source("cifar10");
+  c.mutable_data()->set_source("cifar100");
   absl::StatusOr<Datasets> data = LoadDatasets(c, false);
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(data.status().message(),
-            "unknown data.source 'cifar10'; known: fashion_mnist, image_folder, synthetic, tfrecord");
+            "unknown data.source 'cifar100'; known: cifar10, fashion_mnist, image_folder, synthetic, tfrecord");
 }
 
 }  // namespace
