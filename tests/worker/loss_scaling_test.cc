@@ -56,7 +56,7 @@ Batch FashionMnistBatch() {
   absl::StatusOr<ShardedBatcher> batcher = ShardedBatcher::Create(&data->train, 0, 1, kBatch, 1, /*shuffle=*/false);
   CHECK(batcher.ok()) << batcher.status();
   Batch batch;
-  batcher->Fill(0, &batch.images, &batch.labels);
+  CHECK(batcher->Fill(0, &batch.images, &batch.labels).ok());
   return batch;
 }
 
