@@ -97,8 +97,12 @@ stage_clang() {
 stage_fuzz() {
   local start; start=$(date +%s)
   local dir="$CHECK_DIR/clang" seconds="${PSTRAIN_FUZZ_SECONDS:-20}"
-  local targets=(frame ps_service kv_store config launcher_env checkpoint)
-  local t
+  # Every target tests/fuzz/CMakeLists.txt declares (one <name>_fuzz.cc each).
+  local targets=() f t
+  for f in "$ROOT"/tests/fuzz/*_fuzz.cc; do
+    t="$(basename "$f" _fuzz.cc)"
+    targets+=("$t")
+  done
   for t in "${targets[@]}"; do
     if [ ! -x "$dir/bin/${t}_fuzz" ] || ! grep -q '^PSTRAIN_FUZZ:BOOL=ON' "$dir/CMakeCache.txt"; then
       say "FAILED: $dir/bin/${t}_fuzz is not a libFuzzer build: run the clang stage first"
