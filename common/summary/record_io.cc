@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/durable_file.h"
+#include "common/tfrecord_fields.h"
 #include "glog/logging.h"
 
 namespace pstrain::tb {
@@ -16,25 +17,6 @@ namespace {
 
 constexpr size_t kHeaderBytes = 12;  // uint64 length + uint32 masked CRC of it.
 constexpr size_t kFooterBytes = 4;   // uint32 masked CRC of the data.
-constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
-
-void EncodeFixed32(uint32_t v, char* out) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (8 * i));
-}
-void EncodeFixed64(uint64_t v, char* out) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
-}
-uint32_t DecodeFixed32(const char* in) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
-  return v;
-}
-uint64_t DecodeFixed64(const char* in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
-  return v;
-}
-
 absl::Status Errno(int error, absl::string_view what, const std::string& path) {
   return absl::ErrnoToStatus(error, absl::StrCat(path, ": ", what));
 }
@@ -42,11 +24,6 @@ absl::Status Errno(int error, absl::string_view what, const std::string& path) {
 }  // namespace
 
 uint32_t Crc32c(absl::string_view data) { return pstrain::Crc32c(data.data(), data.size()); }
-
-uint32_t MaskedCrc32c(absl::string_view data) {
-  const uint32_t crc = Crc32c(data);
-  return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta;
-}
 
 // ---- RecordWriter ----
 

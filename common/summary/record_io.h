@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/tfrecord_fields.h"
 
 namespace pstrain::tb {
 
@@ -24,9 +25,8 @@ namespace pstrain::tb {
 // final xor 0xFFFFFFFF) of `data`: the CRC of iSCSI, ext4 and TensorFlow.
 uint32_t Crc32c(absl::string_view data);
 
-// The checksum a TFRecord stores: Crc32c(data) rotated right by 15 bits plus
-// 0xa282ead8 (mod 2^32), so that the CRC of data that embeds CRCs stays strong.
-uint32_t MaskedCrc32c(absl::string_view data);
+// The checksum a TFRecord stores (common/tfrecord_fields.h).
+using ::pstrain::MaskedCrc32c;
 
 // Appends records to one file. Each Write hands its whole record to the
 // operating system before it returns (no user-space buffer), so a reader in

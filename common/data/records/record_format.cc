@@ -3,40 +3,16 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/durable_file.h"
+#include "common/tfrecord_fields.h"
 
 namespace pstrain::data {
 namespace {
-
-constexpr uint32_t kCrcMaskDelta = 0xa282ead8u;
-
-void EncodeFixed32(uint32_t v, char* out) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (8 * i));
-}
-void EncodeFixed64(uint64_t v, char* out) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
-}
-uint32_t DecodeFixed32(const char* in) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(in[i])) << (8 * i);
-  return v;
-}
-uint64_t DecodeFixed64(const char* in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
-  return v;
-}
 
 absl::Status Truncated(absl::string_view name, uint64_t offset) {
   return absl::DataLossError(absl::StrCat(name, ": truncated record at offset ", offset));
 }
 
 }  // namespace
-
-uint32_t MaskedCrc32c(absl::string_view data) {
-  const uint32_t crc = pstrain::Crc32c(data.data(), data.size());
-  return ((crc >> 15) | (crc << 17)) + kCrcMaskDelta;
-}
 
 void AppendRecord(absl::string_view data, std::string* out) {
   char header[kRecordHeaderBytes];

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/tfrecord_fields.h"
 
 namespace pstrain::data {
 
@@ -28,9 +29,8 @@ inline constexpr uint64_t kRecordFooterBytes = 4;   // masked CRC of the data
 // record comes near it, and trusting a flipped bit would allocate exabytes.
 inline constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 30;
 
-// TensorFlow's masked CRC-32C: ((crc >> 15) | (crc << 17)) + 0xa282ead8 of
-// the CRC-32C (common/durable_file.h) of `data`.
-uint32_t MaskedCrc32c(absl::string_view data);
+// TensorFlow's masked CRC-32C (common/tfrecord_fields.h).
+using ::pstrain::MaskedCrc32c;
 
 // Where one record lies: `file` indexes the file list of its RecordSet,
 // `offset` is the byte offset of the record's header, `length` the number of
