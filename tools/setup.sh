@@ -11,8 +11,9 @@ PACKAGES=(
   # security: OpenSSL checks the TLS files; openssl makes the test certificates
   libssl-dev openssl
   libdnnl-dev zlib1g-dev libyaml-cpp-dev libgloo-dev libucx-dev libeigen3-dev
-  # image data: JPEG (libjpeg-turbo's TurboJPEG API) and PNG decoding
-  libturbojpeg0-dev libspng-dev
+  # image data: JPEG (libjpeg-turbo's TurboJPEG API, and its libjpeg API for
+  # crop regions) and PNG decoding
+  libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev
   # the mpi collective (Open MPI) and mpirun
   libopenmpi-dev openmpi-bin
   gnuplot-nox
