@@ -5,27 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "glog/logging.h"
 
 namespace pstrain {
-namespace {
-
-// Bad files tried in a row before giving up even with skip_corrupt.
-constexpr int kMaxSkipsInARow = 16;
-
-}  // namespace
-
 FileDecoder::FileDecoder(std::vector<LabelledFile> files, ImageTransform transform, bool skip_corrupt)
-    : files_(std::move(files)), transform_(std::move(transform)), skip_corrupt_(skip_corrupt) {}
-
-absl::StatusOr<int32_t> FileDecoder::Decode(int64_t index, uint64_t seed, bool train, float* out) const {
-  absl::StatusOr<int32_t> label = DecodeOne(index, seed, train, out);
-  for (int tries = 1; !label.ok() && skip_corrupt_ && tries <= kMaxSkipsInARow; ++tries) {
-    if (skipped_.fetch_add(1) < 10) LOG(WARNING) << "skipping a bad image (data.skip_corrupt): " << label.status();
-    label = DecodeOne((index + tries) % num_examples(), seed, train, out);
-  }
-  return label;
-}
+    : ExampleDecoder(skip_corrupt), files_(std::move(files)), transform_(std::move(transform)) {}
 
 absl::StatusOr<int32_t> FileDecoder::DecodeOne(int64_t index, uint64_t seed, bool train, float* out) const {
   const LabelledFile& file = files_[index];

@@ -4,28 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/data/records/image_example.h"
-#include "glog/logging.h"
 
 namespace pstrain {
-namespace {
-
-// Bad examples tried in a row before giving up even with skip_corrupt.
-constexpr int kMaxSkipsInARow = 16;
-
-}  // namespace
-
 TfRecordDecoder::TfRecordDecoder(data::RecordSet records, TfRecordDecoderOptions options)
-    : records_(std::move(records)), options_(std::move(options)) {}
-
-absl::StatusOr<int32_t> TfRecordDecoder::Decode(int64_t index, uint64_t seed, bool train, float* out) const {
-  absl::StatusOr<int32_t> label = DecodeOne(index, seed, train, out);
-  for (int tries = 1; !label.ok() && options_.skip_corrupt && tries <= kMaxSkipsInARow; ++tries) {
-    if (skipped_.fetch_add(1) < 10)
-      LOG(WARNING) << "skipping a corrupt example (data.skip_corrupt): " << label.status();
-    label = DecodeOne((index + tries) % num_examples(), seed, train, out);
-  }
-  return label;
-}
+    : ExampleDecoder(options.skip_corrupt), records_(std::move(records)), options_(std::move(options)) {}
 
 absl::StatusOr<int32_t> TfRecordDecoder::DecodeOne(int64_t index, uint64_t seed, bool train, float* out) const {
   std::string record;

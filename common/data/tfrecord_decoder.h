@@ -4,7 +4,6 @@
 // (common/data/sources/tfrecord.cc) makes one per split.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -20,7 +19,7 @@ struct TfRecordDecoderOptions {
   ImageTransform transform;
   int num_classes = 0;
   int label_offset = 0;       // subtracted from each stored label
-  bool skip_corrupt = false;  // replace a bad example by the next good one, counted
+  bool skip_corrupt = false;  // ExampleDecoder's
 };
 
 class TfRecordDecoder final : public ExampleDecoder {
@@ -28,18 +27,17 @@ class TfRecordDecoder final : public ExampleDecoder {
   TfRecordDecoder(data::RecordSet records, TfRecordDecoderOptions options);
 
   int64_t num_examples() const override { return records_.size(); }
-  absl::StatusOr<int32_t> Decode(int64_t index, uint64_t seed, bool train, float* out) const override;
-  int64_t skipped() const override { return skipped_.load(); }
   std::string Describe() const override;
 
+ protected:
+  // Errors name the record's file and offset.
+  absl::StatusOr<int32_t> DecodeOne(int64_t index, uint64_t seed, bool train, float* out) const override;
+
  private:
-  // Example `index` alone; errors name its file and offset.
-  absl::StatusOr<int32_t> DecodeOne(int64_t index, uint64_t seed, bool train, float* out) const;
   std::string Where(int64_t index) const;
 
   const data::RecordSet records_;
   const TfRecordDecoderOptions options_;
-  mutable std::atomic<int64_t> skipped_{0};
 };
 
 }  // namespace pstrain
