@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/metrics/input_bound.h"
 
 namespace pstrain::compare {
 namespace {
@@ -67,10 +68,6 @@ double InputWaitShare(const RunResult& r) {
   for (const WorkerReport& w : r.workers()) share = std::max(share, w.input_wait_share());
   return share;
 }
-
-// A row whose workers waited for input more than this share of the run is
-// marked input-bound (the same threshold as the worker's summary line).
-constexpr double kInputBoundShare = 0.1;
 
 // The overflowed steps of loss scaling, summed over the workers; empty
 // without loss scaling.
@@ -266,7 +263,7 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
                      r.precision().empty() || r.precision() == "fp32" ? "" : absl::StrCat(" ", r.precision())),
         absl::StrCat(FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
                      r.emulation().cpu_bound() ? " (CPU-bound: not valid)" : "",
-                     InputWaitShare(r) > kInputBoundShare
+                     InputBound(InputWaitShare(r))
                          ? absl::StrFormat(" (input-bound: %.0f%% waiting for input)", 100 * InputWaitShare(r))
                          : ""),
         FormatSpeedup(row.speedup),

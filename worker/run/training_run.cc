@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/config/time_dilation.h"
+#include "common/metrics/input_bound.h"
 #include "common/metrics/memory_usage.h"
 #include "common/status_macros.h"
 #include "device/device_registry.h"
@@ -28,10 +29,6 @@
 
 namespace pstrain {
 namespace {
-
-// A worker whose steps wait for input more than this share of the run is
-// input-bound (its summary says so; pstrain-compare marks its row).
-constexpr double kInputBoundShare = 0.1;
 
 // The model config with input shape and classes taken from the data when unset.
 ModelConfig ResolveModelConfig(const ExperimentConfig& config, const Dataset& train) {
@@ -322,7 +319,7 @@ void TrainingRun::PrintSummary(const WorkerReport& report) const {
                       100.0 * wait / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start_))),
       absl::StrFormat("worker %d time waiting for input: %.2f s (%.1f%% of the run)%s", worker_index_,
                       report.input_wait_seconds(), 100.0 * report.input_wait_share(),
-                      report.input_wait_share() > kInputBoundShare
+                      InputBound(report.input_wait_share())
                           ? " -- input-bound: the decode pipeline sets the pace (more data.decode_threads?)"
                           : ""),
       absl::StrFormat(
