@@ -181,6 +181,16 @@ all_reduce_spec: ""
   EXPECT_THAT(v.cluster().ps_hosts(), ElementsAre("localhost:1"));
 }
 
+TEST_F(MatrixTest, AVariantMayNameItsOwnBaseline) {
+  absl::StatusOr<Matrix> m =
+      Load("base: ../base.yaml\nbaseline: b\nvariants: [{label: a}, {label: b}, {label: c, baseline: a}]\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->baseline, 1);
+  EXPECT_EQ(m->variants[0].baseline, 1);
+  EXPECT_EQ(m->variants[1].baseline, 1);
+  EXPECT_EQ(m->variants[2].baseline, 0);
+}
+
 TEST_F(MatrixTest, AcceptsAProtobufTextMatrix) {
   absl::StatusOr<Matrix> m = Load(R"(name: "text"
 base: "../base.yaml"
@@ -333,11 +343,35 @@ INSTANTIATE_TEST_SUITE_P(
                   ":2: field 'variants[0].set': expected a map of ExperimentConfig fields, got a list"},
         BadMatrix{"UnknownBaseline", "base: ../base.yaml\nbaseline: zz\nvariants: [{label: a}, {label: b}]\n",
                   ": field 'baseline': expected one of the variant labels 'a', 'b', got 'zz'"},
+        BadMatrix{"UnknownVariantBaseline", "base: ../base.yaml\nvariants: [{label: a}, {label: b, baseline: zz}]\n",
+                  ": variant 'b' (#2): field 'variants[1].baseline': expected one of the variant labels 'a', 'b', "
+                  "got 'zz'"},
         BadMatrix{"EmptyName", "name: \"\"\nbase: ../base.yaml\nvariants: [{label: a}]\n",
                   ": field 'name': expected a non-empty name"},
         BadMatrix{"InvalidYaml", "base: ../base.yaml\nvariants: [{label: a}\n", "invalid YAML"},
         BadMatrix{"NotAMap", "- a\n- b\n", "expected a map of ComparisonMatrix fields at the top level"}),
     [](const ::testing::TestParamInfo<BadMatrix>& info) { return info.param.name; });
+
+// The single-node article's table as shipped: 5 models x 5 strategies x
+// 1/2/4/8 devices, every config valid, every row against the same model and
+// strategy on one device.
+TEST(ShippedMatrixTest, TheSingleNodeTableIsValidAndEachRowHasItsOneDeviceBaseline) {
+  const std::string path = std::string(PSTRAIN_TEST_SOURCE_DIR) + "/configs/compare/seed_single_node_8xP100.yaml";
+  absl::StatusOr<Matrix> m = LoadMatrix(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->variants.size(), 100u);
+  TempDir out;
+  ASSERT_TRUE(PrepareVariants(*m, out.path()).ok());
+  for (const Variant& v : m->variants) {
+    const Variant& base = m->variants[v.baseline];
+    EXPECT_EQ(base.config.devices_per_worker(), 1) << v.label;
+    EXPECT_EQ(base.config.model().name(), v.config.model().name()) << v.label;
+    EXPECT_EQ(base.config.variable_update(), v.config.variable_update()) << v.label;
+    EXPECT_EQ(base.config.all_reduce_spec(), v.config.all_reduce_spec()) << v.label;
+    EXPECT_EQ(base.config.local_parameter_device(), v.config.local_parameter_device()) << v.label;
+    EXPECT_EQ(v.config.emulation().topology(), "p100_pcie") << v.label;
+  }
+}
 
 }  // namespace
 }  // namespace pstrain::compare

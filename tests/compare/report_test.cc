@@ -68,6 +68,19 @@ TEST(ReportTest, SpeedupAndEfficiencyAgainstTheFirstVariant) {
   EXPECT_DOUBLE_EQ(rows[2].scaling_efficiency, 0.5);
 }
 
+TEST(ReportTest, EachVariantAgainstItsOwnBaseline) {
+  // Two groups (e.g. two models), each against its own one-worker row.
+  const std::vector<ReportRow> rows = ComputeReport(
+      {Ok("a1", Result(1, 1000)), Ok("a2", Result(2, 1500)), Ok("b1", Result(1, 100)), Ok("b2", Result(2, 190))}, 0,
+      {0, 0, 2, 2});
+  EXPECT_TRUE(rows[0].is_baseline);
+  EXPECT_FALSE(rows[2].is_baseline);
+  EXPECT_DOUBLE_EQ(rows[1].speedup, 1.5);
+  EXPECT_DOUBLE_EQ(rows[2].speedup, 1.0);
+  EXPECT_DOUBLE_EQ(rows[3].speedup, 1.9);
+  EXPECT_DOUBLE_EQ(rows[3].scaling_efficiency, 0.95);
+}
+
 TEST(ReportTest, DevicesCountWorkersTimesDevicesPerWorker) {
   EXPECT_EQ(DevicesTotal(Result(3, 1, "sync", 4)), 12);
   // Baseline: 2 workers × 1 device; other: 2 workers × 4 devices = 4x the devices.
@@ -219,7 +232,7 @@ TEST(ReportTest, MarkdownReportExplainsAndLinks) {
   EXPECT_THAT(md, HasSubstr("What we compare."));
   EXPECT_THAT(md, HasSubstr("2 variants (1 failed)"));
   EXPECT_THAT(md, HasSubstr("Every variant: model mlp, batch 64 per device, 300 steps per worker"));
-  EXPECT_THAT(md, HasSubstr("the baseline's (`w1`)"));
+  EXPECT_THAT(md, HasSubstr("the baseline's (`w1`, or the variant's own `baseline`"));
   EXPECT_THAT(md, HasSubstr("![images/sec per variant and scaling efficiency](chart.png)"));
   EXPECT_THAT(md, HasSubstr("## Failed variants"));
   EXPECT_THAT(md, HasSubstr("**w2**: exit 1"));

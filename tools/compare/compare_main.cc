@@ -209,7 +209,9 @@ int ExitCode(const std::vector<ReportRow>& rows, const absl::Status& chart) {
 // and results.md in `out_dir`, the table on stdout; the exit code.
 int Report(const Matrix& matrix, const std::vector<VariantOutcome>& outcomes, const std::string& out_dir,
            const Started& started) {
-  const std::vector<ReportRow> rows = ComputeReport(outcomes, matrix.baseline);
+  std::vector<int> baselines;
+  for (const Variant& variant : matrix.variants) baselines.push_back(variant.baseline);
+  const std::vector<ReportRow> rows = ComputeReport(outcomes, matrix.baseline, baselines);
   const absl::Status chart = DrawChart(rows, ChartTextFor(matrix, rows), out_dir, FindGnuplot(FLAGS_gnuplot));
   const ReportContext context = ContextFor(matrix, started, chart.ok());
   const std::string csv_path = (fs::path(out_dir) / "results.csv").string();

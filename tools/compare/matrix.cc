@@ -113,18 +113,31 @@ class MatrixBuilder {
   }
 
   // `baseline`, when given, must be one of the labels; else the first.
+  // Every variant's own `baseline` too, each one of the labels.
   absl::Status FindBaseline() {
-    if (!spec_.has_baseline()) return absl::OkStatus();
+    if (spec_.has_baseline()) {
+      PSTRAIN_ASSIGN_OR_RETURN(matrix_.baseline, IndexOfLabel(spec_.baseline(), "", "baseline"));
+    }
+    for (Variant& variant : matrix_.variants) {
+      const ComparisonVariant& v = spec_.variants(variant.index);
+      variant.baseline = matrix_.baseline;
+      if (v.has_baseline()) {
+        const std::string who = absl::StrCat("variant '", variant.label, "' (#", variant.index + 1, ")");
+        PSTRAIN_ASSIGN_OR_RETURN(
+            variant.baseline, IndexOfLabel(v.baseline(), who, absl::StrCat("variants[", variant.index, "].baseline")));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int> IndexOfLabel(const std::string& label, const std::string& where, const std::string& field) {
     std::vector<std::string> quoted;
     for (const Variant& variant : matrix_.variants) {
       quoted.push_back(Quoted(variant.label));
-      if (variant.label == spec_.baseline()) {
-        matrix_.baseline = variant.index;
-        return absl::OkStatus();
-      }
+      if (variant.label == label) return variant.index;
     }
-    return FieldError(path_, "", "baseline", absl::StrCat("one of the variant labels ", absl::StrJoin(quoted, ", ")),
-                      Quoted(spec_.baseline()));
+    return FieldError(path_, where, field, absl::StrCat("one of the variant labels ", absl::StrJoin(quoted, ", ")),
+                      Quoted(label));
   }
 
   Matrix Take() { return std::move(matrix_); }

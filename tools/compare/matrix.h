@@ -37,6 +37,9 @@ namespace pstrain::compare {
 struct Variant {
   std::string label;  // As written in the matrix; unique within it.
   int index = 0;      // 0-based position in the matrix.
+  // Index of the variant its speed-up is measured against: its `baseline`,
+  // else the matrix's.
+  int baseline = 0;
   // "<nn>-<slug of label>", e.g. "02-sync-2-workers": the variant's directory.
   std::string dir_name;
   // The merged config (LoadMatrix); after PrepareVariants, the config read

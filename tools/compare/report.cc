@@ -95,20 +95,34 @@ std::string MarkdownCell(const std::string& text) {
 
 int DevicesTotal(const RunResult& result) { return result.num_workers() * std::max(1, result.devices_per_worker()); }
 
-std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes, int baseline) {
-  std::vector<ReportRow> rows;
-  const RunResult* base = nullptr;
-  if (baseline >= 0 && baseline < static_cast<int>(outcomes.size()) && outcomes[baseline].ok &&
-      outcomes[baseline].result.has_value() && outcomes[baseline].result->images_per_sec() > 0 &&
-      DevicesTotal(*outcomes[baseline].result) > 0) {
-    base = &*outcomes[baseline].result;
+namespace {
+
+// outcomes[i] when it can be a speed-up reference (ok, a positive rate).
+const RunResult* Reference(const std::vector<VariantOutcome>& outcomes, int i) {
+  if (i < 0 || i >= static_cast<int>(outcomes.size())) return nullptr;
+  const VariantOutcome& o = outcomes[i];
+  if (!o.ok || !o.result.has_value() || o.result->images_per_sec() <= 0 || DevicesTotal(*o.result) <= 0) {
+    return nullptr;
   }
+  return &*o.result;
+}
+
+}  // namespace
+
+std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes, int baseline) {
+  return ComputeReport(outcomes, baseline, std::vector<int>(outcomes.size(), baseline));
+}
+
+std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes, int baseline,
+                                     const std::vector<int>& baselines) {
+  std::vector<ReportRow> rows;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     ReportRow row;
     row.outcome = outcomes[i];
     row.is_baseline = static_cast<int>(i) == baseline;
     row.speedup = kNaN;
     row.scaling_efficiency = kNaN;
+    const RunResult* base = Reference(outcomes, baselines[i]);
     if (base != nullptr && row.outcome.ok && row.outcome.result.has_value()) {
       const RunResult& r = *row.outcome.result;
       row.speedup = r.images_per_sec() / base->images_per_sec();
@@ -337,7 +351,8 @@ std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const Repor
   absl::StrAppend(&md,
                   "- **images/sec**: all workers together, warm-up steps excluded, ± the standard "
                   "deviation reported in `result.json`.\n",
-                  "- **speed-up**: images/sec ÷ the baseline's (`", context.baseline_label, "`).\n",
+                  "- **speed-up**: images/sec ÷ the baseline's (`", context.baseline_label,
+                  "`, or the variant's own `baseline` where the matrix gives one).\n",
                   "- **scaling eff.**: speed-up ÷ (devices ÷ the baseline's devices), where devices = "
                   "workers × devices per worker; 100% means throughput grew exactly with the devices.\n",
                   "- **final loss** is the chief's last training loss; **test accuracy** is evaluated by the "

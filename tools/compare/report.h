@@ -41,6 +41,10 @@ int DevicesTotal(const RunResult& result);
 // Fills speed-up and scaling efficiency of every outcome against
 // outcomes[baseline].
 std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes, int baseline);
+// The same with each outcome's own speed-up reference: outcomes[i] against
+// outcomes[baselines[i]] (is_baseline marks `baseline`, the matrix's).
+std::vector<ReportRow> ComputeReport(const std::vector<VariantOutcome>& outcomes, int baseline,
+                                     const std::vector<int>& baselines);
 
 // "parameter_server · sync", "parameter_server · ssp (staleness 2)",
 // "replicated · nccl", "parameter_server · sync · params on gpu": the
