@@ -111,8 +111,9 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCpuContext(int ordinal) {
   }
 }
 
-const bool kCpuRegistered = DeviceRegistry().Register(
-    "cpu", {"the host's cores, through oneDNN", DeviceKind::kCpu, /*holds_variables=*/true, CreateCpuContext});
+const bool kCpuRegistered =
+    DeviceRegistry().Register("cpu", {"the host's cores, through oneDNN", DeviceKind::kCpu, /*holds_variables=*/true,
+                                      CreateCpuContext, /*stands_for=*/""});
 
 #ifdef PSTRAIN_WITH_CUDA
 absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCudaContext(int ordinal) {
@@ -122,7 +123,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCudaContext(int ordinal) {
 
 const bool kGpuRegistered =
     DeviceRegistry().Register("gpu", {"NVIDIA GPUs, through CUDA, cuDNN, cuBLAS and NCCL", DeviceKind::kCuda,
-                                      /*holds_variables=*/true, CreateCudaContext});
+                                      /*holds_variables=*/true, CreateCudaContext, /*stands_for=*/""});
 #else
 const bool kGpuUnavailable = DeviceRegistry().RegisterUnavailable(
     "gpu", "this pstrain was built without CUDA: install the CUDA toolkit and configure with -DPSTRAIN_WITH_CUDA=ON");

@@ -31,6 +31,10 @@ const bool kConfigCheck =
         if (DeviceRegistry().Find(name)->holds_variables) holders.push_back(name);
         if (name != c.local_parameter_device()) others.push_back(name);
       }
+      const absl::StatusOr<DeviceEntry> device = DeviceRegistry().Find(c.device());
+      if (device.ok() && !device->stands_for.empty() && device->stands_for == c.local_parameter_device()) {
+        return absl::OkStatus();
+      }
       PSTRAIN_RETURN_IF_ERROR(ck.OneOf("local_parameter_device", c.local_parameter_device(), holders));
       if (c.local_parameter_device() != "cpu" && c.local_parameter_device() != c.device()) {
         return ck.Fail("local_parameter_device",

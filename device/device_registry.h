@@ -29,6 +29,9 @@ struct DeviceEntry {
   // Makes the context of device `ordinal` of this kind; null for a device
   // that borrows another kind's (emulated).
   std::function<absl::StatusOr<std::unique_ptr<DeviceContext>>(int ordinal)> create;
+  // Another device it may stand for as local_parameter_device (emulated:
+  // "gpu", where its own config check allows it); "" for none.
+  std::string stands_for;
 };
 Registry<DeviceEntry>& DeviceRegistry();
 

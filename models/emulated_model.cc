@@ -66,16 +66,19 @@ absl::Time EmulatedModel::Forward() {
 }
 
 float EmulatedModel::TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) {
+  if (compute_delay_) compute_delay_();  // owed before this step: not this step's
   const absl::Time backward_start = Forward();
   const std::vector<absl::Duration> schedule = BackwardSchedule();
+  absl::Duration delayed;  // compute lost to other work on the device so far
+  auto delay = [&] { return compute_delay_ ? delayed += compute_delay_() : delayed; };
   for (size_t i = 0; i < schedule.size(); ++i) {
     const LayerCost& layer = layers_[layers_.size() - 1 - i];
     if (layer.variables.empty()) continue;  // nothing to release: its time counts towards the next
-    SleepUntil(backward_start + schedule[i]);
+    SleepUntil(backward_start + schedule[i] + delay());
     if (!hook) continue;
     for (auto v = layer.variables.rbegin(); v != layer.variables.rend(); ++v) hook(*v);
   }
-  SleepUntil(backward_start + compute_.backward);
+  SleepUntil(backward_start + compute_.backward + delay());
   return std::log(static_cast<float>(num_classes()));
 }
 

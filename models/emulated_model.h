@@ -15,6 +15,7 @@
 // scheduling delays do not accumulate over the layers.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ class EmulatedModel final : public Model {
   // Forward then takes each layer's share of the modelled forward time from
   // the later of the previous layer's end and its variables' arrival.
   void SetVariableWait(VariableWait wait) override { variable_wait_ = std::move(wait); }
+  // Compute a device loses to other work on it (a collective kernel,
+  // emulation.topology): called before each of backward's waits, it returns
+  // the time owed since its last call, which pushes the rest of backward
+  // later. Its first call in a step only clears what was owed before.
+  void SetComputeDelay(std::function<absl::Duration()> take) { compute_delay_ = std::move(take); }
   // Sleeps through the modelled step, calling `hook` as described above.
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override;
   // Models no inference: every example counted, none correct, loss
@@ -65,6 +71,7 @@ class EmulatedModel final : public Model {
   std::unique_ptr<Model> real_;
   const EmulatedCompute compute_;
   VariableWait variable_wait_;
+  std::function<absl::Duration()> compute_delay_;
   const std::vector<LayerCost> layers_;
 };
 

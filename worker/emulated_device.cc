@@ -15,6 +15,38 @@ std::vector<std::string> ProfileNames() {
   return names;
 }
 
+// emulation.topology and collective_compute_share.
+absl::Status CheckTopology(const ExperimentConfig& c, const ConfigChecker& ck) {
+  const EmulationConfig& e = c.emulation();
+  if (e.collective_compute_share() != -1) {
+    PSTRAIN_RETURN_IF_ERROR(
+        ck.InRange<double>("emulation.collective_compute_share", e.collective_compute_share(), 0, true, 1, false));
+  }
+  if (e.topology().empty()) {
+    if (c.device() == "emulated" && c.local_parameter_device() == "gpu") {
+      return ck.Fail("local_parameter_device", "cpu with device emulated unless emulation.topology is set", "'gpu'");
+    }
+    return absl::OkStatus();
+  }
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("emulation.topology", e.topology(), InterconnectProfileNames()));
+  if (c.device() != "emulated") {
+    return ck.Fail("emulation.topology", "empty unless device is emulated (real devices move their own bytes)",
+                   absl::StrCat("'", e.topology(), "'"));
+  }
+  const InterconnectProfile* profile = *FindInterconnectProfile(e.topology());
+  if (c.devices_per_worker() > profile->devices) {
+    return ck.Fail("devices_per_worker",
+                   absl::StrCat("at most ", profile->devices, " with emulation.topology ", profile->name),
+                   ConfigChecker::Num(c.devices_per_worker()));
+  }
+  if (e.workers_per_host() != 1) {
+    return ck.Fail("emulation.workers_per_host",
+                   "1 with emulation.topology (each worker models the interconnect of a host of its own)",
+                   ConfigChecker::Num(e.workers_per_host()));
+  }
+  return absl::OkStatus();
+}
+
 // The `emulation:` section and `device: emulated` together.
 absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) {
   const EmulationConfig& e = c.emulation();
@@ -49,6 +81,7 @@ absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) 
     return ck.Fail("train.eval_every_steps", "0 with device emulated (an emulated device computes no accuracy)",
                    ConfigChecker::Num(c.train().eval_every_steps()));
   }
+  PSTRAIN_RETURN_IF_ERROR(CheckTopology(c, ck));
   if (e.time_scale() != 1 && !emulated_device) {
     return ck.Fail("emulation.time_scale",
                    "1 unless device is emulated (real compute cannot be slowed down to match the links)",
@@ -60,10 +93,11 @@ absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) 
 const bool kConfigCheck = ConfigCheckRegistry().Register("emulation", CheckEmulation);
 
 // device: emulated -- real variables on the CPU, modelled step times
-// (models/emulated_model.h); it holds no variables of its own.
+// (models/emulated_model.h); it holds no variables of its own, but stands
+// for GPUs as local_parameter_device inside an emulated host topology.
 const bool kDeviceRegistered = DeviceRegistry().Register(
     "emulated", {"a device of published throughput, modelled on the CPU (emulation:)", DeviceKind::kCpu,
-                 /*holds_variables=*/false, /*create=*/nullptr});
+                 /*holds_variables=*/false, /*create=*/nullptr, /*stands_for=*/"gpu"});
 
 }  // namespace
 
@@ -98,6 +132,19 @@ absl::StatusOr<double> EmulatedImagesPerSecond(const ExperimentConfig& config, c
 EmulatedCompute ModelledCompute(const ExperimentConfig& config, double images_per_second) {
   const double step = config.train().batch_size_per_device() / images_per_second * config.emulation().time_scale();
   return EmulatedCompute{absl::Seconds(step / 3), absl::Seconds(step * 2 / 3)};
+}
+
+absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> EmulatedHostInterconnect(const ExperimentConfig& config) {
+  const EmulationConfig& e = config.emulation();
+  if (!EmulatedTopology(config)) return std::shared_ptr<EmulatedInterconnect>();
+  PSTRAIN_ASSIGN_OR_RETURN(const InterconnectProfile* profile, FindInterconnectProfile(e.topology()));
+  const double share =
+      e.collective_compute_share() >= 0 ? e.collective_compute_share() : profile->collective_compute_share;
+  return std::make_shared<EmulatedInterconnect>(*profile, config.devices_per_worker(), e.time_scale(), share);
+}
+
+bool EmulatedTopology(const ExperimentConfig& config) {
+  return config.device() == "emulated" && !config.emulation().topology().empty();
 }
 
 }  // namespace pstrain

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/topology/emulated_interconnect.h"
 #include "models/emulated_model.h"
 #include "proto/config.pb.h"
 
@@ -39,5 +41,15 @@ absl::StatusOr<double> EmulatedImagesPerSecond(const ExperimentConfig& config, c
 // One step of batch_size_per_device images at `images_per_second`: a third
 // forward, two thirds backward, both multiplied by emulation.time_scale.
 EmulatedCompute ModelledCompute(const ExperimentConfig& config, double images_per_second);
+
+// The interconnect of one worker's emulated host (emulation.topology, for
+// devices_per_worker devices, dilated by emulation.time_scale), or null
+// when the config names no topology.
+absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> EmulatedHostInterconnect(const ExperimentConfig& config);
+
+// The config stands its replicas for devices with memory of their own
+// inside an emulated host: device emulated with emulation.topology. The
+// in-worker strategies then move what they would move on GPUs.
+bool EmulatedTopology(const ExperimentConfig& config);
 
 }  // namespace pstrain

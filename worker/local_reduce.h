@@ -9,7 +9,17 @@
 //            round-robin by variable index, then copied back to the others
 //            (local_reduce_copy.cc).
 // ("nccl" is the GPU all-reduce of the NCCL strategies, not a reduction
-// here.) And for local_parameter_device gpu (parameter_server on GPUs):
+// here; on emulated devices in an emulated host it is "emulated_ring":
+// local_reduce_ring.cc.)
+//
+// Over an emulated interconnect (ReplicaSet::interconnect(), device
+// emulated with emulation.topology) each reduction computes nothing (the
+// emulated devices' gradients are zeros and their values unread) and
+// instead charges the interconnect what it moves, in its own order:
+// pscpu a pass over host memory (the gradients came down in TrainStep),
+// none and owner_device each variable's copies between the devices (and
+// owner_device the sum's copy to the host), emulated_ring one ring
+// all-reduce per variable. And for local_parameter_device gpu (parameter_server on GPUs):
 //   "owner_device": each variable is summed on the replica that owns it
 //            (GradientOwners: greedy, least-loaded by bytes) from peer copies
 //            of the others' device gradients; the MEAN lands in replica 0's
@@ -31,6 +41,8 @@ namespace pstrain {
 void ReduceGradientsOnHost(ReplicaSet& replicas);
 void ReduceGradientsByCopy(ReplicaSet& replicas);
 void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas);
+// The bytes of one replica's gradients, all variables.
+int64_t GradientBytes(ReplicaSet& replicas);
 // The replica owning each variable's reduction: greedy by gradient bytes.
 std::vector<int> GradientOwners(ReplicaSet& replicas);
 // The reductions by name, each registered from its own file (pscpu,
@@ -43,6 +55,10 @@ struct LocalReduceEntry {
   // from local_parameter_device).
   bool config_spec = true;
   std::function<void(ReplicaSet&)> reduce;
+  // When set, one variable's reduction on its own (`reduce` is then all of
+  // them in turn): strategies may run it as soon as every replica's
+  // gradient of that variable is final (OverlappedReduce).
+  std::function<void(ReplicaSet&, int variable)> reduce_one;
 };
 Registry<LocalReduceEntry>& LocalReduceRegistry();
 // The registered reductions a config may name, sorted.

@@ -1,15 +1,41 @@
 // none: for variable v, replica v % N sums everyone's gradient (copying each
 // in), scales it, and copies the mean back to the others.
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "worker/local_reduce.h"
 
 namespace pstrain {
 
+namespace {
+
+// For each variable in turn: the others' gradients to its owner at once,
+// then the mean back to them at once (the sum on the owner is device
+// compute, not modelled).
+void ModelCopies(ReplicaSet& replicas, EmulatedInterconnect& interconnect) {
+  const int n = replicas.size();
+  const std::vector<Variable>& vars = replicas.variables(0);
+  for (size_t v = 0; v < vars.size(); ++v) {
+    const int owner = static_cast<int>(v % n);
+    const int64_t bytes = static_cast<int64_t>(vars[v].grad.num_bytes());
+    std::vector<EmulatedInterconnect::Copy> in, out;
+    for (int r = 0; r < n; ++r) {
+      if (r == owner) continue;
+      in.push_back({r, owner, bytes});
+      out.push_back({owner, r, bytes});
+    }
+    interconnect.Transfer(in);
+    interconnect.Transfer(out);
+  }
+}
+
+}  // namespace
+
 void ReduceGradientsByCopy(ReplicaSet& replicas) {
   const int n = replicas.size();
   if (n == 1) return;
+  if (EmulatedInterconnect* interconnect = replicas.interconnect()) return ModelCopies(replicas, *interconnect);
   const float scale = 1.0f / static_cast<float>(n);
   const size_t num_vars = replicas.variables(0).size();
   for (size_t v = 0; v < num_vars; ++v) {
@@ -27,6 +53,12 @@ void ReduceGradientsByCopy(ReplicaSet& replicas) {
       if (r != owner) replicas.variables(r)[v].grad.CopyFrom(sum);
     }
   }
+}
+
+int64_t GradientBytes(ReplicaSet& replicas) {
+  int64_t bytes = 0;
+  for (const Variable& v : replicas.variables(0)) bytes += static_cast<int64_t>(v.grad.num_bytes());
+  return bytes;
 }
 
 Registry<LocalReduceEntry>& LocalReduceRegistry() {
@@ -51,8 +83,9 @@ absl::Status ReduceGradients(const std::string& spec, ReplicaSet& replicas) {
 
 namespace {
 
-const bool kRegistered = LocalReduceRegistry().Register(
-    "none", {"each variable summed on one replica chosen round-robin, copied back", true, ReduceGradientsByCopy});
+const bool kRegistered =
+    LocalReduceRegistry().Register("none", {"each variable summed on one replica chosen round-robin, copied back", true,
+                                            ReduceGradientsByCopy, /*reduce_one=*/nullptr});
 
 }  // namespace
 }  // namespace pstrain

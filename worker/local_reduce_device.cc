@@ -27,9 +27,30 @@ std::vector<int> GradientOwners(ReplicaSet& replicas) {
   return owners;
 }
 
+namespace {
+
+// For each variable in turn: the others' gradients to its owner at once,
+// then the owner's sum down to the host.
+void ModelOwnerCopies(ReplicaSet& replicas, const std::vector<int>& owners, EmulatedInterconnect& interconnect) {
+  const std::vector<Variable>& vars = replicas.variables(0);
+  for (size_t v = 0; v < owners.size(); ++v) {
+    const int64_t bytes = static_cast<int64_t>(vars[v].grad.num_bytes());
+    std::vector<EmulatedInterconnect::Copy> in;
+    for (int r = 0; r < replicas.size(); ++r) {
+      if (r != owners[v]) in.push_back({r, owners[v], bytes});
+    }
+    interconnect.Transfer(in);
+    interconnect.Transfer({{owners[v], kHostEndpoint, bytes}});
+  }
+}
+
+}  // namespace
+
 void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas) {
   const int n = replicas.size();
   const std::vector<int> owners = GradientOwners(replicas);
+  if (EmulatedInterconnect* interconnect = replicas.interconnect())
+    return ModelOwnerCopies(replicas, owners, *interconnect);
   const float scale = 1.0f / static_cast<float>(n);
   for (size_t v = 0; v < owners.size(); ++v) {
     const int o = owners[v];
@@ -54,7 +75,7 @@ namespace {
 
 const bool kRegistered = LocalReduceRegistry().Register(
     "owner_device", {"each variable summed on the replica that owns it (local_parameter_device gpu)", false,
-                     ReduceGradientsOnOwnerDevices});
+                     ReduceGradientsOnOwnerDevices, /*reduce_one=*/nullptr});
 
 }  // namespace
 }  // namespace pstrain

@@ -9,6 +9,13 @@ namespace pstrain {
 void ReduceGradientsOnHost(ReplicaSet& replicas) {
   const int n = replicas.size();
   if (n == 1) return;
+  if (EmulatedInterconnect* interconnect = replicas.interconnect()) {
+    // The gradients came down with TrainStep; the sum reads them all and
+    // writes one (the next step's uploads take it back).
+    const int64_t bytes = GradientBytes(replicas);
+    interconnect->HostPass(n * bytes, bytes);
+    return;
+  }
   const float scale = 1.0f / static_cast<float>(n);
   const size_t num_vars = replicas.variables(0).size();
   std::vector<float> host;
@@ -28,8 +35,9 @@ void ReduceGradientsOnHost(ReplicaSet& replicas) {
 
 namespace {
 
-const bool kRegistered = LocalReduceRegistry().Register(
-    "pscpu", {"every gradient gathered on the host, summed there, copied back", true, ReduceGradientsOnHost});
+const bool kRegistered =
+    LocalReduceRegistry().Register("pscpu", {"every gradient gathered on the host, summed there, copied back", true,
+                                             ReduceGradientsOnHost, /*reduce_one=*/nullptr});
 
 }  // namespace
 }  // namespace pstrain

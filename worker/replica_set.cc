@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     PSTRAIN_RETURN_IF_ERROR(context->SetPrecision(options.precision));
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, context.get()));
     if (options.wrap_model) {
-      PSTRAIN_ASSIGN_OR_RETURN(model, options.wrap_model(std::move(model)));
+      PSTRAIN_ASSIGN_OR_RETURN(model, options.wrap_model(std::move(model), r));
     }
     set->contexts_.push_back(std::move(context));
     set->models_.push_back(std::move(model));
@@ -51,6 +51,8 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
       }
     }
   }
+  set->interconnect_ = options.interconnect;
+  set->host_mirrors_ = options.host_mirrors;
   set->download_gradients_ = options.download_gradients;
   set->zero_non_finite_gradients_ = options.zero_non_finite_gradients;
   set->gradients_finite_.assign(replicas, 1);
@@ -120,8 +122,31 @@ float ReplicaSet::TrainStep(int r, const Tensor& images, const int32_t* labels, 
   return TrainStepWithHostGradients(r, images, labels, hook);
 }
 
+float ReplicaSet::TrainStepOverInterconnect(int r, const Tensor& images, const int32_t* labels,
+                                            const GradientReadyHook& hook) {
+  std::vector<Variable>& vars = variables(r);
+  int64_t value_bytes = 0;
+  for (const Variable& v : vars) value_bytes += v.value.num_bytes();
+  if (host_mirrors_) interconnect_->Transfer({{kHostEndpoint, r, value_bytes}});
+  if (!downloads_gradients()) return models_[r]->TrainStep(images, labels, hook);
+  // As TrainStepWithHostGradients: downloads overlap backward when a
+  // strategy's hook waits for them, else follow it.
+  std::vector<bool> downloaded(vars.size(), false);
+  GradientReadyHook download = [&](int v) {
+    interconnect_->Transfer({{r, kHostEndpoint, static_cast<int64_t>(vars[v].grad.num_bytes())}});
+    downloaded[v] = true;
+    hook(v);
+  };
+  const float loss = models_[r]->TrainStep(images, labels, hook ? download : GradientReadyHook());
+  int64_t left = 0;
+  for (size_t v = 0; v < vars.size(); ++v) left += downloaded[v] ? 0 : vars[v].grad.num_bytes();
+  interconnect_->Transfer({{r, kHostEndpoint, left}});
+  return loss;
+}
+
 float ReplicaSet::TrainStepWithHostGradients(int r, const Tensor& images, const int32_t* labels,
                                              const GradientReadyHook& hook) {
+  if (interconnect_) return TrainStepOverInterconnect(r, images, labels, hook);
   if (!mirrored()) return models_[r]->TrainStep(images, labels, hook);
   SyncModelValues(r);
   if (!download_gradients_) {
@@ -158,6 +183,9 @@ void ReplicaSet::InitializeVariables(uint64_t seed) {
 }
 
 void ReplicaSet::BroadcastValues(int from) {
+  // Over an emulated interconnect the next step's uploads stand for the
+  // copies (emulated replicas compute nothing from their values).
+  if (interconnect_) return;
   // Host tensors (CPU replicas or host mirrors): the strategies that keep
   // variables on GPUs broadcast with NCCL instead.
   std::vector<Variable>& source = variables(from);

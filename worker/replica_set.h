@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/topology/emulated_interconnect.h"
 #include "models/model.h"
 
 namespace pstrain {
@@ -45,9 +46,17 @@ struct ReplicaOptions {
   // otherwise it is left as it is, for the strategy's optimizer to skip the
   // step (LocalOptimizer).
   bool zero_non_finite_gradients = false;
-  // When set, applied to every replica's model once built (device emulated:
-  // an EmulatedModel around it, worker/emulated_device.h).
-  std::function<absl::StatusOr<std::unique_ptr<Model>>(std::unique_ptr<Model>)> wrap_model;
+  // When set, applied to every replica's model once built, with the
+  // replica's index (device emulated: an EmulatedModel around it,
+  // worker/emulated_device.h).
+  std::function<absl::StatusOr<std::unique_ptr<Model>>(std::unique_ptr<Model>, int replica)> wrap_model;
+  // Emulated devices inside an emulated host (emulation.topology): replica r
+  // is device r of it. TrainStep() then charges it the copies a GPU replica
+  // would make (uploads with host_mirrors, downloads with
+  // download_gradients too), BroadcastValues() copies nothing (the uploads
+  // stand for it), and the strategies' reductions charge theirs
+  // (local_reduce.h).
+  std::shared_ptr<EmulatedInterconnect> interconnect;
 };
 
 class ReplicaSet {
@@ -67,7 +76,11 @@ class ReplicaSet {
   bool mirrored() const { return !mirrors_.empty(); }
   // TrainStep() leaves every gradient in variables(r) (CPU replicas, or
   // mirrors with ReplicaOptions::download_gradients).
-  bool downloads_gradients() const { return !mirrored() || download_gradients_; }
+  bool downloads_gradients() const {
+    return interconnect_ ? host_mirrors_ && download_gradients_ : !mirrored() || download_gradients_;
+  }
+  // The emulated host's interconnect (ReplicaOptions::interconnect), or null.
+  EmulatedInterconnect* interconnect() const { return interconnect_.get(); }
 
   // Runs fn(r) for every replica concurrently and waits for all. With one
   // replica it runs inline on the caller's thread. The replica's device is
@@ -105,6 +118,8 @@ class ReplicaSet {
  private:
   ReplicaSet() = default;
   void DownloadGradient(int r, int variable);
+  // TrainStep() over an emulated interconnect (ReplicaOptions).
+  float TrainStepOverInterconnect(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
   // TrainStep() without loss scaling.
   float TrainStepWithHostGradients(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
   // Unscales variables(r)[variable].grad (see SetLossScale).
@@ -113,6 +128,8 @@ class ReplicaSet {
   std::vector<std::unique_ptr<Model>> models_;
   std::vector<std::vector<Variable>> mirrors_;  // [replica][variable], pinned host; empty when not mirrored
   int threads_per_replica_ = 1;
+  std::shared_ptr<EmulatedInterconnect> interconnect_;
+  bool host_mirrors_ = true;
   bool download_gradients_ = true;
   bool zero_non_finite_gradients_ = false;
   float loss_scale_ = 0;                // 0: no loss scaling

@@ -74,6 +74,33 @@ TEST_F(EmulatedModelTest, ReleasesGradientsInTheRealOrderAtTheModelledTimes) {
   }
 }
 
+// Compute lost to a collective on the device pushes the rest of backward
+// later: what is owed before the step is dropped, what accrues during
+// backward is added to every later deadline.
+TEST_F(EmulatedModelTest, ComputeOwedToOtherWorkDelaysTheRestOfBackward) {
+  const EmulatedCompute compute{absl::Milliseconds(20), absl::Milliseconds(40)};
+  EmulatedModel emulated(Lenet(), compute);
+  int calls = 0;
+  emulated.SetComputeDelay([&] {
+    // The first call of the step clears what was owed before it: a large
+    // figure here must not count.
+    return calls++ == 0 ? absl::Seconds(10) : absl::Milliseconds(30);
+  });
+  Tensor images({4, 1, 28, 28});
+  std::vector<int32_t> labels = {0, 1, 2, 3};
+  std::vector<absl::Duration> when;
+  const absl::Time start = absl::Now();
+  emulated.TrainStep(images, labels.data(), [&](int) { when.push_back(absl::Now() - start); });
+  const absl::Duration step = absl::Now() - start;
+  // One clearing call, then one per released layer and one at the end,
+  // each owing 30 ms more.
+  ASSERT_GE(calls, 3);
+  EXPECT_GE(step, compute.forward + compute.backward + (calls - 1) * absl::Milliseconds(30));
+  EXPECT_LT(step, absl::Seconds(10));  // the owed-before figure was dropped
+  ASSERT_FALSE(when.empty());
+  EXPECT_GE(when.front(), compute.forward + absl::Milliseconds(30));
+}
+
 TEST_F(EmulatedModelTest, ConvolutionsTakeTheirShareOfBackward) {
   EmulatedModel emulated(Lenet(), EmulatedCompute{absl::ZeroDuration(), absl::Seconds(1)});
   const std::vector<LayerCost> layers = emulated.LayerCosts();

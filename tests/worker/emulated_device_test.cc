@@ -84,6 +84,59 @@ TEST(EmulatedDevice, TheSectionIsCheckedNamingTheField) {
   EXPECT_TRUE(valid.ok()) << valid;
 }
 
+TEST(EmulatedDevice, TheHostTopologyIsCheckedNamingTheField) {
+  const std::string emulated = "device: emulated\nvariable_update: replicated\n";
+  auto refusal = [&](const std::string& yaml) {
+    const std::string one_worker = "cluster: {worker_hosts: [\"w:1\"]}\n";
+    absl::StatusOr<ExperimentConfig> c =
+        ParseExperimentYaml(one_worker + "data: {source: synthetic}\n" + emulated + yaml, "exp.yaml");
+    EXPECT_TRUE(c.ok()) << c.status();
+    const absl::Status s = ValidateExperimentConfig(*c, "exp.yaml");
+    return s.ok() ? std::string("accepted") : std::string(s.message());
+  };
+  EXPECT_THAT(refusal("emulation: {device_profile: p100, topology: dgx9}\n"),
+              HasSubstr("field 'emulation.topology': expected one of p100_pcie, v100_nvlink, got 'dgx9'"));
+  EXPECT_THAT(refusal("devices_per_worker: 9\nemulation: {device_profile: p100, topology: p100_pcie}\n"),
+              HasSubstr("field 'devices_per_worker': expected at most 8 with emulation.topology p100_pcie"));
+  EXPECT_THAT(refusal("emulation: {device_profile: p100, topology: p100_pcie, workers_per_host: 2}\n"),
+              HasSubstr("field 'emulation.workers_per_host': expected 1 with emulation.topology"));
+  EXPECT_THAT(refusal("emulation: {device_profile: p100, topology: p100_pcie, collective_compute_share: 1}\n"),
+              HasSubstr("field 'emulation.collective_compute_share'"));
+  EXPECT_THAT(Refusal("emulation: {topology: p100_pcie}\n"),
+              HasSubstr("field 'emulation.topology': expected empty unless device is emulated"));
+  // local_parameter_device gpu: the emulated devices stand for GPUs only
+  // inside an emulated host.
+  const std::string ps = "variable_update: parameter_server\ncluster: {ps_hosts: [\"p:1\"], worker_hosts: [\"w:1\"]}\n";
+  auto ps_refusal = [&](const std::string& yaml) {
+    absl::StatusOr<ExperimentConfig> c = ParseExperimentYaml(
+        "data: {source: synthetic}\ndevice: emulated\nlocal_parameter_device: gpu\n" + ps + yaml, "exp.yaml");
+    EXPECT_TRUE(c.ok()) << c.status();
+    const absl::Status s = ValidateExperimentConfig(*c, "exp.yaml");
+    return s.ok() ? std::string("accepted") : std::string(s.message());
+  };
+  EXPECT_THAT(ps_refusal("emulation: {device_profile: p100}\n"),
+              HasSubstr("field 'local_parameter_device': expected cpu with device emulated unless emulation.topology"));
+  EXPECT_EQ(ps_refusal("devices_per_worker: 8\nemulation: {device_profile: p100, topology: p100_pcie}\n"), "accepted");
+  EXPECT_EQ(refusal("all_reduce_spec: nccl\ndevices_per_worker: 4\nemulation: {device_profile: p100, topology: "
+                    "v100_nvlink}\n"),
+            "accepted");
+}
+
+// The interconnect of an emulated host: for the worker's devices, dilated
+// by the time scale; none without a topology.
+TEST(EmulatedDevice, TheHostInterconnectFollowsTheConfig) {
+  ExperimentConfig c = Config("device: emulated\ndevices_per_worker: 4\nemulation: {device_profile: p100}\n");
+  EXPECT_EQ(*EmulatedHostInterconnect(c), nullptr);
+  EXPECT_FALSE(EmulatedTopology(c));
+  c.mutable_emulation()->set_topology("v100_nvlink");
+  absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> interconnect = EmulatedHostInterconnect(c);
+  ASSERT_TRUE(interconnect.ok()) << interconnect.status();
+  ASSERT_NE(*interconnect, nullptr);
+  EXPECT_EQ((*interconnect)->devices(), 4);
+  EXPECT_EQ((*interconnect)->profile().name, "v100_nvlink");
+  EXPECT_TRUE(EmulatedTopology(c));
+}
+
 RunResult TwoWorkers(double rate, double cores0, double cores1) {
   RunResult r;
   r.set_images_per_sec(rate);

@@ -135,10 +135,16 @@ absl::Status TrainingRun::CreateReplicas() {
   // step instead (LocalOptimizer).
   options.zero_non_finite_gradients = needs_.parameter_servers;
   if (emulated_) {
-    options.wrap_model = [this](std::unique_ptr<Model> real) -> absl::StatusOr<std::unique_ptr<Model>> {
+    PSTRAIN_ASSIGN_OR_RETURN(options.interconnect, EmulatedHostInterconnect(config_));
+    options.wrap_model = [this, interconnect = options.interconnect](
+                             std::unique_ptr<Model> real, int replica) -> absl::StatusOr<std::unique_ptr<Model>> {
       PSTRAIN_ASSIGN_OR_RETURN(device_images_per_sec_,
                                EmulatedImagesPerSecond(config_, real->name(), real->ForwardFlopsPerExample()));
-      return std::make_unique<EmulatedModel>(std::move(real), ModelledCompute(config_, device_images_per_sec_));
+      auto model = std::make_unique<EmulatedModel>(std::move(real), ModelledCompute(config_, device_images_per_sec_));
+      if (interconnect) {
+        model->SetComputeDelay([interconnect, replica] { return interconnect->TakeComputeDelay(replica); });
+      }
+      return model;
     };
   }
   PSTRAIN_ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(ResolveModelConfig(config_, data_.train), devices_, options));
@@ -216,6 +222,10 @@ absl::Status TrainingRun::Start() {
                                  scale,
                                  scale != 1 ? " (progress lines show measured rates; totals are x the scale)" : "")
               << std::endl;
+    if (const EmulatedInterconnect* interconnect = replicas_->interconnect()) {
+      std::cout << "Topology:    " << interconnect->devices() << " devices of " << interconnect->profile().name << ": "
+                << interconnect->profile().summary << std::endl;
+    }
   }
   return absl::OkStatus();
 }
@@ -326,6 +336,11 @@ void TrainingRun::PrintSummary(const WorkerReport& report) const {
           "worker %d peak memory: RSS %.2f GiB, model step arena %.2f GiB%s", worker_index_,
           ToGib(report.peak_rss_bytes()), ToGib(report.step_arena_bytes()),
           report.peak_device_bytes() > 0 ? absl::StrFormat(", GPU %.2f GiB", ToGib(report.peak_device_bytes())) : "")};
+  if (const EmulatedInterconnect* interconnect = replicas_->interconnect()) {
+    lines.push_back(absl::StrFormat("worker %d interconnect: %d bytes moved over %s's links (%d devices)",
+                                    worker_index_, interconnect->bytes_moved(), interconnect->profile().name,
+                                    interconnect->devices()));
+  }
   for (const auto& observer : observers_) {
     for (std::string& line : observer->SummaryLines()) lines.push_back(std::move(line));
   }

@@ -8,6 +8,7 @@
 // with loss scaling the host mirrors serve, as the host unscales.
 #include "absl/strings/str_cat.h"
 #include "optim/loss_scaler.h"
+#include "worker/emulated_device.h"
 #include "worker/strategies/local_replicas.h"
 #include "worker/strategies/nccl_strategy.h"
 
@@ -19,7 +20,9 @@ bool OnDevice(const ExperimentConfig& c) { return c.device() == "gpu" && !Scales
 StrategyNeeds Needs(const ExperimentConfig& c) {
   StrategyNeeds needs;
   needs.max_workers = 1;
-  needs.host_mirrors = !OnDevice(c);
+  // Emulated devices in an emulated host keep their variables too: nothing
+  // crosses the interconnect.
+  needs.host_mirrors = !OnDevice(c) && !EmulatedTopology(c);
   return needs;
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/local_optimizer.h"
+#include "worker/overlapped_reduce.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
@@ -33,6 +34,10 @@ class LocalReplicasStrategy : public Strategy {
   absl::Status AfterStep(int64_t step) override;
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;
   std::string Describe() const override { return description_; }
+  // With a reduction that runs per variable (LocalReduceEntry::reduce_one):
+  // each variable is reduced as soon as every replica's gradient of it is
+  // final, overlapping backward.
+  GradientReadyHook HookFor(int replica) override { return overlapped_ ? overlapped_->HookFor(replica) : nullptr; }
 
  private:
   LocalReplicasStrategy(const StrategyContext& context, std::optional<std::string> reduce_spec, std::string description)
@@ -42,6 +47,7 @@ class LocalReplicasStrategy : public Strategy {
   const std::optional<std::string> reduce_spec_;
   const std::string description_;
   std::vector<std::unique_ptr<LocalOptimizer>> optimizers_;
+  std::unique_ptr<OverlappedReduce> overlapped_;
 };
 
 }  // namespace pstrain

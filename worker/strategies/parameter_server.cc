@@ -8,6 +8,7 @@
 #include "common/placement.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "worker/emulated_device.h"
 #include "worker/local_reduce.h"
 
 namespace pstrain {
@@ -367,8 +368,8 @@ StrategyNeeds Needs(const ExperimentConfig& c) {
   needs.parameter_servers = true;
   // local_parameter_device gpu: the sum is formed on the owner GPUs
   // (local_reduce.h) and only it is downloaded.
-  needs.download_gradients =
-      !(c.device() == "gpu" && c.local_parameter_device() == "gpu" && c.devices_per_worker() > 1);
+  const bool on_devices = c.device() == "gpu" || EmulatedTopology(c);
+  needs.download_gradients = !(on_devices && c.local_parameter_device() == "gpu" && c.devices_per_worker() > 1);
   return needs;
 }
 
