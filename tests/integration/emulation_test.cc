@@ -15,17 +15,12 @@
 #include "common/metrics/result_json.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
+#include "tests/integration/launch_test_util.h"
 #include "tests/util/process_test_util.h"
 #include "tools/launch/emulated_hosts.h"
 
 namespace pstrain::test {
 namespace {
-
-struct Launched {
-  int exit_code = -1;
-  std::string output;
-  absl::StatusOr<RunResult> result = absl::UnknownError("not run");
-};
 
 class EmulationTest : public ::testing::Test {
  protected:
@@ -33,20 +28,8 @@ class EmulationTest : public ::testing::Test {
     if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) GTEST_SKIP() << s.message();
   }
 
-  // Runs pstrain-launch on `yaml` (written to a file), prefixed by `prefix`
-  // (e.g. another user, another PATH).
   Launched Launch(const std::string& name, const std::string& yaml, std::vector<std::string> prefix = {}) {
-    const std::string config = dir_.path() + "/" + name + ".yaml";
-    const std::string run_dir = dir_.path() + "/" + name;
-    WriteFile(config, yaml);
-    prefix.insert(prefix.end(), {BinDir() + "/pstrain-launch", config, "--run_dir", run_dir, "--timeout_s", "240"});
-    Subprocess launch = Spawn(prefix, dir_.path());
-    std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
-    Launched out;
-    out.output = launch.out() + launch.err();
-    if (status && WIFEXITED(*status)) out.exit_code = WEXITSTATUS(*status);
-    out.result = ReadResultJson(run_dir + "/result.json");
-    return out;
+    return LaunchConfig(dir_.path(), name, yaml, std::move(prefix));
   }
 
   TempDir dir_;

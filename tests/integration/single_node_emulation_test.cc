@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "common/metrics/result_json.h"
 #include "gtest/gtest.h"
-#include "tests/integration/cluster_test_util.h"
+#include "tests/integration/launch_test_util.h"
 #include "tests/util/process_test_util.h"
 #include "tools/launch/emulated_hosts.h"
 
@@ -22,12 +22,6 @@ constexpr double kModelBytes = (784.0 * 32000 + 32000 + 32000 * 10 + 10) * 4;
 // 4 devices x 32 images a step.
 constexpr double kImagesPerStep = 4 * 32;
 
-struct Launched {
-  int exit_code = -1;
-  std::string output;
-  absl::StatusOr<RunResult> result = absl::UnknownError("not run");
-};
-
 class SingleNodeEmulationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -38,11 +32,10 @@ class SingleNodeEmulationTest : public ::testing::Test {
   // with `strategy` (config lines).
   Launched Launch(const std::string& name, const std::string& strategy, int ps,
                   const std::string& topology = "p100_pcie") {
-    const std::string config = dir_.path() + "/" + name + ".yaml";
-    const std::string run_dir = dir_.path() + "/" + name;
-    std::string hosts =
+    const std::string hosts =
         ps > 0 ? "cluster: {ps_hosts: [\"p:1\"], worker_hosts: [\"w:1\"]}\n" : "cluster: {worker_hosts: [\"w:1\"]}\n";
-    WriteFile(config, hosts + R"(
+    return LaunchConfig(dir_.path(), name,
+                        hosts + R"(
 model: {name: mlp, hidden_units: [32000], input_shape: [1, 28, 28], num_classes: 10}
 data: {source: synthetic, synthetic_examples: 512}
 optimizer: {name: sgd, learning_rate: 0.01}
@@ -50,15 +43,7 @@ train: {batch_size_per_device: 32, steps: 8, warmup_steps: 2, display_every: 4, 
 device: emulated
 devices_per_worker: 4
 emulation: {ps_placement: colocated, images_per_second: 1000000, topology: )" +
-                          topology + "}\n" + strategy);
-    Subprocess launch =
-        Spawn({BinDir() + "/pstrain-launch", config, "--run_dir", run_dir, "--timeout_s", "240"}, dir_.path());
-    std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
-    Launched out;
-    out.output = launch.out() + launch.err();
-    if (status && WIFEXITED(*status)) out.exit_code = WEXITSTATUS(*status);
-    out.result = ReadResultJson(run_dir + "/result.json");
-    return out;
+                            topology + "}\n" + strategy);
   }
 
   // Runs `strategy` and checks its rate is at most what `seconds_per_step`
