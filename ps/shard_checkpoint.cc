@@ -1,20 +1,14 @@
 #include "ps/shard_checkpoint.h"
 
 #include <cstring>
-#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/durable_file.h"
+#include "common/shard_checkpoint_file.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
 
 namespace pstrain {
-namespace {
-
-constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'C', 'K', 'P', 'T'};
-
-}  // namespace
-
 absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     const std::string& path, int shard, int64_t step, const std::string& optimizer,
     const std::map<std::string, std::unique_ptr<ShardVariable>>& variables) {
@@ -41,12 +35,8 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     e->set_slots(static_cast<int32_t>(var->slots.size()));
     snapshots.push_back({var->value, var->bytes(), var->slots});
   }
-  const std::string serialized = header.SerializeAsString();
-  const uint32_t length = static_cast<uint32_t>(serialized.size());
   PSTRAIN_ASSIGN_OR_RETURN(DurableFileWriter writer, DurableFileWriter::Create(path));
-  PSTRAIN_RETURN_IF_ERROR(writer.Append(kMagic, sizeof(kMagic)));
-  PSTRAIN_RETURN_IF_ERROR(writer.Append(&length, sizeof(length)));
-  PSTRAIN_RETURN_IF_ERROR(writer.Append(serialized.data(), serialized.size()));
+  PSTRAIN_RETURN_IF_ERROR(AppendShardCheckpointHeader(writer, header));
   for (const Snapshot& snapshot : snapshots) {
     PSTRAIN_RETURN_IF_ERROR(writer.Append(snapshot.value->data(), snapshot.bytes));
     for (const std::vector<float>& slot : snapshot.slots) {
@@ -66,69 +56,42 @@ absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const s
   const FileDigest expected{restore.bytes(), restore.crc32c()};
   PSTRAIN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(restore.path(), &expected));
   const std::string& path = restore.path();
-  uint32_t length = 0;
-  if (data.size() < sizeof(kMagic) + sizeof(length) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
-    return absl::DataLossError(absl::StrCat(path, ": not a PS shard checkpoint"));
-  }
-  std::memcpy(&length, data.data() + sizeof(kMagic), sizeof(length));
-  size_t offset = sizeof(kMagic) + sizeof(length);
-  ShardCheckpointHeader header;
-  if (length > data.size() - offset || !header.ParseFromArray(data.data() + offset, static_cast<int>(length))) {
-    return absl::DataLossError(absl::StrCat(path, ": malformed header"));
-  }
-  offset += length;
+  PSTRAIN_ASSIGN_OR_RETURN(const ShardCheckpointView view, DecodeShardCheckpoint(data, path));
   auto refuse = [&path](const std::string& why) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " does not fit this run: ", why));
   };
-  if (header.shard() != shard)
-    return refuse(absl::StrCat("written by shard ", header.shard(), ", this is shard ", shard));
-  if (header.optimizer() != optimizer) {
-    return refuse(absl::StrCat("optimizer ", header.optimizer(), " there, ", optimizer, " here"));
+  if (view.header.shard() != shard)
+    return refuse(absl::StrCat("written by shard ", view.header.shard(), ", this is shard ", shard));
+  if (view.header.optimizer() != optimizer) {
+    return refuse(absl::StrCat("optimizer ", view.header.optimizer(), " there, ", optimizer, " here"));
   }
-  if (header.entries_size() != static_cast<int>(variables.size())) {
-    return refuse(absl::StrCat(header.entries_size(), " variables there, ", variables.size(), " here"));
+  if (view.entries.size() != variables.size()) {
+    return refuse(absl::StrCat(view.entries.size(), " variables there, ", variables.size(), " here"));
   }
-  // Check everything before changing anything.
-  size_t needed = offset;
-  std::set<std::string> listed;
-  for (const ShardCheckpointHeader::Entry& e : header.entries()) {
-    // As many entries as variables, each listed once: every variable is restored.
-    if (!listed.insert(e.name()).second) {
-      return absl::DataLossError(absl::StrCat(path, ": variable ", e.name(), " is listed twice"));
-    }
-    if (e.version() < 0) {
-      return absl::DataLossError(absl::StrCat(path, ": variable ", e.name(), " has version ", e.version()));
-    }
-    auto it = variables.find(e.name());
-    if (it == variables.end()) return refuse(absl::StrCat("variable ", e.name(), " is not on this shard here"));
+  // Check everything before changing anything. As many entries as
+  // variables, each listed once (the decoder checks): every one is restored.
+  for (const ShardCheckpointEntry& e : view.entries) {
+    auto it = variables.find(e.name);
+    if (it == variables.end()) return refuse(absl::StrCat("variable ", e.name, " is not on this shard here"));
     const ShardVariable& var = *it->second;
-    const Shape shape(e.shape().begin(), e.shape().end());
-    if (shape != var.shape) {
-      return refuse(absl::StrCat("variable ", e.name(), " has shape ", ShapeToString(shape), " there, ",
+    if (e.shape != var.shape) {
+      return refuse(absl::StrCat("variable ", e.name, " has shape ", ShapeToString(e.shape), " there, ",
                                  ShapeToString(var.shape), " here"));
     }
-    {
-      absl::MutexLock lock(&it->second->mu);
-      if (static_cast<int>(it->second->slots.size()) != e.slots()) {
-        return refuse(absl::StrCat("variable ", e.name(), " has ", e.slots(), " optimizer slots there, ",
-                                   it->second->slots.size(), " here"));
-      }
+    absl::MutexLock lock(&it->second->mu);
+    if (static_cast<int>(it->second->slots.size()) != e.slots) {
+      return refuse(absl::StrCat("variable ", e.name, " has ", e.slots, " optimizer slots there, ",
+                                 it->second->slots.size(), " here"));
     }
-    needed += static_cast<size_t>(1 + e.slots()) * var.bytes();
   }
-  if (needed != data.size()) {
-    return absl::DataLossError(absl::StrCat(path, ": ", data.size(), " bytes but its header describes ", needed));
-  }
-  for (const ShardCheckpointHeader::Entry& e : header.entries()) {
-    ShardVariable& var = *variables.at(e.name());
+  for (const ShardCheckpointEntry& e : view.entries) {
+    ShardVariable& var = *variables.at(e.name);
     absl::MutexLock lock(&var.mu);
-    std::memcpy(var.value->data(), data.data() + offset, var.bytes());
-    offset += var.bytes();
-    for (std::vector<float>& slot : var.slots) {
-      std::memcpy(slot.data(), data.data() + offset, var.bytes());
-      offset += var.bytes();
+    std::memcpy(var.value->data(), data.data() + e.ArrayOffset(0), var.bytes());
+    for (size_t k = 0; k < var.slots.size(); ++k) {
+      std::memcpy(var.slots[k].data(), data.data() + e.ArrayOffset(static_cast<int>(k) + 1), var.bytes());
     }
-    var.version = e.version();
+    var.version = e.version;
   }
   return absl::OkStatus();
 }

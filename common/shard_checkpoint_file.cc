@@ -1,0 +1,73 @@
+#include "common/shard_checkpoint_file.h"
+
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'C', 'K', 'P', 'T'};
+
+// The entry's element count, or -1 for a negative dimension or one that
+// overflows.
+int64_t Elements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / 8 / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& data, const std::string& path) {
+  uint32_t length = 0;
+  if (data.size() < sizeof(kMagic) + sizeof(length) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError(absl::StrCat(path, ": not a PS shard checkpoint"));
+  }
+  std::memcpy(&length, data.data() + sizeof(kMagic), sizeof(length));
+  size_t offset = sizeof(kMagic) + sizeof(length);
+  ShardCheckpointView view;
+  if (length > data.size() - offset || !view.header.ParseFromArray(data.data() + offset, static_cast<int>(length))) {
+    return absl::DataLossError(absl::StrCat(path, ": malformed header"));
+  }
+  offset += length;
+  std::set<std::string> listed;
+  for (const ShardCheckpointHeader::Entry& e : view.header.entries()) {
+    ShardCheckpointEntry entry{e.name(), Shape(e.shape().begin(), e.shape().end()), e.version(), e.slots(), 0, offset};
+    if (!listed.insert(e.name()).second) {
+      return absl::DataLossError(absl::StrCat(path, ": variable ", e.name(), " is listed twice"));
+    }
+    if (e.version() < 0 || e.slots() < 0 || e.slots() > 16) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": variable ", e.name(), " has version ", e.version(), " and ", e.slots(), " slots"));
+    }
+    entry.elements = Elements(entry.shape);
+    const size_t left = data.size() - offset;
+    if (entry.elements < 0 ||
+        static_cast<uint64_t>(entry.elements) * sizeof(float) * (1 + static_cast<uint64_t>(e.slots())) > left) {
+      return absl::DataLossError(absl::StrCat(path, ": ", data.size(), " bytes, fewer than its header describes"));
+    }
+    offset += static_cast<size_t>(entry.elements) * sizeof(float) * (1 + e.slots());
+    view.entries.push_back(std::move(entry));
+  }
+  if (offset != data.size()) {
+    return absl::DataLossError(absl::StrCat(path, ": ", data.size(), " bytes but its header describes ", offset));
+  }
+  return view;
+}
+
+absl::Status AppendShardCheckpointHeader(DurableFileWriter& writer, const ShardCheckpointHeader& header) {
+  const std::string serialized = header.SerializeAsString();
+  const uint32_t length = static_cast<uint32_t>(serialized.size());
+  PSTRAIN_RETURN_IF_ERROR(writer.Append(kMagic, sizeof(kMagic)));
+  PSTRAIN_RETURN_IF_ERROR(writer.Append(&length, sizeof(length)));
+  return writer.Append(serialized.data(), serialized.size());
+}
+
+}  // namespace pstrain

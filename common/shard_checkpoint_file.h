@@ -1,0 +1,50 @@
+// The file a PS shard writes for a checkpoint (docs/CHECKPOINTS.md), read
+// and written here for the shards (ps/shard_checkpoint.h) and for the chief,
+// which reshards a checkpoint onto another shard count
+// (worker/checkpoint_reshard.h):
+//
+//   "PSTRCKPT"  uint32 header length  ShardCheckpointHeader (proto/ps.proto)
+//   then for each header entry, in order: its value and each of its optimizer
+//   slots, float32, as many elements as its shape holds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/durable_file.h"
+#include "common/tensor.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+// One entry of a decoded file: where its arrays lie in the file's bytes.
+struct ShardCheckpointEntry {
+  std::string name;
+  Shape shape;
+  int64_t version = 0;
+  int slots = 0;
+  int64_t elements = 0;  // of the value and of each slot
+  size_t offset = 0;     // of the value; slot k follows at offset + (k + 1) x elements x 4
+  // Where array k lies in the file (0: the value, 1..: the slots); copy it
+  // out with memcpy (the file does not align floats).
+  size_t ArrayOffset(int k) const { return offset + static_cast<size_t>(k) * elements * sizeof(float); }
+};
+
+struct ShardCheckpointView {
+  ShardCheckpointHeader header;
+  std::vector<ShardCheckpointEntry> entries;  // header order
+};
+
+// Decodes a whole file's bytes (`path` names it in errors). DATA_LOSS when
+// it is not a shard checkpoint, its header is malformed, an entry is listed
+// twice or has a negative version, dimension or slot count, or the file's
+// size is not what the header describes.
+absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& data, const std::string& path);
+
+// Writes the magic and `header` to `writer`; the arrays follow, appended by
+// the caller in header order.
+absl::Status AppendShardCheckpointHeader(DurableFileWriter& writer, const ShardCheckpointHeader& header);
+
+}  // namespace pstrain
