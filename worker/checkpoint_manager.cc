@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "glog/logging.h"
+#include "worker/checkpoint_reshard.h"
 
 namespace pstrain {
 namespace {
@@ -40,8 +41,30 @@ std::vector<std::pair<int64_t, std::string>> ListCheckpoints(const std::string& 
   return found;
 }
 
-std::string PartText(const CheckpointManifest::Part& p) {
-  return absl::StrCat(p.name(), " ", ShapeToString(Shape(p.shape().begin(), p.shape().end())), " on shard ", p.shard());
+// A variable as a manifest lists it: its element count, and how to name it
+// ("<name> [32, 16]" when whole, "<name> (512 elements in 2 parts)" when cut).
+struct VariableText {
+  int64_t elements = 0;
+  bool whole = true;
+  std::string text;
+};
+
+std::map<std::string, VariableText> Variables(const CheckpointManifest& manifest) {
+  std::map<std::string, std::vector<const CheckpointManifest::Part*>> parts;
+  for (const CheckpointManifest::Part& p : manifest.parts()) parts[PartVariable(p.name())].push_back(&p);
+  std::map<std::string, VariableText> variables;
+  for (const auto& [name, list] : parts) {
+    VariableText& v = variables[name];
+    for (const CheckpointManifest::Part* p : list) {
+      int64_t n = 1;
+      for (int64_t d : p->shape()) n *= d;
+      v.elements += n;
+    }
+    v.whole = list.size() == 1 && list[0]->name() == name;
+    v.text = v.whole ? absl::StrCat(name, " ", ShapeToString(Shape(list[0]->shape().begin(), list[0]->shape().end())))
+                     : absl::StrCat(name, " (", v.elements, " elements in ", list.size(), " parts)");
+  }
+  return variables;
 }
 
 }  // namespace
@@ -86,28 +109,37 @@ std::string CheckpointManager::Incompatibility(const CheckpointManifest& manifes
   if (manifest.optimizer() != here.optimizer()) {
     return absl::StrCat("optimizer ", manifest.optimizer(), " there, ", here.optimizer(), " here");
   }
-  if (manifest.shards_size() != num_shards_) {
-    return absl::StrCat(manifest.shards_size(), " PS shards there, ", num_shards_, " here");
-  }
-  std::map<std::string, const CheckpointManifest::Part*> theirs;
-  for (const CheckpointManifest::Part& p : manifest.parts()) theirs[p.name()] = &p;
+  std::map<std::string, VariableText> theirs = Variables(manifest), ours = Variables(here);
   std::vector<std::string> differences;
-  for (const CheckpointManifest::Part& p : here.parts()) {
-    auto it = theirs.find(p.name());
+  for (const auto& [name, v] : ours) {
+    auto it = theirs.find(name);
     if (it == theirs.end()) {
-      differences.push_back(absl::StrCat(PartText(p), " here, absent there"));
+      differences.push_back(absl::StrCat(v.text, " here, absent there"));
       continue;
     }
-    if (it->second->SerializeAsString() != p.SerializeAsString()) {
-      differences.push_back(absl::StrCat(PartText(*it->second), " there, ", PartText(p), " here"));
+    if (it->second.elements != v.elements || (it->second.whole && v.whole && it->second.text != v.text)) {
+      differences.push_back(absl::StrCat(it->second.text, " there, ", v.text, " here"));
     }
     theirs.erase(it);
   }
-  for (const auto& [name, p] : theirs) differences.push_back(absl::StrCat(PartText(*p), " there, absent here"));
+  for (const auto& [name, v] : theirs) differences.push_back(absl::StrCat(v.text, " there, absent here"));
   if (differences.empty()) return "";
   const size_t shown = std::min<size_t>(differences.size(), 3);
   return absl::StrCat("variables differ: ", absl::StrJoin(differences.begin(), differences.begin() + shown, "; "),
                       differences.size() > shown ? absl::StrCat(" (and ", differences.size() - shown, " more)") : "");
+}
+
+bool CheckpointManager::SameLayout(const CheckpointManifest& manifest) const {
+  if (manifest.shards_size() != num_shards_) return false;
+  const CheckpointManifest here = Describe(0);
+  if (manifest.parts_size() != here.parts_size()) return false;
+  std::map<std::string, std::string> theirs;
+  for (const CheckpointManifest::Part& p : manifest.parts()) theirs[p.name()] = p.SerializeAsString();
+  for (const CheckpointManifest::Part& p : here.parts()) {
+    auto it = theirs.find(p.name());
+    if (it == theirs.end() || it->second != p.SerializeAsString()) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<RestorePoint> CheckpointManager::Load(const std::string& dir) const {
@@ -126,27 +158,44 @@ absl::StatusOr<RestorePoint> CheckpointManager::Load(const std::string& dir) con
   if (std::string why = Incompatibility(point.manifest); !why.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", dir, " is not of this run's model: ", why));
   }
-  point.shards.resize(num_shards_);
-  for (const CheckpointManifest::ShardFile& f : point.manifest.shards()) {
+  PSTRAIN_ASSIGN_OR_RETURN(point.shards, ShardFiles(dir, point.manifest));
+  if (SameLayout(point.manifest)) return point;
+  if (fs::path(dir).filename().string().rfind("reshard-", 0) == 0) {
+    return absl::InternalError(absl::StrCat("checkpoint ", dir, ": resharded, yet not in this run's layout"));
+  }
+  // Another shard count or placement: the same variables cut again for this
+  // run, beside the original (which the old layout can still restore).
+  const std::string resharded = (fs::path(dir) / absl::StrCat("reshard-", num_shards_, "-shards")).string();
+  PSTRAIN_RETURN_IF_ERROR(ReshardCheckpoint(dir, point.manifest, parts_, num_shards_, resharded).status());
+  LOG(INFO) << "checkpoint: " << dir << " was written by " << point.manifest.shards_size()
+            << " PS shards under another placement; resharded for " << num_shards_ << " into " << resharded;
+  return Load(resharded);
+}
+
+absl::StatusOr<std::vector<ShardRestore>> CheckpointManager::ShardFiles(const std::string& dir,
+                                                                        const CheckpointManifest& manifest) const {
+  const std::string manifest_path = (fs::path(dir) / kManifest).string();
+  const int shards = manifest.shards_size();
+  std::vector<ShardRestore> files(shards);
+  for (const CheckpointManifest::ShardFile& f : manifest.shards()) {
     // A file in `dir` itself: a name, not "", "." or ".." (the directory or its parent).
-    if (f.shard() < 0 || f.shard() >= num_shards_ || f.file().find('/') != std::string::npos || f.file().empty() ||
+    if (f.shard() < 0 || f.shard() >= shards || f.file().find('/') != std::string::npos || f.file().empty() ||
         f.file() == "." || f.file() == "..") {
       return absl::DataLossError(absl::StrCat(manifest_path, ": bad shard entry ", f.shard(), " '", f.file(), "'"));
     }
-    ShardRestore& r = point.shards[f.shard()];
+    ShardRestore& r = files[f.shard()];
     r.set_path((fs::path(dir) / f.file()).string());
     r.set_bytes(f.bytes());
     r.set_crc32c(f.crc32c());
-    r.set_step(point.manifest.step());
+    r.set_step(manifest.step());
     const FileDigest expected{f.bytes(), f.crc32c()};
     PSTRAIN_RETURN_IF_ERROR(ReadWholeFile(r.path(), &expected).status());
   }
-  for (int s = 0; s < num_shards_; ++s) {
-    if (point.shards[s].path().empty()) {
-      return absl::DataLossError(absl::StrCat(manifest_path, ": no file for shard ", s));
-    }
+  for (int s = 0; s < shards; ++s) {
+    if (files[s].path().empty()) return absl::DataLossError(absl::StrCat(manifest_path, ": no file for shard ", s));
   }
-  return point;
+  if (shards == 0) return absl::DataLossError(absl::StrCat(manifest_path, ": no shard files"));
+  return files;
 }
 
 absl::StatusOr<std::optional<RestorePoint>> CheckpointManager::FindRestorePoint() const {

@@ -12,9 +12,11 @@
 // newest committed checkpoint in `dir`. Every shard file is read and checked
 // against the size and CRC32C in the manifest first; a damaged checkpoint is
 // skipped for the previous one, saying why (an explicit `restore` that is
-// damaged is an error). A checkpoint of another model, placement or
-// optimizer is refused with what differs: resuming it would be wrong, not
-// merely old.
+// damaged is an error). A checkpoint of another model or optimizer is
+// refused with what differs: resuming it would be wrong, not merely old. One
+// of the same variables written by another number of shards, or under
+// another placement, is resharded for this run first
+// (worker/checkpoint_reshard.h), into <checkpoint>/reshard-<n>-shards/.
 #pragma once
 
 #include <memory>
@@ -68,8 +70,16 @@ class CheckpointManager {
   std::string CheckpointDir(int64_t step) const;
   // The manifest describing this run at `step` (without shard files).
   CheckpointManifest Describe(int64_t step) const;
-  // "" when `manifest` fits this run; otherwise what differs.
+  // "" when `manifest` holds this run's variables (model, optimizer, every
+  // variable's elements); otherwise what differs.
   std::string Incompatibility(const CheckpointManifest& manifest) const;
+  // The manifest's shards and parts are this run's (else it is resharded:
+  // worker/checkpoint_reshard.h).
+  bool SameLayout(const CheckpointManifest& manifest) const;
+  // The manifest's shard files in `dir`, each checked against its size and
+  // CRC32C: DATA_LOSS naming what is wrong.
+  absl::StatusOr<std::vector<ShardRestore>> ShardFiles(const std::string& dir,
+                                                       const CheckpointManifest& manifest) const;
   // Reads and checks the checkpoint in `dir`: DATA_LOSS if damaged or
   // incomplete, FAILED_PRECONDITION if it does not fit this run.
   absl::StatusOr<RestorePoint> Load(const std::string& dir) const;

@@ -1,7 +1,9 @@
 // Fuzz target: checkpoints read back (docs/CHECKPOINTS.md): the chief's
 // MANIFEST reading and validation (CheckpointManager::FindRestorePoint,
-// worker/checkpoint_manager.h) and the shards' checkpoint files
-// (LoadShardCheckpoint, ps/shard_checkpoint.h, reached as a PS reaches it:
+// worker/checkpoint_manager.h; resharding, worker/checkpoint_reshard.h, when
+// the manifest places the variables otherwise) and the shards' checkpoint
+// files (DecodeShardCheckpoint, common/shard_checkpoint_file.h, through
+// LoadShardCheckpoint, ps/shard_checkpoint.h, reached as a PS reaches it:
 // an Init that restores).
 //
 // Feeds: three records (uint16 length, bytes each): a MANIFEST
@@ -63,7 +65,10 @@ void CheckManifest(const std::string& dir) {
   FUZZ_CHECK(p.shards.size() == kTinyShards, p.shards.size(), " shard files");
   for (const ShardRestore& r : p.shards) {
     FUZZ_CHECK(absl::StartsWith(r.path(), dir + "/"), "shard file ", r.path(), " outside ", dir);
-    const std::string name = r.path().substr(dir.size() + 1);
+    std::string name = r.path().substr(dir.size() + 1);
+    // A checkpoint of another layout is resharded into a directory of its own.
+    const std::string resharded = absl::StrCat("reshard-", kTinyShards, "-shards/");
+    if (absl::StartsWith(name, resharded)) name = name.substr(resharded.size());
     FUZZ_CHECK(name != "." && name != ".." && name.find('/') == std::string::npos, "shard file '", name, "'");
     FUZZ_CHECK(r.step() == p.manifest.step(), "shard restores step ", r.step(), " of manifest step ",
                p.manifest.step());

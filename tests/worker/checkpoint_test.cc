@@ -81,6 +81,44 @@ TEST(CheckpointTest, SyncRunResumedFromACheckpointEndsWhereAnUninterruptedRunEnd
   EXPECT_FALSE(fs::exists(fs::path(dir) / "ckpt-2"));
 }
 
+// Resharding: a checkpoint written by 2 shards restores onto 3, onto 1,
+// and onto 3 with every variable cut into parts; sync training then ends
+// bit for bit where the uninterrupted 2-shard run ends (same global batch).
+TEST(CheckpointTest, ACheckpointOfTwoShardsRestoresOntoOtherShardCountsAndPlacementsBitForBit) {
+  absl::StatusOr<ClusterRun> whole = RunInProcessCluster(ClusterConfig(kSteps));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const std::string dir = FreshDir("reshard");
+  ExperimentConfig first = ClusterConfig(kSteps / 2);
+  first.mutable_checkpoint()->set_dir(dir);
+  ASSERT_TRUE(RunInProcessCluster(first).ok());
+  ASSERT_TRUE(Committed(dir, kSteps / 2));
+
+  struct Layout {
+    std::string name;
+    int shards;
+    std::string placement;
+  };
+  for (const Layout& layout : {Layout{"three", 3, "round_robin"}, Layout{"one", 1, "round_robin"},
+                               Layout{"three_cut", 3, "partitioned"}}) {
+    SCOPED_TRACE(layout.name);
+    const std::string copy = FreshDir("reshard_" + layout.name);
+    fs::copy(dir, copy, fs::copy_options::recursive);
+    ExperimentConfig second = ClusterConfig(kSteps);
+    SetInProcessHosts(&second, layout.shards, /*num_workers=*/2);
+    second.set_placement(layout.placement);
+    second.set_partition_bytes(256);  // partitioned: every weight matrix in parts of 64 floats
+    second.mutable_checkpoint()->set_dir(copy);
+    second.mutable_train()->set_init_seed(4242);  // a run that did not restore would start elsewhere
+    absl::StatusOr<ClusterRun> resumed = RunInProcessCluster(second);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    EXPECT_EQ(MaxRelativeDifference(resumed->final_params, whole->final_params), 0);
+    const fs::path resharded = fs::path(copy) / ("ckpt-" + std::to_string(kSteps / 2)) /
+                               ("reshard-" + std::to_string(layout.shards) + "-shards") / "MANIFEST";
+    EXPECT_TRUE(fs::exists(resharded)) << resharded;
+    EXPECT_TRUE(Committed(copy, kSteps));  // and it checkpoints in its own layout
+  }
+}
+
 TEST(CheckpointTest, DamagedNewestCheckpointIsSkippedForThePreviousOne) {
   absl::StatusOr<ClusterRun> whole = RunInProcessCluster(ClusterConfig(kSteps));
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -168,12 +206,24 @@ TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("optimizer momentum there, sgd here"));
 
-  // A checkpoint at the run's last step leaves nothing to train.
-  ExperimentConfig done = ChiefOnlyConfig(2);
-  done.mutable_checkpoint()->set_dir(dir);
-  refused = RunInProcessCluster(done);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(), HasSubstr("raise train.steps"));
+}
+
+// A run started beside a checkpoint at its last step has nothing to train:
+// it ends as a finished run does, with the checkpoint's parameters.
+TEST(CheckpointTest, ARunWhoseCheckpointIsAtItsLastStepEndsWithThoseParameters) {
+  const std::string dir = FreshDir("complete");
+  ExperimentConfig first = ClusterConfig(2);
+  first.mutable_checkpoint()->set_dir(dir);
+  absl::StatusOr<ClusterRun> trained = RunInProcessCluster(first);
+  ASSERT_TRUE(trained.ok()) << trained.status();
+  ASSERT_TRUE(Committed(dir, 2));
+
+  ExperimentConfig again = ClusterConfig(2);
+  again.mutable_checkpoint()->set_dir(dir);
+  again.mutable_train()->set_init_seed(4242);
+  absl::StatusOr<ClusterRun> done = RunInProcessCluster(again);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(MaxRelativeDifference(done->final_params, trained->final_params), 0);
 }
 
 TEST(CheckpointTest, UnwritableDirectoryIsAnErrorBeforeTraining) {
