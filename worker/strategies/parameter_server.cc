@@ -115,9 +115,11 @@ absl::Status ParameterServerStrategy::Start() {
   }
   PSTRAIN_RETURN_IF_ERROR(JoinShards(min_generation, startup, /*starting=*/true));
   if (start_step_ >= context_.total_steps) {
-    return absl::FailedPreconditionError(absl::StrCat("the checkpoint's step ", start_step_,
-                                                      " is not before the run's last step ", context_.total_steps,
-                                                      " (raise train.steps or epochs to train further)"));
+    // Nothing left to train: the run reports (and the chief evaluates) the
+    // checkpoint's parameters, and ends as a finished run does.
+    std::cout << "worker " << context_.worker_index << ": training already complete: the checkpoint's step "
+              << start_step_ << " is the run's last (" << context_.total_steps
+              << "); raise train.steps or epochs to train further" << std::endl;
   }
   if (checkpoints_ != nullptr) {
     checkpoints_->MarkStart(start_step_, absl::Now());
