@@ -40,6 +40,9 @@ DEFINE_int32(metrics_port, -1,
 DEFINE_string(listen_address, "",
               "where this process binds its servers: \"cluster\" (its own cluster entry's host) or a host of this "
               "machine (sets cluster.listen_address; default: the config's, every interface)");
+DEFINE_double(ps_recover_seconds, -1,
+              "overrides timeouts.ps_recover_seconds when >= 0 (pstrain-launch gives it with --max_restarts and a "
+              "checkpoint.dir when the config does not set it)");
 DEFINE_bool(check_config, false, "validate the config as this role would, print 'config ok', exit; start nothing");
 
 namespace pstrain {
@@ -137,9 +140,13 @@ Role ResolveProcessRole(RoleKind binary_role, ExperimentConfig* config) {
   return *role;
 }
 
-// The flags that set config fields for this process: --restore, --listen_address.
+// The flags that set config fields for this process: --restore,
+// --listen_address, --ps_recover_seconds (before time dilation).
 void ApplyConfigFlags(ExperimentConfig* config) {
   if (!FLAGS_restore.empty()) config->mutable_checkpoint()->set_restore(FLAGS_restore);
+  if (FLAGS_ps_recover_seconds >= 0) {
+    config->mutable_timeouts()->set_ps_recover_seconds(static_cast<float>(FLAGS_ps_recover_seconds));
+  }
   if (!FLAGS_listen_address.empty()) config->mutable_cluster()->set_listen_address(FLAGS_listen_address);
 }
 

@@ -430,6 +430,29 @@ TEST_F(LaunchTest, MaxRestartsStartsAFailedRoleAgainAndSaysSo) {
   EXPECT_TRUE(absl::StrContains(ReadFile(run_dir_ + "/worker1.log"), "worker 1 fails (run 1)\nhello from worker 1\n"));
 }
 
+// --max_restarts with a checkpoint directory turns PS recovery on unless the
+// config says otherwise: every role is given --ps_recover_seconds.
+TEST_F(LaunchTest, MaxRestartsWithACheckpointDirectoryTurnsRecoveryOn) {
+  PrepareRoles(1, 2, kPsServe, kWorkerOk);
+  const std::string roles_only = ReadFile(config_);
+  WriteFile(config_, roles_only + "checkpoint: {dir: " + (dir_ / "ck") + "}\n");
+  Subprocess proc = Launch({"--max_restarts", "1"});
+  ASSERT_EQ(ExitCode(WaitForExit(proc.pid)), 0) << proc.out() << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.out(),
+                                "(recovery on: a restarted PS shard is restored from the newest "
+                                "checkpoint; --ps_recover_seconds=120"))
+      << proc.out();
+  for (const std::string role : {"ps0", "worker0", "worker1"}) {
+    EXPECT_TRUE(absl::StrContains(ReadFile(run_dir_ + "/" + role + ".args"), "--ps_recover_seconds=120\n")) << role;
+  }
+  // The config's own choice wins, 0 included.
+  WriteFile(config_, roles_only + "checkpoint: {dir: " + (dir_ / "ck") + "}\ntimeouts: {ps_recover_seconds: 0}\n");
+  Subprocess own = Launch({"--max_restarts", "1"});
+  ASSERT_EQ(ExitCode(WaitForExit(own.pid)), 0) << own.out() << own.err();
+  EXPECT_TRUE(absl::StrContains(own.out(), "(timeouts.ps_recover_seconds is 0")) << own.out();
+  EXPECT_FALSE(absl::StrContains(ReadFile(run_dir_ + "/ps0.args"), "--ps_recover_seconds")) << own.out();
+}
+
 TEST_F(LaunchTest, ARoleFailingMoreThanMaxRestartsStopsTheCluster) {
   PrepareRoles(1, 2, kPsServe, WorkerFailingFirst(5));
   Subprocess proc = Launch({"--max_restarts", "2"});

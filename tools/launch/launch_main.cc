@@ -50,7 +50,7 @@ DEFINE_int32(check_timeout_s, 30,
 DEFINE_int32(max_restarts, 0,
              "Times each role is started again after it dies or exits non-zero (not 2, a config error); "
              "workers rejoin, and with timeouts.ps_recover_seconds the chief restores a restarted PS shard "
-             "from the last checkpoint");
+             "from the last checkpoint (120 s when the config has a checkpoint.dir and leaves it unset)");
 
 namespace {
 

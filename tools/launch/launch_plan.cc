@@ -108,8 +108,16 @@ absl::StatusOr<LaunchPlan> PrepareLaunch(const LaunchArgs& args) {
   plan.run_dir = args.run_dir.empty() ? DefaultRunDir(args.config) : args.run_dir;
   PSTRAIN_ASSIGN_OR_RETURN(plan.addresses, AssignAddresses(plan.experiment, args.config));
 
-  const RoleCommands commands{
-      args.config, bin_dir, plan.run_dir, plan.addresses.ps_hosts, plan.addresses.worker_hosts, args.role_args};
+  std::vector<std::string> role_args = args.role_args;
+  const TimeoutConfig& timeouts = plan.experiment.timeouts();
+  plan.recovery_by_default = args.max_restarts > 0 && plan.experiment.cluster().ps_hosts_size() > 0 &&
+                             !plan.experiment.checkpoint().dir().empty() && !timeouts.has_ps_recover_seconds();
+  if (plan.recovery_by_default) {
+    plan.experiment.mutable_timeouts()->set_ps_recover_seconds(kDefaultPsRecoverSeconds);
+    role_args.insert(role_args.begin(), absl::StrCat("--ps_recover_seconds=", kDefaultPsRecoverSeconds));
+  }
+  const RoleCommands commands{args.config, bin_dir, plan.run_dir, plan.addresses.ps_hosts, plan.addresses.worker_hosts,
+                              role_args};
   const int num_ps = plan.experiment.cluster().ps_hosts_size();
   const int num_workers = plan.experiment.cluster().worker_hosts_size();
   ShareCoresAmongRoles(num_workers);

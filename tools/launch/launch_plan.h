@@ -36,8 +36,17 @@ struct LaunchPlan {
   std::vector<RoleSpec> roles;           // PS roles, then the workers (one mpirun role for all of them)
   std::vector<std::string> accepted_by;  // the role kinds whose --check_config accepted the config
   bool workers_under_mpirun = false;
+  // --max_restarts with PS shards and checkpoint.dir, and no
+  // timeouts.ps_recover_seconds in the config: the roles are given
+  // --ps_recover_seconds=kDefaultPsRecoverSeconds, so a restarted shard is
+  // restored instead of ending the run (`experiment` says so too).
+  bool recovery_by_default = false;
   ClusterOptions options;  // the supervision policy; interrupt_fd left to the caller
 };
+
+// How long the chief waits for a restarted PS shard when recovery is on by
+// default (LaunchPlan::recovery_by_default), before time dilation.
+inline constexpr int kDefaultPsRecoverSeconds = 120;
 
 // The launcher's exit code for an error of the steps below: 2 for
 // InvalidArgument (a config or a flag refused: by the launcher or by a

@@ -61,6 +61,10 @@ std::string FormatPlan(const LaunchPlan& plan) {
             absl::StrCat("a role that fails is restarted up to ", max_restarts, " time", max_restarts == 1 ? "" : "s",
                          num_ps > 0 && plan.experiment.timeouts().ps_recover_seconds() <= 0
                              ? " (timeouts.ps_recover_seconds is 0: a restarted PS shard still ends the run)"
+                         : plan.recovery_by_default
+                             ? absl::StrCat(" (recovery on: a restarted PS shard is restored from the newest "
+                                            "checkpoint; --ps_recover_seconds=",
+                                            kDefaultPsRecoverSeconds, ", timeouts.ps_recover_seconds sets it)")
                              : ""));
   }
   return out;
