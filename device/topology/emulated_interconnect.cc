@@ -41,13 +41,19 @@ void EmulatedInterconnect::Run(const std::vector<std::pair<std::vector<int>, dou
   // New flows only slow the others down: they wake at their old deadlines
   // and wait on. A flow's arrival speeds the others up: they are woken to
   // wait for their earlier deadlines.
-  auto all_done = [&] { return std::all_of(ids.begin(), ids.end(), [&](auto id) { return model_.Done(id); }); };
-  while (!all_done()) {
+  while (!AllArrived(ids)) {
     changed_.WaitWithDeadline(&mu_, RealTimeOf(model_.NextArrival()));
     const int in_flight = model_.in_flight();
     model_.Advance(ModelNow());
     if (model_.in_flight() < in_flight) changed_.SignalAll();
   }
+}
+
+bool EmulatedInterconnect::AllArrived(const std::vector<FlowModel::FlowId>& ids) const {
+  for (FlowModel::FlowId id : ids) {
+    if (!model_.Done(id)) return false;
+  }
+  return true;
 }
 
 void EmulatedInterconnect::Transfer(const std::vector<Copy>& copies) {

@@ -58,6 +58,7 @@ class EmulatedInterconnect {
  private:
   // Starts the flows and waits until all have arrived.
   void Run(const std::vector<std::pair<std::vector<int>, double>>& flows);
+  bool AllArrived(const std::vector<FlowModel::FlowId>& ids) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Seconds of modelled time since construction.
   double ModelNow() const;
   absl::Time RealTimeOf(double model_seconds) const;

@@ -98,8 +98,8 @@ TEST(CheckpointTest, ACheckpointOfTwoShardsRestoresOntoOtherShardCountsAndPlacem
     int shards;
     std::string placement;
   };
-  for (const Layout& layout : {Layout{"three", 3, "round_robin"}, Layout{"one", 1, "round_robin"},
-                               Layout{"three_cut", 3, "partitioned"}}) {
+  for (const Layout& layout :
+       {Layout{"three", 3, "round_robin"}, Layout{"one", 1, "round_robin"}, Layout{"three_cut", 3, "partitioned"}}) {
     SCOPED_TRACE(layout.name);
     const std::string copy = FreshDir("reshard_" + layout.name);
     fs::copy(dir, copy, fs::copy_options::recursive);
@@ -205,7 +205,6 @@ TEST(CheckpointTest, CheckpointOfAnotherModelIsRefusedSayingWhatDiffers) {
   refused = RunInProcessCluster(sgd);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("optimizer momentum there, sgd here"));
-
 }
 
 // A run started beside a checkpoint at its last step has nothing to train:
