@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -49,17 +50,26 @@ struct VariableText {
   std::string text;
 };
 
+// `elements` plus those of `shape`; -1 once any shape is negative or the
+// count leaves int64 (a damaged manifest's: it then matches nothing here).
+int64_t AddElements(int64_t elements, const google::protobuf::RepeatedField<int64_t>& shape) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (elements < 0) return -1;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > kMax / d)) return -1;
+    n *= d;
+  }
+  return n > kMax - elements ? -1 : elements + n;
+}
+
 std::map<std::string, VariableText> Variables(const CheckpointManifest& manifest) {
   std::map<std::string, std::vector<const CheckpointManifest::Part*>> parts;
   for (const CheckpointManifest::Part& p : manifest.parts()) parts[PartVariable(p.name())].push_back(&p);
   std::map<std::string, VariableText> variables;
   for (const auto& [name, list] : parts) {
     VariableText& v = variables[name];
-    for (const CheckpointManifest::Part* p : list) {
-      int64_t n = 1;
-      for (int64_t d : p->shape()) n *= d;
-      v.elements += n;
-    }
+    for (const CheckpointManifest::Part* p : list) v.elements = AddElements(v.elements, p->shape());
     v.whole = list.size() == 1 && list[0]->name() == name;
     v.text = v.whole ? absl::StrCat(name, " ", ShapeToString(Shape(list[0]->shape().begin(), list[0]->shape().end())))
                      : absl::StrCat(name, " (", v.elements, " elements in ", list.size(), " parts)");
