@@ -1,7 +1,6 @@
 #include "common/shard_checkpoint_file.h"
 
 #include <cstring>
-#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -11,17 +10,6 @@ namespace pstrain {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'C', 'K', 'P', 'T'};
-
-// The entry's element count, or -1 for a negative dimension or one that
-// overflows.
-int64_t Elements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / 8 / d)) return -1;
-    n *= d;
-  }
-  return n;
-}
 
 }  // namespace
 
@@ -47,7 +35,7 @@ absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& dat
       return absl::DataLossError(
           absl::StrCat(path, ": variable ", e.name(), " has version ", e.version(), " and ", e.slots(), " slots"));
     }
-    entry.elements = Elements(entry.shape);
+    entry.elements = CheckedNumElements(entry.shape);
     const size_t left = data.size() - offset;
     if (entry.elements < 0 ||
         static_cast<uint64_t>(entry.elements) * sizeof(float) * (1 + static_cast<uint64_t>(e.slots())) > left) {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,6 +23,15 @@ std::string Device::ToString() const { return kind == DeviceKind::kCpu ? "cpu" :
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t CheckedNumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / 8 / d)) return -1;
+    n *= d;
+  }
   return n;
 }
 

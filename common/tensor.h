@@ -36,6 +36,10 @@ struct Device {
 
 using Shape = std::vector<int64_t>;
 int64_t NumElements(const Shape& shape);
+// NumElements of a shape read from outside bytes: -1 when a dimension is
+// negative or the count is so large its bytes (8 per element and more)
+// would not fit in int64.
+int64_t CheckedNumElements(const Shape& shape);
 std::string ShapeToString(const Shape& shape);
 
 // An opaque, device-specific arrangement of a tensor's elements in its

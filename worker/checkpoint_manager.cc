@@ -50,17 +50,12 @@ struct VariableText {
   std::string text;
 };
 
-// `elements` plus those of `shape`; -1 once any shape is negative or the
-// count leaves int64 (a damaged manifest's: it then matches nothing here).
+// `elements` plus those of `shape`; -1 once a shape is negative or the
+// count too large (a damaged manifest's: it then matches nothing here).
 int64_t AddElements(int64_t elements, const google::protobuf::RepeatedField<int64_t>& shape) {
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  if (elements < 0) return -1;
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || (d > 0 && n > kMax / d)) return -1;
-    n *= d;
-  }
-  return n > kMax - elements ? -1 : elements + n;
+  const int64_t n = CheckedNumElements(Shape(shape.begin(), shape.end()));
+  if (elements < 0 || n < 0 || n > std::numeric_limits<int64_t>::max() - elements) return -1;
+  return elements + n;
 }
 
 std::map<std::string, VariableText> Variables(const CheckpointManifest& manifest) {
