@@ -4,6 +4,7 @@
 #include <functional>
 #include <numeric>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/registry.h"
 
@@ -35,6 +36,8 @@ absl::StatusOr<std::vector<int>> PlaceVariables(const std::vector<VariableSize>&
 }
 
 namespace {
+
+constexpr char kPartSuffix[] = "/part_";
 
 // A policy: the parts of every variable, in model order.
 using PartPlanner = std::function<absl::StatusOr<std::vector<VariablePart>>(const std::vector<VariableShape>& variables,
@@ -76,8 +79,7 @@ absl::StatusOr<std::vector<VariablePart>> Partitioned(const std::vector<Variable
     int64_t offset = 0;
     for (int p = 0; p < num_shards; ++p) {
       const int64_t count = n / num_shards + (p < n % num_shards ? 1 : 0);
-      per_variable[i].push_back(
-          {static_cast<int>(i), p, offset, count, absl::StrCat(variables[i].name, "/part_", p), Shape{count}});
+      per_variable[i].push_back({static_cast<int>(i), p, offset, count, PartKey(variables[i].name, p), Shape{count}});
       load[p] += count * static_cast<int64_t>(sizeof(float));
       offset += count;
     }
@@ -171,6 +173,19 @@ std::vector<int64_t> ShardBytes(const std::vector<VariableSize>& variables, cons
   std::vector<int64_t> bytes(num_shards, 0);
   for (size_t i = 0; i < variables.size(); ++i) bytes[plan[i]] += variables[i].bytes;
   return bytes;
+}
+
+std::string PartKey(const std::string& name, int index) { return absl::StrCat(name, kPartSuffix, index); }
+
+std::string PartVariable(const std::string& key, int* part_index) {
+  const size_t at = key.rfind(kPartSuffix);
+  int index = 0;
+  if (at == std::string::npos || !absl::SimpleAtoi(key.substr(at + sizeof(kPartSuffix) - 1), &index)) {
+    if (part_index != nullptr) *part_index = 0;
+    return key;
+  }
+  if (part_index != nullptr) *part_index = index;
+  return key.substr(0, at);
 }
 
 }  // namespace pstrain

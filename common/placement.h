@@ -42,6 +42,12 @@ struct VariablePart {
   Shape shape;         // the variable's shape, or [count] for a part
 };
 
+// The PS key of part `index` of variable `name`: "<name>/part_<index>".
+std::string PartKey(const std::string& name, int index);
+// The variable a PS key belongs to ("<name>/part_<i>" -> "<name>"; a whole
+// variable's key is its name), and which part it is (0 for a whole one).
+std::string PartVariable(const std::string& key, int* part_index = nullptr);
+
 struct VariableShape {
   std::string name;
   Shape shape;  // float32 elements

@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <map>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/durable_file.h"
 #include "common/shard_checkpoint_file.h"
@@ -14,8 +13,6 @@ namespace pstrain {
 namespace {
 
 namespace fs = std::filesystem;
-
-constexpr char kPartSuffix[] = "/part_";
 
 // The checkpoint's files, decoded, and where each of its parts lies.
 struct OldCheckpoint {
@@ -149,17 +146,6 @@ absl::StatusOr<FileDigest> WriteShard(const OldCheckpoint& old, const Checkpoint
 }
 
 }  // namespace
-
-std::string PartVariable(const std::string& key, int* part_index) {
-  const size_t at = key.rfind(kPartSuffix);
-  int index = 0;
-  if (at == std::string::npos || !absl::SimpleAtoi(key.substr(at + sizeof(kPartSuffix) - 1), &index)) {
-    if (part_index != nullptr) *part_index = 0;
-    return key;
-  }
-  if (part_index != nullptr) *part_index = index;
-  return key.substr(0, at);
-}
 
 absl::StatusOr<CheckpointManifest> ReshardCheckpoint(const std::string& from, const CheckpointManifest& manifest,
                                                      const std::vector<VariablePart>& parts, int num_shards,

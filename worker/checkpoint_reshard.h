@@ -17,10 +17,6 @@
 
 namespace pstrain {
 
-// The variable a PS key belongs to: "<name>/part_<i>" -> "<name>", and
-// which part it is (0 for a whole variable).
-std::string PartVariable(const std::string& key, int* part_index = nullptr);
-
 // Rewrites the checkpoint in directory `from` (`manifest`, its MANIFEST)
 // for `parts` on `num_shards` shards into directory `to` (created; what it
 // held is replaced) and returns the new MANIFEST, already written there.
