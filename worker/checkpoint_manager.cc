@@ -164,14 +164,21 @@ absl::StatusOr<RestorePoint> CheckpointManager::Load(const std::string& dir) con
     return absl::FailedPreconditionError(absl::StrCat("checkpoint ", dir, " is not of this run's model: ", why));
   }
   PSTRAIN_ASSIGN_OR_RETURN(point.shards, ShardFiles(dir, point.manifest));
-  if (SameLayout(point.manifest)) return point;
+  if (SameLayout(point.manifest)) {
+    for (const ShardRestore& r : point.shards) {
+      const FileDigest expected{r.bytes(), r.crc32c()};
+      PSTRAIN_RETURN_IF_ERROR(ReadWholeFile(r.path(), &expected).status());
+    }
+    return point;
+  }
   if (fs::path(dir).filename().string().rfind("reshard-", 0) == 0) {
     return absl::InternalError(absl::StrCat("checkpoint ", dir, ": resharded, yet not in this run's layout"));
   }
   // Another shard count or placement: the same variables cut again for this
   // run, beside the original (which the old layout can still restore).
   const std::string resharded = (fs::path(dir) / absl::StrCat("reshard-", num_shards_, "-shards")).string();
-  PSTRAIN_RETURN_IF_ERROR(ReshardCheckpoint(dir, point.manifest, parts_, num_shards_, resharded).status());
+  PSTRAIN_RETURN_IF_ERROR(
+      ReshardCheckpoint(dir, point.manifest, point.shards, parts_, num_shards_, resharded).status());
   LOG(INFO) << "checkpoint: " << dir << " was written by " << point.manifest.shards_size()
             << " PS shards under another placement; resharded for " << num_shards_ << " into " << resharded;
   return Load(resharded);
@@ -193,8 +200,6 @@ absl::StatusOr<std::vector<ShardRestore>> CheckpointManager::ShardFiles(const st
     r.set_bytes(f.bytes());
     r.set_crc32c(f.crc32c());
     r.set_step(manifest.step());
-    const FileDigest expected{f.bytes(), f.crc32c()};
-    PSTRAIN_RETURN_IF_ERROR(ReadWholeFile(r.path(), &expected).status());
   }
   for (int s = 0; s < shards; ++s) {
     if (files[s].path().empty()) return absl::DataLossError(absl::StrCat(manifest_path, ": no file for shard ", s));

@@ -76,8 +76,9 @@ class CheckpointManager {
   // The manifest's shards and parts are this run's (else it is resharded:
   // worker/checkpoint_reshard.h).
   bool SameLayout(const CheckpointManifest& manifest) const;
-  // The manifest's shard files in `dir`, each checked against its size and
-  // CRC32C: DATA_LOSS naming what is wrong.
+  // The manifest's shard files in `dir`, one per shard, each a plain name
+  // in `dir`: DATA_LOSS naming what is wrong. Their contents are checked
+  // against size and CRC32C where they are read (Load, resharding).
   absl::StatusOr<std::vector<ShardRestore>> ShardFiles(const std::string& dir,
                                                        const CheckpointManifest& manifest) const;
   // Reads and checks the checkpoint in `dir`: DATA_LOSS if damaged or

@@ -28,16 +28,16 @@ struct OldCheckpoint {
   int slots = -1;
 };
 
-absl::StatusOr<OldCheckpoint> ReadOld(const std::string& from, const CheckpointManifest& manifest) {
+absl::StatusOr<OldCheckpoint> ReadOld(const std::string& from, const CheckpointManifest& manifest,
+                                      const std::vector<ShardRestore>& files) {
   OldCheckpoint old;
   std::map<std::string, std::pair<int, const ShardCheckpointEntry*>> where;  // part -> (file, entry)
-  old.views.reserve(manifest.shards_size());
-  for (const CheckpointManifest::ShardFile& f : manifest.shards()) {
-    const std::string path = (fs::path(from) / f.file()).string();
+  old.views.reserve(files.size());
+  for (const ShardRestore& f : files) {
     const FileDigest expected{f.bytes(), f.crc32c()};
-    PSTRAIN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path, &expected));
+    PSTRAIN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(f.path(), &expected));
     old.data.push_back(std::move(data));
-    PSTRAIN_ASSIGN_OR_RETURN(ShardCheckpointView view, DecodeShardCheckpoint(old.data.back(), path));
+    PSTRAIN_ASSIGN_OR_RETURN(ShardCheckpointView view, DecodeShardCheckpoint(old.data.back(), f.path()));
     old.views.push_back(std::move(view));
   }
   for (size_t f = 0; f < old.views.size(); ++f) {
@@ -148,9 +148,10 @@ absl::StatusOr<FileDigest> WriteShard(const OldCheckpoint& old, const Checkpoint
 }  // namespace
 
 absl::StatusOr<CheckpointManifest> ReshardCheckpoint(const std::string& from, const CheckpointManifest& manifest,
+                                                     const std::vector<ShardRestore>& files,
                                                      const std::vector<VariablePart>& parts, int num_shards,
                                                      const std::string& to) {
-  PSTRAIN_ASSIGN_OR_RETURN(const OldCheckpoint old, ReadOld(from, manifest));
+  PSTRAIN_ASSIGN_OR_RETURN(const OldCheckpoint old, ReadOld(from, manifest, files));
   PSTRAIN_RETURN_IF_ERROR(CheckSameVariables(old, parts, from));
   std::error_code ec;
   fs::remove_all(to, ec);

@@ -17,14 +17,16 @@
 
 namespace pstrain {
 
-// Rewrites the checkpoint in directory `from` (`manifest`, its MANIFEST)
-// for `parts` on `num_shards` shards into directory `to` (created; what it
-// held is replaced) and returns the new MANIFEST, already written there.
-// Every shard file is checked against the manifest's size and CRC32C first.
+// Rewrites the checkpoint in directory `from` (`manifest`, its MANIFEST;
+// `files`, its shard files as the manifest lists them) for `parts` on
+// `num_shards` shards into directory `to` (created; what it held is
+// replaced) and returns the new MANIFEST, already written there. Every
+// shard file is read once and checked against its size and CRC32C.
 // FAILED_PRECONDITION naming the variable when the variables differ (a name
 // on one side only, or another element count); DATA_LOSS when a file is
 // damaged or lacks a part the manifest lists.
 absl::StatusOr<CheckpointManifest> ReshardCheckpoint(const std::string& from, const CheckpointManifest& manifest,
+                                                     const std::vector<ShardRestore>& files,
                                                      const std::vector<VariablePart>& parts, int num_shards,
                                                      const std::string& to);
 
