@@ -41,6 +41,9 @@ namespace pstrain {
 void ReduceGradientsOnHost(ReplicaSet& replicas);
 void ReduceGradientsByCopy(ReplicaSet& replicas);
 void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas);
+// Over an emulated interconnect: `bytes` from every replica but `owner` to
+// `owner` (to_owner), or back from it to each of them, as one transfer.
+std::vector<EmulatedInterconnect::Copy> OwnerCopies(int replicas, int owner, int64_t bytes, bool to_owner);
 // The bytes of one replica's gradients, all variables.
 int64_t GradientBytes(ReplicaSet& replicas);
 // The replica owning each variable's reduction: greedy by gradient bytes.

@@ -19,14 +19,8 @@ void ModelCopies(ReplicaSet& replicas, EmulatedInterconnect& interconnect) {
   for (size_t v = 0; v < vars.size(); ++v) {
     const int owner = static_cast<int>(v % n);
     const int64_t bytes = static_cast<int64_t>(vars[v].grad.num_bytes());
-    std::vector<EmulatedInterconnect::Copy> in, out;
-    for (int r = 0; r < n; ++r) {
-      if (r == owner) continue;
-      in.push_back({r, owner, bytes});
-      out.push_back({owner, r, bytes});
-    }
-    interconnect.Transfer(in);
-    interconnect.Transfer(out);
+    interconnect.Transfer(OwnerCopies(n, owner, bytes, /*to_owner=*/true));
+    interconnect.Transfer(OwnerCopies(n, owner, bytes, /*to_owner=*/false));
   }
 }
 
@@ -53,6 +47,16 @@ void ReduceGradientsByCopy(ReplicaSet& replicas) {
       if (r != owner) replicas.variables(r)[v].grad.CopyFrom(sum);
     }
   }
+}
+
+std::vector<EmulatedInterconnect::Copy> OwnerCopies(int replicas, int owner, int64_t bytes, bool to_owner) {
+  std::vector<EmulatedInterconnect::Copy> copies;
+  for (int r = 0; r < replicas; ++r) {
+    if (r == owner) continue;
+    copies.push_back(to_owner ? EmulatedInterconnect::Copy{r, owner, bytes}
+                              : EmulatedInterconnect::Copy{owner, r, bytes});
+  }
+  return copies;
 }
 
 int64_t GradientBytes(ReplicaSet& replicas) {

@@ -35,11 +35,7 @@ void ModelOwnerCopies(ReplicaSet& replicas, const std::vector<int>& owners, Emul
   const std::vector<Variable>& vars = replicas.variables(0);
   for (size_t v = 0; v < owners.size(); ++v) {
     const int64_t bytes = static_cast<int64_t>(vars[v].grad.num_bytes());
-    std::vector<EmulatedInterconnect::Copy> in;
-    for (int r = 0; r < replicas.size(); ++r) {
-      if (r != owners[v]) in.push_back({r, owners[v], bytes});
-    }
-    interconnect.Transfer(in);
+    interconnect.Transfer(OwnerCopies(replicas.size(), owners[v], bytes, /*to_owner=*/true));
     interconnect.Transfer({{owners[v], kHostEndpoint, bytes}});
   }
 }
