@@ -15,7 +15,9 @@ inline constexpr std::string_view kHeartbeat = "Heartbeat";
 inline constexpr std::string_view kDone = "Done";
 inline constexpr std::string_view kStats = "Stats";
 inline constexpr std::string_view kCheckpoint = "Checkpoint";
+inline constexpr std::string_view kChunk = "Chunk";
 
-inline constexpr std::array<std::string_view, 7> kAll = {kInit, kPull, kPush, kHeartbeat, kDone, kStats, kCheckpoint};
+inline constexpr std::array<std::string_view, 8> kAll = {kInit, kPull,  kPush,       kHeartbeat,
+                                                         kDone, kStats, kCheckpoint, kChunk};
 
 }  // namespace pstrain::ps_rpc

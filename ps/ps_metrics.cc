@@ -33,6 +33,10 @@ absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* r
       gauge(&m->variable_bytes_, "pstrain_ps_variable_bytes", "Bytes of the variables on this shard."));
   PSTRAIN_RETURN_IF_ERROR(gauge(&m->workers_done_, "pstrain_ps_workers_done", "Workers that said Done."));
   PSTRAIN_RETURN_IF_ERROR(gauge(&m->workers_lost_, "pstrain_ps_workers_lost", "Workers declared lost."));
+  PSTRAIN_RETURN_IF_ERROR(gauge(&m->workers_present_, "pstrain_ps_workers_present",
+                                "Workers heard from and neither done, lost nor absent."));
+  PSTRAIN_RETURN_IF_ERROR(counter(&m->membership_changes_, "pstrain_ps_membership_changes_total",
+                                  "Workers that joined, rejoined or were lost."));
   return m;
 }
 
@@ -49,6 +53,8 @@ void PsMetrics::Update(const StatsResponse& stats) {
   variable_bytes_->Set(static_cast<double>(load.variable_bytes()));
   workers_done_->Set(stats.done_size());
   workers_lost_->Set(stats.lost_size());
+  workers_present_->Set(stats.present_size());
+  membership_changes_->AdvanceTo(stats.membership_size());
 }
 
 }  // namespace pstrain

@@ -2,9 +2,10 @@
 // labelled {shard="<i>"}: counters pstrain_ps_received_bytes_total,
 // pstrain_ps_sent_bytes_total, pstrain_ps_applied_updates_total,
 // pstrain_ps_apply_seconds_total, pstrain_ps_dropped_gradients_total,
-// pstrain_ps_ssp_blocked_pulls_total, pstrain_ps_ssp_wait_seconds_total;
-// gauges pstrain_ps_variables, pstrain_ps_variable_bytes,
-// pstrain_ps_workers_done, pstrain_ps_workers_lost.
+// pstrain_ps_ssp_blocked_pulls_total, pstrain_ps_ssp_wait_seconds_total,
+// pstrain_ps_membership_changes_total; gauges pstrain_ps_variables,
+// pstrain_ps_variable_bytes, pstrain_ps_workers_done, pstrain_ps_workers_lost,
+// pstrain_ps_workers_present.
 #pragma once
 
 #include <memory>
@@ -35,6 +36,8 @@ class PsMetrics {
   Gauge* variable_bytes_ = nullptr;
   Gauge* workers_done_ = nullptr;
   Gauge* workers_lost_ = nullptr;
+  Gauge* workers_present_ = nullptr;
+  Counter* membership_changes_ = nullptr;
 };
 
 }  // namespace pstrain

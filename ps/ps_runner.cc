@@ -32,6 +32,9 @@ PsShardOptions ShardOptions(const ExperimentConfig& config, int shard_index) {
   shard_options.staleness = config.staleness();
   shard_options.optimizer = config.optimizer();
   shard_options.timeouts = config.timeouts();
+  const int min_workers = config.elastic().min_workers();
+  shard_options.workers_join = min_workers > 0 && min_workers < shard_options.num_workers;
+  shard_options.continue_without_lost = config.elastic().on_worker_lost() == "continue";
   return shard_options;
 }
 
@@ -102,7 +105,11 @@ absl::Status ServeUntilFinished(PsShard& shard, int shard_index, const PsRunOpti
     }
     if (shard.Finished()) {
       std::vector<int> lost = shard.LostWorkers();
-      if (!lost.empty()) {
+      // elastic.on_worker_lost continue: losing workers is how the run goes.
+      if (!lost.empty() && shard.continues_without_lost()) {
+        LOG(WARNING) << "PS shard " << shard_index << ": workers [" << absl::StrJoin(lost, ",")
+                     << "] were lost; the run went on without them (elastic.on_worker_lost continue)";
+      } else if (!lost.empty()) {
         return absl::UnavailableError(
             absl::StrCat("workers [", absl::StrJoin(lost, ","), "] were lost during async training"));
       }

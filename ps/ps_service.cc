@@ -50,8 +50,15 @@ void PsService::Handle(std::string_view method, IncomingFrame frame, Responder r
       absl::StatusOr<CheckpointResponse> response = shard_->Checkpoint(request);
       Reply(respond, response.status(), response.ok() ? *response : CheckpointResponse());
     }
+  } else if (method == ps_rpc::kChunk) {
+    ChunkRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) {
+      absl::StatusOr<ChunkResponse> response = shard_->Chunk(request);
+      Reply(respond, response.status(), response.ok() ? *response : ChunkResponse());
+    }
   } else if (method == ps_rpc::kStats) {
-    Reply(respond, absl::OkStatus(), shard_->Stats());
+    StatsRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, absl::OkStatus(), shard_->Stats(request));
   } else {
     respond(absl::UnimplementedError(absl::StrCat("unknown PS method '", std::string(method), "'")), {});
   }

@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
   // unknown name is refused now.
   PSTRAIN_RETURN_IF_ERROR(CreateOptimizer(options.optimizer).status());
   PSTRAIN_RETURN_IF_ERROR(LearningRateSchedule::Create(options.optimizer, 0).status());
-  WorkerRoster roster(options.num_workers, absl::Now());
+  WorkerRoster roster(options.num_workers, absl::Now(), options.workers_join);
   ConsistencyOptions consistency;
   consistency.shard_index = options.shard_index;
   consistency.num_workers = options.num_workers;
@@ -46,6 +46,29 @@ absl::Status PsShard::ValidateWorker(int worker, const char* what) const {
   return absl::OkStatus();
 }
 
+void PsShard::NoteWorker(int worker, uint64_t incarnation) {
+  if (roster_.Arrive(worker, absl::Now())) {
+    RecordChange(worker, "joined", absl::StrCat("first request; ", roster_.Present().size(), " workers present"));
+  }
+  NoteIncarnation(worker, incarnation);
+}
+
+void PsShard::RecordChange(int worker, const std::string& change, const std::string& why) {
+  MembershipChange entry;
+  entry.set_step(store_.initialized() ? store_.NewestVersion() : 0);
+  entry.set_worker(worker);
+  entry.set_change(change);
+  entry.set_why(why);
+  entry.set_seconds(absl::ToDoubleSeconds(absl::Now() - created_));
+  LOG(WARNING) << "shard " << options_.shard_index << ": membership: worker " << worker << " " << change << " at step "
+               << entry.step() << " (" << why << ")";
+  membership_.push_back(std::move(entry));
+}
+
+void PsShard::ReleaseChunk(int worker) {
+  if (ledger_) ledger_->Release(worker);
+}
+
 void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
   if (!roster_.NoteIncarnation(worker, incarnation)) return;
   // Gradients the old process pushed for steps still being aggregated may
@@ -56,6 +79,9 @@ void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
   LOG(WARNING) << "shard " << options_.shard_index << ": worker " << worker
                << " rejoined (a new process); its repeated gradients for steps below " << newest + 1 << " are dropped"
                << (was_lost ? "; it is no longer lost" : "");
+  // The old process's chunk is not coming back.
+  ReleaseChunk(worker);
+  RecordChange(worker, "rejoined", was_lost ? "a new process of a lost worker" : "a new process");
 }
 
 absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
@@ -63,7 +89,7 @@ absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
   bool departed = false;
   {
     absl::MutexLock lock(&mu_);
-    NoteIncarnation(request.worker(), request.incarnation());
+    NoteWorker(request.worker(), request.incarnation());
     roster_.Heard(request.worker(), absl::Now(), request.step());
     departed = request.finished_pushing() && roster_.FinishedPushing(request.worker());
   }
@@ -111,13 +137,32 @@ void PsShard::OnDeparted(int worker) {
   WakePulls();
 }
 
-StatsResponse PsShard::Stats() const {
+absl::StatusOr<ChunkResponse> PsShard::Chunk(const ChunkRequest& request) {
+  PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "chunk"));
+  absl::MutexLock lock(&mu_);
+  if (!ledger_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "chunk: shard ", options_.shard_index,
+        " keeps no data ledger (data.sharding dynamic: shard 0 keeps it once the chief's Init sets it up)"));
+  }
+  NoteWorker(request.worker(), request.incarnation());
+  return ledger_->Exchange(request.worker(), request);
+}
+
+StatsResponse PsShard::Stats(const StatsRequest& request) const {
   StatsResponse stats;
   ShardLoad* load = stats.mutable_load();
   {
     absl::MutexLock lock(&mu_);
     for (const WorkerReport& r : roster_.reports()) *stats.add_done() = r;
     for (int w : roster_.Lost()) stats.add_lost(w);
+    for (int w : roster_.Present()) stats.add_present(w);
+    for (int w : roster_.Absent()) stats.add_absent(w);
+    for (const MembershipChange& c : membership_) *stats.add_membership() = c;
+    if (ledger_) {
+      *stats.mutable_ledger() = ledger_->Report();
+      *stats.mutable_ledger_state() = ledger_->State(request.ledger_before_step());
+    }
   }
   stats.set_generation(store_.generation());
   load->set_shard(options_.shard_index);
@@ -161,14 +206,15 @@ absl::Status PsShard::CheckLostWorkers(absl::Time now) {
     absl::MutexLock lock(&mu_);
     for (WorkerRoster::Silent& s : roster_.SilentWorkers(now, absl::Seconds(options_.timeouts.worker_lost_seconds()),
                                                          absl::Seconds(options_.timeouts.startup_seconds()))) {
-      if (policy_->LostWorkerIsFatal()) {
+      if (policy_->LostWorkerIsFatal() && !options_.continue_without_lost) {
         fatal.emplace_back(s.silent, std::move(s.what));
         continue;
       }
       roster_.Lose(s.worker);
+      ReleaseChunk(s.worker);
       newly_lost.push_back(s.worker);
-      LOG(WARNING) << "shard " << options_.shard_index << ": " << s.what << "; " << options_.consistency
-                   << " training continues without it";
+      RecordChange(s.worker, "lost",
+                   absl::StrCat(s.what, "; ", options_.consistency, " training continues without it"));
     }
   }
   if (!fatal.empty()) {

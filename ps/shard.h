@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
 #include "ps/consistency/consistency_policy.h"
+#include "ps/data_ledger.h"
 #include "ps/shard/parked_pulls.h"
 #include "ps/shard/variable_store.h"
 #include "ps/shard/worker_roster.h"
@@ -53,6 +55,12 @@ struct PsShardOptions {
   int staleness = 0;                 // ssp only
   OptimizerConfig optimizer;
   TimeoutConfig timeouts;
+  // elastic.min_workers below num_workers: workers start absent and join
+  // when they appear (WorkerRoster).
+  bool workers_join = false;
+  // elastic.on_worker_lost continue: a lost worker leaves the run even
+  // under a policy that needs every worker (sync then aggregates the rest).
+  bool continue_without_lost = false;
 };
 
 class PsShard {
@@ -75,7 +83,11 @@ class PsShard {
   // request.path (ps/shard_checkpoint.h). FAILED_PRECONDITION before Init.
   absl::StatusOr<CheckpointResponse> Checkpoint(const CheckpointRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Done(const DoneRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
-  StatsResponse Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // data.sharding dynamic (ps/data_ledger.h): the worker's finished chunks
+  // and its next one. FAILED_PRECONDITION on a shard without a ledger (none
+  // but shard 0 has one, after the chief's Init).
+  absl::StatusOr<ChunkResponse> Chunk(const ChunkRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  StatsResponse Stats(const StatsRequest& request = StatsRequest()) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Periodic duty (the runner calls it every ~50 ms): answers expired pulls,
   // and returns an error naming the culprit when a step has waited too long
@@ -91,15 +103,24 @@ class PsShard {
   // applied); 0 before Init.
   int64_t MinVersion() const;
   std::vector<int> LostWorkers() const ABSL_LOCKS_EXCLUDED(mu_);
+  // elastic.on_worker_lost continue: lost workers are part of the run.
+  bool continues_without_lost() const { return options_.continue_without_lost; }
 
  private:
   PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster);
   absl::Status ValidateWorker(int worker, const char* what) const;
 
   // Workers (shard.cc).
+  // A request from `worker` (process `incarnation`): an absent worker
+  // joins, a new incarnation rejoins (NoteIncarnation); both are recorded.
+  void NoteWorker(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records `worker`'s process incarnation; a new one means the worker was
   // restarted and rejoins (logged; a lost worker counts again).
   void NoteIncarnation(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A membership change, logged and kept for Stats.
+  void RecordChange(int worker, const std::string& change, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `worker` left: its data chunk goes back to the ledger.
+  void ReleaseChunk(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker left (done or finished pushing): let the policy apply what no
   // longer waits for it, then wake pulls.
   void OnDeparted(int worker) ABSL_LOCKS_EXCLUDED(mu_);
@@ -190,6 +211,11 @@ class PsShard {
   // (its departed flags, atomics, are what the policy reads through
   // ConsistencyOptions::departed, under any lock).
   WorkerRoster roster_ ABSL_GUARDED_BY(mu_);
+  // Who joined and left, in order.
+  std::vector<MembershipChange> membership_ ABSL_GUARDED_BY(mu_);
+  const absl::Time created_ = absl::Now();
+  // data.sharding dynamic, shard 0: set by the chief's Init.
+  std::optional<DataLedger> ledger_ ABSL_GUARDED_BY(mu_);
 
   // Load counters.
   std::atomic<int64_t> bytes_in_{0};

@@ -45,13 +45,23 @@ absl::Status PsShard::Init(const InitRequest& request, IncomingFrame& payload, I
 absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame& payload, InitResponse* response) {
   absl::MutexLock lock(&mu_);
   const int64_t generation = std::max<int64_t>(1, request.generation());
+  // The data ledger comes with the state it belongs to (checked first, so a
+  // bad one changes nothing).
+  std::optional<DataLedger> ledger;
+  if (request.has_ledger()) {
+    absl::StatusOr<DataLedger> created = DataLedger::Create(request.ledger(), options_.num_workers);
+    if (!created.ok()) return absl::InvalidArgumentError(absl::StrCat("init: ", created.status().message()));
+    ledger = std::move(*created);
+  }
+  const bool installs = !store_.initialized() || generation > store_.generation();
   if (!store_.initialized()) {
     PSTRAIN_RETURN_IF_ERROR(PublishVariables(request, payload, generation));
     response->set_already_initialized(false);
   } else {
-    if (generation > store_.generation()) PSTRAIN_RETURN_IF_ERROR(RestoreInPlace(request, payload, generation));
+    if (installs) PSTRAIN_RETURN_IF_ERROR(RestoreInPlace(request, payload, generation));
     response->set_already_initialized(true);
   }
+  if (installs && ledger) ledger_ = std::move(ledger);
   response->set_generation(store_.generation());
   return absl::OkStatus();
 }

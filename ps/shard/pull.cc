@@ -44,7 +44,7 @@ void PsShard::Pull(const PullRequest& request, Responder respond) {
   {
     // Check-and-park under mu_, so an update that lands in between wakes us.
     absl::MutexLock lock(&mu_);
-    NoteIncarnation(request.worker(), request.incarnation());
+    NoteWorker(request.worker(), request.incarnation());
     state = TryServePull(request, &response);
     if (state.ok() && *state != PullState::kReady) {
       parked_.Park(request, std::move(respond), *state, absl::Now());

@@ -90,7 +90,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
 
 int64_t PsShard::NotePusher(const PushRequest& request) {
   absl::MutexLock lock(&mu_);
-  NoteIncarnation(request.worker(), request.incarnation());
+  NoteWorker(request.worker(), request.incarnation());
   return roster_.repeats_below(request.worker());
 }
 

@@ -6,18 +6,51 @@
 
 namespace pstrain {
 
-WorkerRoster::WorkerRoster(int num_workers, absl::Time start)
+WorkerRoster::WorkerRoster(int num_workers, absl::Time start, bool start_absent)
     : departed_(std::make_unique<std::atomic<bool>[]>(num_workers)),
       last_seen_(num_workers, start),
       last_step_(num_workers, -1),
       seen_(num_workers, false),
+      absent_(num_workers, start_absent),
       incarnation_(num_workers, 0),
       rejoined_(num_workers, false),
       rejoin_versions_(num_workers, 0) {
   progress_.completed_steps.assign(num_workers, 0);
   progress_.done.assign(num_workers, false);
   progress_.lost.assign(num_workers, false);
-  for (int w = 0; w < num_workers; ++w) departed_[w] = false;
+  for (int w = 0; w < num_workers; ++w) departed_[w] = start_absent;
+}
+
+bool WorkerRoster::Arrive(int worker, absl::Time now) {
+  if (!seen_[worker]) last_seen_[worker] = now;
+  seen_[worker] = true;
+  if (!absent_[worker]) return false;
+  absent_[worker] = false;
+  departed_[worker] = false;
+  int64_t slowest = -1;
+  for (int w : Present()) {
+    if (w != worker)
+      slowest = slowest < 0 ? progress_.completed_steps[w] : std::min(slowest, progress_.completed_steps[w]);
+  }
+  progress_.completed_steps[worker] = std::max<int64_t>(slowest, 0);
+  last_seen_[worker] = now;
+  return true;
+}
+
+std::vector<int> WorkerRoster::Present() const {
+  std::vector<int> present;
+  for (int w = 0; w < size(); ++w) {
+    if (seen_[w] && !absent_[w] && !progress_.done[w] && !progress_.lost[w]) present.push_back(w);
+  }
+  return present;
+}
+
+std::vector<int> WorkerRoster::Absent() const {
+  std::vector<int> absent;
+  for (int w = 0; w < size(); ++w) {
+    if (absent_[w]) absent.push_back(w);
+  }
+  return absent;
 }
 
 void WorkerRoster::Heard(int worker, absl::Time now, int64_t step) {
@@ -81,8 +114,11 @@ std::vector<int> WorkerRoster::Lost() const {
 }
 
 bool WorkerRoster::AllDoneOrLost() const {
+  // Absent workers count once the run has ended for someone (before that,
+  // everyone may still be on the way).
+  const bool ended = !reports_.empty();
   for (int w = 0; w < size(); ++w) {
-    if (!progress_.done[w] && !progress_.lost[w]) return false;
+    if (!progress_.done[w] && !progress_.lost[w] && !(absent_[w] && ended)) return false;
   }
   return true;
 }
@@ -91,7 +127,7 @@ std::vector<WorkerRoster::Silent> WorkerRoster::SilentWorkers(absl::Time now, ab
                                                               absl::Duration startup) const {
   std::vector<Silent> silent_workers;
   for (int w = 0; w < size(); ++w) {
-    if (progress_.done[w] || progress_.lost[w]) continue;
+    if (progress_.done[w] || progress_.lost[w] || absent_[w]) continue;
     const absl::Duration limit = seen_[w] ? lost_after : startup;
     const absl::Duration silent = now - last_seen_[w];
     if (silent <= limit) continue;

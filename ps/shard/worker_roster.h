@@ -4,6 +4,10 @@
 // whether a restarted process rejoined, the report it sent with Done, and
 // whether it departed (done, lost or finished pushing).
 //
+// Elastic runs (elastic.min_workers below the listed workers) start with
+// every worker *absent*: departed, not waited for, never lost by silence.
+// A worker arrives with its first request and is present from then on.
+//
 // Workers are 0 .. size()-1; callers check the range (PsShard validates every
 // request's worker first). A worker is *silent* when it has not been heard
 // from for longer than its limit: `lost_after` once it has been seen,
@@ -31,8 +35,8 @@ namespace pstrain {
 class WorkerRoster {
  public:
   // `num_workers` workers, none heard from yet; their startup limit counts
-  // from `start`.
-  WorkerRoster(int num_workers, absl::Time start);
+  // from `start`. `start_absent`: every worker is absent until it arrives.
+  WorkerRoster(int num_workers, absl::Time start, bool start_absent = false);
 
   int size() const { return static_cast<int>(incarnation_.size()); }
   // Per worker: departed or not; valid for the roster's lifetime.
@@ -49,6 +53,15 @@ class WorkerRoster {
   // Every worker resumes at `step` (a restore): it has completed `step`
   // steps, the last one step - 1.
   void ResumeAt(int64_t step);
+
+  // Presence.
+  // `worker` sent a request at `now`. True when it was absent: it joins the
+  // run (no longer departed; under ssp its clock starts at the slowest
+  // present worker's, so nobody waits for it to catch up).
+  bool Arrive(int worker, absl::Time now);
+  // Workers heard from and neither done, lost nor absent; workers absent.
+  std::vector<int> Present() const;
+  std::vector<int> Absent() const;
 
   // Incarnations.
   // Records `worker`'s process incarnation (0: unknown, ignored). True when
@@ -79,7 +92,7 @@ class WorkerRoster {
   const std::vector<WorkerReport>& reports() const { return reports_; }
   // The lost workers, in index order.
   std::vector<int> Lost() const;
-  // True when every worker is done or lost.
+  // True when every worker is done or lost, or absent once one is done.
   bool AllDoneOrLost() const;
 
   // A worker neither done nor lost that has been silent past its limit.
@@ -99,6 +112,7 @@ class WorkerRoster {
   std::vector<absl::Time> last_seen_;
   std::vector<int64_t> last_step_;
   std::vector<bool> seen_;
+  std::vector<bool> absent_;
   // Per worker: its process's incarnation (0: unknown), whether a restarted
   // process rejoined, and the steps below which its repeats are dropped.
   std::vector<uint64_t> incarnation_;

@@ -172,5 +172,39 @@ TEST(WorkerRosterTest, TheDepartedFlagsStayPutWhenTheRosterMoves) {
   EXPECT_TRUE(flags[1].load());
 }
 
+// Elastic runs: workers start absent (departed, never silent), join with
+// their first request, and are not waited for at the end.
+TEST(WorkerRosterTest, AbsentWorkersAreNotWaitedForUntilTheyArrive) {
+  WorkerRoster roster(3, kStart, /*start_absent=*/true);
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(roster.departed()[w].load());
+  EXPECT_THAT(roster.Absent(), ElementsAre(0, 1, 2));
+  EXPECT_THAT(SilentAt(roster, kStart + kStartup + absl::Seconds(1)), IsEmpty());
+  EXPECT_FALSE(roster.AllDoneOrLost());  // nobody has run yet
+
+  EXPECT_TRUE(roster.Arrive(0, kStart));
+  EXPECT_FALSE(roster.Arrive(0, kStart));  // once
+  EXPECT_TRUE(roster.Arrive(1, kStart));
+  EXPECT_FALSE(roster.departed()[0].load());
+  EXPECT_THAT(roster.Present(), ElementsAre(0, 1));
+  EXPECT_THAT(roster.Absent(), ElementsAre(2));
+
+  roster.Pushed(0, kStart + absl::Seconds(1), 6, 6);
+  roster.Pushed(1, kStart + absl::Seconds(1), 4, 4);
+  // Worker 2 joins late: its ssp clock starts at the slowest present one's.
+  EXPECT_TRUE(roster.Arrive(2, kStart + absl::Seconds(2)));
+  EXPECT_EQ(roster.progress().completed_steps[2], 5);
+  EXPECT_THAT(roster.Absent(), IsEmpty());
+}
+
+TEST(WorkerRosterTest, WorkersThatNeverCameDoNotHoldUpTheEnd) {
+  WorkerRoster roster(3, kStart, /*start_absent=*/true);
+  roster.Arrive(0, kStart);
+  roster.Arrive(1, kStart);
+  EXPECT_TRUE(roster.Done(0, Report(0, 10)));
+  EXPECT_FALSE(roster.AllDoneOrLost());  // worker 1 is still training
+  EXPECT_TRUE(roster.Done(1, Report(1, 10)));
+  EXPECT_TRUE(roster.AllDoneOrLost());  // worker 2 never came
+}
+
 }  // namespace
 }  // namespace pstrain
