@@ -242,8 +242,10 @@ absl::StatusOr<std::vector<std::string>> CheckpointManager::PrepareShardPaths(in
   return paths;
 }
 
-absl::Status CheckpointManager::Commit(int64_t step, const std::vector<CheckpointResponse>& shards, absl::Time now) {
+absl::Status CheckpointManager::Commit(int64_t step, const std::vector<CheckpointResponse>& shards, absl::Time now,
+                                       const LedgerState* ledger) {
   CheckpointManifest manifest = Describe(step);
+  if (ledger != nullptr) *manifest.mutable_ledger() = *ledger;
   for (int s = 0; s < static_cast<int>(shards.size()); ++s) {
     CheckpointManifest::ShardFile* f = manifest.add_shards();
     f->set_shard(s);

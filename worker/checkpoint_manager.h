@@ -55,8 +55,10 @@ class CheckpointManager {
   // its directory).
   absl::StatusOr<std::vector<std::string>> PrepareShardPaths(int64_t step) const;
   // Writes the MANIFEST of the checkpoint at `step` from the shards'
-  // answers, then deletes what `keep` no longer covers.
-  absl::Status Commit(int64_t step, const std::vector<CheckpointResponse>& shards, absl::Time now);
+  // answers (and, with data.sharding dynamic, the ledger's chunks completed
+  // by then), then deletes what `keep` no longer covers.
+  absl::Status Commit(int64_t step, const std::vector<CheckpointResponse>& shards, absl::Time now,
+                      const LedgerState* ledger = nullptr);
   void MarkStart(int64_t step, absl::Time now) {
     last_step_ = step;
     last_time_ = now;

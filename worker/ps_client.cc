@@ -195,7 +195,7 @@ std::vector<PsClient::ShardCall> PsClient::CallsToEveryShard(const google::proto
 }
 
 absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>* restore,
-                            std::optional<absl::Duration> wait) {
+                            std::optional<absl::Duration> wait, const LedgerSpec* ledger) {
   if (restore != nullptr && static_cast<int>(restore->size()) != num_shards()) {
     return absl::InvalidArgumentError(
         absl::StrCat("init: ", restore->size(), " checkpoint files for ", num_shards(), " shards"));
@@ -217,6 +217,7 @@ absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>
     header.set_total_steps(total_steps);
     header.set_generation(generation);
     if (restore != nullptr) *header.mutable_restore() = (*restore)[s];
+    if (ledger != nullptr && s == 0) *header.mutable_ledger() = *ledger;
     for (int i : shard_parts_[s]) {
       const VariablePart& part = parts_[i];
       DescribePart(part, header.add_tensors());
@@ -478,6 +479,32 @@ absl::StatusOr<std::vector<StatsResponse>> PsClient::StatsWith(const CallOptions
     if (!calls[s].response.ParseHeader(&stats[s])) return absl::InternalError("stats: malformed response");
   }
   return stats;
+}
+
+absl::StatusOr<StatsResponse> PsClient::ChiefShardStats(int64_t ledger_before_step) {
+  StatsRequest request;
+  request.set_ledger_before_step(ledger_before_step);
+  std::vector<ShardCall> calls(1);
+  request.SerializeToString(&calls[0].request.header);
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kStats, calls, RpcOptions()));
+  StatsResponse stats;
+  if (!calls[0].response.ParseHeader(&stats)) return absl::InternalError("stats: malformed response from PS shard 0");
+  return stats;
+}
+
+absl::StatusOr<ChunkResponse> PsClient::Chunk(const std::vector<CompletedChunk>& completed) {
+  ChunkRequest request;
+  request.set_worker(worker_);
+  request.set_incarnation(incarnation_);
+  for (const CompletedChunk& c : completed) *request.add_completed() = c;
+  std::vector<ShardCall> calls(1);
+  request.SerializeToString(&calls[0].request.header);
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kChunk, calls, RpcOptions()));
+  ChunkResponse response;
+  if (!calls[0].response.ParseHeader(&response)) {
+    return absl::InternalError("chunk: malformed response from PS shard 0");
+  }
+  return response;
 }
 
 }  // namespace pstrain

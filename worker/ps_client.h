@@ -49,8 +49,10 @@ class PsClient {
   // restarted) the new state replaces the old one and requests of the old
   // generation are ABORTED. Waits up to `wait` (default
   // timeouts.startup_seconds) for every shard to be reachable.
+  // With `ledger` (data.sharding dynamic), shard 0 keeps the run's data
+  // ledger from then on.
   absl::Status Init(int64_t total_steps, const std::vector<ShardRestore>* restore = nullptr,
-                    std::optional<absl::Duration> wait = std::nullopt);
+                    std::optional<absl::Duration> wait = std::nullopt, const LedgerSpec* ledger = nullptr);
 
   // What a worker joining the shards' state learns (Join).
   struct JoinInfo {
@@ -111,6 +113,12 @@ class PsClient {
   absl::Status Done(const WorkerReport& report);
   // Stats of every shard, in shard order.
   absl::StatusOr<std::vector<StatsResponse>> Stats();
+  // Shard 0's Stats, its ledger state as of `ledger_before_step`
+  // (StatsRequest).
+  absl::StatusOr<StatsResponse> ChiefShardStats(int64_t ledger_before_step = 0);
+  // data.sharding dynamic: reports `completed` chunks to shard 0's ledger
+  // and asks for the next one (this worker and process filled in).
+  absl::StatusOr<ChunkResponse> Chunk(const std::vector<CompletedChunk>& completed);
 
   int num_shards() const { return static_cast<int>(channels_.size()); }
   // Payload bytes pushed and pulled so far, as they travelled.

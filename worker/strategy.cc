@@ -38,6 +38,25 @@ absl::Status CheckNoCheckpoints(const ExperimentConfig& c, const ConfigChecker& 
   return absl::OkStatus();
 }
 
+// Membership that changes and the data ledger need parameter servers: an
+// all-reduce group does not re-form yet, and the ledger lives on shard 0.
+absl::Status CheckNoElastic(const ExperimentConfig& c, const ConfigChecker& ck) {
+  const std::string why = absl::StrCat(" for variable_update ", c.variable_update(),
+                                       " (membership changes and the data ledger need parameter servers; "
+                                       "all-reduce groups do not re-form at step boundaries yet)");
+  if (c.data().sharding() != "static") {
+    return ck.Fail("data.sharding", absl::StrCat("static", why), absl::StrCat("'", c.data().sharding(), "'"));
+  }
+  if (c.elastic().min_workers() != 0 && c.elastic().min_workers() != c.cluster().worker_hosts_size()) {
+    return ck.Fail("elastic.min_workers", absl::StrCat("unset", why), absl::StrCat(c.elastic().min_workers()));
+  }
+  if (c.elastic().on_worker_lost() != "stop") {
+    return ck.Fail("elastic.on_worker_lost", absl::StrCat("stop", why),
+                   absl::StrCat("'", c.elastic().on_worker_lost(), "'"));
+  }
+  return absl::OkStatus();
+}
+
 // Loss scaling: valid fields (LossScaler's own rules), and gradients the
 // worker unscales on the host (ReplicaSet::SetLossScale).
 absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& needs, const ConfigChecker& ck) {
@@ -101,7 +120,10 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
   if (needs.parameter_servers && c.cluster().ps_hosts().empty()) {
     return ck.Fail("cluster.ps_hosts", absl::StrCat("at least one host:port when variable_update is ", name), "none");
   }
-  if (!needs.parameter_servers) PSTRAIN_RETURN_IF_ERROR(CheckNoCheckpoints(c, ck));
+  if (!needs.parameter_servers) {
+    PSTRAIN_RETURN_IF_ERROR(CheckNoCheckpoints(c, ck));
+    PSTRAIN_RETURN_IF_ERROR(CheckNoElastic(c, ck));
+  }
   const int workers = c.cluster().worker_hosts_size();
   if (needs.max_workers > 0 && workers > needs.max_workers) {
     return ck.Fail(

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,9 @@ struct StrategyContext {
   // The worker's timeline (config `timeline`), or null: strategies record
   // their communication phases on it.
   Timeline* timeline = nullptr;
+  // data.sharding dynamic: the ledger the chief sets up on PS shard 0 (its
+  // restored state comes from the checkpoint); null with static sharding.
+  const LedgerSpec* ledger = nullptr;
 };
 
 // What the chief learns at the end: every worker's report (its own first) and
@@ -53,6 +57,10 @@ struct ClusterReport {
   std::vector<WorkerReport> workers;
   std::vector<ShardLoad> ps_load;
   std::vector<int> lost_workers;
+  // Who joined and left (PS shard 0's record), and data.sharding dynamic's
+  // ledger counts.
+  std::vector<MembershipChange> membership;
+  std::optional<LedgerReport> ledger;
 };
 
 class Strategy {
@@ -71,6 +79,12 @@ class Strategy {
   virtual absl::StatusOr<int64_t> Recover(const absl::Status& failure) { return failure; }
   // Chief: the recoveries of the run so far, in order.
   virtual std::vector<Recovery> recoveries() const { return {}; }
+  // data.sharding dynamic: reports this worker's finished chunks and asks
+  // for its next one (the ledger lives on PS shard 0). Default:
+  // FAILED_PRECONDITION (the strategy has no parameter servers).
+  virtual absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) {
+    return absl::FailedPreconditionError("data.sharding dynamic needs a parameter-server strategy");
+  }
   // Non-chief workers return only their own report.
   virtual absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) = 0;
   // A line for the progress banner, e.g. "parameter_server (sync, 2 PS, grpc)".

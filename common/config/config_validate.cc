@@ -125,6 +125,26 @@ absl::Status CheckTimeline(const ConfigChecker& ck, const TimelineConfig& t) {
   return absl::OkStatus();
 }
 
+// Membership and data sharding (docs/ELASTIC.md); which strategies support
+// them is the strategy check's (worker/strategy.cc).
+absl::Status CheckElastic(const ConfigChecker& ck, const ExperimentConfig& c) {
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("data.sharding", c.data().sharding(), {"static", "dynamic"}));
+  PSTRAIN_RETURN_IF_ERROR(ck.Positive("data.chunk_batches", c.data().chunk_batches()));
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("elastic.on_worker_lost", c.elastic().on_worker_lost(), {"stop", "continue"}));
+  const int workers = c.cluster().worker_hosts_size();
+  PSTRAIN_RETURN_IF_ERROR(
+      ck.InRange<long long>("elastic.min_workers", c.elastic().min_workers(), 0, true, workers, true));
+  const int min_workers = c.elastic().min_workers();
+  if (min_workers > 0 && min_workers < workers && c.data().sharding() != "dynamic") {
+    return ck.Fail("data.sharding",
+                   absl::StrCat("dynamic when elastic.min_workers (", min_workers, ") is below the ", workers,
+                                " listed workers (with static sharding an absent worker's examples are never "
+                                "trained, and a joining one's slice is fixed)"),
+                   absl::StrCat("'", c.data().sharding(), "'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::string_view filename) {
@@ -140,6 +160,7 @@ absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::strin
   PSTRAIN_RETURN_IF_ERROR(CheckCheckpoint(ck, config));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("summaries.every_steps", config.summaries().every_steps()));
   PSTRAIN_RETURN_IF_ERROR(CheckTimeline(ck, config.timeline()));
+  PSTRAIN_RETURN_IF_ERROR(CheckElastic(ck, config));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<long long>("metrics_port", config.metrics_port(), 0, true, 65535, true));
   for (const std::string& name : ConfigCheckRegistry().Names()) {
     PSTRAIN_ASSIGN_OR_RETURN(ConfigCheck check, ConfigCheckRegistry().Find(name));

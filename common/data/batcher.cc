@@ -61,7 +61,13 @@ std::vector<int64_t> ShardedBatcher::ExampleIndices(int64_t step) const {
   CHECK_GE(step, 0);
   const int64_t epoch = step / steps_per_epoch_;
   const int64_t first = (step % steps_per_epoch_) * global_batch() + int64_t{worker_index_} * batch_per_worker_;
-  std::vector<int64_t> out(batch_per_worker_);
+  return EpochPositions(epoch, first, batch_per_worker_);
+}
+
+std::vector<int64_t> ShardedBatcher::EpochPositions(int64_t epoch, int64_t first, int64_t count) const {
+  CHECK_GE(epoch, 0);
+  CHECK(first >= 0 && count >= 0 && first + count <= data_->num_examples);
+  std::vector<int64_t> out(count);
   if (!shuffle_) {
     std::iota(out.begin(), out.end(), first);
     return out;
@@ -74,8 +80,17 @@ std::vector<int64_t> ShardedBatcher::ExampleIndices(int64_t step) const {
     PortableShuffle(cache_->perm, gen);
     cache_->epoch = epoch;
   }
-  std::copy_n(cache_->perm.begin() + first, batch_per_worker_, out.begin());
+  std::copy_n(cache_->perm.begin() + first, count, out.begin());
   return out;
+}
+
+absl::Status ShardedBatcher::FillPositions(int64_t epoch, int64_t first, Tensor* images, std::vector<int32_t>* labels,
+                                           DecodePool* pool) const {
+  if (first < 0 || first + batch_per_worker_ > data_->num_examples) {
+    return absl::OutOfRangeError(absl::StrCat("positions [", first, ", ", first + batch_per_worker_,
+                                              ") outside the epoch's ", data_->num_examples, " examples"));
+  }
+  return Gather(EpochPositions(epoch, first, batch_per_worker_), epoch, /*train=*/true, images, labels, pool);
 }
 
 absl::Status ShardedBatcher::Fill(int64_t step, Tensor* images, std::vector<int32_t>* labels, DecodePool* pool) const {

@@ -52,6 +52,17 @@ class ShardedBatcher {
   // The dataset indices of this worker's examples at `step` (>= 0), in batch order.
   std::vector<int64_t> ExampleIndices(int64_t step) const;
 
+  // Epoch `epoch`'s permutation (see the contract), positions [first,
+  // first + count): the dataset indices there. Requires 0 <= first and
+  // first + count <= the dataset's examples.
+  std::vector<int64_t> EpochPositions(int64_t epoch, int64_t first, int64_t count) const;
+  // Copies batch_per_worker() examples at positions [first, +batch) of
+  // `epoch`'s permutation, as Fill does (data.sharding dynamic: the ledger
+  // names the positions; the worker index plays no part). OUT_OF_RANGE when
+  // the positions pass the dataset's end.
+  absl::Status FillPositions(int64_t epoch, int64_t first, Tensor* images, std::vector<int32_t>* labels,
+                             DecodePool* pool = nullptr) const;
+
   // Copies this worker's batch for `step` into *images ([b,C,H,W]) and *labels
   // (b entries); an encoded dataset is decoded with the training transform
   // on `pool` (required for one: FAILED_PRECONDITION without). *images is

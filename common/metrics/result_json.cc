@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/quote.h"
+#include "common/status_macros.h"
 #include "glog/logging.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/struct.pb.h"
@@ -75,12 +76,34 @@ std::string JsonField(const Message& m, const FieldDescriptor* f) {
   return "null";
 }
 
-// {"a": 1, "b": "x"}: a message of scalar fields (or such records) on one line.
+// [1, 2]: repeated integer field `f` of `m` (the only repeated scalars a
+// record holds: counts per epoch or per worker).
+std::string JsonIntegers(const Message& m, const FieldDescriptor* f) {
+  const Reflection* r = m.GetReflection();
+  std::vector<std::string> items;
+  for (int k = 0; k < r->FieldSize(m, f); ++k) {
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT64:
+        items.push_back(absl::StrCat(r->GetRepeatedInt64(m, f, k)));
+        break;
+      case FieldDescriptor::CPPTYPE_INT32:
+        items.push_back(absl::StrCat(r->GetRepeatedInt32(m, f, k)));
+        break;
+      default:
+        LOG(FATAL) << "result.json: repeated field " << f->full_name() << " is not of integers";
+    }
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
+
+// {"a": 1, "b": "x", "c": [1, 2]}: a message of scalar fields, lists of
+// integers (or such records) on one line.
 std::string JsonObject(const Message& m) {
   std::vector<std::string> parts;
   const auto* d = m.GetDescriptor();
   for (int i = 0; i < d->field_count(); ++i) {
-    parts.push_back(absl::StrCat(JsonString(d->field(i)->name()), ": ", JsonField(m, d->field(i))));
+    const FieldDescriptor* f = d->field(i);
+    parts.push_back(absl::StrCat(JsonString(f->name()), ": ", f->is_repeated() ? JsonIntegers(m, f) : JsonField(m, f)));
   }
   return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
 }
@@ -188,13 +211,38 @@ absl::Status SetField(const Value& v, const FieldDescriptor* f, Message* m) {
   }
 }
 
-// Reads the scalar fields of `m` from `obj`. A field numbered at most
-// `required_up_to` must be there; the others may be absent.
+// Reads repeated integer field `f` of `m` from the array `v`.
+absl::Status ReadIntegers(const Value& v, const FieldDescriptor* f, Message* m) {
+  if (v.kind_case() != Value::kListValue) return absl::InvalidArgumentError("expected an array, got " + KindName(v));
+  const Reflection* r = m->GetReflection();
+  for (const Value& item : v.list_value().values()) {
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
+      PSTRAIN_ASSIGN_OR_RETURN(const int64_t n, IntegerOf(item, -9007199254740992.0, 9007199254740992.0));
+      r->AddInt64(m, f, n);
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
+      PSTRAIN_ASSIGN_OR_RETURN(const int64_t n, IntegerOf(item, -2147483648.0, 2147483647.0));
+      r->AddInt32(m, f, static_cast<int32_t>(n));
+    } else {
+      return absl::InternalError(absl::StrCat("field ", f->full_name(), " has a type the reader does not know"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads the scalar fields and lists of integers of `m` from `obj` (lists of
+// records are the caller's). A field numbered at most `required_up_to` must
+// be there; the others may be absent.
 absl::Status ReadObject(const Struct& obj, const std::string& origin, int required_up_to, Message* m) {
   const auto* d = m->GetDescriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    if (f->is_repeated()) continue;
+    if (f->is_repeated()) {
+      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) continue;
+      auto it = obj.fields().find(f->name());
+      if (it == obj.fields().end()) continue;
+      if (absl::Status s = ReadIntegers(it->second, f, m); !s.ok()) return FieldError(origin, f->name(), s.message());
+      continue;
+    }
     auto it = obj.fields().find(f->name());
     if (it == obj.fields().end()) {
       if (f->number() <= required_up_to) return FieldError(origin, f->name(), "missing");

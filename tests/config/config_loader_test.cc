@@ -566,6 +566,49 @@ TEST(ValidateExperimentConfig, EveryRule) {
   }
 }
 
+// Membership and data sharding (docs/ELASTIC.md): the fields' own rules,
+// then what they need of the strategy.
+TEST(ValidateExperimentConfig, ElasticFields) {
+  const std::vector<Case> cases = {
+      {"sharding", [](auto* c) { c->mutable_data()->set_sharding("random"); },
+       "field 'data.sharding': expected one of static, dynamic, got 'random'"},
+      {"chunk", [](auto* c) { c->mutable_data()->set_chunk_batches(0); },
+       "field 'data.chunk_batches': expected a number > 0, got 0"},
+      {"lost", [](auto* c) { c->mutable_elastic()->set_on_worker_lost("ignore"); },
+       "field 'elastic.on_worker_lost': expected one of stop, continue, got 'ignore'"},
+      {"too many", [](auto* c) { c->mutable_elastic()->set_min_workers(3); },
+       "field 'elastic.min_workers': expected a number in [0, 2], got 3"},
+      {"joins need dynamic", [](auto* c) { c->mutable_elastic()->set_min_workers(1); },
+       "field 'data.sharding': expected dynamic when elastic.min_workers (1) is below the 2 listed workers (with "
+       "static sharding an absent worker's examples are never trained, and a joining one's slice is fixed), got "
+       "'static'"},
+      {"all-reduce",
+       [](auto* c) {
+         c->set_variable_update("allreduce");
+         c->mutable_data()->set_sharding("dynamic");
+       },
+       "field 'data.sharding': expected static for variable_update allreduce (membership changes and the data "
+       "ledger need parameter servers; all-reduce groups do not re-form at step boundaries yet), got 'dynamic'"},
+      {"all-reduce lost",
+       [](auto* c) {
+         c->set_variable_update("allreduce");
+         c->mutable_elastic()->set_on_worker_lost("continue");
+       },
+       "field 'elastic.on_worker_lost': expected stop for variable_update allreduce (membership changes and the "
+       "data ledger need parameter servers; all-reduce groups do not re-form at step boundaries yet), got "
+       "'continue'"},
+  };
+  for (const Case& tc : cases) {
+    EXPECT_EQ(ValidationError(tc.mutate), std::string("exp.yaml: ") + tc.message) << tc.label;
+  }
+  EXPECT_EQ(ValidationError([](auto* c) {
+              c->mutable_data()->set_sharding("dynamic");
+              c->mutable_elastic()->set_min_workers(1);
+              c->mutable_elastic()->set_on_worker_lost("continue");
+            }),
+            "OK");
+}
+
 // The transports this build has are named; one it was built without (ucx
 // without UCX) is refused with the reason rather than as a typo.
 TEST(ValidateExperimentConfig, TransportIsOneThisBuildHas) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/metrics/result_json.h"
 #include "common/status_macros.h"
 
@@ -56,6 +57,26 @@ void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recov
   result->set_images_per_sec(rate);
   result->set_images_per_sec_stddev(std::sqrt(variance));
   result->set_final_loss(workers.empty() ? 0.0 : loss_sum / workers.size());
+  for (const MembershipChange& change : cluster.membership) *result->add_membership() = change;
+  if (cluster.ledger) *result->mutable_data_ledger() = *cluster.ledger;
+}
+
+std::vector<std::string> MembershipLines(const RunResult& result) {
+  std::vector<std::string> lines;
+  for (const MembershipChange& c : result.membership()) {
+    lines.push_back(absl::StrFormat("membership: worker %d %s at step %d, %.1f s into the run (%s)", c.worker(),
+                                    c.change(), c.step(), c.seconds(), c.why()));
+  }
+  if (!result.has_data_ledger()) return lines;
+  const LedgerReport& l = result.data_ledger();
+  int64_t done = 0;
+  for (int64_t n : l.examples_done()) done += n;
+  lines.push_back(absl::StrFormat(
+      "data ledger: %d of %d examples trained in %d epochs (chunks of %d), %d chunks handed out again after their "
+      "worker was lost, %d late completions refused; per worker [%s]",
+      done, l.total_examples(), l.examples_done_size(), l.chunk_examples(), l.chunks_reassigned(),
+      l.completions_refused(), absl::StrJoin(l.examples_by_worker(), ",")));
+  return lines;
 }
 
 std::string EmulationSummary(const Emulation& e) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "proto/config.pb.h"
@@ -21,7 +22,13 @@ RunResult DescribeRun(const ExperimentConfig& config, const std::string& model_n
 // Adds every worker's report (sorted by worker), the shards' load and the
 // recoveries; images_per_sec is the sum over the workers (they run at the
 // same time), its stddev combines theirs, final_loss is their mean.
+// The membership changes and the data ledger's counts go in as reported.
 void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recoveries, RunResult* result);
+
+// The chief's lines about membership and the data ledger: one per change
+// ("membership: worker 2 lost at step 57, ...") and one with the ledger's
+// counts; none when neither happened.
+std::vector<std::string> MembershipLines(const RunResult& result);
 
 // One line for an emulated run: hosts, links, time scale, scaling efficiency
 // and whether this machine kept up.

@@ -109,7 +109,8 @@ absl::Status TrainingRun::LoadData() {
   if (data_.train.encoded() || data_.test.encoded()) {
     decode_pool_ = std::make_unique<DecodePool>(DecodeThreads(config_.data().decode_threads()));
   }
-  if (data_.train.encoded()) {
+  // Dynamic sharding decodes each batch when the ledger names it.
+  if (data_.train.encoded() && config_.data().sharding() != "dynamic") {
     for (int r = 0; r < devices_; ++r) {
       prefetchers_.push_back(
           std::make_unique<BatchPrefetcher>(&batchers_[r], decode_pool_.get(), config_.data().prefetch_batches()));
@@ -120,6 +121,14 @@ absl::Status TrainingRun::LoadData() {
   for (int r = 0; r < devices_; ++r) images_.emplace_back(image_shape);
   labels_.resize(devices_);
   total_steps_ = TotalSteps(config_, data_.train.num_examples);
+  if (config_.data().sharding() == "dynamic") {
+    const int64_t worker_batch = int64_t{batch} * devices_;
+    ledger_spec_.set_examples_per_epoch(data_.train.num_examples / worker_batch * worker_batch);
+    ledger_spec_.set_chunk_examples(worker_batch * config_.data().chunk_batches());
+    const int64_t total = total_steps_ * worker_batch * num_workers;
+    ledger_spec_.set_epochs((total + ledger_spec_.examples_per_epoch() - 1) / ledger_spec_.examples_per_epoch());
+    ledger_spec_.set_total_examples(total);
+  }
   return absl::OkStatus();
 }
 
@@ -162,7 +171,21 @@ absl::Status TrainingRun::CreateStrategy() {
   context.replicas = replicas_.get();
   context.listen_address = options_.listen_address;
   context.timeline = timeline_.get();
+  const bool dynamic = config_.data().sharding() == "dynamic";
+  if (dynamic) context.ledger = &ledger_spec_;
   PSTRAIN_ASSIGN_OR_RETURN(strategy_, pstrain::CreateStrategy(context));
+  if (dynamic) {
+    ChunkFeed::Options feed;
+    feed.batch_examples = int64_t{config_.train().batch_size_per_device()} * devices_;
+    feed.may_wait = config_.consistency() != "sync";
+    const TimeoutConfig& t = config_.timeouts();
+    feed.wait_limit = absl::Seconds(2 * t.worker_lost_seconds() + t.rpc_seconds());
+    feed_ = std::make_unique<ChunkFeed>(
+        [strategy = strategy_.get()](const std::vector<CompletedChunk>& completed) {
+          return strategy->ExchangeChunks(completed);
+        },
+        feed);
+  }
   return absl::OkStatus();
 }
 
@@ -231,18 +254,48 @@ absl::Status TrainingRun::Start() {
 }
 
 absl::Status TrainingRun::StepLoop() {
-  for (int64_t step = strategy_->start_step(); step < total_steps_; ++step) {
+  for (int64_t step = strategy_->start_step();; ++step) {
+    PSTRAIN_ASSIGN_OR_RETURN(const bool more, NextBatch(step));
+    if (!more) break;
     for (auto& observer : observers_) observer->OnStepStart(step);
     PSTRAIN_ASSIGN_OR_RETURN(const StepOutcome outcome, RunStep(step));
     for (auto& observer : observers_) observer->OnStepEnd(outcome);
-    if (outcome.ok()) continue;
+    if (outcome.ok()) {
+      ++steps_run_;
+      examples_ += int64_t{config_.train().batch_size_per_device()} * devices_;
+      continue;
+    }
     // A restarted peer: continue from where the strategy recovered to (the
-    // data order is a function of the step, so it continues too).
+    // data order is a function of the step, so it continues too; a dynamic
+    // feed's chunk went back to the restored ledger).
     PSTRAIN_ASSIGN_OR_RETURN(const int64_t resume, strategy_->Recover(outcome.status));
+    if (feed_ != nullptr) feed_->Forget();
     for (auto& observer : observers_) observer->OnRecovery(resume);
     step = resume - 1;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TrainingRun::NextBatch(int64_t step) {
+  if (feed_ == nullptr) return step < total_steps_;
+  absl::StatusOr<std::optional<ChunkFeed::Batch>> batch = feed_->Next(step);
+  if (!batch.ok()) {
+    return absl::Status(batch.status().code(),
+                        absl::StrCat("worker ", worker_index_, ": data ledger: ", batch.status().message()));
+  }
+  if (!batch->has_value()) return false;
+  next_batch_ = **batch;
+  return true;
+}
+
+absl::Status TrainingRun::FillInput(int r, int64_t step) {
+  if (feed_ != nullptr) {
+    // The ledger's positions; replica r takes its slice of the worker's batch.
+    const int64_t first = next_batch_.first + int64_t{r} * config_.train().batch_size_per_device();
+    return batchers_[r].FillPositions(next_batch_.epoch, first, &images_[r], &labels_[r], decode_pool_.get());
+  }
+  return prefetchers_.empty() ? batchers_[r].Fill(step, &images_[r], &labels_[r])
+                              : prefetchers_[r]->Next(step, &images_[r], &labels_[r]);
 }
 
 absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
@@ -258,8 +311,7 @@ absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
   outcome.compute.resize(devices_);
   replicas_->ForEach([&](int r) {
     outcome.compute[r].start = absl::Now();
-    inputs[r] = prefetchers_.empty() ? batchers_[r].Fill(step, &images_[r], &labels_[r])
-                                     : prefetchers_[r]->Next(step, &images_[r], &labels_[r]);
+    inputs[r] = FillInput(r, step);
     waits[r] = absl::Now() - outcome.compute[r].start;
     if (inputs[r].ok()) losses[r] = replicas_->TrainStep(r, images_[r], labels_[r].data(), hooks_[r]);
     outcome.compute[r].end = absl::Now();
@@ -304,7 +356,8 @@ Evaluation TrainingRun::Evaluate(int64_t steps_done) {
 WorkerReport TrainingRun::Report() const {
   WorkerReport report;
   report.set_worker(worker_index_);
-  report.set_steps(total_steps_);
+  report.set_steps(feed_ != nullptr ? steps_run_ : total_steps_);
+  report.set_examples(examples_);
   for (const auto& observer : observers_) observer->AddToReport(&report);
   report.set_peak_rss_bytes(PeakRssBytes());
   for (int r = 0; r < replicas_->size(); ++r) {
@@ -358,6 +411,7 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
   if (!cluster.lost_workers.empty()) {
     LOG(WARNING) << "chief: workers [" << absl::StrJoin(cluster.lost_workers, ",") << "] were lost";
   }
+  for (const std::string& line : MembershipLines(result)) std::cout << line << std::endl;
   ExportFinalParameters();
   if (evaluate_) {
     const Evaluation final = Evaluate(total_steps_);

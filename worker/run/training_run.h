@@ -28,6 +28,7 @@
 #include "common/data/decode_pool.h"
 #include "common/data/prefetcher.h"
 #include "proto/results.pb.h"
+#include "worker/chunk_feed.h"
 #include "worker/replica_set.h"
 #include "worker/run/step_observer.h"
 #include "worker/strategy.h"
@@ -60,6 +61,12 @@ class TrainingRun {
   // ---- the run
   absl::Status Start();
   absl::Status StepLoop();
+  // Dynamic sharding: takes the batch of `step` from the feed into
+  // next_batch_; false when the data has ended for this worker. Static:
+  // true while step < total_steps_.
+  absl::StatusOr<bool> NextBatch(int64_t step);
+  // Copies replica `r`'s examples of `step` into its buffers.
+  absl::Status FillInput(int r, int64_t step);
   // One step. A failed BeforeStep or AfterStep is the outcome's status (the
   // strategy recovers from it); a diverged loss ends the run (the error).
   absl::StatusOr<StepOutcome> RunStep(int64_t step);
@@ -94,6 +101,13 @@ class TrainingRun {
   int64_t total_steps_ = 0;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<Strategy> strategy_;
+  // data.sharding dynamic: the ledger the chief installs, and this worker's
+  // chunks (null with static sharding).
+  LedgerSpec ledger_spec_;
+  std::unique_ptr<ChunkFeed> feed_;
+  // Steps this worker trained, and their examples.
+  int64_t steps_run_ = 0;
+  int64_t examples_ = 0;
 
   std::vector<std::unique_ptr<StepObserver>> observers_;
   ProgressLines* progress_ = nullptr;  // among observers_
@@ -104,6 +118,7 @@ class TrainingRun {
   std::vector<Tensor> images_;
   std::vector<std::vector<int32_t>> labels_;
   std::vector<GradientReadyHook> hooks_;
+  ChunkFeed::Batch next_batch_;
 };
 
 }  // namespace pstrain

@@ -72,7 +72,9 @@ absl::StatusOr<std::optional<RestorePoint>> ParameterServerStrategy::InstallStat
   }
   // Without a checkpoint a recovery starts over from the initial values.
   if (!restore && recovering) context_.replicas->InitializeVariables(context_.config->train().init_seed());
-  PSTRAIN_RETURN_IF_ERROR(client_->Init(context_.total_steps, restore ? &restore->shards : nullptr, wait));
+  const std::optional<LedgerSpec> ledger = LedgerToInstall(restore);
+  PSTRAIN_RETURN_IF_ERROR(
+      client_->Init(context_.total_steps, restore ? &restore->shards : nullptr, wait, ledger ? &*ledger : nullptr));
   if (restore) {
     std::cout << "Resuming from checkpoint " << restore->dir << " at step " << restore->manifest.step()
               << " (data position " << restore->manifest.data_position() << " examples)" << std::endl;
@@ -88,12 +90,14 @@ absl::Status ParameterServerStrategy::JoinShards(int64_t min_generation, absl::D
   pulled_version_ = info.version;
   pulled_at_start_ = true;
   start_step_ = info.resumed_step;
-  if (starting && context_.worker_index != 0 && info.rejoined) {
-    // This worker's previous process died; the others went on (sync: they
-    // wait for this worker's gradients of the step being aggregated).
+  if (starting && context_.worker_index != 0 && (info.rejoined || (WorkersJoin() && info.version > start_step_))) {
+    // This worker's previous process died, or it joins a run under way; the
+    // others went on (sync: they wait for this worker's gradients of the
+    // step being aggregated).
     start_step_ = context_.config->consistency() == "sync" ? info.version : info.worker_steps;
-    std::cout << "worker " << context_.worker_index << ": rejoining the run at step " << start_step_
-              << " (this worker's previous process was lost)" << std::endl;
+    std::cout << "worker " << context_.worker_index << ": " << (info.rejoined ? "rejoining" : "joining")
+              << " the run at step " << start_step_
+              << (info.rejoined ? " (this worker's previous process was lost)" : " (it was under way)") << std::endl;
   }
   context_.replicas->BroadcastValues(0);
   if (pipeline_ != nullptr) pipeline_->ValuesInPlace(pulled_version_);
@@ -114,7 +118,8 @@ absl::Status ParameterServerStrategy::Start() {
     min_generation = client_->generation();
   }
   PSTRAIN_RETURN_IF_ERROR(JoinShards(min_generation, startup, /*starting=*/true));
-  if (start_step_ >= context_.total_steps) {
+  PSTRAIN_RETURN_IF_ERROR(WaitForMinWorkers(startup));
+  if (start_step_ >= context_.total_steps && context_.ledger == nullptr) {
     // Nothing left to train: the run reports (and the chief evaluates) the
     // checkpoint's parameters, and ends as a finished run does.
     std::cout << "worker " << context_.worker_index << ": training already complete: the checkpoint's step "
@@ -316,7 +321,8 @@ absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
 absl::Status ParameterServerStrategy::SaveCheckpoint(int64_t step) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> paths, checkpoints_->PrepareShardPaths(step));
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<CheckpointResponse> written, client_->Checkpoint(step, paths));
-  return checkpoints_->Commit(step, written, absl::Now());
+  PSTRAIN_ASSIGN_OR_RETURN(const std::optional<LedgerState> ledger, LedgerAt(step));
+  return checkpoints_->Commit(step, written, absl::Now(), ledger ? &*ledger : nullptr);
 }
 
 absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport& mine) {
@@ -338,21 +344,23 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
   while (true) {
     PSTRAIN_ASSIGN_OR_RETURN(std::vector<StatsResponse> stats, client_->Stats());
     const StatsResponse& s0 = stats[0];
-    if (s0.done_size() + s0.lost_size() >= context_.num_workers - 1) {
+    // Workers that never came (elastic) are not waited for.
+    if (s0.done_size() + s0.lost_size() + s0.absent_size() >= context_.num_workers - 1) {
       for (const WorkerReport& r : s0.done()) report.workers.push_back(r);
       report.lost_workers.assign(s0.lost().begin(), s0.lost().end());
       for (const StatsResponse& s : stats) report.ps_load.push_back(s.load());
+      AddMembership(s0, &report);
       break;
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
   const ExperimentConfig& config = *context_.config;
-  PSTRAIN_RETURN_IF_ERROR(
-      client_->Pull(0, absl::Seconds(config.timeouts().sync_step_seconds() + config.timeouts().rpc_seconds()))
-          .status());
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t version, client_->Pull(0, absl::Seconds(config.timeouts().sync_step_seconds() +
+                                                                                 config.timeouts().rpc_seconds())));
   // The end of the run is a checkpoint too (every update has been applied).
+  // With dynamic sharding the run's length is the ledger's, not the steps'.
   if (checkpoints_ != nullptr && !checkpoints_->dir().empty()) {
-    PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(context_.total_steps));
+    PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(context_.ledger != nullptr ? version : context_.total_steps));
   }
   StopHeartbeats();
   PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));

@@ -30,6 +30,12 @@
 //               next forward's order and pulls each as soon as its push is
 //               acknowledged; BeforeStep pulls nothing, the forward waits per
 //               layer, AfterStep waits for the step's acknowledgements only.
+//   Membership (elastic; parameter_server_elastic.cc): with
+//               elastic.min_workers, Start waits until that many workers are
+//               present, and a worker that appears later joins at the step
+//               being aggregated; with data.sharding dynamic the chief sets
+//               up the data ledger on shard 0 (restored with the checkpoint)
+//               and every checkpoint records the chunks it has trained.
 // A heartbeat thread tells every shard this worker is alive.
 #pragma once
 
@@ -70,6 +76,7 @@ class ParameterServerStrategy : public Strategy {
     return pipeline_ != nullptr ? pull_wait_ + pipeline_->wait_time() : pull_wait_;
   }
   void FillTraffic(WorkerReport* report) const override;
+  absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) override;
 
  private:
   ParameterServerStrategy(const StrategyContext& context, std::string name, std::string local_reduce_spec)
@@ -86,6 +93,21 @@ class ParameterServerStrategy : public Strategy {
   // as the one to train on; sets start_step_. `starting`: the worker's
   // first join (a restarted non-chief worker rejoins the running step).
   absl::Status JoinShards(int64_t min_generation, absl::Duration wait, bool starting);
+
+  // Membership and the data ledger (parameter_server_elastic.cc).
+  // Whether workers may join after the start (elastic.min_workers below the
+  // listed workers).
+  bool WorkersJoin() const;
+  // Waits up to `wait` until elastic.min_workers workers are present.
+  absl::Status WaitForMinWorkers(absl::Duration wait);
+  // The ledger to install with the run's state: context_.ledger with the
+  // chunks `restore` had completed; nullopt with static sharding.
+  std::optional<LedgerSpec> LedgerToInstall(const std::optional<RestorePoint>& restore) const;
+  // The ledger's chunks trained before `step`, for the checkpoint at `step`
+  // (nullopt with static sharding).
+  absl::StatusOr<std::optional<LedgerState>> LedgerAt(int64_t step);
+  // Chief, at the end: shard 0's record of membership and the ledger.
+  void AddMembership(const StatsResponse& shard0, ClusterReport* report) const;
   // Overlap (one replica): marks as sent, and returns, every batch whose
   // gradients are all ready; the caller sends them after releasing the lock
   // (an in-process transport may answer inline).

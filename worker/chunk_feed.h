@@ -1,0 +1,71 @@
+// ChunkFeed: a worker's batches under data.sharding dynamic (docs/ELASTIC.md).
+//
+// The ledger on PS shard 0 (ps/data_ledger.h) leases the worker one chunk of
+// an epoch's permutation at a time; the feed hands the chunk out a batch at
+// a time (chunks are whole batches), and when it is used up reports it done
+// with the request for the next. A chunk is reported only once the step
+// after its last batch starts, so its gradients have been pushed and
+// acknowledged by then.
+//
+// When the ledger has no free chunk but others still hold some, it says
+// wait: a worker that may wait (async, ssp) asks again every `poll` until a
+// lost worker's chunk comes back or every chunk is done; under sync a
+// waiting worker would hold up the others' steps, so it ends there.
+//
+// Not thread-safe: the training loop's thread calls it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+class ChunkFeed {
+ public:
+  // Reports finished chunks and returns the ledger's answer
+  // (Strategy::ExchangeChunks).
+  using Exchange = std::function<absl::StatusOr<ChunkResponse>(const std::vector<CompletedChunk>&)>;
+
+  struct Options {
+    int64_t batch_examples = 1;  // examples per step of this worker
+    bool may_wait = false;       // async, ssp
+    absl::Duration poll = absl::Milliseconds(100);
+    // The longest the ledger may keep saying wait before Next fails.
+    absl::Duration wait_limit = absl::Seconds(300);
+  };
+
+  ChunkFeed(Exchange exchange, const Options& options);
+
+  // Where this worker's batch lies: positions [first, first + batch) of
+  // epoch `epoch`'s permutation.
+  struct Batch {
+    int64_t epoch = 0;
+    int64_t first = 0;
+  };
+  // The batch to train at `step`; nullopt when nothing is left for this
+  // worker. Errors: the exchange's, a chunk that is not whole batches, or
+  // waiting past wait_limit (naming it).
+  absl::StatusOr<std::optional<Batch>> Next(int64_t step);
+  // The shards' state was restored (a recovery): the chunk in hand is no
+  // longer this worker's.
+  void Forget();
+
+  // Examples handed out in batches so far.
+  int64_t examples() const { return examples_; }
+
+ private:
+  const Exchange exchange_;
+  const Options options_;
+  std::optional<DataChunk> chunk_;
+  int64_t used_ = 0;       // examples of chunk_ handed out
+  int64_t last_step_ = 0;  // the step of chunk_'s latest batch
+  int64_t examples_ = 0;
+};
+
+}  // namespace pstrain
