@@ -252,6 +252,16 @@ void ClusterProcesses::ReapExited() {
   }
 }
 
+void ClusterProcesses::OnWorkerLeft() {
+  if (AllReaped()) return;  // Wait() reports success
+  const bool workers_done =
+      std::all_of(roles_.begin(), roles_.end(), [](const auto& r) { return r->spec.is_ps || r->reaped; });
+  if (phase_ == Phase::kRunning && workers_done) {
+    phase_ = Phase::kWaitingForPs;
+    phase_deadline_ = Clock::now() + absl::ToChronoNanoseconds(options_.grace);
+  }
+}
+
 void ClusterProcesses::OnRoleExit(Role& role) {
   const std::string& name = role.spec.name;
   const std::string how = DescribeWaitStatus(role.wait_status);
@@ -280,6 +290,11 @@ void ClusterProcesses::OnRoleExit(Role& role) {
           BeginTeardown(code, reason);
           return;
         }
+        if (phase_ == Phase::kRunning && !config_error && !role.spec.is_ps && options_.workers_may_leave) {
+          Say(absl::StrCat(reason, "; the run goes on without it (elastic.on_worker_lost continue)"));
+          OnWorkerLeft();
+          return;
+        }
         if (options_.max_restarts > 0) {
           Say(absl::StrCat(reason, " after ", role.restarts, " restart", role.restarts == 1 ? "" : "s",
                            " (--max_restarts ", options_.max_restarts, "); stopping all roles"));
@@ -291,13 +306,7 @@ void ClusterProcesses::OnRoleExit(Role& role) {
         return;
       }
       Say(absl::StrCat(name, " finished"));
-      if (AllReaped()) return;  // Wait() reports success
-      const bool workers_done =
-          std::all_of(roles_.begin(), roles_.end(), [](const auto& r) { return r->spec.is_ps || r->reaped; });
-      if (phase_ == Phase::kRunning && workers_done) {
-        phase_ = Phase::kWaitingForPs;
-        phase_deadline_ = Clock::now() + absl::ToChronoNanoseconds(options_.grace);
-      }
+      OnWorkerLeft();
       return;
     }
     case Phase::kStopping:

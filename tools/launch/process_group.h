@@ -14,6 +14,8 @@
 //   - a role that exits non-zero (other than 2) or dies from a signal while
 //     workers still run is started again, with the same arguments, up to
 //     `max_restarts` times per role (said on the output, with both pids);
+//   - with workers_may_leave, a worker that fails past its restarts is
+//     left out (said), and the others go on;
 //   - the first role to exit non-zero or die from a signal (past its
 //     restarts) -> every remaining
 //     process group gets SIGTERM, SIGKILL after `grace`, exit code 1; exit code
@@ -76,6 +78,10 @@ struct ClusterOptions {
   int interrupt_fd = -1;
   // Times each role is started again after it failed (see the policy).
   int max_restarts = 0;
+  // A worker that fails past its restarts leaves the run instead of ending
+  // it (elastic.on_worker_lost continue): said on the output, and the run
+  // goes on with the others.
+  bool workers_may_leave = false;
 };
 
 // How one role ended.
@@ -131,6 +137,9 @@ class ClusterProcesses {
   void ClosePipe(Role& role);
   void ReapExited();
   void OnRoleExit(Role& role);
+  // A worker finished or left: once every worker has, the PS roles get
+  // `grace` to follow.
+  void OnWorkerLeft();
   void OnInterrupt(int signo);
   void CheckDeadlines(Clock::time_point now);
   void BeginTeardown(int exit_code, const std::string& reason);
