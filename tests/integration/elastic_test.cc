@@ -58,7 +58,9 @@ void ExpectEveryExampleOnce(const LedgerReport& ledger) {
   int64_t done = 0;
   for (int e = 0; e < ledger.examples_done_size(); ++e) {
     done += ledger.examples_done(e);
-    if (e + 1 < ledger.examples_done_size()) EXPECT_EQ(ledger.examples_done(e), ledger.examples_per_epoch()) << e;
+    if (e + 1 < ledger.examples_done_size()) {
+      EXPECT_EQ(ledger.examples_done(e), ledger.examples_per_epoch()) << e;
+    }
   }
   EXPECT_EQ(done, ledger.total_examples());
   EXPECT_EQ(ledger.completions_refused(), 0);

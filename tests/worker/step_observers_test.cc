@@ -334,7 +334,11 @@ class FixedTrafficStrategy : public Strategy {
   absl::Status Start() override { return absl::OkStatus(); }
   absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }
   absl::Status AfterStep(int64_t) override { return absl::OkStatus(); }
-  absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override { return ClusterReport{{mine}, {}, {}}; }
+  absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override {
+    ClusterReport report;
+    report.workers = {mine};
+    return report;
+  }
   std::string Describe() const override { return "fixed traffic"; }
   absl::Duration wait_time() const override { return wait; }
   void FillTraffic(WorkerReport* report) const override {
