@@ -161,10 +161,40 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   EXPECT_THAT(json,
               HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\",\n"
                         "  \"recoveries\": [],\n  \"emulation\": null,\n  \"precision\": \"\",\n"
-                        "  \"loss_scaling\": \"\"\n}"));
+                        "  \"loss_scaling\": \"\",\n  \"membership\": [],\n  \"data_ledger\": null\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);
+}
+
+// Elastic runs (docs/ELASTIC.md): membership changes and the data ledger's
+// lists of counts travel through the file unchanged; a list that is not of
+// integers is refused naming the field.
+TEST(ResultJsonTest, MembershipAndTheDataLedgerRoundTrip) {
+  RunResult r;
+  MembershipChange* lost = r.add_membership();
+  lost->set_step(57);
+  lost->set_worker(2);
+  lost->set_change("lost");
+  lost->set_why("no heartbeat for 3s");
+  lost->set_seconds(6.5);
+  LedgerReport* ledger = r.mutable_data_ledger();
+  ledger->set_examples_per_epoch(59968);
+  ledger->set_total_examples(179712);
+  for (int64_t n : {59968, 59968, 59776}) ledger->add_examples_done(n);
+  for (int64_t n : {74496, 74432, 30784}) ledger->add_examples_by_worker(n);
+  ledger->set_chunks_reassigned(1);
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr("\"examples_done\": [59968, 59968, 59776]"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->membership_size(), 1);
+  EXPECT_EQ(back->membership(0).why(), "no heartbeat for 3s");
+  EXPECT_EQ(back->data_ledger().SerializeAsString(), ledger->SerializeAsString());
+
+  std::string bad = json;
+  bad.replace(bad.find("[59968, 59968, 59776]"), 21, "[\"x\"]");
+  EXPECT_THAT(ParseResultJson(bad, "mem").status().message(), HasSubstr("examples_done"));
 }
 
 // The workers' reports (with the bytes each moved and their loss scaling),
