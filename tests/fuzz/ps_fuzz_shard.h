@@ -44,6 +44,12 @@ inline InitFrame TinyInit(int shard, int64_t generation = 1) {
   init.header.set_worker(0);
   init.header.set_total_steps(4);
   init.header.set_generation(generation);
+  if (shard == 0) {  // a small data ledger (data.sharding dynamic)
+    LedgerSpec* ledger = init.header.mutable_ledger();
+    ledger->set_examples_per_epoch(64);
+    ledger->set_epochs(2);
+    ledger->set_chunk_examples(16);
+  }
   for (const VariablePart& part : TinyModelParts()) {
     if (part.shard != shard) continue;
     TensorHeader* t = init.header.add_tensors();

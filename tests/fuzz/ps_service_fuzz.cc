@@ -12,7 +12,8 @@
 // length, header, payload) that IncomingFrame::FromWire splits. Files stay
 // inside a scratch directory: a Checkpoint's path and an Init's
 // restore.path are replaced by one file there (so a Checkpoint then an
-// Init of a newer generation restores what was written). After the last
+// Init of a newer generation restores what was written). The Init sets up a
+// small data ledger, so Chunk requests reach it (ps/data_ledger.h). After the last
 // request the shard's periodic Check runs a year ahead (expiring every
 // parked pull) and CancelPendingPulls answers the rest, so nothing parks
 // past its input and nothing accumulates across inputs.
@@ -20,7 +21,8 @@
 // message and no response; an OK response's header parses as the method's
 // response type, a Pull's lists one version per tensor, and its payload is
 // exactly the tensors' num_bytes, each dense tensor's bytes its elements
-// times its dtype's size; an unknown method is UNIMPLEMENTED; a responder
+// times its dtype's size; a Chunk's answer is exactly one of a non-empty
+// chunk, wait or end; an unknown method is UNIMPLEMENTED; a responder
 // is never called with the shard's lock held (it takes that lock itself:
 // a deadlock would be reported as a timeout).
 // Seeds: tests/fuzz/corpus/ps_service/ (shard 0's requests of a tiny
@@ -98,6 +100,11 @@ void CheckAnswer(PsShard& shard, Call& call, const absl::Status& status, Outgoin
   } else if (call.method == ps_rpc::kDone) {
     DoneResponse r;
     parses(&r);
+  } else if (call.method == ps_rpc::kChunk) {
+    ChunkResponse r;
+    parses(&r);
+    FUZZ_CHECK(int{r.has_chunk()} + int{r.wait()} + int{r.end()} == 1, "Chunk: not exactly one of chunk, wait, end");
+    FUZZ_CHECK(!r.has_chunk() || (r.chunk().count() > 0 && r.chunk().first() >= 0), "Chunk: an empty chunk");
   } else {
     Fail(__FILE__, __LINE__, "unknown method", absl::StrCat("'", call.method, "' answered OK"));
   }
