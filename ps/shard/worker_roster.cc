@@ -22,9 +22,9 @@ WorkerRoster::WorkerRoster(int num_workers, absl::Time start, bool start_absent)
 }
 
 bool WorkerRoster::Arrive(int worker, absl::Time now) {
-  if (!seen_[worker]) last_seen_[worker] = now;
-  seen_[worker] = true;
+  // Only an absent worker changes: the others' liveness is their heartbeats'.
   if (!absent_[worker]) return false;
+  seen_[worker] = true;
   absent_[worker] = false;
   departed_[worker] = false;
   int64_t slowest = -1;

@@ -56,8 +56,9 @@ class WorkerRoster {
 
   // Presence.
   // `worker` sent a request at `now`. True when it was absent: it joins the
-  // run (no longer departed; under ssp its clock starts at the slowest
-  // present worker's, so nobody waits for it to catch up).
+  // run (seen, no longer departed; under ssp its clock starts at the slowest
+  // present worker's, so nobody waits for it to catch up). A worker that was
+  // not absent is unchanged (heartbeats say it is alive).
   bool Arrive(int worker, absl::Time now);
   // Workers heard from and neither done, lost nor absent; workers absent.
   std::vector<int> Present() const;
