@@ -58,7 +58,8 @@ void PsService::Handle(std::string_view method, IncomingFrame frame, Responder r
     }
   } else if (method == ps_rpc::kStats) {
     StatsRequest request;
-    if (ParseOrReject(frame, method, &request, respond)) Reply(respond, absl::OkStatus(), shard_->Stats(request));
+    if (ParseOrReject(frame, method, &request, respond))
+      Reply(respond, absl::OkStatus(), shard_->Stats(request, /*with_ledger_state=*/true));
   } else {
     respond(absl::UnimplementedError(absl::StrCat("unknown PS method '", std::string(method), "'")), {});
   }

@@ -149,7 +149,7 @@ absl::StatusOr<ChunkResponse> PsShard::Chunk(const ChunkRequest& request) {
   return ledger_->Exchange(request.worker(), request);
 }
 
-StatsResponse PsShard::Stats(const StatsRequest& request) const {
+StatsResponse PsShard::Stats(const StatsRequest& request, bool with_ledger_state) const {
   StatsResponse stats;
   ShardLoad* load = stats.mutable_load();
   {
@@ -161,7 +161,7 @@ StatsResponse PsShard::Stats(const StatsRequest& request) const {
     for (const MembershipChange& c : membership_) *stats.add_membership() = c;
     if (ledger_) {
       *stats.mutable_ledger() = ledger_->Report();
-      *stats.mutable_ledger_state() = ledger_->State(request.ledger_before_step());
+      if (with_ledger_state) *stats.mutable_ledger_state() = ledger_->State(request.ledger_before_step());
     }
   }
   stats.set_generation(store_.generation());

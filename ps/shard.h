@@ -87,7 +87,11 @@ class PsShard {
   // and its next one. FAILED_PRECONDITION on a shard without a ledger (none
   // but shard 0 has one, after the chief's Init).
   absl::StatusOr<ChunkResponse> Chunk(const ChunkRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
-  StatsResponse Stats(const StatsRequest& request = StatsRequest()) const ABSL_LOCKS_EXCLUDED(mu_);
+  // `with_ledger_state`: also the ledger's completed chunks (a list as long
+  // as the run's chunks: for the chief's checkpoints, not the shard's own
+  // periodic metrics).
+  StatsResponse Stats(const StatsRequest& request = StatsRequest(), bool with_ledger_state = false) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Periodic duty (the runner calls it every ~50 ms): answers expired pulls,
   // and returns an error naming the culprit when a step has waited too long
