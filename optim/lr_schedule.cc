@@ -1,5 +1,6 @@
 #include "optim/lr_schedule.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
@@ -18,10 +19,20 @@ namespace {
 
 const bool kConfigCheck = ConfigCheckRegistry().Register(
     "optimizer.lr_schedule", [](const ExperimentConfig& config, const ConfigChecker& ck) -> absl::Status {
-      const OptimizerConfig& o = config.optimizer();
-      PSTRAIN_RETURN_IF_ERROR(ck.OneOf("optimizer.lr_schedule", o.lr_schedule(), LrScheduleRegistry().Names()));
-      PSTRAIN_ASSIGN_OR_RETURN(LrScheduleEntry entry, LrScheduleRegistry().Find(o.lr_schedule()));
-      return entry.check ? entry.check(o, ck) : absl::OkStatus();
+      // The experiment's optimizer, then each table's own (model.tables).
+      auto check = [&ck](const std::string& path, const OptimizerConfig& o) -> absl::Status {
+        PSTRAIN_RETURN_IF_ERROR(ck.OneOf(path, o.lr_schedule(), LrScheduleRegistry().Names()));
+        PSTRAIN_ASSIGN_OR_RETURN(LrScheduleEntry entry, LrScheduleRegistry().Find(o.lr_schedule()));
+        return entry.check ? entry.check(o, ck) : absl::OkStatus();
+      };
+      PSTRAIN_RETURN_IF_ERROR(check("optimizer.lr_schedule", config.optimizer()));
+      for (int i = 0; i < config.model().tables_size(); ++i) {
+        const EmbeddingTableConfig& t = config.model().tables(i);
+        if (t.has_optimizer()) {
+          PSTRAIN_RETURN_IF_ERROR(check(absl::StrCat("model.tables[", i, "].optimizer.lr_schedule"), t.optimizer()));
+        }
+      }
+      return absl::OkStatus();
     });
 
 }  // namespace

@@ -37,6 +37,9 @@ struct OptimizerStep {
   // The gradient used is gradient_scale * grad (e.g. 1/N for the mean of N
   // summed gradients).
   float gradient_scale = 1;
+  // Updates the variable (or, on an embedding table, the row) has had
+  // before this one; optimizers with bias correction (adam) use it.
+  int64_t updates_before = 0;
 };
 
 class Optimizer {

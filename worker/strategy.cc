@@ -120,6 +120,11 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
   if (needs.parameter_servers && c.cluster().ps_hosts().empty()) {
     return ck.Fail("cluster.ps_hosts", absl::StrCat("at least one host:port when variable_update is ", name), "none");
   }
+  if (!needs.parameter_servers && c.model().tables_size() > 0) {
+    return ck.Fail("model.tables",
+                   absl::StrCat("none for variable_update ", name, " (embedding tables live on parameter servers)"),
+                   absl::StrCat(c.model().tables_size(), " tables"));
+  }
   if (!needs.parameter_servers) {
     PSTRAIN_RETURN_IF_ERROR(CheckNoCheckpoints(c, ck));
     PSTRAIN_RETURN_IF_ERROR(CheckNoElastic(c, ck));

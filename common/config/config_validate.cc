@@ -1,7 +1,10 @@
 // ValidateExperimentConfig (declared in config_loader.h): the checks of the
 // fields common itself owns, in the order of proto/config.proto, then the
 // checks registered by the modules that own the rest (config_checks.h).
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +47,37 @@ absl::Status CheckModelShape(const ConfigChecker& ck, const ModelConfig& m) {
   }
   if (m.has_num_classes() && m.num_classes() <= 1) {
     return ck.Fail("model.num_classes", "a number of classes > 1", Num::Num(m.num_classes()));
+  }
+  return absl::OkStatus();
+}
+
+// model.tables (proto/config.proto EmbeddingTableConfig); each table's own
+// optimizer is checked with the experiment's (optim/optimizer.cc).
+absl::Status CheckEmbeddingTable(const ConfigChecker& ck, const std::string& path, const EmbeddingTableConfig& t) {
+  const bool word = !t.name().empty() && std::all_of(t.name().begin(), t.name().end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+  if (!word) return ck.Fail(path + ".name", "letters, digits and underscores", absl::StrCat("'", t.name(), "'"));
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf(path + ".pooling", t.pooling(), {"sum", "mean"}));
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange(path + ".dim", t.dim(), 1, true, 4096, true));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative(path + ".cardinality", t.cardinality()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative(path + ".init_scale", t.init_scale()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative(path + ".max_rows", t.max_rows()));
+  if (t.max_rows() > 0 && t.cardinality() > 0) {
+    return ck.Fail(path + ".max_rows", "0 for a fixed-size table (cardinality > 0)", Num::Num(t.max_rows()));
+  }
+  PSTRAIN_RETURN_IF_ERROR(ck.OneOf(path + ".eviction", t.eviction(), {"lru", "lfu"}));
+  return ck.OneOf(path + ".wire_dtype", t.wire_dtype(), {"fp32", "fp16", "bf16"});
+}
+
+absl::Status CheckEmbeddingTables(const ConfigChecker& ck, const ModelConfig& m) {
+  std::set<std::string> names;
+  for (int i = 0; i < m.tables_size(); ++i) {
+    const std::string path = absl::StrCat("model.tables[", i, "]");
+    PSTRAIN_RETURN_IF_ERROR(CheckEmbeddingTable(ck, path, m.tables(i)));
+    if (!names.insert(m.tables(i).name()).second) {
+      return ck.Fail(path + ".name", "a name no other table has", absl::StrCat("'", m.tables(i).name(), "'"));
+    }
   }
   return absl::OkStatus();
 }
@@ -154,6 +188,7 @@ absl::Status ValidateExperimentConfig(const ExperimentConfig& config, std::strin
     return ck.Fail("cluster.listen_address", "\"\", \"cluster\" or a host of this machine", s.message());
   }
   PSTRAIN_RETURN_IF_ERROR(CheckModelShape(ck, config.model()));
+  PSTRAIN_RETURN_IF_ERROR(CheckEmbeddingTables(ck, config.model()));
   PSTRAIN_RETURN_IF_ERROR(CheckTrain(ck, config.train()));
   PSTRAIN_RETURN_IF_ERROR(CheckTimeouts(ck, config.timeouts()));
   PSTRAIN_RETURN_IF_ERROR(CheckPlacementAndDevices(ck, config));

@@ -449,8 +449,8 @@ TEST(ValidateExperimentConfig, EveryRule) {
          c->mutable_optimizer()->set_lr_decay_factor(1.5);
        },
        "field 'optimizer.lr_decay_factor': expected a number in (0, 1], got 1.5"},
-      {"optimizer", [](auto* c) { c->mutable_optimizer()->set_name("adam"); },
-       "field 'optimizer.name': expected one of momentum, sgd, got 'adam'"},
+      {"optimizer", [](auto* c) { c->mutable_optimizer()->set_name("adamw"); },
+       "field 'optimizer.name': expected one of adagrad, adam, ftrl, momentum, sgd, got 'adamw'"},
       {"model", [](auto* c) { c->mutable_model()->set_name("resnet"); },
        "field 'model.name': expected one of alexnet, inception3, lenet, mlp, resnet101, resnet152, resnet50, "
        "trivial, vgg16, got 'resnet'"},
@@ -568,6 +568,56 @@ TEST(ValidateExperimentConfig, EveryRule) {
 
 // Membership and data sharding (docs/ELASTIC.md): the fields' own rules,
 // then what they need of the strategy.
+TEST(ValidateExperimentConfig, EmbeddingTableFields) {
+  auto table = [](ExperimentConfig* c) {
+    EmbeddingTableConfig* t = c->mutable_model()->add_tables();
+    t->set_name("ads");
+    return t;
+  };
+  const std::vector<Case> cases = {
+      {"name", [&](auto* c) { table(c)->set_name("ad-id"); },
+       "field 'model.tables[0].name': expected letters, digits and underscores, got 'ad-id'"},
+      {"twice",
+       [&](auto* c) {
+         table(c);
+         table(c);
+       },
+       "field 'model.tables[1].name': expected a name no other table has, got 'ads'"},
+      {"dim", [&](auto* c) { table(c)->set_dim(0); },
+       "field 'model.tables[0].dim': expected a number in [1, 4096], got 0"},
+      {"pooling", [&](auto* c) { table(c)->set_pooling("max"); },
+       "field 'model.tables[0].pooling': expected one of sum, mean, got 'max'"},
+      {"fixed and limited",
+       [&](auto* c) {
+         table(c)->set_cardinality(10);
+         c->mutable_model()->mutable_tables(0)->set_max_rows(5);
+       },
+       "field 'model.tables[0].max_rows': expected 0 for a fixed-size table (cardinality > 0), got 5"},
+      {"eviction", [&](auto* c) { table(c)->set_eviction("fifo"); },
+       "field 'model.tables[0].eviction': expected one of lru, lfu, got 'fifo'"},
+      {"wire", [&](auto* c) { table(c)->set_wire_dtype("int8"); },
+       "field 'model.tables[0].wire_dtype': expected one of fp32, fp16, bf16, got 'int8'"},
+      {"schedule", [&](auto* c) { table(c)->mutable_optimizer()->set_lr_schedule("linear"); },
+       "field 'model.tables[0].optimizer.lr_schedule': expected one of constant, cosine, step, got 'linear'"},
+      {"all-reduce",
+       [&](auto* c) {
+         table(c);
+         c->set_variable_update("allreduce");
+       },
+       "field 'model.tables': expected none for variable_update allreduce (embedding tables live on parameter "
+       "servers), got 1 tables"},
+  };
+  for (const Case& tc : cases) {
+    EXPECT_EQ(ValidationError(tc.mutate), std::string("exp.yaml: ") + tc.message) << tc.label;
+  }
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              table(c)->set_max_rows(1000);
+              c->mutable_model()->mutable_tables(0)->set_eviction("lfu");
+              c->mutable_model()->mutable_tables(0)->mutable_optimizer()->set_name("ftrl");
+            }),
+            "OK");
+}
+
 TEST(ValidateExperimentConfig, ElasticFields) {
   const std::vector<Case> cases = {
       {"sharding", [](auto* c) { c->mutable_data()->set_sharding("random"); },
@@ -706,6 +756,49 @@ TEST(ValidateExperimentConfig, Compression) {
             }),
             "exp.yaml: field 'compression': expected none for variable_update replicated (nothing travels between "
             "workers), got 'fp16'");
+}
+
+// The fields of adagrad, ftrl and adam (optim/optimizer.cc).
+TEST(ValidateExperimentConfig, OptimizerFields) {
+  for (const char* name : {"adagrad", "ftrl", "adam"}) {
+    EXPECT_EQ(ValidationError([&](ExperimentConfig* c) { c->mutable_optimizer()->set_name(name); }), "OK") << name;
+  }
+  EXPECT_EQ(ValidationError([](ExperimentConfig* c) {
+              OptimizerConfig* o = c->mutable_optimizer();
+              o->set_name("ftrl");
+              o->set_beta1(0);
+              o->set_l1(2);
+              o->set_l2(0);
+              o->set_ftrl_beta(0);
+            }),
+            "OK");
+  const std::vector<Case> cases = {
+      {"accumulator 0", [](auto* c) { c->mutable_optimizer()->set_initial_accumulator(0); },
+       "field 'optimizer.initial_accumulator': expected a number > 0, got 0"},
+      {"beta1 1", [](auto* c) { c->mutable_optimizer()->set_beta1(1); },
+       "field 'optimizer.beta1': expected a number in [0, 1), got 1"},
+      {"beta2 <0", [](auto* c) { c->mutable_optimizer()->set_beta2(-0.5); },
+       "field 'optimizer.beta2': expected a number in [0, 1), got -0.5"},
+      {"epsilon 0", [](auto* c) { c->mutable_optimizer()->set_epsilon(0); },
+       "field 'optimizer.epsilon': expected a number > 0, got 0"},
+      {"l1", [](auto* c) { c->mutable_optimizer()->set_l1(-1); },
+       "field 'optimizer.l1': expected a number >= 0, got -1"},
+      {"l2", [](auto* c) { c->mutable_optimizer()->set_l2(-0.25); },
+       "field 'optimizer.l2': expected a number >= 0, got -0.25"},
+      {"ftrl_beta", [](auto* c) { c->mutable_optimizer()->set_ftrl_beta(-2); },
+       "field 'optimizer.ftrl_beta': expected a number >= 0, got -2"},
+      {"table's own",
+       [](auto* c) {
+         EmbeddingTableConfig* t = c->mutable_model()->add_tables();
+         t->set_name("ids");
+         t->mutable_optimizer()->set_name("ftrl");
+         t->mutable_optimizer()->set_initial_accumulator(-1);
+       },
+       "field 'model.tables[0].optimizer.initial_accumulator': expected a number > 0, got -1"},
+  };
+  for (const Case& tc : cases) {
+    EXPECT_EQ(ValidationError(tc.mutate), std::string("exp.yaml: ") + tc.message) << tc.label;
+  }
 }
 
 TEST(ValidateExperimentConfig, AllowedNamesComeFromTheRegistries) {
