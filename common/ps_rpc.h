@@ -16,8 +16,10 @@ inline constexpr std::string_view kDone = "Done";
 inline constexpr std::string_view kStats = "Stats";
 inline constexpr std::string_view kCheckpoint = "Checkpoint";
 inline constexpr std::string_view kChunk = "Chunk";
+inline constexpr std::string_view kSparsePull = "SparsePull";
+inline constexpr std::string_view kSparsePush = "SparsePush";
 
-inline constexpr std::array<std::string_view, 8> kAll = {kInit, kPull,  kPush,       kHeartbeat,
-                                                         kDone, kStats, kCheckpoint, kChunk};
+inline constexpr std::array<std::string_view, 10> kAll = {kInit,  kPull,       kPush,  kHeartbeat,  kDone,
+                                                          kStats, kCheckpoint, kChunk, kSparsePull, kSparsePush};
 
 }  // namespace pstrain::ps_rpc

@@ -35,6 +35,9 @@ PsShardOptions ShardOptions(const ExperimentConfig& config, int shard_index) {
   const int min_workers = config.elastic().min_workers();
   shard_options.workers_join = min_workers > 0 && min_workers < shard_options.num_workers;
   shard_options.continue_without_lost = config.elastic().on_worker_lost() == "continue";
+  shard_options.tables.assign(config.model().tables().begin(), config.model().tables().end());
+  shard_options.num_shards = config.cluster().ps_hosts_size();
+  shard_options.seed = config.train().init_seed();
   return shard_options;
 }
 

@@ -56,6 +56,15 @@ void PsService::Handle(std::string_view method, IncomingFrame frame, Responder r
       absl::StatusOr<ChunkResponse> response = shard_->Chunk(request);
       Reply(respond, response.status(), response.ok() ? *response : ChunkResponse());
     }
+  } else if (method == ps_rpc::kSparsePull) {
+    SparsePullRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) shard_->SparsePull(request, frame, std::move(respond));
+  } else if (method == ps_rpc::kSparsePush) {
+    SparsePushRequest request;
+    if (ParseOrReject(frame, method, &request, respond)) {
+      absl::StatusOr<SparsePushResponse> response = shard_->SparsePush(request, frame);
+      Reply(respond, response.status(), response.ok() ? *response : SparsePushResponse());
+    }
   } else if (method == ps_rpc::kStats) {
     StatsRequest request;
     if (ParseOrReject(frame, method, &request, respond))

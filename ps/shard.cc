@@ -16,6 +16,10 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
   // unknown name is refused now.
   PSTRAIN_RETURN_IF_ERROR(CreateOptimizer(options.optimizer).status());
   PSTRAIN_RETURN_IF_ERROR(LearningRateSchedule::Create(options.optimizer, 0).status());
+  if (!options.tables.empty() && (options.num_shards <= 0 || options.shard_index >= options.num_shards)) {
+    return absl::InvalidArgumentError(absl::StrCat("PS shard ", options.shard_index, " of ", options.num_shards,
+                                                   " shards cannot hold embedding tables"));
+  }
   WorkerRoster roster(options.num_workers, absl::Now(), options.workers_join);
   ConsistencyOptions consistency;
   consistency.shard_index = options.shard_index;
@@ -26,7 +30,11 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
   consistency.departed = roster.departed();
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<ConsistencyPolicy> policy,
                            CreateConsistencyPolicy(options.consistency, consistency));
-  return std::unique_ptr<PsShard>(new PsShard(options, std::move(policy), std::move(roster)));
+  std::unique_ptr<PsShard> shard(new PsShard(options, std::move(policy), std::move(roster)));
+  // The tables are created at Init (when the run's length is known); a bad
+  // table config is refused now.
+  PSTRAIN_RETURN_IF_ERROR(SparseTables::Create(shard->SparseOptions(0)).status());
+  return shard;
 }
 
 PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolicy> policy, WorkerRoster roster)
@@ -176,11 +184,15 @@ StatsResponse PsShard::Stats(const StatsRequest& request, bool with_ledger_state
   load->set_applied_updates(applied_updates_.load());
   load->set_dropped_gradients(dropped_gradients_.load());
   policy_->FillLoad(load);
+  if (absl::StatusOr<SparseTables*> tables = Tables("stats"); tables.ok()) {
+    for (TableStats& t : (*tables)->Stats()) *stats.add_tables() = std::move(t);
+  }
   return stats;
 }
 
 absl::Status PsShard::Check(absl::Time now) {
   ExpirePulls(now);
+  if (absl::StatusOr<SparseTables*> tables = Tables("check"); tables.ok()) (*tables)->ExpirePulls(now);
   PSTRAIN_RETURN_IF_ERROR(CheckStalledSteps(now));
   return CheckLostWorkers(now);
 }

@@ -40,6 +40,7 @@
 #include "proto/ps.pb.h"
 #include "ps/consistency/consistency_policy.h"
 #include "ps/data_ledger.h"
+#include "ps/embedding/sparse_tables.h"
 #include "ps/shard/parked_pulls.h"
 #include "ps/shard/variable_store.h"
 #include "ps/shard/worker_roster.h"
@@ -61,6 +62,12 @@ struct PsShardOptions {
   // elastic.on_worker_lost continue: a lost worker leaves the run even
   // under a policy that needs every worker (sync then aggregates the rest).
   bool continue_without_lost = false;
+  // Embedding tables (ps/embedding/sparse_tables.h): this shard's part of
+  // each, keyed by the hash of the row key over `num_shards`; rows start
+  // from `seed` (train.init_seed). With tables, shard_index < num_shards.
+  std::vector<EmbeddingTableConfig> tables;
+  int num_shards = 1;
+  uint64_t seed = 0;
 };
 
 class PsShard {
@@ -87,6 +94,11 @@ class PsShard {
   // and its next one. FAILED_PRECONDITION on a shard without a ledger (none
   // but shard 0 has one, after the chief's Init).
   absl::StatusOr<ChunkResponse> Chunk(const ChunkRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Embedding tables (ps/shard/sparse.cc; the rules are SparseTables'):
+  // FAILED_PRECONDITION before the chief's Init, which creates the tables.
+  void SparsePull(const SparsePullRequest& request, IncomingFrame& payload, Responder respond) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<SparsePushResponse> SparsePush(const SparsePushRequest& request, IncomingFrame& payload)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // `with_ledger_state`: also the ledger's completed chunks (a list as long
   // as the run's chunks: for the chief's checkpoints, not the shard's own
   // periodic metrics).
@@ -175,6 +187,12 @@ class PsShard {
   void ExpirePulls(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   std::string DescribeWait(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Embedding tables (ps/shard/sparse.cc).
+  // The tables' options for a run of `total_steps` global steps.
+  SparseTablesOptions SparseOptions(int64_t total_steps) const;
+  // The tables, or FAILED_PRECONDITION naming `what` before the first Init.
+  absl::StatusOr<SparseTables*> Tables(const char* what) const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Pushes (ps/shard/push.cc).
   // Records the pushing worker's incarnation; returns the step below which
   // its gradients repeat its previous process's.
@@ -220,6 +238,9 @@ class PsShard {
   const absl::Time created_ = absl::Now();
   // data.sharding dynamic, shard 0: set by the chief's Init.
   std::optional<DataLedger> ledger_ ABSL_GUARDED_BY(mu_);
+  // The embedding tables: created by the first Init, then kept (a restore
+  // leaves them as they are); SparseTables locks itself.
+  std::unique_ptr<SparseTables> sparse_ ABSL_GUARDED_BY(mu_);
 
   // Load counters.
   std::atomic<int64_t> bytes_in_{0};

@@ -100,6 +100,7 @@ absl::Status PsShard::PublishVariables(const InitRequest& request, IncomingFrame
     LOG(INFO) << "shard " << options_.shard_index << ": restored " << variables.size() << " variables from "
               << restore.path() << " (step " << restore.step() << ")";
   }
+  PSTRAIN_ASSIGN_OR_RETURN(sparse_, SparseTables::Create(SparseOptions(request.total_steps())));
   bytes_in_ += payload.payload_bytes();
   store_.Publish(std::move(variables), std::move(optimizer), std::move(schedule), generation);
   LOG(INFO) << "shard " << options_.shard_index << ": initialised " << store_.variables().size() << " variables ("

@@ -155,6 +155,7 @@ void PsShard::CancelPendingPulls(const absl::Status& status) {
     answers = parked_.TakeAll(status);
   }
   SendAll(std::move(answers));
+  if (absl::StatusOr<SparseTables*> tables = Tables("cancel"); tables.ok()) (*tables)->CancelPulls(status);
 }
 
 std::string PsShard::DescribeWait(const PullRequest& request) const {

@@ -23,6 +23,14 @@ inline PsShardOptions TinyShardOptions(int shard, const std::string& consistency
   options.staleness = consistency == "ssp" ? 1 : 0;
   options.optimizer.set_name("momentum");
   options.optimizer.set_learning_rate(0.05f);
+  // A small embedding table, so sparse pulls and pushes reach its rows (and,
+  // past 64 rows on the shard, their eviction).
+  options.num_shards = kTinyShards;
+  EmbeddingTableConfig& table = options.tables.emplace_back();
+  table.set_name("ads");
+  table.set_dim(2);
+  table.set_max_rows(128);
+  table.mutable_optimizer()->set_name("sgd");
   return options;
 }
 

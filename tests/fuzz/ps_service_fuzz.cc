@@ -22,7 +22,7 @@
 // response type, a Pull's lists one version per tensor, and its payload is
 // exactly the tensors' num_bytes, each dense tensor's bytes its elements
 // times its dtype's size; a Chunk's answer is exactly one of a non-empty
-// chunk, wait or end; an unknown method is UNIMPLEMENTED; a responder
+// chunk, wait or end; a SparsePull's payload is exactly its rows; an unknown method is UNIMPLEMENTED; a responder
 // is never called with the shard's lock held (it takes that lock itself:
 // a deadlock would be reported as a timeout).
 // Seeds: tests/fuzz/corpus/ps_service/ (shard 0's requests of a tiny
@@ -105,6 +105,16 @@ void CheckAnswer(PsShard& shard, Call& call, const absl::Status& status, Outgoin
     parses(&r);
     FUZZ_CHECK(int{r.has_chunk()} + int{r.wait()} + int{r.end()} == 1, "Chunk: not exactly one of chunk, wait, end");
     FUZZ_CHECK(!r.has_chunk() || (r.chunk().count() > 0 && r.chunk().first() >= 0), "Chunk: an empty chunk");
+  } else if (call.method == ps_rpc::kSparsePull) {
+    SparsePullResponse r;
+    parses(&r);
+    FUZZ_CHECK(r.num_ids() >= 0 &&
+                   frame.payload_bytes() == static_cast<uint64_t>(r.num_ids() * r.dim() * DTypeSize(r.dtype())),
+               "SparsePull: ", r.num_ids(), " rows of dim ", r.dim(), " in ", frame.payload_bytes(), " bytes");
+  } else if (call.method == ps_rpc::kSparsePush) {
+    SparsePushResponse r;
+    parses(&r);
+    FUZZ_CHECK(r.applied_rows() >= 0 && r.version() >= 0, "SparsePush: negative counts");
   } else {
     Fail(__FILE__, __LINE__, "unknown method", absl::StrCat("'", call.method, "' answered OK"));
   }
