@@ -33,6 +33,13 @@
 //          the same files, per thread count (input_bench.h)
 //        pstrain-bench input [--image_width 500 --image_height 375 --images 64
 //                             --out_size 224 --threads 1,2 --seconds 2] [--json]
+//   embedding  an embedding table's rows: the shard's table in process vs a
+//              plain hash map of the same ids, then sparse pulls and pushes
+//              over a real local PS cluster (embedding_bench.h)
+//        pstrain-bench embedding [--servers 2 --workers 2 --batch_size 512
+//                                 --features 26 --dim 16 --cardinality 10000000
+//                                 --zipf 1.05 --transport grpc|ucx --optimizer sgd
+//                                 --wire_dtype fp32 --seconds 2] [--json]
 //
 // Units, in --json field names as in the code: *_gbps is gigabits per second
 // (1e9 bits/s: ps goodput, plain TCP and memcpy), *_gbytes_per_sec gigabytes per second
@@ -64,6 +71,7 @@
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 #include "tools/bench/allreduce_bench.h"
+#include "tools/bench/embedding_bench.h"
 #include "tools/bench/input_bench.h"
 #include "tools/bench/model_bench.h"
 #include "tools/bench/ps_bench.h"
@@ -127,6 +135,12 @@ DEFINE_int32(image_height, 375, "input: height of the JPEGs the run makes");
 DEFINE_int32(images, 64, "input: JPEGs the run makes (every thread loops over all of them)");
 DEFINE_int32(out_size, 224, "input: side of the augmented output (float CHW)");
 DEFINE_string(threads, "1,2", "input: thread counts to measure, comma-separated");
+DEFINE_int32(features, 26, "embedding: ids per example (one per categorical feature)");
+DEFINE_int32(dim, 16, "embedding: floats per row");
+DEFINE_int64(cardinality, 10000000, "embedding: ranks per feature, ids drawn from Zipf over them");
+DEFINE_double(zipf, 1.05, "embedding: the Zipf exponent of every feature's ids");
+DEFINE_string(optimizer, "sgd", "embedding: the table's optimizer (sgd, momentum, adagrad, ftrl, adam)");
+DEFINE_string(wire_dtype, "fp32", "embedding: rows on the wire (fp32, fp16, bf16)");
 DEFINE_bool(mpi_rank, false, "allreduce: internal; run as one rank of the mpirun that --backend mpi starts");
 
 namespace {
@@ -425,6 +439,37 @@ int RunInput() {
   return kExitOk;
 }
 
+int RunEmbedding() {
+  pstrain::bench::EmbeddingBenchOptions o;
+  // --servers, --workers and --batch_size are shared with other subcommands;
+  // their defaults here are embedding's own.
+  if (!gflags::GetCommandLineFlagInfoOrDie("servers").is_default) o.servers = FLAGS_servers;
+  if (!gflags::GetCommandLineFlagInfoOrDie("workers").is_default) o.workers = FLAGS_workers;
+  if (!gflags::GetCommandLineFlagInfoOrDie("batch_size").is_default) o.batch_size = FLAGS_batch_size;
+  o.features = FLAGS_features;
+  o.dim = FLAGS_dim;
+  o.cardinality = FLAGS_cardinality;
+  o.zipf = FLAGS_zipf;
+  o.transport = FLAGS_transport;
+  o.optimizer = FLAGS_optimizer;
+  o.wire_dtype = FLAGS_wire_dtype;
+  o.seconds = FLAGS_seconds;
+  o.warmup_rounds = FLAGS_warmup_rounds;
+  if (absl::Status s = pstrain::bench::ValidateEmbeddingBenchOptions(o); !s.ok()) {
+    std::cerr << "pstrain-bench embedding: " << s.message() << std::endl;
+    return kExitUsage;
+  }
+  absl::StatusOr<pstrain::bench::EmbeddingBenchResult> result = pstrain::bench::RunEmbeddingBench(o);
+  if (!result.ok()) {
+    std::cerr << "pstrain-bench embedding: " << result.status().message() << std::endl;
+    return kExitFailure;
+  }
+  std::cout << (FLAGS_json ? pstrain::bench::FormatEmbeddingBenchJson(o, *result) + "\n"
+                           : pstrain::bench::FormatEmbeddingBenchTable(o, *result))
+            << std::flush;
+  return kExitOk;
+}
+
 struct Subcommand {
   const char* name;
   const char* summary;  // null: internal, not listed
@@ -441,6 +486,9 @@ constexpr Subcommand kSubcommands[] = {
     {"timeline", "the crash-safe timeline's flush as its file grows, vs a plain append of the same bytes",
      &RunTimeline},
     {"input", "JPEG decode + ResNet augmentation per thread count, vs a plain full-size TurboJPEG decode", &RunInput},
+    {"embedding",
+     "an embedding table's lookups and updates in process vs a hash map, then sparse pull/push over the PS",
+     &RunEmbedding},
     {"ps-role", nullptr, &RunPsRole},
 };
 
@@ -499,7 +547,8 @@ int main(int argc, char** argv) {
   --argc;
   argv[argc] = nullptr;
 
-  gflags::SetUsageMessage("pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce, timeline, input");
+  gflags::SetUsageMessage(
+      "pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce, timeline, input, embedding");
   if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {
     std::cerr << "pstrain-bench " << name << ": unknown flag " << unknown << std::endl;
     return kExitUsage;
