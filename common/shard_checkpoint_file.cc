@@ -11,6 +11,34 @@ namespace {
 
 constexpr char kMagic[8] = {'P', 'S', 'T', 'R', 'C', 'K', 'P', 'T'};
 
+// The embedding tables' arrays, from `offset` on (moved past them).
+absl::Status DecodeTables(const std::string& data, const std::string& path, size_t& offset, ShardCheckpointView& view) {
+  std::set<std::string> listed;
+  for (const ShardCheckpointHeader::Table& t : view.header.tables()) {
+    if (!listed.insert(t.name()).second) {
+      return absl::DataLossError(absl::StrCat(path, ": table ", t.name(), " is listed twice"));
+    }
+    if (t.dim() < 1 || t.dim() > 4096 || t.slots() < 0 || t.slots() > 16 || t.rows() < 0 || t.version() < 0) {
+      return absl::DataLossError(absl::StrCat(path, ": table ", t.name(), " has dim ", t.dim(), ", ", t.slots(),
+                                              " slots, ", t.rows(), " rows and version ", t.version()));
+    }
+    // At most 4096 x 17 x 4 + 12 bytes per row: no overflow below 2^40 rows.
+    const uint64_t per_row = sizeof(uint64_t) + sizeof(uint32_t) + uint64_t{4} * t.dim() * (1 + t.slots());
+    const uint64_t rows = static_cast<uint64_t>(t.rows());
+    if (rows > (uint64_t{1} << 40) || rows * per_row > data.size() - offset) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", data.size(), " bytes, fewer than its table ", t.name(), " describes"));
+    }
+    ShardCheckpointTable table{t.name(), t.dim(), t.slots(), t.rows(), t.version()};
+    table.keys_offset = offset;
+    table.updates_offset = offset + rows * sizeof(uint64_t);
+    table.data_offset = table.updates_offset + rows * sizeof(uint32_t);
+    offset += rows * per_row;
+    view.tables.push_back(std::move(table));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& data, const std::string& path) {
@@ -44,6 +72,7 @@ absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& dat
     offset += static_cast<size_t>(entry.elements) * sizeof(float) * (1 + e.slots());
     view.entries.push_back(std::move(entry));
   }
+  PSTRAIN_RETURN_IF_ERROR(DecodeTables(data, path, offset, view));
   if (offset != data.size()) {
     return absl::DataLossError(absl::StrCat(path, ": ", data.size(), " bytes but its header describes ", offset));
   }

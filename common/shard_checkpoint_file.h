@@ -5,7 +5,9 @@
 //
 //   "PSTRCKPT"  uint32 header length  ShardCheckpointHeader (proto/ps.proto)
 //   then for each header entry, in order: its value and each of its optimizer
-//   slots, float32, as many elements as its shape holds.
+//   slots, float32, as many elements as its shape holds; then for each
+//   embedding table (header.tables), in order: its keys, its rows' update
+//   counts and its rows (ShardCheckpointHeader.Table says how).
 #pragma once
 
 #include <cstdint>
@@ -32,15 +34,29 @@ struct ShardCheckpointEntry {
   size_t ArrayOffset(int k) const { return offset + static_cast<size_t>(k) * elements * sizeof(float); }
 };
 
+// One embedding table of a decoded file: where its arrays lie.
+struct ShardCheckpointTable {
+  std::string name;
+  int dim = 0;
+  int slots = 0;
+  int64_t rows = 0;
+  int64_t version = 0;
+  size_t keys_offset = 0;     // rows x uint64
+  size_t updates_offset = 0;  // rows x uint32
+  size_t data_offset = 0;     // rows x dim x (1 + slots) float32, row by row
+};
+
 struct ShardCheckpointView {
   ShardCheckpointHeader header;
   std::vector<ShardCheckpointEntry> entries;  // header order
+  std::vector<ShardCheckpointTable> tables;   // header order
 };
 
 // Decodes a whole file's bytes (`path` names it in errors). DATA_LOSS when
-// it is not a shard checkpoint, its header is malformed, an entry is listed
-// twice or has a negative version, dimension or slot count, or the file's
-// size is not what the header describes.
+// it is not a shard checkpoint, its header is malformed, an entry or table
+// is listed twice or has a negative version, dimension, row or slot count
+// (a table's dim outside [1, 4096]), or the file's size is not what the
+// header describes.
 absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& data, const std::string& path);
 
 // Writes the magic and `header` to `writer`; the arrays follow, appended by

@@ -113,9 +113,10 @@ absl::StatusOr<CheckpointResponse> PsShard::Checkpoint(const CheckpointRequest& 
   }
   if (request.path().empty()) return absl::InvalidArgumentError("checkpoint: empty path");
   const absl::Time start = absl::Now();
-  PSTRAIN_ASSIGN_OR_RETURN(CheckpointResponse response,
-                           WriteShardCheckpoint(request.path(), options_.shard_index, request.step(),
-                                                options_.optimizer.name(), store_.variables()));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      CheckpointResponse response,
+      WriteShardCheckpoint(request.path(), options_.shard_index, request.step(), options_.optimizer.name(),
+                           store_.variables(), Tables("checkpoint").value_or(nullptr)));
   LOG(INFO) << "shard " << options_.shard_index << ": checkpoint of step " << request.step() << " written to "
             << request.path() << " (" << response.bytes() << " bytes in " << absl::FormatDuration(absl::Now() - start)
             << ")";

@@ -153,7 +153,9 @@ class PsShard {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The variables an Init describes, with their values (from the payload,
   // or from the checkpoint it names), not yet published.
-  absl::StatusOr<VariableMap> BuildVariables(const InitRequest& request, IncomingFrame& payload, int num_slots) const;
+  // `tables` (the shard's, or null) take the checkpoint's rows.
+  absl::StatusOr<VariableMap> BuildVariables(const InitRequest& request, IncomingFrame& payload, int num_slots,
+                                             SparseTables* tables) const;
   // The first Init: builds the variables and their updater and publishes
   // them as `generation`.
   absl::Status PublishVariables(const InitRequest& request, IncomingFrame& payload, int64_t generation)

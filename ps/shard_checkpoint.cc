@@ -11,7 +11,7 @@
 namespace pstrain {
 absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     const std::string& path, int shard, int64_t step, const std::string& optimizer,
-    const std::map<std::string, std::unique_ptr<ShardVariable>>& variables) {
+    const std::map<std::string, std::unique_ptr<ShardVariable>>& variables, const SparseTables* tables) {
   // A snapshot per variable, each taken under its own lock: the published
   // value (immutable while referenced) and a copy of the optimizer slots.
   // Writing then needs no lock, so pushes of async/ssp runs go on meanwhile.
@@ -35,6 +35,9 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     e->set_slots(static_cast<int32_t>(var->slots.size()));
     snapshots.push_back({var->value, var->bytes(), var->slots});
   }
+  const std::vector<SparseTables::Snapshot> rows =
+      tables != nullptr ? tables->TakeSnapshots() : std::vector<SparseTables::Snapshot>();
+  for (const SparseTables::Snapshot& t : rows) *header.add_tables() = t.header;
   PSTRAIN_ASSIGN_OR_RETURN(DurableFileWriter writer, DurableFileWriter::Create(path));
   PSTRAIN_RETURN_IF_ERROR(AppendShardCheckpointHeader(writer, header));
   for (const Snapshot& snapshot : snapshots) {
@@ -42,6 +45,11 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     for (const std::vector<float>& slot : snapshot.slots) {
       PSTRAIN_RETURN_IF_ERROR(writer.Append(slot.data(), slot.size() * sizeof(float)));
     }
+  }
+  for (const SparseTables::Snapshot& t : rows) {
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.keys.data(), t.rows.keys.size() * sizeof(uint64_t)));
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.updates.data(), t.rows.updates.size() * sizeof(uint32_t)));
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.data.data(), t.rows.data.size() * sizeof(float)));
   }
   PSTRAIN_ASSIGN_OR_RETURN(FileDigest digest, writer.Commit());
   CheckpointResponse response;
@@ -52,7 +60,8 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
 }
 
 absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const std::string& optimizer,
-                                 std::map<std::string, std::unique_ptr<ShardVariable>>& variables) {
+                                 std::map<std::string, std::unique_ptr<ShardVariable>>& variables,
+                                 SparseTables* tables) {
   const FileDigest expected{restore.bytes(), restore.crc32c()};
   PSTRAIN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(restore.path(), &expected));
   const std::string& path = restore.path();
@@ -83,6 +92,11 @@ absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const s
       return refuse(absl::StrCat("variable ", e.name, " has ", e.slots, " optimizer slots there, ",
                                  it->second->slots.size(), " here"));
     }
+  }
+  if (tables != nullptr) {
+    PSTRAIN_RETURN_IF_ERROR(tables->Restore(view, data, path));
+  } else if (!view.tables.empty()) {
+    return refuse(absl::StrCat(view.tables.size(), " embedding tables there, none here"));
   }
   for (const ShardCheckpointEntry& e : view.entries) {
     ShardVariable& var = *variables.at(e.name);

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
+#include "ps/embedding/sparse_tables.h"
 #include "ps/shard_variable.h"
 
 namespace pstrain {
@@ -17,17 +18,21 @@ namespace pstrain {
 // Writes `variables` to `path`: a snapshot of each taken under its own lock
 // (its published value, a copy of its slots), then written without locks,
 // so updates go on meanwhile (async/ssp: each variable is consistent, the
-// set of them not one global step).
+// set of them not one global step). With `tables`, every embedding table's
+// rows follow, copied at one instant.
 absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     const std::string& path, int shard, int64_t step, const std::string& optimizer,
-    const std::map<std::string, std::unique_ptr<ShardVariable>>& variables);
+    const std::map<std::string, std::unique_ptr<ShardVariable>>& variables, const SparseTables* tables = nullptr);
 
 // Fills `variables` (values, slots, versions; already created from the Init
 // request, not yet published) from the checkpoint `restore` names. Refused,
 // changing nothing, when the file is damaged (DATA_LOSS) or holds other
 // variables, shapes, shard or optimizer than `variables` (FAILED_PRECONDITION
-// saying what differs).
+// saying what differs). The embedding tables (`tables`; none when null)
+// are replaced by the file's once everything else was checked: they must be
+// the same tables (SparseTables::Restore).
 absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const std::string& optimizer,
-                                 std::map<std::string, std::unique_ptr<ShardVariable>>& variables);
+                                 std::map<std::string, std::unique_ptr<ShardVariable>>& variables,
+                                 SparseTables* tables = nullptr);
 
 }  // namespace pstrain

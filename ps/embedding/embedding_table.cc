@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/embedding_keys.h"
 #include "common/status_macros.h"
@@ -137,6 +138,53 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, const float*
   }
   pushed_rows_ += static_cast<int64_t>(keys.size());
   ++version_;
+  return absl::OkStatus();
+}
+
+EmbeddingTable::Rows EmbeddingTable::Export() const {
+  Rows rows;
+  const int64_t floats = FloatsPerRow();
+  rows.keys.reserve(index_.size());
+  rows.updates.reserve(index_.size());
+  rows.data.reserve(index_.size() * floats);
+  for (const auto& [key, slot] : index_) {
+    rows.keys.push_back(key);
+    rows.updates.push_back(meta_[slot].updates);
+    const float* row = blocks_[slot / kBlockRows].get() + (slot % kBlockRows) * floats;
+    rows.data.insert(rows.data.end(), row, row + floats);
+  }
+  return rows;
+}
+
+absl::Status EmbeddingTable::Import(const Rows& rows, int64_t version) {
+  PSTRAIN_RETURN_IF_ERROR(CheckImport(rows));
+  index_.clear();
+  blocks_.clear();
+  meta_.clear();
+  free_slots_.clear();
+  for (size_t i = 0; i < rows.keys.size(); ++i) {
+    const uint32_t slot = NewRow(rows.keys[i]);
+    std::copy_n(rows.data.data() + i * FloatsPerRow(), FloatsPerRow(), RowData(slot));
+    meta_[slot].updates = rows.updates[i];
+  }
+  version_ = version;
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingTable::CheckImport(const Rows& rows) const {
+  const size_t n = rows.keys.size();
+  if (rows.updates.size() != n || rows.data.size() != n * FloatsPerRow()) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': ", n, " keys, ", rows.updates.size(),
+                                                   " update counts and ", rows.data.size(), " floats (", FloatsPerRow(),
+                                                   " per row)"));
+  }
+  if (options_.max_rows > 0 && static_cast<int64_t>(n) > options_.max_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", options_.name, "': ", n, " rows, more than max_rows ", options_.max_rows));
+  }
+  if (absl::flat_hash_set<uint64_t>(rows.keys.begin(), rows.keys.end()).size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", options_.name, "': a key is listed twice"));
+  }
   return absl::OkStatus();
 }
 

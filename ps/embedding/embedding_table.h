@@ -73,6 +73,22 @@ class EmbeddingTable {
   // rows read and updated so far, version).
   TableStats Stats() const;
 
+  // Every row, for a checkpoint: keys, update counts and, row by row, value
+  // and optimizer slots (FloatsPerRow() floats each).
+  struct Rows {
+    std::vector<uint64_t> keys;
+    std::vector<uint32_t> updates;
+    std::vector<float> data;
+  };
+  Rows Export() const;
+  int num_slots() const { return optimizer_->num_slots(); }
+  // Replaces every row with `rows` (as Export wrote them; keys distinct)
+  // and the version with `version`. InvalidArgument, changing nothing, when
+  // the sizes do not fit this table or the rows pass max_rows.
+  absl::Status Import(const Rows& rows, int64_t version);
+  // Import's checks alone.
+  absl::Status CheckImport(const Rows& rows) const;
+
  private:
   struct RowMeta {
     uint64_t key = 0;

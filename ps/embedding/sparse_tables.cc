@@ -1,6 +1,7 @@
 #include "ps/embedding/sparse_tables.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -261,6 +262,77 @@ void SparseTables::CancelPulls(const absl::Status& status) {
     parked.swap(parked_);
   }
   for (ParkedPull& p : parked) p.respond(status, {});
+}
+
+std::vector<SparseTables::Snapshot> SparseTables::TakeSnapshots() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Snapshot> snapshots;
+  for (const Table& table : tables_) {
+    Snapshot& s = snapshots.emplace_back();
+    s.rows = table.rows->Export();
+    s.header.set_name(table.config.name());
+    s.header.set_dim(table.rows->dim());
+    s.header.set_slots(table.rows->num_slots());
+    s.header.set_rows(static_cast<int64_t>(s.rows.keys.size()));
+    s.header.set_version(table.rows->version());
+  }
+  return snapshots;
+}
+
+namespace {
+
+// Table `t`'s rows as the file holds them (the decoder checked the sizes).
+EmbeddingTable::Rows FileRows(const ShardCheckpointTable& t, const std::string& data) {
+  EmbeddingTable::Rows rows;
+  const size_t n = static_cast<size_t>(t.rows);
+  rows.keys.resize(n);
+  rows.updates.resize(n);
+  rows.data.resize(n * t.dim * (1 + t.slots));
+  std::memcpy(rows.keys.data(), data.data() + t.keys_offset, n * sizeof(uint64_t));
+  std::memcpy(rows.updates.data(), data.data() + t.updates_offset, n * sizeof(uint32_t));
+  std::memcpy(rows.data.data(), data.data() + t.data_offset, rows.data.size() * sizeof(float));
+  return rows;
+}
+
+}  // namespace
+
+absl::Status SparseTables::Restore(const ShardCheckpointView& view, const std::string& data, const std::string& path) {
+  std::vector<ParkedPull> parked;
+  {
+    absl::MutexLock lock(&mu_);
+    auto refuse = [&path](const std::string& why) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " does not fit this run: ", why));
+    };
+    if (view.tables.size() != tables_.size()) {
+      return refuse(absl::StrCat(view.tables.size(), " embedding tables there, ", tables_.size(), " here"));
+    }
+    // Check every table, and read its rows, before replacing any.
+    std::vector<std::pair<Table*, EmbeddingTable::Rows>> restored;
+    for (const ShardCheckpointTable& t : view.tables) {
+      absl::StatusOr<Table*> table = Find(t.name, "restore");
+      if (!table.ok()) return refuse(absl::StrCat("table ", t.name, " is not in this run"));
+      if (t.dim != (*table)->rows->dim() || t.slots != (*table)->rows->num_slots()) {
+        return refuse(absl::StrCat("table ", t.name, " has dim ", t.dim, " and ", t.slots, " optimizer slots there, ",
+                                   (*table)->rows->dim(), " and ", (*table)->rows->num_slots(), " here"));
+      }
+      EmbeddingTable::Rows rows = FileRows(t, data);
+      for (uint64_t key : rows.keys) {
+        if (EmbeddingKeyShard(key, options_.num_shards) != options_.shard_index) {
+          return refuse(absl::StrCat("table ", t.name, " holds id ", key, " of shard ",
+                                     EmbeddingKeyShard(key, options_.num_shards)));
+        }
+      }
+      if (absl::Status s = (*table)->rows->CheckImport(rows); !s.ok()) return refuse(std::string(s.message()));
+      restored.emplace_back(*table, std::move(rows));
+    }
+    for (size_t i = 0; i < restored.size(); ++i) {
+      PSTRAIN_RETURN_IF_ERROR(restored[i].first->rows->Import(restored[i].second, view.tables[i].version));
+      restored[i].first->pending.clear();
+    }
+    parked.swap(parked_);
+  }
+  for (ParkedPull& p : parked) p.respond(absl::AbortedError("sparse pull: the shard's tables were restored"), {});
+  return absl::OkStatus();
 }
 
 std::vector<TableStats> SparseTables::Stats() const {

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/shard_checkpoint_file.h"
 #include "common/transport/transport.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
@@ -69,6 +70,21 @@ class SparseTables {
   void CancelPulls(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // Each table's part on this shard, in config order.
   std::vector<TableStats> Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A checkpoint's view of every table (ps/shard_checkpoint.h writes it).
+  struct Snapshot {
+    ShardCheckpointHeader::Table header;
+    EmbeddingTable::Rows rows;
+  };
+  // Every table's rows, copied at one instant (in config order).
+  std::vector<Snapshot> TakeSnapshots() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces every table with the file's (`data`, decoded as `view`; `path`
+  // names it in errors). FAILED_PRECONDITION, changing nothing, when the
+  // file's tables are not this run's (names, dims, optimizer slots) or their
+  // rows are not this shard's; sync steps in progress are dropped and
+  // parked pulls answered ABORTED.
+  absl::Status Restore(const ShardCheckpointView& view, const std::string& data, const std::string& path)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // One worker's rows of a sync step.

@@ -66,8 +66,8 @@ absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame
   return absl::OkStatus();
 }
 
-absl::StatusOr<VariableMap> PsShard::BuildVariables(const InitRequest& request, IncomingFrame& payload,
-                                                    int num_slots) const {
+absl::StatusOr<VariableMap> PsShard::BuildVariables(const InitRequest& request, IncomingFrame& payload, int num_slots,
+                                                    SparseTables* tables) const {
   PSTRAIN_RETURN_IF_ERROR(CheckInitTensors(request, payload));
   VariableMap variables;
   for (const TensorHeader& h : request.tensors()) {
@@ -84,7 +84,7 @@ absl::StatusOr<VariableMap> PsShard::BuildVariables(const InitRequest& request, 
   }
   if (request.has_restore()) {
     PSTRAIN_RETURN_IF_ERROR(
-        LoadShardCheckpoint(request.restore(), options_.shard_index, options_.optimizer.name(), variables));
+        LoadShardCheckpoint(request.restore(), options_.shard_index, options_.optimizer.name(), variables, tables));
   }
   return variables;
 }
@@ -93,14 +93,18 @@ absl::Status PsShard::PublishVariables(const InitRequest& request, IncomingFrame
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, CreateOptimizer(options_.optimizer));
   PSTRAIN_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
                            LearningRateSchedule::Create(options_.optimizer, request.total_steps()));
-  PSTRAIN_ASSIGN_OR_RETURN(VariableMap variables, BuildVariables(request, payload, optimizer->num_slots()));
+  // The tables first: a restore fills them too.
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SparseTables> tables,
+                           SparseTables::Create(SparseOptions(request.total_steps())));
+  PSTRAIN_ASSIGN_OR_RETURN(VariableMap variables,
+                           BuildVariables(request, payload, optimizer->num_slots(), tables.get()));
+  sparse_ = std::move(tables);
   if (request.has_restore()) {
     const ShardRestore& restore = request.restore();
     ResumeAt(restore.step());
     LOG(INFO) << "shard " << options_.shard_index << ": restored " << variables.size() << " variables from "
               << restore.path() << " (step " << restore.step() << ")";
   }
-  PSTRAIN_ASSIGN_OR_RETURN(sparse_, SparseTables::Create(SparseOptions(request.total_steps())));
   bytes_in_ += payload.payload_bytes();
   store_.Publish(std::move(variables), std::move(optimizer), std::move(schedule), generation);
   LOG(INFO) << "shard " << options_.shard_index << ": initialised " << store_.variables().size() << " variables ("
@@ -109,7 +113,8 @@ absl::Status PsShard::PublishVariables(const InitRequest& request, IncomingFrame
 }
 
 absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& payload, int64_t generation) {
-  PSTRAIN_ASSIGN_OR_RETURN(VariableMap fresh, BuildVariables(request, payload, store_.updater().num_slots()));
+  PSTRAIN_ASSIGN_OR_RETURN(VariableMap fresh,
+                           BuildVariables(request, payload, store_.updater().num_slots(), sparse_.get()));
   PSTRAIN_RETURN_IF_ERROR(store_.Replace(std::move(fresh), generation, *policy_));
   const int64_t step = request.has_restore() ? request.restore().step() : 0;
   ResumeAt(step);

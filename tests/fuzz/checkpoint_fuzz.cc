@@ -4,7 +4,8 @@
 // the manifest places the variables otherwise) and the shards' checkpoint
 // files (DecodeShardCheckpoint, common/shard_checkpoint_file.h, through
 // LoadShardCheckpoint, ps/shard_checkpoint.h, reached as a PS reaches it:
-// an Init that restores).
+// an Init that restores). The shards hold no embedding table, so a file's
+// tables section is decoded (and bounds-checked) and then refused.
 //
 // Feeds: three records (uint16 length, bytes each): a MANIFEST
 // (CheckpointManifest) and the files shard-0-of-2.ckpt and shard-1-of-2.ckpt
@@ -103,7 +104,7 @@ std::map<std::string, FileEntry> ReadEntries(const std::string& bytes) {
 }
 
 void CheckShardFile(int shard, const std::string& path, const std::string& bytes) {
-  absl::StatusOr<std::unique_ptr<PsShard>> created = PsShard::Create(TinyShardOptions(shard, "async"));
+  absl::StatusOr<std::unique_ptr<PsShard>> created = PsShard::Create(TinyShardOptions(shard, "async", /*table=*/false));
   FUZZ_CHECK(created.ok(), created.status().ToString());
   PsShard& ps = **created;
   InitFrame init = TinyInit(shard);

@@ -15,7 +15,8 @@
 
 namespace pstrain::fuzz {
 
-inline PsShardOptions TinyShardOptions(int shard, const std::string& consistency) {
+// With `table`, the shard also holds a small embedding table.
+inline PsShardOptions TinyShardOptions(int shard, const std::string& consistency, bool table = true) {
   PsShardOptions options;
   options.shard_index = shard;
   options.num_workers = kTinyWorkers;
@@ -26,11 +27,12 @@ inline PsShardOptions TinyShardOptions(int shard, const std::string& consistency
   // A small embedding table, so sparse pulls and pushes reach its rows (and,
   // past 64 rows on the shard, their eviction).
   options.num_shards = kTinyShards;
-  EmbeddingTableConfig& table = options.tables.emplace_back();
-  table.set_name("ads");
-  table.set_dim(2);
-  table.set_max_rows(128);
-  table.mutable_optimizer()->set_name("sgd");
+  if (!table) return options;
+  EmbeddingTableConfig& ads = options.tables.emplace_back();
+  ads.set_name("ads");
+  ads.set_dim(2);
+  ads.set_max_rows(128);
+  ads.mutable_optimizer()->set_name("sgd");
   return options;
 }
 

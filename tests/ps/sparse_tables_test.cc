@@ -6,8 +6,10 @@
 #include "ps/embedding/sparse_tables.h"
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "common/compression/compression.h"
 #include "common/embedding_keys.h"
 #include "gmock/gmock.h"
@@ -216,6 +218,57 @@ TEST(SparseTablesTest, SixteenBitRowsTravelAsHalfTheBytes) {
   }
   ASSERT_TRUE(Push(*tables, 0, 0, {4}, {1, 1, 1}, DT_BFLOAT16).ok());
   EXPECT_NEAR(PullNow(*tables, {4}).rows[0], Initial(4)[0] - 0.5f, 1e-2);
+}
+
+// Workers on threads of their own, as transport threads deliver them: each
+// step every worker pulls its rows at the step's version (parked until the
+// previous step applied) and pushes; the end is the same as the steps run
+// one worker at a time (summed in worker order, so bit for bit).
+TEST(SparseTablesTest, ConcurrentSyncWorkersEndWhereSequentialOnesDo) {
+  constexpr int kWorkers = 4, kSteps = 20;
+  auto keys_of = [](int w, int step) {
+    return std::vector<uint64_t>{static_cast<uint64_t>(step % 5), static_cast<uint64_t>(10 + (w + step) % 3)};
+  };
+  auto run = [&](bool threads) {
+    std::unique_ptr<SparseTables> tables = Make(Options(/*sync=*/true, kWorkers));
+    auto one_step = [&](int w, int step) {
+      {
+        absl::Notification pulled;
+        PullResult r;
+        SparsePullRequest request;
+        request.set_table("ads");
+        const std::vector<uint64_t> keys = keys_of(w, step);
+        request.set_num_ids(static_cast<int64_t>(keys.size()));
+        request.set_min_version(step);
+        IncomingFrame frame = Frame(request, Bytes(keys.data(), keys.size() * 8));
+        tables->Pull(request, frame, [&](absl::Status s, OutgoingFrame) {
+          r.status = s;
+          pulled.Notify();
+        });
+        pulled.WaitForNotification();
+        ASSERT_TRUE(r.status.ok()) << r.status;
+        std::vector<float> grads(keys.size() * kDim, 0.25f * (w + 1));
+        ASSERT_TRUE(Push(*tables, w, step, keys, grads).ok());
+      }
+    };
+    if (threads) {
+      std::vector<std::thread> pool;
+      for (int w = 0; w < kWorkers; ++w) {
+        pool.emplace_back([&one_step, w] {
+          for (int step = 0; step < kSteps; ++step) one_step(w, step);
+        });
+      }
+      for (std::thread& t : pool) t.join();
+    } else {
+      // One step at a time, every worker in turn.
+      for (int step = 0; step < kSteps; ++step) {
+        for (int w = 0; w < kWorkers; ++w) one_step(w, step);
+      }
+    }
+    std::vector<uint64_t> all = {0, 1, 2, 3, 4, 10, 11, 12};
+    return PullNow(*tables, all).rows;
+  };
+  EXPECT_EQ(run(/*threads=*/true), run(/*threads=*/false));
 }
 
 TEST(SparseTablesTest, BadTableConfigsAreRefusedNamingTheTable) {

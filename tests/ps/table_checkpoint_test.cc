@@ -1,0 +1,150 @@
+// Embedding tables in a shard's checkpoint (ps/shard_checkpoint.h,
+// common/shard_checkpoint_file.h): a shard restored from the file answers
+// the same rows at the same version and, its optimizer slots restored too,
+// moves them as the original does; a file whose tables are not the run's is
+// refused saying why; a truncated tables section is DATA_LOSS.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/durable_file.h"
+#include "common/shard_checkpoint_file.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ps/shard.h"
+#include "tests/util/process_test_util.h"
+
+namespace pstrain {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kDim = 4;
+
+PsShardOptions Options(int dim = kDim) {
+  PsShardOptions o;
+  o.num_workers = 1;
+  o.consistency = "async";
+  o.optimizer.set_name("adagrad");
+  o.optimizer.set_learning_rate(0.1f);
+  o.seed = 3;
+  EmbeddingTableConfig& t = o.tables.emplace_back();
+  t.set_name("ads");
+  t.set_dim(dim);
+  return o;
+}
+
+template <typename Header>
+IncomingFrame Frame(const Header& header, const void* data = nullptr, size_t n = 0) {
+  OutgoingFrame out = OutgoingFrame::FromHeader(header);
+  auto bytes = std::make_shared<std::string>(static_cast<const char*>(data), n);
+  if (n > 0) out.chunks.push_back(ConstChunk{bytes->data(), bytes->size(), bytes});
+  return IncomingFrame::FromOutgoing(std::move(out));
+}
+
+std::unique_ptr<PsShard> Shard(const PsShardOptions& o, const ShardRestore* restore, absl::Status* init_status) {
+  absl::StatusOr<std::unique_ptr<PsShard>> shard = PsShard::Create(o);
+  EXPECT_TRUE(shard.ok()) << shard.status();
+  InitRequest init;
+  init.set_generation(1);
+  if (restore != nullptr) *init.mutable_restore() = *restore;
+  IncomingFrame frame = Frame(init);
+  InitResponse response;
+  *init_status = (*shard)->Init(init, frame, &response);
+  return *std::move(shard);
+}
+
+void Push(PsShard& shard, const std::vector<uint64_t>& keys, float g) {
+  SparsePushRequest request;
+  request.set_table("ads");
+  request.set_num_ids(static_cast<int64_t>(keys.size()));
+  request.set_dim(kDim);
+  std::string payload(reinterpret_cast<const char*>(keys.data()), keys.size() * 8);
+  const std::vector<float> grads(keys.size() * kDim, g);
+  payload.append(reinterpret_cast<const char*>(grads.data()), grads.size() * 4);
+  IncomingFrame frame = Frame(request, payload.data(), payload.size());
+  ASSERT_TRUE(shard.SparsePush(request, frame).ok());
+}
+
+// The rows of `keys` and the table's version.
+std::pair<std::vector<float>, int64_t> Pull(PsShard& shard, const std::vector<uint64_t>& keys) {
+  SparsePullRequest request;
+  request.set_table("ads");
+  request.set_num_ids(static_cast<int64_t>(keys.size()));
+  IncomingFrame frame = Frame(request, keys.data(), keys.size() * 8);
+  std::pair<std::vector<float>, int64_t> out;
+  shard.SparsePull(request, frame, [&out](absl::Status s, OutgoingFrame answer) {
+    ASSERT_TRUE(s.ok()) << s;
+    IncomingFrame in = IncomingFrame::FromOutgoing(std::move(answer));
+    SparsePullResponse header;
+    ASSERT_TRUE(in.ParseHeader(&header));
+    out.second = header.version();
+    out.first.resize(in.remaining() / 4);
+    ASSERT_TRUE(in.Read(out.first.data(), in.remaining()).ok());
+  });
+  return out;
+}
+
+class TableCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::Status init;
+    original_ = Shard(Options(), nullptr, &init);
+    ASSERT_TRUE(init.ok()) << init;
+    for (int i = 0; i < 5; ++i) Push(*original_, {1, 2, 3 + static_cast<uint64_t>(i)}, 0.5f + i);
+    CheckpointRequest request;
+    request.set_path(dir_.path() + "/shard-0.ckpt");
+    request.set_step(5);
+    absl::StatusOr<CheckpointResponse> written = original_->Checkpoint(request);
+    ASSERT_TRUE(written.ok()) << written.status();
+    restore_.set_path(request.path());
+    restore_.set_bytes(written->bytes());
+    restore_.set_crc32c(written->crc32c());
+    restore_.set_step(5);
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<PsShard> original_;
+  ShardRestore restore_;
+};
+
+TEST_F(TableCheckpointTest, ARestoredShardHasTheRowsVersionAndSlots) {
+  absl::Status init;
+  std::unique_ptr<PsShard> restored = Shard(Options(), &restore_, &init);
+  ASSERT_TRUE(init.ok()) << init;
+  const std::vector<uint64_t> keys = {1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(Pull(*restored, keys), Pull(*original_, keys));
+  EXPECT_EQ(Pull(*restored, keys).second, 5);
+  // Adagrad's accumulators came back too: the same push moves both alike.
+  Push(*original_, {1, 7}, 2.0f);
+  Push(*restored, {1, 7}, 2.0f);
+  EXPECT_EQ(Pull(*restored, keys), Pull(*original_, keys));
+  EXPECT_EQ(restored->Stats().tables(0).rows(), 7);
+}
+
+TEST_F(TableCheckpointTest, TablesThatAreNotTheRunsAreRefused) {
+  absl::Status init;
+  Shard(Options(/*dim=*/8), &restore_, &init);
+  EXPECT_EQ(init.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(init.message(), HasSubstr("table ads has dim 4 and 1 optimizer slots there, 8 and 1 here"));
+  PsShardOptions no_tables = Options();
+  no_tables.tables.clear();
+  Shard(no_tables, &restore_, &init);
+  EXPECT_THAT(init.message(), HasSubstr("1 embedding tables there, 0 here"));
+}
+
+TEST_F(TableCheckpointTest, ATruncatedTablesSectionIsDataLoss) {
+  absl::StatusOr<std::string> data = ReadWholeFile(restore_.path());
+  ASSERT_TRUE(data.ok()) << data.status();
+  absl::StatusOr<ShardCheckpointView> whole = DecodeShardCheckpoint(*data, "f");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(whole->tables.size(), 1u);
+  EXPECT_EQ(whole->tables[0].rows, 7);
+  absl::StatusOr<ShardCheckpointView> cut = DecodeShardCheckpoint(data->substr(0, data->size() - 4), "f");
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(cut.status().message(), HasSubstr("fewer than its table ads describes"));
+}
+
+}  // namespace
+}  // namespace pstrain
