@@ -5,7 +5,26 @@
 
 namespace pstrain {
 
-absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* registry, int shard) {
+absl::StatusOr<PsMetrics::TableMetrics> PsMetrics::RegisterTable(MetricRegistry* registry, int shard,
+                                                                 const std::string& table) {
+  const MetricLabels labels = {{"shard", absl::StrCat(shard)}, {"table", table}};
+  TableMetrics m;
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m.rows, registry->RegisterGauge("pstrain_ps_table_rows", "Rows of the embedding table on this shard.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m.bytes, registry->RegisterGauge("pstrain_ps_table_bytes",
+                                       "Bytes of the table on this shard (rows, optimizer slots, index).", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m.evicted, registry->RegisterCounter("pstrain_ps_table_evicted_rows_total",
+                                                                "Rows dropped to stay within max_rows.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m.pulled, registry->RegisterCounter("pstrain_ps_table_pulled_rows_total", "Rows answered to pulls.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(m.pushed,
+                           registry->RegisterCounter("pstrain_ps_table_pushed_rows_total", "Rows updated.", labels));
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* registry, int shard,
+                                                               const std::vector<std::string>& tables) {
   auto m = std::unique_ptr<PsMetrics>(new PsMetrics());
   const MetricLabels labels = {{"shard", absl::StrCat(shard)}};
   auto counter = [&](Counter** c, const char* name, const char* help) -> absl::Status {
@@ -37,6 +56,10 @@ absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* r
                                 "Workers heard from and neither done, lost nor absent."));
   PSTRAIN_RETURN_IF_ERROR(counter(&m->membership_changes_, "pstrain_ps_membership_changes_total",
                                   "Workers that joined, rejoined or were lost."));
+  for (const std::string& table : tables) {
+    PSTRAIN_ASSIGN_OR_RETURN(TableMetrics t, RegisterTable(registry, shard, table));
+    m->tables_.push_back(t);
+  }
   return m;
 }
 
@@ -55,6 +78,15 @@ void PsMetrics::Update(const StatsResponse& stats) {
   workers_lost_->Set(stats.lost_size());
   workers_present_->Set(stats.present_size());
   membership_changes_->AdvanceTo(stats.membership_size());
+  // Before the chief's Init the shard lists no tables.
+  for (int i = 0; i < stats.tables_size() && i < static_cast<int>(tables_.size()); ++i) {
+    const TableStats& t = stats.tables(i);
+    tables_[i].rows->Set(static_cast<double>(t.rows()));
+    tables_[i].bytes->Set(static_cast<double>(t.bytes()));
+    tables_[i].evicted->AdvanceTo(static_cast<double>(t.evicted_rows()));
+    tables_[i].pulled->AdvanceTo(static_cast<double>(t.pulled_rows()));
+    tables_[i].pushed->AdvanceTo(static_cast<double>(t.pushed_rows()));
+  }
 }
 
 }  // namespace pstrain

@@ -5,10 +5,15 @@
 // pstrain_ps_ssp_blocked_pulls_total, pstrain_ps_ssp_wait_seconds_total,
 // pstrain_ps_membership_changes_total; gauges pstrain_ps_variables,
 // pstrain_ps_variable_bytes, pstrain_ps_workers_done, pstrain_ps_workers_lost,
-// pstrain_ps_workers_present.
+// pstrain_ps_workers_present. Per embedding table, labelled {shard, table}:
+// gauges pstrain_ps_table_rows, pstrain_ps_table_bytes; counters
+// pstrain_ps_table_evicted_rows_total, pstrain_ps_table_pulled_rows_total,
+// pstrain_ps_table_pushed_rows_total.
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/telemetry/metric_registry.h"
@@ -18,7 +23,10 @@ namespace pstrain {
 
 class PsMetrics {
  public:
-  static absl::StatusOr<std::unique_ptr<PsMetrics>> Register(MetricRegistry* registry, int shard);
+  // `tables`: the run's embedding tables, in config order (as Stats lists
+  // them).
+  static absl::StatusOr<std::unique_ptr<PsMetrics>> Register(MetricRegistry* registry, int shard,
+                                                             const std::vector<std::string>& tables = {});
   // Brings every metric up to `stats` (the shard's Stats(); counters advance
   // by what changed since the last call).
   void Update(const StatsResponse& stats);
@@ -38,6 +46,17 @@ class PsMetrics {
   Gauge* workers_lost_ = nullptr;
   Gauge* workers_present_ = nullptr;
   Counter* membership_changes_ = nullptr;
+  // One per embedding table, in config order.
+  struct TableMetrics {
+    Gauge* rows = nullptr;
+    Gauge* bytes = nullptr;
+    Counter* evicted = nullptr;
+    Counter* pulled = nullptr;
+    Counter* pushed = nullptr;
+  };
+  std::vector<TableMetrics> tables_;
+  // Registers `table`'s metrics.
+  static absl::StatusOr<TableMetrics> RegisterTable(MetricRegistry* registry, int shard, const std::string& table);
 };
 
 }  // namespace pstrain

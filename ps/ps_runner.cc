@@ -15,6 +15,16 @@
 namespace pstrain {
 namespace {
 
+// The shard's part of each embedding table, a line each.
+void LogTables(const StatsResponse& stats) {
+  for (const TableStats& t : stats.tables()) {
+    LOG(INFO) << "shard " << stats.load().shard() << " table " << t.name() << ": rows=" << t.rows()
+              << " bytes=" << t.bytes() << " bytes_per_row=" << t.bytes_per_row()
+              << " evicted_rows=" << t.evicted_rows() << " pulled_rows=" << t.pulled_rows()
+              << " pushed_rows=" << t.pushed_rows() << " version=" << t.version();
+  }
+}
+
 void LogLoad(const ShardLoad& load) {
   LOG(INFO) << "shard " << load.shard() << " load: variables=" << load.variables()
             << " variable_bytes=" << load.variable_bytes() << " bytes_in=" << load.bytes_in()
@@ -132,6 +142,7 @@ void Finish(PsShard& shard, int shard_index, const absl::Status& result, const P
   summaries.Write(shard, /*last=*/true);
   StatsResponse stats = shard.Stats();
   LogLoad(stats.load());
+  LogTables(stats);
   if (metrics != nullptr) metrics->Update(stats);
   if (options.final_stats != nullptr) *options.final_stats = stats;
 }
@@ -149,7 +160,9 @@ absl::Status RunParameterServer(const ExperimentConfig& config, int shard_index,
   PsService service(shard.get());
   std::unique_ptr<PsMetrics> metrics;
   if (options.metrics != nullptr) {
-    PSTRAIN_ASSIGN_OR_RETURN(metrics, PsMetrics::Register(options.metrics, shard_index));
+    std::vector<std::string> tables;
+    for (const EmbeddingTableConfig& t : config.model().tables()) tables.push_back(t.name());
+    PSTRAIN_ASSIGN_OR_RETURN(metrics, PsMetrics::Register(options.metrics, shard_index, tables));
   }
 
   PSTRAIN_ASSIGN_OR_RETURN(const std::string address, ServingAddress(config, shard_index, options));
