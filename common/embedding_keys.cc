@@ -1,5 +1,7 @@
 #include "common/embedding_keys.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace pstrain {
 namespace {
 
@@ -26,6 +28,14 @@ uint64_t EmbeddingRowKey(const EmbeddingTableConfig& table, uint64_t id) {
 
 int EmbeddingKeyShard(uint64_t key, int num_shards) {
   return static_cast<int>(MixBits(key ^ kShardSalt) % static_cast<uint64_t>(num_shards));
+}
+
+absl::StatusOr<WireDType> EmbeddingWireDType(const EmbeddingTableConfig& table) {
+  if (table.wire_dtype() == "fp32") return DT_FLOAT32;
+  if (table.wire_dtype() == "fp16") return DT_FLOAT16;
+  if (table.wire_dtype() == "bf16") return DT_BFLOAT16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("table '", table.name(), "': wire_dtype '", table.wire_dtype(), "' is not one of fp32, fp16, bf16"));
 }
 
 uint64_t EmbeddingTableDigest(std::string_view table_name) {

@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "proto/config.pb.h"
+#include "proto/ps.pb.h"
 
 namespace pstrain {
 
@@ -26,6 +28,10 @@ int EmbeddingKeyShard(uint64_t key, int num_shards);
 // A stable 64-bit digest of a table's name (FNV-1a), part of every row's
 // initial values.
 uint64_t EmbeddingTableDigest(std::string_view table_name);
+
+// The table's rows on the wire (its wire_dtype: fp32, fp16 or bf16);
+// InvalidArgument naming the table otherwise.
+absl::StatusOr<WireDType> EmbeddingWireDType(const EmbeddingTableConfig& table);
 
 // `key`'s initial row: row.size() values uniform in [-scale, scale], drawn
 // from (seed, table_digest, key) alone.

@@ -15,12 +15,6 @@
 namespace pstrain {
 namespace {
 
-WireDType ParseWireDType(const std::string& name) {
-  if (name == "fp16") return DT_FLOAT16;
-  if (name == "bf16") return DT_BFLOAT16;
-  return DT_FLOAT32;  // the config check allows nothing else
-}
-
 // A chunk owning `bytes`.
 ConstChunk OwnedChunk(std::vector<char> bytes) {
   auto owned = std::make_shared<std::vector<char>>(std::move(bytes));
@@ -40,7 +34,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingClient>> EmbeddingClient::Create(const E
   std::unique_ptr<EmbeddingClient> client(
       new EmbeddingClient(worker_index, absl::Seconds(config.timeouts().rpc_seconds())));
   for (const EmbeddingTableConfig& t : config.model().tables()) {
-    client->tables_.push_back(Table{t, ParseWireDType(t.wire_dtype())});
+    PSTRAIN_ASSIGN_OR_RETURN(const WireDType dtype, EmbeddingWireDType(t));
+    client->tables_.push_back(Table{t, dtype});
   }
   for (const std::string& address : config.cluster().ps_hosts()) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, transport->Connect(address));
@@ -50,12 +45,12 @@ absl::StatusOr<std::unique_ptr<EmbeddingClient>> EmbeddingClient::Create(const E
   return client;
 }
 
-SparseKeys EmbeddingClient::Deduplicate(int t, absl::Span<const uint64_t> ids) const {
+SparseKeys DeduplicateIds(const EmbeddingTableConfig& table, absl::Span<const uint64_t> ids) {
   SparseKeys out;
   out.index.reserve(ids.size());
   absl::flat_hash_map<uint64_t, int32_t> seen;
   for (uint64_t id : ids) {
-    const uint64_t key = EmbeddingRowKey(tables_[t].config, id);
+    const uint64_t key = EmbeddingRowKey(table, id);
     auto [it, inserted] = seen.try_emplace(key, static_cast<int32_t>(out.keys.size()));
     if (inserted) out.keys.push_back(key);
     out.index.push_back(it->second);
@@ -126,7 +121,7 @@ absl::Status EmbeddingClient::Pull(int t, const std::vector<uint64_t>& keys, int
     header.set_table(table.config.name());
     header.set_num_ids(static_cast<int64_t>(shares[s].keys.size()));
     header.set_min_version(min_version);
-    header.set_dtype(static_cast<WireDType>(table.wire_dtype));
+    header.set_dtype(table.wire_dtype);
     header.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
     requests[s] = OutgoingFrame::FromHeader(header);
     requests[s]->chunks.push_back(OwnedChunk(KeyBytes(shares[s].keys)));
@@ -157,7 +152,7 @@ absl::Status EmbeddingClient::Pull(int t, const std::vector<uint64_t>& keys, int
 absl::Status EmbeddingClient::Push(int t, int64_t step, const std::vector<uint64_t>& keys, const float* grads) {
   const Table& table = tables_[t];
   const int dim = table.config.dim();
-  const WireDType dtype = static_cast<WireDType>(table.wire_dtype);
+  const WireDType dtype = table.wire_dtype;
   const std::vector<ShardShare> shares = SplitByShard(keys);
   std::vector<std::optional<OutgoingFrame>> requests(shares.size());
   for (size_t s = 0; s < shares.size(); ++s) {

@@ -10,6 +10,8 @@
 // Sync runs: every worker pushes every step to every shard, with no keys
 // where its batch touched none of a shard's rows, so each shard can tell
 // when the step is complete.
+//
+// Not thread-safe: one caller at a time (a worker's training thread).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include "absl/types/span.h"
 #include "common/transport/transport.h"
 #include "proto/config.pb.h"
+#include "proto/ps.pb.h"
 
 namespace pstrain {
 
@@ -34,18 +37,21 @@ struct SparseKeys {
   std::vector<int32_t> index;
 };
 
+// The row keys of `table`'s feature `ids`, each once.
+SparseKeys DeduplicateIds(const EmbeddingTableConfig& table, absl::Span<const uint64_t> ids);
+
 class EmbeddingClient {
  public:
   // Connects to every shard of config.cluster(). InvalidArgument when the
-  // config has no tables.
+  // config has no tables or a table's wire_dtype is unknown.
   static absl::StatusOr<std::unique_ptr<EmbeddingClient>> Create(const ExperimentConfig& config, int worker_index,
                                                                  Transport* transport);
 
   int num_tables() const { return static_cast<int>(tables_.size()); }
   const EmbeddingTableConfig& table(int t) const { return tables_[t].config; }
 
-  // The keys of table `t`'s feature `ids`, each once.
-  SparseKeys Deduplicate(int t, absl::Span<const uint64_t> ids) const;
+  // The keys of table `t`'s feature `ids`, each once (DeduplicateIds).
+  SparseKeys Deduplicate(int t, absl::Span<const uint64_t> ids) const { return DeduplicateIds(tables_[t].config, ids); }
 
   // Fills `rows` (keys.size() * dim floats, in key order) with the rows of
   // `keys` once table `t` has had `min_version` updates on every shard
@@ -62,7 +68,7 @@ class EmbeddingClient {
  private:
   struct Table {
     EmbeddingTableConfig config;
-    int wire_dtype = 0;  // WireDType
+    WireDType wire_dtype = DT_FLOAT32;
   };
   // One shard's share of a request: positions into the caller's keys.
   struct ShardShare {

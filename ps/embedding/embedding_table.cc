@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -37,7 +38,9 @@ EmbeddingTable::EmbeddingTable(const EmbeddingTableOptions& options, std::unique
       schedule_(std::move(schedule)),
       digest_(EmbeddingTableDigest(options.name)) {}
 
-float* EmbeddingTable::RowData(uint32_t slot) {
+float* EmbeddingTable::RowData(uint32_t slot) { return const_cast<float*>(std::as_const(*this).RowData(slot)); }
+
+const float* EmbeddingTable::RowData(uint32_t slot) const {
   return blocks_[slot / kBlockRows].get() + (slot % kBlockRows) * FloatsPerRow();
 }
 
@@ -150,7 +153,7 @@ EmbeddingTable::Rows EmbeddingTable::Export() const {
   for (const auto& [key, slot] : index_) {
     rows.keys.push_back(key);
     rows.updates.push_back(meta_[slot].updates);
-    const float* row = blocks_[slot / kBlockRows].get() + (slot % kBlockRows) * floats;
+    const float* row = RowData(slot);
     rows.data.insert(rows.data.end(), row, row + floats);
   }
   return rows;

@@ -113,6 +113,7 @@ class EmbeddingTable {
   // Row `slot`'s value (dim floats), followed by its optimizer slots (dim
   // floats each).
   float* RowData(uint32_t slot);
+  const float* RowData(uint32_t slot) const;
   int64_t FloatsPerRow() const { return static_cast<int64_t>(options_.dim) * (1 + optimizer_->num_slots()); }
 
   const EmbeddingTableOptions options_;

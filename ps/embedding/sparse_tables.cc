@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/compression/compression.h"
@@ -12,14 +11,6 @@
 
 namespace pstrain {
 namespace {
-
-absl::StatusOr<WireDType> TableWireDType(const EmbeddingTableConfig& config) {
-  if (config.wire_dtype() == "fp32") return DT_FLOAT32;
-  if (config.wire_dtype() == "fp16") return DT_FLOAT16;
-  if (config.wire_dtype() == "bf16") return DT_BFLOAT16;
-  return absl::InvalidArgumentError(absl::StrCat("table '", config.name(), "': wire_dtype '", config.wire_dtype(),
-                                                 "' is not one of fp32, fp16, bf16"));
-}
 
 // Payload bytes of n rows of `dim` values in `dtype`.
 int64_t RowBytes(int64_t n, int dim, WireDType dtype) { return n * dim * static_cast<int64_t>(WireDTypeSize(dtype)); }
@@ -36,7 +27,7 @@ absl::StatusOr<std::unique_ptr<SparseTables>> SparseTables::Create(const SparseT
     }
     Table table;
     table.config = config;
-    PSTRAIN_ASSIGN_OR_RETURN(table.dtype, TableWireDType(config));
+    PSTRAIN_ASSIGN_OR_RETURN(table.dtype, EmbeddingWireDType(config));
     EmbeddingTableOptions o{.name = config.name(),
                             .dim = config.dim(),
                             .init_scale = config.init_scale(),
@@ -189,23 +180,22 @@ absl::StatusOr<int64_t> SparseTables::AddSyncRows(Table& table, int worker, int6
 
 absl::StatusOr<int64_t> SparseTables::ApplyStep(Table& table, const PendingStep& step) {
   const int dim = table.rows->dim();
-  // Sum per key in worker order; keys in ascending order.
-  absl::btree_map<uint64_t, std::vector<float>> sums;
+  // Every worker's rows, in worker order, then sorted by key (stably: a
+  // key's rows stay in worker order), summed key by key into one row each.
+  std::vector<std::pair<uint64_t, const float*>> rows;
   for (const std::unique_ptr<WorkerRows>& w : step.by_worker) {
-    for (size_t i = 0; i < w->keys.size(); ++i) {
-      std::vector<float>& sum = sums[w->keys[i]];
-      if (sum.empty()) sum.assign(dim, 0.0f);
-      const float* row = w->rows.data() + i * dim;
-      for (int d = 0; d < dim; ++d) sum[d] += row[d];
-    }
+    for (size_t i = 0; i < w->keys.size(); ++i) rows.emplace_back(w->keys[i], w->rows.data() + i * dim);
   }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<uint64_t> keys;
   std::vector<float> grads;
-  keys.reserve(sums.size());
-  grads.reserve(sums.size() * dim);
-  for (const auto& [key, sum] : sums) {
-    keys.push_back(key);
-    grads.insert(grads.end(), sum.begin(), sum.end());
+  for (const auto& [key, row] : rows) {
+    if (keys.empty() || keys.back() != key) {
+      keys.push_back(key);
+      grads.resize(grads.size() + dim, 0.0f);
+    }
+    float* sum = grads.data() + grads.size() - dim;
+    for (int d = 0; d < dim; ++d) sum[d] += row[d];
   }
   PSTRAIN_RETURN_IF_ERROR(
       table.rows->Apply(keys, grads.data(), 1.0f / static_cast<float>(options_.num_workers), GlobalStep(table)));

@@ -165,12 +165,7 @@ std::vector<float> OneDeviceRows(const std::string& optimizer) {
     for (int w = 0; w < kWorkers; ++w) {
       for (int i = 0; i < kExamplesPerWorker; ++i) ids.push_back(ExampleId(step, w, i));
     }
-    SparseKeys keys;  // as EmbeddingClient::Deduplicate (dynamic table: key == id)
-    for (uint64_t id : ids) {
-      auto it = std::find(keys.keys.begin(), keys.keys.end(), id);
-      keys.index.push_back(static_cast<int32_t>(it - keys.keys.begin()));
-      if (it == keys.keys.end()) keys.keys.push_back(id);
-    }
+    const SparseKeys keys = DeduplicateIds(t, ids);
     const std::vector<float> grads = Gradients(keys, ids, read(keys.keys), kWorkers * kExamplesPerWorker);
     SparsePushRequest request;
     request.set_table("ads");

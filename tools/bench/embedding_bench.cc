@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/compression/compression.h"
 #include "common/data/criteo/synthetic_ctr.h"
 #include "common/embedding_keys.h"
 #include "common/status_macros.h"
@@ -48,16 +49,6 @@ class BatchIds {
   criteo::SplitMix64 rng_;
 };
 
-// Each key of `ids` once (a dynamic table's key is its id).
-std::vector<uint64_t> UniqueKeys(const std::vector<uint64_t>& ids) {
-  absl::flat_hash_map<uint64_t, bool> seen;
-  std::vector<uint64_t> keys;
-  for (uint64_t id : ids) {
-    if (seen.try_emplace(id, true).second) keys.push_back(id);
-  }
-  return keys;
-}
-
 // Seconds `fn` takes over every round of `rounds`.
 template <typename Fn>
 double Timed(const std::vector<std::vector<uint64_t>>& rounds, Fn fn) {
@@ -70,11 +61,12 @@ double Timed(const std::vector<std::vector<uint64_t>>& rounds, Fn fn) {
 absl::Status MeasureInProcess(const EmbeddingBenchOptions& o, EmbeddingBenchResult* r) {
   std::vector<std::vector<uint64_t>> rounds;
   BatchIds draw(o, /*stream=*/999);
+  const EmbeddingTableConfig dynamic;  // a row per id, as the cluster's table
   int64_t rows = 0;
   // Rounds for about `seconds` of the table's reads, judged from the first.
   const absl::Time until = absl::Now() + absl::Seconds(o.seconds / 4);
   while (rounds.size() < 4 || absl::Now() < until) {
-    rounds.push_back(UniqueKeys(draw.Next()));
+    rounds.push_back(DeduplicateIds(dynamic, draw.Next()).keys);
     rows += static_cast<int64_t>(rounds.back().size());
   }
   EmbeddingTableOptions t;
@@ -192,7 +184,9 @@ absl::Status ValidateEmbeddingBenchOptions(const EmbeddingBenchOptions& o) {
   if (!(o.zipf > 0) || !std::isfinite(o.zipf)) return bad("--zipf must be > 0");
   if (!(o.seconds > 0)) return bad("--seconds must be > 0");
   if (o.warmup_rounds < 0) return bad("--warmup_rounds must be >= 0");
-  if (o.wire_dtype != "fp32" && o.wire_dtype != "fp16" && o.wire_dtype != "bf16") {
+  EmbeddingTableConfig table;
+  table.set_wire_dtype(o.wire_dtype);
+  if (!EmbeddingWireDType(table).ok()) {
     return bad(absl::StrCat("--wire_dtype must be fp32, fp16 or bf16, got '", o.wire_dtype, "'"));
   }
   if (!TransportRegistry().Find(o.transport).ok()) {
@@ -318,7 +312,9 @@ absl::StatusOr<EmbeddingBenchResult> RunEmbeddingBench(const EmbeddingBenchOptio
     slowest = std::max(slowest, t.seconds);
   }
   PSTRAIN_ASSIGN_OR_RETURN(r.shards, cluster.Finish());
-  const double row_bits = 8.0 * options.dim * (options.wire_dtype == "fp32" ? 4 : 2);
+  EmbeddingTableConfig table;
+  table.set_wire_dtype(options.wire_dtype);
+  const double row_bits = 8.0 * options.dim * WireDTypeSize(*EmbeddingWireDType(table));
   r.unique_fraction = ids > 0 ? static_cast<double>(timed_pulled) / ids : 0;
   r.pulled_rows_per_sec = timed_pulled / slowest;
   r.pushed_rows_per_sec = timed_pushed / slowest;
