@@ -70,12 +70,15 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view name) {
 absl::Status CheckPrecision(DeviceKind kind, Precision precision) {
   if (precision == Precision::kFp32) return absl::OkStatus();
   if (kind == DeviceKind::kCuda) {
-    return absl::UnimplementedError(absl::StrCat("precision ", PrecisionName(precision),
-                                                 ": mixed precision on GPUs is not implemented yet; use fp32"));
+#ifdef PSTRAIN_WITH_CUDA
+    return cuda::CheckHalfPrecisionSupport(precision);
+#else
+    return absl::UnimplementedError(
+        absl::StrCat("precision ", PrecisionName(precision), " on GPUs needs a pstrain built with CUDA; use fp32"));
+#endif
   }
   if (precision == Precision::kFp16) {
-    return absl::UnimplementedError(
-        "precision fp16 runs on GPUs only (and is not implemented there yet); on the CPU use bf16 or fp32");
+    return absl::UnimplementedError("precision fp16 runs on GPUs only; on the CPU use bf16 or fp32");
   }
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   const auto bits = static_cast<unsigned>(isa), bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);

@@ -33,8 +33,8 @@ absl::StatusOr<Precision> ParsePrecision(absl::string_view name);
 // this machine; otherwise FailedPrecondition (the processor lacks it,
 // naming what it has) or Unimplemented, saying what would be needed. bf16
 // on the CPU needs AVX-512 BF16 or AMX as oneDNN sees them (its effective
-// ISA, which ONEDNN_MAX_CPU_ISA may lower); fp16 needs a GPU; mixed
-// precision on GPUs is not implemented yet.
+// ISA, which ONEDNN_MAX_CPU_ISA may lower); fp16 needs a GPU. On GPUs both
+// need a CUDA build and tensor cores (cuda::CheckHalfPrecisionSupport).
 absl::Status CheckPrecision(DeviceKind kind, Precision precision);
 
 // Per-device execution state (oneDNN engine and stream on CPU; handles and a

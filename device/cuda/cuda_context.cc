@@ -49,6 +49,20 @@ int DeviceCount() {
   return count;
 }
 
+absl::Status CheckHalfPrecisionSupport(Precision precision) {
+  const int needed_major = precision == Precision::kBf16 ? 8 : 7;
+  for (int d = 0; d < DeviceCount(); ++d) {
+    cudaDeviceProp prop{};
+    PSTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    if (prop.major >= needed_major) continue;
+    return absl::FailedPreconditionError(
+        absl::StrCat("precision ", PrecisionName(precision), " needs GPUs of compute capability ", needed_major,
+                     ".0 or newer (tensor cores for its 16-bit products); gpu:", d, " (", prop.name, ") is ",
+                     prop.major, ".", prop.minor, "; use fp32"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int ordinal) {
   const int count = DeviceCount();
   if (count == 0) {

@@ -34,6 +34,11 @@ namespace pstrain::cuda {
 
 // Number of usable CUDA devices; 0 when there is no driver or no GPU.
 int DeviceCount();
+// OK when every usable GPU can run the 16-bit products of `precision`
+// (fp16 on tensor cores: compute capability 7.0; bf16: 8.0), or when none is
+// usable (creating a context then fails, naming why); FailedPrecondition
+// naming the first GPU that cannot.
+absl::Status CheckHalfPrecisionSupport(Precision precision);
 
 class CudaContext final : public DeviceContext {
  public:

@@ -20,6 +20,8 @@
 // summation, by up to ~1e-5 of the sum of |terms| (O(10) here).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -396,7 +398,139 @@ TEST_P(LayerAgreementTest, ForwardAndBackwardMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(AllCpuLayerTypes, LayerAgreementTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<AgreementCase>& info) { return info.param.name; });
 
+// ---- Mixed precision: conv2d and dense compute in 16 bits on the GPU ----
+
+// x rounded to the nearest bf16 (ties to even), as a float.
+float RoundToBf16(float x) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits += 0x7fff + ((bits >> 16) & 1);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, sizeof(bits));
+  return x;
+}
+
+// x rounded to the nearest fp16 (ties to even), as a float; |x| <= 65504.
+float RoundToFp16(float x) {
+  if (std::fabs(x) < 0x1p-14f) return std::nearbyint(x * 0x1p24f) * 0x1p-24f;  // fp16 subnormals: steps of 2^-24
+  uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits += 0xfff + ((bits >> 13) & 1);  // 10 of float's 23 mantissa bits stay
+  bits &= ~0x1fffu;
+  std::memcpy(&x, &bits, sizeof(bits));
+  return x;
+}
+
+float RoundTo(Precision precision, float x) { return precision == Precision::kBf16 ? RoundToBf16(x) : RoundToFp16(x); }
+
+Tensor Rounded(Precision precision, const Tensor& t) {
+  Tensor out(t.shape());
+  for (int64_t i = 0; i < t.num_elements(); ++i) out.data()[i] = RoundTo(precision, t.data()[i]);
+  return out;
+}
+
+// The CPU in fp32 on operands already rounded to 16 bits is the reference.
+// The GPU differs by more than its float32 summation order: cuDNN writes
+// the convolutions' results in 16 bits before they are widened (and the
+// bias added), and some of its algorithms (Winograd, FFT) keep transformed
+// operands in 16 bits. So the bound is relative to the tensor's largest
+// magnitude: 2^-6 in bf16 (8 significant bits), 2^-9 in fp16 (11).
+Tolerance MixedTolerance(Precision precision, const Tensor& want) {
+  float largest = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) largest = std::max(largest, std::fabs(want.data()[i]));
+  return Tolerance{0, (precision == Precision::kBf16 ? 0x1p-6 : 0x1p-9) * largest};
+}
+
+struct MixedCase {
+  AgreementCase layer;
+  Precision precision;
+};
+
+void PrintTo(const MixedCase& c, std::ostream* os) { *os << c.layer.name << PrecisionName(c.precision); }
+
+std::vector<MixedCase> MixedCases() {
+  std::vector<MixedCase> cases;
+  for (const AgreementCase& c : Cases()) {
+    if (c.spec.type != "conv2d" && c.spec.type != "dense") continue;
+    for (Precision p : {Precision::kBf16, Precision::kFp16}) cases.push_back({c, p});
+  }
+  return cases;
+}
+
+class MixedPrecisionAgreementTest : public BothDevices<::testing::TestWithParam<MixedCase>> {};
+
+TEST_P(MixedPrecisionAgreementTest, MatchesTheCpuOnRoundedOperands) {
+  const AgreementCase& c = GetParam().layer;
+  const Precision precision = GetParam().precision;
+  ASSERT_TRUE(cuda().SetPrecision(precision).ok()) << cuda().SetPrecision(precision);
+  const std::vector<Shape> per_example = PerExample(c.input_shapes);
+  auto cpu_layer = CreateLayer(c.spec, DeviceKind::kCpu);
+  auto cuda_layer = CreateLayer(c.spec, DeviceKind::kCuda);
+  ASSERT_TRUE(cpu_layer.ok() && cuda_layer.ok());
+  auto out_shape = (*cpu_layer)->Setup(per_example);
+  ASSERT_TRUE(out_shape.ok() && (*cuda_layer)->Setup(per_example).ok());
+  out_shape->insert(out_shape->begin(), c.input_shapes[0][0]);
+
+  std::mt19937_64 rng(4);
+  std::vector<Tensor> inputs, rounded_inputs, params, rounded_params;
+  for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
+  for (const Parameter& p : (*cpu_layer)->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
+  const Tensor grad_output = Uniform(rng, *out_shape, -1, 1);
+  for (const Tensor& t : inputs) rounded_inputs.push_back(Rounded(precision, t));
+  // The weights are rounded; the bias is added in float32.
+  for (size_t i = 0; i < params.size(); ++i)
+    rounded_params.push_back(i == 0 ? Rounded(precision, params[i]) : params[i]);
+
+  const LayerResults want =
+      RunLayer(cpu(), **cpu_layer, rounded_inputs, rounded_params, Rounded(precision, grad_output));
+  const LayerResults got = RunLayer(cuda(), **cuda_layer, inputs, params, grad_output);
+  EXPECT_TRUE(Agree("output", want.output, got.output, MixedTolerance(precision, want.output)));
+  EXPECT_TRUE(Agree("gradient of the input", want.grad_inputs[0], got.grad_inputs[0],
+                    MixedTolerance(precision, want.grad_inputs[0])));
+  EXPECT_TRUE(Agree("gradient of the weights", want.param_grads[0], got.param_grads[0],
+                    MixedTolerance(precision, want.param_grads[0])));
+  if (params.size() > 1) {
+    // The bias's gradient sums the float32 gradient: the CPU's on the
+    // unrounded one.
+    const LayerResults fp32 = RunLayer(cpu(), **cpu_layer, inputs, params, grad_output);
+    EXPECT_TRUE(Agree("gradient of the bias", fp32.param_grads[1], got.param_grads[1], kFloat32));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ConvAndDense, MixedPrecisionAgreementTest, ::testing::ValuesIn(MixedCases()),
+                         [](const ::testing::TestParamInfo<MixedCase>& info) {
+                           return info.param.layer.name + PrecisionName(info.param.precision);
+                         });
+
 class CudaCpuAgreementTest : public BothDevices<::testing::Test> {};
+
+// 1 + 2^-10 (bf16) or 1 + 2^-12 (fp16) is a float32 that the 16-bit type
+// rounds to 1: times a weight of 1 it gives exactly 1 when the product's
+// operands really are rounded, 1 + 2^-k in float32.
+TEST_F(CudaCpuAgreementTest, MixedPrecisionRoundsTheProductsOperands) {
+  for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    for (const LayerSpec& spec : {LayerSpec{"dense"}.Int("units", 1), Conv(1, {1, 1}, {1, 1}, {0, 0}, 1, 0)}) {
+      SCOPED_TRACE(absl::StrCat(spec.type, " in ", PrecisionName(precision)));
+      auto ctx = CreateDeviceContext(Device{DeviceKind::kCuda, 0});
+      ASSERT_TRUE(ctx.ok() && (*ctx)->SetPrecision(precision).ok());
+      auto layer = CreateLayer(spec, DeviceKind::kCuda);
+      ASSERT_TRUE(layer.ok());
+      const Shape in = spec.type == "dense" ? Shape{1, 1} : Shape{1, 1, 1, 1};
+      ASSERT_TRUE((*layer)->Setup(PerExample({in})).ok());
+      const float x = precision == Precision::kBf16 ? 1.0f + 0x1p-10f : 1.0f + 0x1p-12f;
+      ASSERT_NE(RoundTo(precision, x), x);
+      Tensor input(in), weight((*layer)->parameters()[0].value.shape()), grad(in);
+      input.data()[0] = x;
+      weight.data()[0] = 1.0f;
+      grad.data()[0] = x;
+      std::vector<Tensor> params = {weight};
+      if ((*layer)->parameters().size() > 1) params.push_back(Tensor((*layer)->parameters()[1].value.shape()));
+      const LayerResults got = RunLayer(**ctx, **layer, {input}, params, grad);
+      EXPECT_EQ(got.output.data()[0], 1.0f);
+      EXPECT_EQ(got.param_grads[0].data()[0], 1.0f);  // x times the gradient, both rounded
+    }
+  }
+}
 
 TEST_F(CudaCpuAgreementTest, SoftmaxCrossEntropy) {
   auto cpu_loss = CreateSoftmaxCrossEntropy(DeviceKind::kCpu);

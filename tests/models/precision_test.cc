@@ -23,7 +23,18 @@ TEST(PrecisionTest, NamesAndWhatEachDeviceRefuses) {
   EXPECT_TRUE(absl::StrContains(unknown.message(), "fp32, bf16, fp16")) << unknown;
   EXPECT_TRUE(CheckPrecision(DeviceKind::kCpu, Precision::kFp32).ok());
   EXPECT_EQ(CheckPrecision(DeviceKind::kCpu, Precision::kFp16).code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(CheckPrecision(DeviceKind::kCuda, Precision::kBf16).code(), absl::StatusCode::kUnimplemented);
+  // GPUs: a build without CUDA cannot; with CUDA, any usable GPU must have
+  // the tensor cores (or there is none, and a context fails at creation).
+  for (Precision p : {Precision::kBf16, Precision::kFp16}) {
+    const absl::Status gpu = CheckPrecision(DeviceKind::kCuda, p);
+    if (CountDevices(DeviceKind::kCuda) == 0 && !gpu.ok()) {
+      EXPECT_EQ(gpu.code(), absl::StatusCode::kUnimplemented) << gpu;
+      EXPECT_TRUE(absl::StrContains(gpu.message(), "built with CUDA")) << gpu;
+    } else if (!gpu.ok()) {
+      EXPECT_EQ(gpu.code(), absl::StatusCode::kFailedPrecondition) << gpu;
+      EXPECT_TRUE(absl::StrContains(gpu.message(), "compute capability")) << gpu;
+    }
+  }
   const absl::Status bf16 = CheckPrecision(DeviceKind::kCpu, Precision::kBf16);
   if (!bf16.ok()) {
     EXPECT_EQ(bf16.code(), absl::StatusCode::kFailedPrecondition);

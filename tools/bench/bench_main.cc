@@ -111,7 +111,9 @@ DEFINE_bool(profile, false,
             "per layer type (oneDNN verbose). On stderr with --json");
 DEFINE_string(model, "resnet50", "model: zoo model name");
 DEFINE_string(device, "cpu", "model: cpu or gpu (GPU 0; reference cuBLAS sgemm instead of oneDNN's)");
-DEFINE_string(precision, "fp32", "model: fp32, or bf16 (mixed precision; CPUs with AVX-512 BF16 or AMX)");
+DEFINE_string(precision, "fp32",
+              "model: fp32, or mixed precision: bf16 (CPUs with AVX-512 BF16 or AMX, GPUs of compute capability "
+              "8.0+) or fp16 (GPUs of compute capability 7.0+)");
 DEFINE_int32(batch_size, 32, "model: images per step");
 DEFINE_int64(steps, 10, "model: measured training steps; timeline: traced steps, each one flush (default there 1000)");
 DEFINE_int64(warmup, 2, "model: untimed training steps before the measured ones");

@@ -8,12 +8,16 @@
 //   [filters] (zeros) when bias=1. The weights are cuDNN's KCRS filter as
 //   they are (grouped: cudnnSetConvolutionGroupCount).
 //
-// Numerics: fp32 throughout. The convolution descriptor's math type is
-// CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: the default lets cuDNN run fp32
-// convolutions on TF32 tensor cores (10-bit mantissa) on Ampere and later,
-// which would not match the CPU to fp32 tolerance. Results differ from the
-// CPU's by summation order only; some backward algorithms sum with atomics and are not bitwise
-// reproducible from run to run.
+// Numerics in fp32 (the context's precision): the convolution descriptor's
+// math type is CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: the default lets cuDNN
+// run fp32 convolutions on TF32 tensor cores (10-bit mantissa) on Ampere and
+// later, which would not match the CPU to fp32 tolerance. Results differ from
+// the CPU's by summation order only; some backward algorithms sum with
+// atomics and are not bitwise reproducible from run to run.
+// In bf16 or fp16 (mixed_precision.h): the three products run on 16-bit
+// copies of their operands with float32 accumulation and tensor-op math;
+// their results are widened into the float32 tensors. The bias and its
+// gradient stay float32.
 //
 // Algorithms are chosen once per batched input shape: for each pass, the
 // first of a ranking (fastest first) that is supported, uses no tensor-op
@@ -47,6 +51,7 @@
 #include "absl/strings/numbers.h"
 #include "device/cuda/cuda_context.h"
 #include "models/layers/cuda/cudnn_util.h"
+#include "models/layers/cuda/mixed_precision.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {
@@ -86,16 +91,20 @@ AlgorithmChoice AlgorithmChoiceFromEnvironment() {
 }
 
 // The first of `ranked` (cuDNN's ranking, fastest first) that can run
-// here: supported, no tensor-op math, workspace within the cap. Perf is one
-// of cuDNN's cudnnConvolution*AlgoPerf_t.
+// here: supported, workspace within the cap, and in fp32 no tensor-op math
+// (`tensor_ops`: the 16-bit products of mixed precision, which want it).
+// Perf is one of cuDNN's cudnnConvolution*AlgoPerf_t.
 template <typename Perf>
-decltype(Perf::algo) ChooseAlgorithm(const std::vector<Perf>& ranked, const char* pass) {
+decltype(Perf::algo) ChooseAlgorithm(const std::vector<Perf>& ranked, const char* pass, bool tensor_ops) {
   for (const Perf& p : ranked) {
-    const bool tensor_ops = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (p.status == CUDNN_STATUS_SUCCESS && !tensor_ops && p.memory <= WorkspaceLimitBytes()) return p.algo;
+    const bool uses_tensor_ops =
+        p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    if (p.status == CUDNN_STATUS_SUCCESS && (tensor_ops || !uses_tensor_ops) && p.memory <= WorkspaceLimitBytes()) {
+      return p.algo;
+    }
   }
-  LOG(FATAL) << "conv2d: cuDNN offers no fp32 " << pass << " algorithm within " << WorkspaceLimitBytes()
-             << " bytes of workspace";
+  LOG(FATAL) << "conv2d: cuDNN offers no " << (tensor_ops ? "16-bit" : "fp32") << " " << pass << " algorithm within "
+             << WorkspaceLimitBytes() << " bytes of workspace";
 }
 
 class Conv2d final : public Layer {
@@ -117,15 +126,17 @@ class Conv2d final : public Layer {
     Plan& p = PlanFor(ctx, inputs[0].shape());
     CHECK(output.shape() == Batched(inputs[0].dim(0), setup_.output))
         << "conv2d output " << ShapeToString(output.shape());
-    float* y = DevicePtr(output);
-    if (p.measure_forward) MeasureForward(ctx, p, DevicePtr(inputs[0]), DevicePtr(parameters_[0].value), y);
-    PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(
-        ctx.cudnn(), &kOne, p.input.get(), DevicePtr(inputs[0]), filter_->get(), DevicePtr(parameters_[0].value),
-        conv_->get(), p.forward, Workspace(ctx, p.forward_bytes), p.forward_bytes, &kZero, p.output.get(), y));
+    ComputeOperand x = Operand(ctx, inputs[0], /*read=*/true), w = Operand(ctx, parameters_[0].value, true);
+    ComputeOperand y = Operand(ctx, output, /*read=*/false);
+    if (p.measure_forward) MeasureForward(ctx, p, x.get(), w.get(), y.get());
+    PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &kOne, p.input.get(), x.get(), filter_->get(), w.get(),
+                                                conv_->get(), p.forward, Workspace(ctx, p.forward_bytes),
+                                                p.forward_bytes, &kZero, p.output.get(), y.get()));
+    y.Store();
     if (setup_.has_bias) {
       // y += bias, broadcast over N, H, W.
-      PSTRAIN_CUDNN_CHECK(
-          cudnnAddTensor(ctx.cudnn(), &kOne, bias_->get(), DevicePtr(parameters_[1].value), &kOne, p.output.get(), y));
+      PSTRAIN_CUDNN_CHECK(cudnnAddTensor(ctx.cudnn(), &kOne, bias_->get(), DevicePtr(parameters_[1].value), &kOne,
+                                         p.output_fp32.get(), DevicePtr(output)));
     }
   }
 
@@ -134,35 +145,36 @@ class Conv2d final : public Layer {
     CudaContext& ctx = AsCuda(dctx);
     Plan& p = PlanFor(ctx, inputs[0].shape());
     CHECK(grad_output.shape() == output.shape()) << "conv2d grad_output " << ShapeToString(grad_output.shape());
-    const float* dy = DevicePtr(grad_output);
-    if (p.measure_backward_filter) {
-      MeasureBackwardFilter(ctx, p, DevicePtr(inputs[0]), dy, DevicePtr(parameters_[0].grad));
-    }
+    const ComputeOperand dy = Operand(ctx, grad_output, /*read=*/true);
     if (!grad_inputs[0].empty()) {
       CHECK(grad_inputs[0].shape() == inputs[0].shape())
           << "conv2d grad_input " << ShapeToString(grad_inputs[0].shape());
-      if (p.measure_backward_data) {
-        MeasureBackwardData(ctx, p, DevicePtr(parameters_[0].value), dy, DevicePtr(grad_inputs[0]));
-      }
+      const ComputeOperand w = Operand(ctx, parameters_[0].value, /*read=*/true);
+      ComputeOperand dx = Operand(ctx, grad_inputs[0], /*read=*/false);
+      if (p.measure_backward_data) MeasureBackwardData(ctx, p, w.get(), dy.get(), dx.get());
       PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
-          ctx.cudnn(), &kOne, filter_->get(), DevicePtr(parameters_[0].value), p.output.get(), dy, conv_->get(),
-          p.backward_data, Workspace(ctx, p.backward_data_bytes), p.backward_data_bytes, &kZero, p.input.get(),
-          DevicePtr(grad_inputs[0])));
+          ctx.cudnn(), &kOne, filter_->get(), w.get(), p.output.get(), dy.get(), conv_->get(), p.backward_data,
+          Workspace(ctx, p.backward_data_bytes), p.backward_data_bytes, &kZero, p.input.get(), dx.get()));
+      dx.Store();
     }
-    PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, p.input.get(), DevicePtr(inputs[0]),
-                                                       p.output.get(), dy, conv_->get(), p.backward_filter,
-                                                       Workspace(ctx, p.backward_filter_bytes), p.backward_filter_bytes,
-                                                       &kZero, filter_->get(), DevicePtr(parameters_[0].grad)));
+    const ComputeOperand x = Operand(ctx, inputs[0], /*read=*/true);
+    ComputeOperand dw = Operand(ctx, parameters_[0].grad, /*read=*/false);
+    if (p.measure_backward_filter) MeasureBackwardFilter(ctx, p, x.get(), dy.get(), dw.get());
+    PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        ctx.cudnn(), &kOne, p.input.get(), x.get(), p.output.get(), dy.get(), conv_->get(), p.backward_filter,
+        Workspace(ctx, p.backward_filter_bytes), p.backward_filter_bytes, &kZero, filter_->get(), dw.get()));
+    dw.Store();
     if (setup_.has_bias) {
-      PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, p.output.get(), dy, &kZero, bias_->get(),
-                                                       DevicePtr(parameters_[1].grad)));
+      PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, p.output_fp32.get(), DevicePtr(grad_output),
+                                                       &kZero, bias_->get(), DevicePtr(parameters_[1].grad)));
     }
   }
 
  private:
   // Descriptors and algorithms for one batched input shape.
   struct Plan {
-    TensorDescriptor input, output;  // also those of their gradients
+    TensorDescriptor input, output;  // in the compute type; also those of their gradients
+    TensorDescriptor output_fp32;    // the float32 output tensor (bias and its gradient)
     cudnnConvolutionFwdAlgo_t forward{};
     cudnnConvolutionBwdDataAlgo_t backward_data{};
     cudnnConvolutionBwdFilterAlgo_t backward_filter{};
@@ -173,7 +185,7 @@ class Conv2d final : public Layer {
 
   // The measured choice of each pass, on the buffers it is about to write
   // anyway; replaces the heuristic one made by PlanFor.
-  void MeasureForward(CudaContext& ctx, Plan& p, const float* x, const float* w, float* y) {
+  void MeasureForward(CudaContext& ctx, Plan& p, const void* x, const void* w, void* y) {
     int max_count = 0, count = 0;
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> ranked(max_count);
@@ -181,13 +193,13 @@ class Conv2d final : public Layer {
         ctx.cudnn(), p.input.get(), x, filter_->get(), w, conv_->get(), p.output.get(), y, max_count, &count,
         ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
     ranked.resize(count);
-    p.forward = ChooseAlgorithm(ranked, "forward");
+    p.forward = ChooseAlgorithm(ranked, "forward", half_.has_value());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
         ctx.cudnn(), p.input.get(), filter_->get(), conv_->get(), p.output.get(), p.forward, &p.forward_bytes));
     p.measure_forward = false;
   }
 
-  void MeasureBackwardData(CudaContext& ctx, Plan& p, const float* w, const float* dy, float* dx) {
+  void MeasureBackwardData(CudaContext& ctx, Plan& p, const void* w, const void* dy, void* dx) {
     int max_count = 0, count = 0;
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> ranked(max_count);
@@ -195,14 +207,14 @@ class Conv2d final : public Layer {
         ctx.cudnn(), filter_->get(), w, p.output.get(), dy, conv_->get(), p.input.get(), dx, max_count, &count,
         ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
     ranked.resize(count);
-    p.backward_data = ChooseAlgorithm(ranked, "backward-data");
+    p.backward_data = ChooseAlgorithm(ranked, "backward-data", half_.has_value());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), filter_->get(), p.output.get(),
                                                                      conv_->get(), p.input.get(), p.backward_data,
                                                                      &p.backward_data_bytes));
     p.measure_backward_data = false;
   }
 
-  void MeasureBackwardFilter(CudaContext& ctx, Plan& p, const float* x, const float* dy, float* dw) {
+  void MeasureBackwardFilter(CudaContext& ctx, Plan& p, const void* x, const void* dy, void* dw) {
     int max_count = 0, count = 0;
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> ranked(max_count);
@@ -210,7 +222,7 @@ class Conv2d final : public Layer {
         ctx.cudnn(), p.input.get(), x, p.output.get(), dy, conv_->get(), filter_->get(), dw, max_count, &count,
         ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
     ranked.resize(count);
-    p.backward_filter = ChooseAlgorithm(ranked, "backward-filter");
+    p.backward_filter = ChooseAlgorithm(ranked, "backward-filter", half_.has_value());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn(), p.input.get(), p.output.get(),
                                                                        conv_->get(), filter_->get(), p.backward_filter,
                                                                        &p.backward_filter_bytes));
@@ -219,11 +231,21 @@ class Conv2d final : public Layer {
 
   static void* Workspace(CudaContext& ctx, size_t bytes) { return bytes == 0 ? nullptr : ctx.Workspace(bytes); }
 
-  // The shape-independent descriptors, made with the first plan.
-  void CreateDescriptors() {
+  // `t` as an operand of the products, in the compute type.
+  ComputeOperand Operand(CudaContext& ctx, const Tensor& t, bool read) const {
+    return ComputeOperand(ctx, half_, DevicePtr(t), t.num_elements(), read);
+  }
+
+  // The compute type's name for cuDNN.
+  cudnnDataType_t DataType() const { return half_ ? half_->cudnn : CUDNN_DATA_FLOAT; }
+
+  // The shape-independent descriptors, made with the first plan, in the
+  // context's precision (fixed from then on).
+  void CreateDescriptors(const CudaContext& ctx) {
+    half_ = HalfMathOf(ctx);
     const Window2d& w = setup_.window;
     filter_.emplace();
-    PSTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_->get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+    PSTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_->get(), DataType(), CUDNN_TENSOR_NCHW,
                                                    CudnnDim(setup_.filters, "filters"),
                                                    CudnnDim(setup_.InputChannelsPerGroup(), "channels per group"),
                                                    CudnnDim(w.kh, "kernel"), CudnnDim(w.kw, "kernel")));
@@ -232,8 +254,10 @@ class Conv2d final : public Layer {
         conv_->get(), CudnnDim(w.ph, "padding"), CudnnDim(w.pw, "padding"), CudnnDim(w.sh, "stride"),
         CudnnDim(w.sw, "stride"), /*dilation_h=*/1, /*dilation_w=*/1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_->get(), CudnnDim(setup_.groups, "groups")));
-    // Plain fp32 FMA kernels: no TF32 tensor cores (see the top of the file).
-    PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_->get(), CUDNN_FMA_MATH));
+    // Plain fp32 FMA kernels, no TF32 tensor cores (see the top of the file);
+    // tensor cores for the 16-bit products, which accumulate in float32
+    // either way (the compute type above).
+    PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_->get(), half_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     if (setup_.has_bias) bias_.emplace(NchwDescriptor(1, setup_.filters, 1, 1));
   }
 
@@ -242,11 +266,12 @@ class Conv2d final : public Layer {
     if (it != cache_.end()) return it->second;
     CHECK(input == Batched(input.at(0), setup_.input))
         << "conv2d set up for " << ShapeToString(setup_.input) << " got input " << ShapeToString(input);
-    if (!conv_) CreateDescriptors();
+    if (!conv_) CreateDescriptors(ctx);
     Plan p;
-    p.input = NchwDescriptor(input);
+    p.input = NchwDescriptor(input, DataType());
     const Shape output = Batched(input[0], setup_.output);
-    p.output = NchwDescriptor(output);
+    p.output = NchwDescriptor(output, DataType());
+    p.output_fp32 = NchwDescriptor(output);
     int n = 0, c = 0, h = 0, w = 0;
     PSTRAIN_CUDNN_CHECK(
         cudnnGetConvolution2dForwardOutputDim(conv_->get(), p.input.get(), filter_->get(), &n, &c, &h, &w));
@@ -260,7 +285,7 @@ class Conv2d final : public Layer {
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn, p.input.get(), filter_->get(), conv_->get(),
                                                                p.output.get(), max_count, &count, forward.data()));
     forward.resize(count);
-    p.forward = ChooseAlgorithm(forward, "forward");
+    p.forward = ChooseAlgorithm(forward, "forward", half_.has_value());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cudnn, p.input.get(), filter_->get(), conv_->get(),
                                                                 p.output.get(), p.forward, &p.forward_bytes));
 
@@ -269,7 +294,7 @@ class Conv2d final : public Layer {
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn, filter_->get(), p.output.get(), conv_->get(),
                                                                     p.input.get(), max_count, &count, data.data()));
     data.resize(count);
-    p.backward_data = ChooseAlgorithm(data, "backward-data");
+    p.backward_data = ChooseAlgorithm(data, "backward-data", half_.has_value());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
         cudnn, filter_->get(), p.output.get(), conv_->get(), p.input.get(), p.backward_data, &p.backward_data_bytes));
 
@@ -278,7 +303,7 @@ class Conv2d final : public Layer {
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         cudnn, p.input.get(), p.output.get(), conv_->get(), filter_->get(), max_count, &count, filter.data()));
     filter.resize(count);
-    p.backward_filter = ChooseAlgorithm(filter, "backward-filter");
+    p.backward_filter = ChooseAlgorithm(filter, "backward-filter", half_.has_value());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn, p.input.get(), p.output.get(),
                                                                        conv_->get(), filter_->get(), p.backward_filter,
                                                                        &p.backward_filter_bytes));
@@ -291,7 +316,8 @@ class Conv2d final : public Layer {
   Conv2dSetup setup_;                          // attributes and per-example shapes
   std::optional<FilterDescriptor> filter_;     // [filters, C/groups, kh, kw]
   std::optional<ConvolutionDescriptor> conv_;  // padding, stride, groups, math type
-  std::optional<TensorDescriptor> bias_;       // 1 x filters x 1 x 1
+  std::optional<TensorDescriptor> bias_;       // 1 x filters x 1 x 1, float32
+  std::optional<HalfMath> half_;               // the 16-bit compute type; none in fp32
   std::map<Shape, Plan> cache_;                // by batched input shape
 };
 

@@ -16,18 +16,18 @@ Shape Batched(int64_t n, const Shape& per_example) {
   return shape;
 }
 
-TensorDescriptor NchwDescriptor(int64_t n, int64_t c, int64_t h, int64_t w) {
+TensorDescriptor NchwDescriptor(int64_t n, int64_t c, int64_t h, int64_t w, cudnnDataType_t type) {
   TensorDescriptor desc;
-  PSTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, CudnnDim(n, "batch"),
+  PSTRAIN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc.get(), CUDNN_TENSOR_NCHW, type, CudnnDim(n, "batch"),
                                                  CudnnDim(c, "channels"), CudnnDim(h, "height"), CudnnDim(w, "width")));
   return desc;
 }
 
-TensorDescriptor NchwDescriptor(const Shape& batched) {
+TensorDescriptor NchwDescriptor(const Shape& batched, cudnnDataType_t type) {
   CHECK(batched.size() == 4 || batched.size() == 2)
       << "expected [N, C, H, W] or [N, C], got " << ShapeToString(batched);
-  if (batched.size() == 2) return NchwDescriptor(batched[0], batched[1], 1, 1);
-  return NchwDescriptor(batched[0], batched[1], batched[2], batched[3]);
+  if (batched.size() == 2) return NchwDescriptor(batched[0], batched[1], 1, 1, type);
+  return NchwDescriptor(batched[0], batched[1], batched[2], batched[3], type);
 }
 
 TensorDescriptor FlatDescriptor(const Shape& batched) {

@@ -1,8 +1,10 @@
 // cuDNN helpers shared by the CUDA layers: owning descriptor handles, fp32
 // NCHW tensor descriptors for batched shapes, and the blend scalars.
 //
-// All data is float32 (CUDNN_DATA_FLOAT) and plain NCHW. cuDNN's legacy API
-// takes int dimensions; the helpers CHECK that every dimension fits.
+// Data is float32 (CUDNN_DATA_FLOAT) and plain NCHW; the compute-bound
+// layers' 16-bit operands of mixed precision (mixed_precision.h) ask for
+// their type. cuDNN's legacy API takes int dimensions; the helpers CHECK
+// that every dimension fits.
 #pragma once
 
 #include <cudnn.h>
@@ -62,10 +64,10 @@ int CudnnDim(int64_t value, const char* what);
 // [n] + per_example: the batched shape of a layer's input or output.
 Shape Batched(int64_t n, const Shape& per_example);
 
-// A float32 NCHW descriptor of n x c x h x w.
-TensorDescriptor NchwDescriptor(int64_t n, int64_t c, int64_t h, int64_t w);
+// An NCHW descriptor of n x c x h x w elements of `type`.
+TensorDescriptor NchwDescriptor(int64_t n, int64_t c, int64_t h, int64_t w, cudnnDataType_t type = CUDNN_DATA_FLOAT);
 // A batched shape [N, C, H, W], or [N, C] as N x C x 1 x 1.
-TensorDescriptor NchwDescriptor(const Shape& batched);
+TensorDescriptor NchwDescriptor(const Shape& batched, cudnnDataType_t type = CUDNN_DATA_FLOAT);
 // Any batched shape [N, ...] as N x (product of the rest) x 1 x 1: for
 // elementwise operations, which ignore the arrangement.
 TensorDescriptor FlatDescriptor(const Shape& batched);

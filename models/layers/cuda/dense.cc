@@ -1,5 +1,8 @@
 // dense on CUDA: y = x W + b with cuBLAS in fp32 (the handle's default math
-// mode: no TF32), so results match the CPU layer to float rounding.
+// mode: no TF32), so results match the CPU layer to float rounding. In bf16
+// or fp16 (the context's precision; mixed_precision.h) the three products
+// take 16-bit copies of x, W and dy and write float32 (cublasGemmEx,
+// CUBLAS_COMPUTE_32F, tensor cores); the bias and its gradient stay fp32.
 //
 // Same contract as the CPU layer (cpu/dense.cc): attribute "units" (> 0);
 // input [N, ...] read as [N, K] with K the product of the per-example dims;
@@ -19,11 +22,13 @@
 // `ones` is a device vector of 1s as long as the largest batch seen.
 #include <climits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_context.h"
 #include "device/cuda/elementwise.h"
+#include "models/layers/cuda/mixed_precision.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {
@@ -52,10 +57,10 @@ class Dense final : public Layer {
     CudaContext& ctx = AsCuda(dctx);
     const int n = BatchOf(inputs[0], output);
     const int k = CheckedInt(setup_.in_features), u = CheckedInt(setup_.units);
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f;
     float* y = DevicePtr(output);
-    PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, u, n, k, &one,
-                                     DevicePtr(parameters_[0].value), u, DevicePtr(inputs[0]), k, &zero, y, u));
+    const ComputeOperand w = Operand(ctx, parameters_[0].value), x = Operand(ctx, inputs[0]);
+    Gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, u, n, k, w.get(), u, x.get(), k, y, u);
     PSTRAIN_CUBLAS_CHECK(
         cublasSger(ctx.cublas(), u, n, &one, DevicePtr(parameters_[1].value), 1, Ones(ctx, n), 1, y, u));
   }
@@ -66,16 +71,16 @@ class Dense final : public Layer {
     const int n = BatchOf(inputs[0], grad_output);
     const int k = CheckedInt(setup_.in_features), u = CheckedInt(setup_.units);
     const float one = 1.0f, zero = 0.0f;
-    const float* dy = DevicePtr(grad_output);
+    const ComputeOperand dy = Operand(ctx, grad_output);
     if (!grad_inputs[0].empty()) {
       CHECK_EQ(grad_inputs[0].num_elements(), inputs[0].num_elements()) << "dense: input gradient shape";
-      PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, k, n, u, &one,
-                                       DevicePtr(parameters_[0].value), u, dy, u, &zero, DevicePtr(grad_inputs[0]), k));
+      const ComputeOperand w = Operand(ctx, parameters_[0].value);
+      Gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, k, n, u, w.get(), u, dy.get(), u, DevicePtr(grad_inputs[0]), k);
     }
-    PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, u, k, n, &one, dy, u, DevicePtr(inputs[0]),
-                                     k, &zero, DevicePtr(parameters_[0].grad), u));
-    PSTRAIN_CUBLAS_CHECK(cublasSgemv(ctx.cublas(), CUBLAS_OP_N, u, n, &one, dy, u, Ones(ctx, n), 1, &zero,
-                                     DevicePtr(parameters_[1].grad), 1));
+    const ComputeOperand x = Operand(ctx, inputs[0]);
+    Gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, u, k, n, dy.get(), u, x.get(), k, DevicePtr(parameters_[0].grad), u);
+    PSTRAIN_CUBLAS_CHECK(cublasSgemv(ctx.cublas(), CUBLAS_OP_N, u, n, &one, DevicePtr(grad_output), u, Ones(ctx, n), 1,
+                                     &zero, DevicePtr(parameters_[1].grad), 1));
   }
 
  private:
@@ -85,6 +90,30 @@ class Dense final : public Layer {
     CHECK_EQ(input.num_elements(), batch * setup_.in_features) << "dense: input " << ShapeToString(input.shape());
     CHECK(out.shape() == (Shape{batch, setup_.units})) << "dense: output " << ShapeToString(out.shape());
     return CheckedInt(batch);
+  }
+
+  // `t` (read by a product) in the compute type, fixed at the first call.
+  ComputeOperand Operand(CudaContext& ctx, const Tensor& t) {
+    if (!precision_known_) {
+      half_ = HalfMathOf(ctx);
+      precision_known_ = true;
+    }
+    return ComputeOperand(ctx, half_, DevicePtr(t), t.num_elements(), /*read=*/true);
+  }
+
+  // C = A B (column-major, cuBLAS's shapes and transposes) written in
+  // float32, from operands in the compute type: sgemm in fp32, GemmEx with
+  // float32 accumulation in 16 bits.
+  void Gemm(CudaContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
+            const void* b, int ldb, float* c, int ldc) const {
+    const float one = 1.0f, zero = 0.0f;
+    if (!half_) {
+      PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), ta, tb, m, n, k, &one, static_cast<const float*>(a), lda,
+                                       static_cast<const float*>(b), ldb, &zero, c, ldc));
+      return;
+    }
+    PSTRAIN_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), ta, tb, m, n, k, &one, a, half_->cublas, lda, b, half_->cublas, ldb,
+                                      &zero, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
   // A device vector of at least n ones.
@@ -98,7 +127,9 @@ class Dense final : public Layer {
   }
 
   const LayerSpec spec_;
-  DenseSetup setup_;  // in_features (K) and units
+  DenseSetup setup_;              // in_features (K) and units
+  std::optional<HalfMath> half_;  // the 16-bit compute type; none in fp32
+  bool precision_known_ = false;
   std::shared_ptr<Buffer> ones_;
   int ones_size_ = 0;
 };

@@ -1,0 +1,64 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "device/cuda/grid_stride.cuh"
+#include "device/cuda/half_cast.h"
+
+namespace pstrain::cuda {
+namespace {
+
+// The conversions of each type, so one kernel template serves both.
+struct Fp16 {
+  using T = __half;
+  static __device__ T From(float x) { return __float2half_rn(x); }
+  static __device__ float To(T x) { return __half2float(x); }
+};
+struct Bf16 {
+  using T = __nv_bfloat16;
+  static __device__ T From(float x) { return __float2bfloat16_rn(x); }
+  static __device__ float To(T x) { return __bfloat162float(x); }
+};
+
+template <typename Type>
+__global__ void ToHalfKernel(const float *src, typename Type::T *dst, int64_t n) {
+  PSTRAIN_GRID_STRIDE(i, n) dst[i] = Type::From(src[i]);
+}
+
+template <typename Type>
+__global__ void FromHalfKernel(const typename Type::T *src, float *dst, int64_t n) {
+  PSTRAIN_GRID_STRIDE(i, n) dst[i] = Type::To(src[i]);
+}
+
+template <typename Type>
+void ToHalf(const float *src, void *dst, int64_t n, cudaStream_t stream) {
+  ToHalfKernel<Type>
+      <<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(src, static_cast<typename Type::T *>(dst), n);
+}
+
+template <typename Type>
+void FromHalf(const void *src, float *dst, int64_t n, cudaStream_t stream) {
+  FromHalfKernel<Type>
+      <<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(static_cast<const typename Type::T *>(src), dst, n);
+}
+
+}  // namespace
+
+void CastToHalf(const float *src, void *dst, int64_t n, HalfType type, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (type == HalfType::kFp16) {
+    ToHalf<Fp16>(src, dst, n, stream);
+  } else {
+    ToHalf<Bf16>(src, dst, n, stream);
+  }
+}
+
+void CastFromHalf(const void *src, float *dst, int64_t n, HalfType type, cudaStream_t stream) {
+  if (n <= 0) return;
+  if (type == HalfType::kFp16) {
+    FromHalf<Fp16>(src, dst, n, stream);
+  } else {
+    FromHalf<Bf16>(src, dst, n, stream);
+  }
+}
+
+}  // namespace pstrain::cuda
