@@ -89,7 +89,6 @@ void ReplicaSet::DownloadGradient(int r, int variable) {
 }
 
 void ReplicaSet::SetLossScale(float scale) {
-  CHECK(downloads_gradients()) << "loss scaling unscales the gradients on the host: they must be downloaded";
   CHECK(std::isfinite(scale) && scale > 0) << "loss scale " << scale;
   loss_scale_ = scale;
   for (auto& model : models_) model->SetLossScale(scale);
@@ -105,7 +104,7 @@ void ReplicaSet::UnscaleGradient(int r, int variable) {
 
 float ReplicaSet::TrainStep(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) {
   gradients_finite_[r] = true;
-  if (loss_scale_ > 0) {
+  if (loss_scale_ > 0 && GradientsOnHost(r)) {
     // Every gradient passes through the hook, unscaled on its way.
     std::vector<bool> unscaled(variables(r).size(), false);
     GradientReadyHook unscaling_hook = [&](int v) {

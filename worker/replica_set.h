@@ -95,14 +95,21 @@ class ReplicaSet {
   float TrainStep(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
 
   // Loss scaling (optim/loss_scaler.h): from the next TrainStep() on, every
-  // replica's backward runs on `scale` times the loss, and TrainStep()
-  // divides each gradient in variables(r) by `scale` as it arrives there
-  // (before `hook` sees it), noting whether all were then finite. Needs the
-  // gradients on the host (downloads_gradients()).
+  // replica's backward runs on `scale` times the loss. With the gradients on
+  // the host (downloads_gradients()), TrainStep() divides each gradient in
+  // variables(r) by `scale` as it arrives there (before `hook` sees it),
+  // noting whether all were then finite. Without, the gradients stay scaled
+  // on the devices: the strategy unscales them there and reports overflows
+  // through MarkGradientsNotFinite (StrategyNeeds::unscales_on_device).
   void SetLossScale(float scale);
+  // The scale set by SetLossScale; 0 without loss scaling.
+  float loss_scale() const { return loss_scale_; }
   // With loss scaling: whether every gradient of replica r's last
   // TrainStep() was finite once unscaled (always true without).
   bool gradients_finite(int r) const { return gradients_finite_[r]; }
+  // A strategy that unscales on the devices found a gradient of replica r's
+  // last step not finite (until its next TrainStep()).
+  void MarkGradientsNotFinite(int r) { gradients_finite_[r] = false; }
 
   // Initialises replica 0's variables from `seed` (its host mirrors too).
   void InitializeVariables(uint64_t seed);
@@ -122,6 +129,12 @@ class ReplicaSet {
   float TrainStepOverInterconnect(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
   // TrainStep() without loss scaling.
   float TrainStepWithHostGradients(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
+  // Whether TrainStep(r) leaves the gradients in host memory, where they are
+  // unscaled (CPU replicas, or host mirrors that download them); GPU
+  // replicas without mirrors keep them on the device.
+  bool GradientsOnHost(int r) {
+    return downloads_gradients() && (variables(r).empty() || variables(r)[0].grad.on_host());
+  }
   // Unscales variables(r)[variable].grad (see SetLossScale).
   void UnscaleGradient(int r, int variable);
   std::vector<std::unique_ptr<DeviceContext>> contexts_;

@@ -58,10 +58,12 @@ absl::Status CheckNoElastic(const ExperimentConfig& c, const ConfigChecker& ck) 
 }
 
 // Loss scaling: valid fields (LossScaler's own rules), and gradients the
-// worker unscales on the host (ReplicaSet::SetLossScale).
+// worker unscales on the host (ReplicaSet::SetLossScale) or the strategy on
+// the devices.
 absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& needs, const ConfigChecker& ck) {
   PSTRAIN_RETURN_IF_ERROR(CheckLossScalingConfig(c.loss_scaling(), ck));
-  if (!ScalesLoss(c.loss_scaling()) || c.device() != "gpu" || (needs.host_mirrors && needs.download_gradients)) {
+  if (!ScalesLoss(c.loss_scaling()) || c.device() != "gpu" || (needs.host_mirrors && needs.download_gradients) ||
+      (!needs.host_mirrors && needs.unscales_on_device)) {
     return absl::OkStatus();
   }
   return ck.Fail(
@@ -69,8 +71,8 @@ absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& ne
       absl::StrCat("none for variable_update ", c.variable_update(),
                    c.all_reduce_spec().empty() ? "" : absl::StrCat(" with all_reduce_spec ", c.all_reduce_spec()),
                    " and local_parameter_device ", c.local_parameter_device(),
-                   " (loss scaling unscales the gradients on the host; this strategy keeps them on the "
-                   "GPUs, where unscaling is not implemented yet)"),
+                   " (loss scaling unscales the gradients on the host, or on the GPUs in the NCCL strategies; "
+                   "this one keeps them on the GPUs, where it does not unscale them)"),
       absl::StrCat("'", c.loss_scaling().mode(), "'"));
 }
 

@@ -121,6 +121,10 @@ struct StrategyNeeds {
   // False when the strategy reduces on the devices first and downloads the
   // result itself (local_parameter_device gpu).
   bool download_gradients = true;
+  // Without host mirrors: with loss scaling (optim/loss_scaler.h) the
+  // strategy unscales the gradients on the devices and reports overflows
+  // (ReplicaSet::MarkGradientsNotFinite): the NCCL strategies.
+  bool unscales_on_device = false;
   // The collective library it synchronises through (worker/collective/
   // collective.h: "gloo", "mpi", "nccl"), or "" (none, or parameter servers).
   std::string collective;

@@ -16,6 +16,17 @@ __global__ void ScaleKernel(float *x, float alpha, int64_t n) { PSTRAIN_GRID_STR
 
 __global__ void FillKernel(float *x, float value, int64_t n) { PSTRAIN_GRID_STRIDE(i, n) x[i] = value; }
 
+// Threads that meet a non-finite value all store the same 1: no atomics.
+__global__ void ScaleAndFlagKernel(float *x, float factor, int64_t n, int *non_finite) {
+  bool bad = false;
+  PSTRAIN_GRID_STRIDE(i, n) {
+    const float v = x[i] * factor;
+    x[i] = v;
+    bad |= !isfinite(v);
+  }
+  if (bad) *non_finite = 1;
+}
+
 }  // namespace
 
 void AddInto(float *sum, const float *addend, int64_t n, cudaStream_t stream) {
@@ -28,6 +39,10 @@ void Add(const float *a, const float *b, float *out, int64_t n, cudaStream_t str
 
 void Scale(float *x, float alpha, int64_t n, cudaStream_t stream) {
   if (n > 0) ScaleKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(x, alpha, n);
+}
+
+void ScaleAndFlagNonFinite(float *x, float factor, int64_t n, int *non_finite, cudaStream_t stream) {
+  if (n > 0) ScaleAndFlagKernel<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(x, factor, n, non_finite);
 }
 
 void Fill(float *x, float value, int64_t n, cudaStream_t stream) {

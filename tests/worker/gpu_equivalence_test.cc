@@ -99,6 +99,89 @@ INSTANTIATE_TEST_SUITE_P(Strategies, GpuEquivalenceTest,
                              GpuCase{"allreduce_nccl_2workers_2gpus", "allreduce", "", "cpu", 2, 2, 0, 4}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// ---- Mixed precision and loss scaling on the device (NCCL strategies) ----
+
+// replicated over NCCL on one GPU (one rank): the gradients stay on the
+// device, where the strategy unscales them and checks for overflow.
+ExperimentConfig NcclOnOneGpu(int batch) {
+  ExperimentConfig config = BaseConfig();
+  config.set_device("gpu");
+  config.set_variable_update("replicated");
+  config.set_all_reduce_spec("nccl");
+  config.set_devices_per_worker(1);
+  SetInProcessHosts(&config, 1, 1);  // no PS: the chief's rendezvous store on loopback
+  config.mutable_cluster()->clear_ps_hosts();
+  config.mutable_cluster()->clear_worker_hosts();
+  config.mutable_cluster()->add_worker_hosts("127.0.0.1:42010");
+  config.mutable_train()->set_batch_size_per_device(batch);
+  return config;
+}
+
+class GpuLossScalingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (UsableGpus() < 1) GTEST_SKIP() << "needs a GPU; this machine has none usable (or a build without CUDA)";
+  }
+};
+
+// A power-of-two scale is exact in float32: scaled, unscaled on the device,
+// the run reaches the CPU's parameters. Were the gradients not unscaled, the
+// updates would be 1024 times too large.
+TEST_F(GpuLossScalingTest, APowerOfTwoScaleTrainsLikeNoScaling) {
+  ExperimentConfig config = NcclOnOneGpu(8);
+  config.mutable_loss_scaling()->set_mode("static");
+  config.mutable_loss_scaling()->set_initial_scale(1024);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->chief.workers_size(), 1);
+  EXPECT_EQ(run->chief.workers(0).overflow_steps(), 0);
+  EXPECT_EQ(run->chief.workers(0).loss_scale(), 1024.0);
+  EXPECT_LT(MaxRelativeDifference(run->final_params, CpuReference(8)), kTolerance);
+}
+
+// fp16 products overflow under a scale of 2^40 (the loss gradient alone
+// exceeds 65504): those steps are skipped and the dynamic scale backs off
+// (x 2^-10 per overflow) until the gradients fit.
+TEST_F(GpuLossScalingTest, OverflowedStepsAreSkippedAndTheScaleBacksOff) {
+  ExperimentConfig config = NcclOnOneGpu(8);
+  config.set_precision("fp16");
+  config.mutable_loss_scaling()->set_mode("dynamic");
+  config.mutable_loss_scaling()->set_initial_scale(0x1p40f);
+  config.mutable_loss_scaling()->set_backoff_factor(0x1p-10f);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->chief.workers_size(), 1);
+  const WorkerReport& w = run->chief.workers(0);
+  EXPECT_GE(w.overflow_steps(), 1);
+  EXPECT_LT(w.overflow_steps(), config.train().steps()) << "the scale never came down far enough";
+  EXPECT_LT(w.loss_scale(), 0x1p40f);
+  for (const std::vector<float>& v : run->final_params) {
+    for (float x : v) ASSERT_TRUE(std::isfinite(x)) << "an overflowed step reached the variables";
+  }
+}
+
+// Mixed precision trains like fp32: conv2d/dense products in 16 bits,
+// everything else fp32 (fp16 with a loss scale, bf16 without).
+TEST_F(GpuLossScalingTest, MixedPrecisionTrainsLikeFp32) {
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    ExperimentConfig config = NcclOnOneGpu(8);
+    config.set_precision(precision);
+    if (std::string(precision) == "fp16") {
+      config.mutable_loss_scaling()->set_mode("dynamic");
+      config.mutable_loss_scaling()->set_initial_scale(1024);
+    }
+    absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+    ASSERT_TRUE(run.ok()) << run.status();
+    const double difference = MaxRelativeDifference(run->final_params, CpuReference(8));
+    EXPECT_LT(difference, 1e-2);
+    EXPECT_GT(difference, 0) << "16-bit products rounded nothing";
+    if (config.loss_scaling().mode() == "dynamic") {
+      EXPECT_EQ(run->chief.workers(0).overflow_steps(), 0);
+    }
+  }
+}
+
 TEST(GpuWorkerTest, WithoutAUsableGpuTheRunFailsNamingTheDevice) {
   if (UsableGpus() > 0) GTEST_SKIP() << "this machine has a usable GPU";
   ExperimentConfig config = BaseConfig();

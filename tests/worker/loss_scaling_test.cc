@@ -249,6 +249,20 @@ TEST(LossScalingConfigTest, BadFieldsAndGpuResidentGradientsAreRefused) {
                                            "parameter_server and local_parameter_device gpu"));
   config.mutable_loss_scaling()->set_mode("none");
   EXPECT_TRUE(NeedsOf(config, "exp.yaml").ok()) << NeedsOf(config, "exp.yaml").status();
+
+  // The NCCL strategies keep the gradients on the GPUs and unscale them
+  // there (worker/strategies/nccl_allreduce.cc).
+  config.mutable_loss_scaling()->set_mode("dynamic");
+  config.set_local_parameter_device("cpu");
+  config.set_variable_update("replicated");
+  config.set_all_reduce_spec("nccl");
+  config.clear_cluster();
+  SetInProcessHosts(&config, 1, 1);
+  config.mutable_cluster()->clear_ps_hosts();
+  absl::StatusOr<StrategyNeeds> nccl = NeedsOf(config, "exp.yaml");
+  ASSERT_TRUE(nccl.ok()) << nccl.status();
+  EXPECT_FALSE(nccl->host_mirrors);
+  EXPECT_TRUE(nccl->unscales_on_device);
 }
 
 }  // namespace

@@ -161,7 +161,10 @@ StrategyNeeds Needs(const ExperimentConfig& c) {
   absl::StatusOr<CollectiveEntry> backend = CollectiveRegistry().Find(needs.collective);
   // Device buffers (nccl): the gradients stay on the GPUs.
   needs.host_mirrors = !backend.ok() || backend->host_buffers;
-  if (backend.ok() && !backend->host_buffers) needs.devices = {"gpu"};
+  if (backend.ok() && !backend->host_buffers) {
+    needs.devices = {"gpu"};
+    needs.unscales_on_device = true;  // the NCCL strategy (nccl_strategy.h)
+  }
   needs.launched_by_mpirun = backend.ok() && backend->launched_by_mpirun;
   return needs;
 }

@@ -16,12 +16,22 @@
 // element, same learning-rate schedule), and the host waits for both with the
 // step deadline.
 //
+// Loss scaling (ReplicaSet::SetLossScale; StrategyNeeds::unscales_on_device):
+// the gradients arrive scaled. After the all-reduce (a mean of scaled
+// gradients is the scaled mean) AfterStep divides them by the scale on the
+// device and flags any that is not finite, in one kernel per run of adjacent
+// gradients; the host waits for that (with the step deadline) and reads the
+// flag. Every rank holds the same reduced gradients, so every rank sees the
+// same overflow: all skip the optimizer alike, and the replica set hears of
+// it (MarkGradientsNotFinite) for the loss scaler.
+//
 // NcclScope::kNone (independent) is the same strategy without the collective:
 // no communicator, no buckets, replica 0's initial values copied to the other
 // replicas, each replica's optimizer applied to its own gradients.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -30,6 +40,7 @@
 #include "common/status_macros.h"
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_context.h"
+#include "device/cuda/elementwise.h"
 #include "glog/logging.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -112,13 +123,16 @@ class NcclAllReduceStrategy : public Strategy {
         errors[r] = FinishReductions(r);
         if (!errors[r].ok()) return;
       }
-      ApplyOptimizer(r, lr);
-      cuda::CudaContext& ctx = Ctx(r);
-      if (syncs()) {
-        errors[r] = group_->Wait(r, ctx.stream());
-      } else {
-        ctx.Synchronize();  // local work only: no peer to wait for
+      if (replicas().loss_scale() > 0) {
+        absl::StatusOr<bool> finite = UnscaleGradients(r);
+        if (!finite.ok() || !*finite) {
+          errors[r] = finite.status();
+          if (finite.ok()) replicas().MarkGradientsNotFinite(r);
+          return;  // an overflowed step changes no variable
+        }
       }
+      ApplyOptimizer(r, lr);
+      errors[r] = WaitForStream(r);
     });
     wait_ += absl::Now() - t0;
     return FirstError(errors);
@@ -165,12 +179,15 @@ class NcclAllReduceStrategy : public Strategy {
  private:
   struct Replica {
     cudaStream_t comm_stream = nullptr;
-    cudaEvent_t ready = nullptr;             // compute stream reached a gradient-ready point
-    cudaEvent_t reduced = nullptr;           // communication stream finished the step's all-reduces
-    std::unique_ptr<Optimizer> optimizer;    // CUDA implementation, on the replica's stream
-    std::vector<std::vector<Tensor>> slots;  // [variable][slot], on the device
-    absl::Status error;                      // first error of this step's hooks
-    std::unique_ptr<BucketTracker> buckets;  // this step's fusion buckets
+    std::vector<std::pair<float*, int64_t>> gradient_runs;  // adjacent gradients: start, elements
+    std::shared_ptr<Buffer> non_finite;                     // device int: an unscaled gradient overflowed
+    Tensor non_finite_host;                                 // pinned copy of it, read after the step's wait
+    cudaEvent_t ready = nullptr;                            // compute stream reached a gradient-ready point
+    cudaEvent_t reduced = nullptr;                          // communication stream finished the step's all-reduces
+    std::unique_ptr<Optimizer> optimizer;                   // CUDA implementation, on the replica's stream
+    std::vector<std::vector<Tensor>> slots;                 // [variable][slot], on the device
+    absl::Status error;                                     // first error of this step's hooks
+    std::unique_ptr<BucketTracker> buckets;                 // this step's fusion buckets
   };
 
   NcclAllReduceStrategy(const StrategyContext& context, NcclScope scope, LearningRateSchedule schedule)
@@ -190,6 +207,49 @@ class NcclAllReduceStrategy : public Strategy {
     PSTRAIN_CUDA_CHECK(cudaEventRecord(rep.reduced, rep.comm_stream));
     PSTRAIN_CUDA_CHECK(cudaStreamWaitEvent(Ctx(r).stream(), rep.reduced, 0));
     return absl::OkStatus();
+  }
+
+  // Waits (with the step deadline where peers take part) for replica r's
+  // queued work.
+  absl::Status WaitForStream(int r) {
+    if (syncs()) return group_->Wait(r, Ctx(r).stream());
+    Ctx(r).Synchronize();  // local work only: no peer to wait for
+    return absl::OkStatus();
+  }
+
+  // Divides replica r's gradients by the loss scale on its stream and waits
+  // for them; whether every one is finite.
+  absl::StatusOr<bool> UnscaleGradients(int r) {
+    Replica& rep = per_replica_[r];
+    cuda::CudaContext& ctx = Ctx(r);
+    int* flag = static_cast<int*>(rep.non_finite->data());
+    PSTRAIN_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), ctx.stream()));
+    const float factor = 1.0f / replicas().loss_scale();
+    for (const auto& [start, elements] : rep.gradient_runs) {
+      cuda::ScaleAndFlagNonFinite(start, factor, elements, flag, ctx.stream());
+    }
+    PSTRAIN_CUDA_CHECK(
+        cudaMemcpyAsync(rep.non_finite_host.data(), flag, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream()));
+    PSTRAIN_RETURN_IF_ERROR(WaitForStream(r));
+    int overflowed = 0;
+    std::memcpy(&overflowed, rep.non_finite_host.data(), sizeof(int));
+    return overflowed == 0;
+  }
+
+  // Runs of adjacent gradients among `vars` (a model's gradients usually
+  // form one), so unscaling takes a kernel per run, not per variable.
+  static std::vector<std::pair<float*, int64_t>> GradientRuns(const std::vector<Variable>& vars) {
+    std::vector<std::pair<float*, int64_t>> runs;
+    for (const Variable& v : vars) {
+      float* start = cuda::DevicePtr(v.grad);
+      const int64_t n = v.grad.num_elements();
+      if (!runs.empty() && runs.back().first + runs.back().second == start) {
+        runs.back().second += n;
+      } else {
+        runs.emplace_back(start, n);
+      }
+    }
+    return runs;
   }
 
   // Queues replica r's optimizer over its variables, in place, on its stream.
@@ -303,6 +363,9 @@ class NcclAllReduceStrategy : public Strategy {
       PSTRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&rep.comm_stream, cudaStreamNonBlocking));
       PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&rep.ready, cudaEventDisableTiming));
       PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&rep.reduced, cudaEventDisableTiming));
+      rep.gradient_runs = GradientRuns(replicas().device_variables(r));
+      rep.non_finite = ctx.AllocateBytes(sizeof(int));
+      rep.non_finite_host = ctx.AllocateHost({1});
       for (const Variable& v : replicas().device_variables(r)) {
         rep.slots.emplace_back();
         for (int s = 0; s < rep.optimizer->num_slots(); ++s) rep.slots.back().push_back(ctx.Allocate(v.value.shape()));

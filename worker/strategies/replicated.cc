@@ -40,6 +40,7 @@ StrategyNeeds Needs(const ExperimentConfig& c) {
   if (c.all_reduce_spec() == kNccl) {
     needs.devices = {"gpu"};
     needs.host_mirrors = false;
+    needs.unscales_on_device = true;
     needs.collective = "nccl";
   }
   return needs;
