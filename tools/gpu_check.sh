@@ -5,26 +5,33 @@
 #   2. pstrain vs PyTorch, ResNet-50 (tools/pytorch_compare.py; pstrain with
 #      cuDNN's measured algorithms, PyTorch's step without optimizer as
 #      pstrain-bench's)
-#   3. pstrain-bench model with cuDNN's heuristic algorithms
-#   4. the bundled tests (run_gpu_tests.sh)
-#   5. the single-node table (configs/compare/single_node_gpu.yaml)
+#   3. the same in mixed precision, bf16 then fp16 (PyTorch autocast, fp16
+#      with a GradScaler), each under half of the step's limit
+#   4. pstrain-bench model with cuDNN's heuristic algorithms
+#   5. the bundled tests (run_gpu_tests.sh)
+#   6. the single-node tables (configs/compare/single_node_gpu.yaml, and
+#      single_node_gpu_mixed.yaml: whole steps in fp32, bf16, fp16)
 # Usage, from the root of a checkout on the GPU machine:
 #   tools/gpu_check.sh BUNDLE.tar.xz OUTDIR [STEPS...]
 # BUNDLE is tools/gpu_bundle.sh --gpu's archive; STEPS picks steps by name
-# (machine, pytorch, heuristic, tests, table; default all). OUTDIR receives
-# check.log (everything printed), bench_*.json, tests.tar.gz (every test log)
-# and table.tar.gz (the table's results and logs). Limits in seconds:
-# PSTRAIN_CHECK_LIMITS="pytorch=120 heuristic=45 tests=150 table=150".
+# (machine, pytorch, mixed, heuristic, tests, table; default all). OUTDIR
+# receives at most 7 files: check.log (everything printed),
+# bench_pytorch_compare.json (fp32), bench_pytorch_compare_bf16.json,
+# bench_pytorch_compare_fp16.json, bench_heuristic.json, tests.tar.gz (every
+# test log) and table.tar.gz (the table's results and logs). Limits in
+# seconds: PSTRAIN_CHECK_LIMITS="pytorch=120 mixed=180 heuristic=45 ...".
 # PSTRAIN_CHECK_FASHION_MNIST=DIR: Fashion-MNIST's .gz files, installed at
 # their Debian path for the tests when the machine lacks them.
 # PSTRAIN_CHECK_TESTS="GLOB...": which bundled tests to run (default all).
+# PSTRAIN_CHECK_TABLES="MATRIX.yaml...": which comparisons the table step
+# runs (default the two above), each into table/<its name>/.
 # Exits 0 when every step ran and passed, 1 otherwise.
 set -uo pipefail
 [ $# -ge 2 ] || { sed -n '/^# Usage/,/^# Exits/p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BUNDLE="$1" OUTDIR="$2"; shift 2
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch heuristic tests table)
-declare -A LIMIT=([machine]=30 [pytorch]=120 [heuristic]=45 [tests]=150 [table]=150)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch mixed heuristic tests table)
+declare -A LIMIT=([machine]=30 [pytorch]=120 [mixed]=180 [heuristic]=45 [tests]=150 [table]=150)
 for kv in ${PSTRAIN_CHECK_LIMITS:-}; do LIMIT[${kv%%=*}]="${kv#*=}"; done
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$OUTDIR"
@@ -53,6 +60,20 @@ step_pytorch() {
   cat "$OUTDIR/bench_pytorch_compare.json"
   return $rc
 }
+step_mixed() {
+  # Each precision under half of the step's limit (less the kill grace): a
+  # hang in bf16 still leaves time for fp16. pstrain-bench gets --precision.
+  local rc=0 r p each=$(((STEP_LIMIT - 10) / 2))
+  for p in bf16 fp16; do
+    timeout -k 5 "$each" python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
+      --precision "$p" --optimizer none --pstrain_bin "$B" --json > "$OUTDIR/bench_pytorch_compare_$p.json"
+    r=$?
+    cat "$OUTDIR/bench_pytorch_compare_$p.json"
+    echo "mixed $p: rc=$r$([ $r -eq 124 ] && echo " (time limit $each s)")"
+    [ $r -eq 0 ] || rc=1
+  done
+  return $rc
+}
 step_heuristic() {
   PSTRAIN_CUDNN_ALGORITHMS=heuristic "$B/run.sh" pstrain-bench model --device gpu --model resnet50 \
     --batch_size 64 --steps 20 --warmup 5 --json > "$OUTDIR/bench_heuristic.json"
@@ -74,9 +95,12 @@ step_tests() {
   return $rc
 }
 step_table() {
-  local rc=0
-  "$B/bin/pstrain-compare" configs/compare/single_node_gpu.yaml --out "$WORK/table" --bin_dir "$B/bin" || rc=$?
-  cat "$WORK/table/results.md" 2>/dev/null
+  local rc=0 m name
+  for m in ${PSTRAIN_CHECK_TABLES:-configs/compare/single_node_gpu.yaml configs/compare/single_node_gpu_mixed.yaml}; do
+    name="$(basename "$m" .yaml)"
+    "$B/bin/pstrain-compare" "$m" --out "$WORK/table/$name" --bin_dir "$B/bin" || rc=$?
+    cat "$WORK/table/$name/results.md" 2>/dev/null
+  done
   tar -czf "$OUTDIR/table.tar.gz" -C "$WORK" table
   return $rc
 }
@@ -86,7 +110,8 @@ for s in "${STEPS[@]}"; do
   echo "===== $s (limit ${LIMIT[$s]} s) $(date -u +%H:%M:%S)"
   start=$SECONDS
   export -f "step_$s"
-  export B OUTDIR WORK
+  STEP_LIMIT="${LIMIT[$s]}"
+  export B OUTDIR WORK STEP_LIMIT
   timeout -k 5 "${LIMIT[$s]}" bash -c "step_$s"
   rc=$?
   echo "===== $s: rc=$rc after $((SECONDS - start)) s$([ $rc -eq 124 ] && echo ' (time limit)')"

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """pstrain vs PyTorch: training images/sec of one model on one GPU.
 
-Runs `pstrain-bench model --device gpu ... --json`, then the same model, batch
-size and precision in PyTorch (torchvision model, synthetic data already on
-the GPU, cross-entropy, NCHW fp32, cudnn.benchmark on, TF32 off unless
---allow_tf32) in this process, and prints both rates side by side:
+Runs `pstrain-bench model --device gpu --precision P ... --json`, then the
+same model, batch size and precision in PyTorch (torchvision model, synthetic
+data already on the GPU, cross-entropy, NCHW, fp32 weights, cudnn.benchmark
+on, TF32 off unless --allow_tf32) in this process, and prints both rates side
+by side:
 
+    precision: fp32 (TF32 off)
     framework                  images/sec  relative
     pstrain                        ...        ...
     pytorch 2.x                    ...       1.00
@@ -20,11 +22,24 @@ What each side times (docs/GPU.md):
             forward, loss, backward and, with --optimizer momentum (default),
             SGD momentum 0.9. --optimizer none matches pstrain-bench's step.
 
+Precision (--precision, both sides):
+  fp32      everything fp32 (TF32 only with --allow_tf32, PyTorch only).
+  bf16      pstrain-bench --precision bf16; PyTorch runs forward and loss
+            under torch.autocast("cuda", torch.bfloat16): convolutions and
+            matmuls in bf16 with fp32 accumulation, fp32 master weights, no
+            loss scaling.
+  fp16      pstrain-bench --precision fp16; PyTorch as bf16 with
+            torch.float16 and a GradScaler: the loss is scaled before
+            backward, and with --optimizer momentum the step goes through the
+            scaler (unscale, overflow check, skipped step, scale update).
+            With --optimizer none only the scaled backward runs: the scaler's
+            unscale and overflow check belong to its optimizer step.
+
 The pstrain command, first match:
   --pstrain_json FILE   a result already produced by `pstrain-bench ... --json`
   --pstrain_cmd CMD     a shell command printing that JSON on stdout; {model},
-                        {batch_size}, {steps}, {warmup}, {num_classes} are
-                        filled in
+                        {batch_size}, {steps}, {warmup}, {num_classes},
+                        {precision} are filled in
   --pstrain_bin PATH    a pstrain-bench executable, or a bundle directory
                         (tools/gpu_bundle.sh) whose run.sh is used
   default               $PSTRAIN_BUNDLE_DIR/run.sh (set by the bundle's env.sh),
@@ -35,6 +50,7 @@ Exit status: 0 done (whatever the ratio), 1 a run failed or PyTorch / a CUDA
 device is missing, 2 bad usage. Results on stdout, progress on stderr.
 """
 import argparse
+import contextlib
 import json
 import os
 import math
@@ -56,6 +72,10 @@ MODELS = {
     # pstrain's inception3 has no auxiliary classifier.
     "inception3": ("inception_v3", {"aux_logits": False, "init_weights": True}, 299),
 }
+
+
+# --precision -> the torch dtype autocast computes in (None: no autocast).
+AUTOCAST_DTYPES = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
 
 
 class Failure(Exception):
@@ -80,12 +100,16 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=50, help="measured training steps")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (cuDNN autotuning, caches)")
     p.add_argument("--num_classes", type=int, default=1000, help="output classes")
-    p.add_argument("--precision", default="fp32", choices=["fp32"], help="arithmetic (fp32 only so far)")
+    p.add_argument("--precision", default="fp32", choices=sorted(AUTOCAST_DTYPES),
+                   help="arithmetic of both sides: fp32, or mixed precision bf16 / fp16 (pstrain-bench "
+                   "--precision; PyTorch torch.autocast, fp32 master weights, fp16 with a GradScaler)")
     p.add_argument("--allow_tf32", action="store_true",
                    help="let PyTorch use TF32 tensor cores for fp32 matmuls and convolutions "
                    "(pstrain stays fp32); shows how much TF32 would give")
     p.add_argument("--optimizer", default="momentum", choices=["momentum", "none"],
-                   help="PyTorch step: SGD momentum 0.9, or no optimizer (like pstrain-bench model)")
+                   help="PyTorch step: SGD momentum 0.9, or no optimizer (like pstrain-bench model); "
+                   "with fp16 and none, only the GradScaler's scaled backward runs (its unscale and "
+                   "overflow check are part of the optimizer step)")
     p.add_argument("--cudnn_algorithms", default="measured", choices=["measured", "heuristic"],
                    help="how pstrain's convolutions pick cuDNN algorithms (PSTRAIN_CUDNN_ALGORITHMS): measured "
                         "like PyTorch's cudnn.benchmark (the like-for-like default), or cuDNN's heuristics")
@@ -135,36 +159,72 @@ def build_model(torchvision, name, num_classes):
         return ctor(pretrained=False, num_classes=num_classes, **kwargs)
 
 
-def run_pytorch(torch, torchvision, a):
+def set_backends(torch, a):
+    """cudnn.benchmark on; TF32 for fp32 matmuls and convolutions only with --allow_tf32."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = a.allow_tf32
     torch.backends.cudnn.allow_tf32 = a.allow_tf32
     if hasattr(torch, "set_float32_matmul_precision"):
         torch.set_float32_matmul_precision("high" if a.allow_tf32 else "highest")
+
+
+def make_amp(torch, precision):
+    """(autocast context factory, GradScaler or None) for --precision; fp32: no autocast, no scaler."""
+    dtype_name = AUTOCAST_DTYPES[precision]
+    if dtype_name is None:
+        return contextlib.nullcontext, None
+    if precision == "bf16" and hasattr(torch.cuda, "is_bf16_supported") and not torch.cuda.is_bf16_supported():
+        raise Failure("--precision bf16: %s has no bf16 support" % torch.cuda.get_device_name(0))
+    dtype = getattr(torch, dtype_name)
+
+    def autocast():
+        return torch.autocast(device_type="cuda", dtype=dtype)
+
+    if precision != "fp16":
+        return autocast, None  # bf16 has fp32's exponent range: no loss scaling
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return autocast, torch.amp.GradScaler("cuda")
+    return autocast, torch.cuda.amp.GradScaler()
+
+
+def make_step(model, optimizer, loss_fn, images, labels, autocast, scaler):
+    """One training step: zero_grad, forward and loss under autocast, backward (scaled with a
+    GradScaler) and the optimizer step (through the scaler when there is one); returns the loss."""
+    def step():
+        (optimizer or model).zero_grad(set_to_none=True)
+        with autocast():
+            loss = loss_fn(model(images), labels)
+        if scaler is None:
+            loss.backward()
+            if optimizer is not None:
+                optimizer.step()
+            return loss
+        scaler.scale(loss).backward()
+        if optimizer is not None:
+            scaler.step(optimizer)  # unscales, skips the step on inf/nan gradients
+            scaler.update()
+        return loss
+
+    return step
+
+
+def run_pytorch(torch, torchvision, a):
+    set_backends(torch, a)
+    autocast, scaler = make_amp(torch, a.precision)
     device = torch.device("cuda", 0)
     side = MODELS[a.model][2]
     torch.manual_seed(0)
+    # fp32 weights (autocast's master weights), channels-first fp32 inputs, as pstrain's CUDA layers.
     model = build_model(torchvision, a.model, a.num_classes).to(device=device, dtype=torch.float32)
     model.train()
     params = sum(p.numel() for p in model.parameters())
-    # Channels-first fp32, as pstrain's CUDA layers.
     images = torch.empty(a.batch_size, 3, side, side, device=device).uniform_(-1, 1)
     labels = torch.randint(0, a.num_classes, (a.batch_size,), device=device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if a.optimizer == "momentum" else None
-    loss_fn = torch.nn.CrossEntropyLoss()
+    step = make_step(model, optimizer, torch.nn.CrossEntropyLoss(), images, labels, autocast, scaler)
 
-    def step():
-        if optimizer is not None:
-            optimizer.zero_grad(set_to_none=True)
-        else:
-            model.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
-        loss.backward()
-        if optimizer is not None:
-            optimizer.step()
-        return loss
-
-    log("pytorch %s: %s, batch %d, %d warm-up + %d steps" % (torch.__version__, a.model, a.batch_size, a.warmup, a.steps))
+    log("pytorch %s: %s, batch %d, %s, %d warm-up + %d steps"
+        % (torch.__version__, a.model, a.batch_size, a.precision, a.warmup, a.steps))
     for _ in range(a.warmup):
         step()
     torch.cuda.synchronize()
@@ -186,6 +246,9 @@ def run_pytorch(torch, torchvision, a):
         "seconds": elapsed,
         "num_parameters": params,
         "optimizer": a.optimizer,
+        "precision": a.precision,
+        "autocast": AUTOCAST_DTYPES[a.precision],
+        "loss_scale": scaler.get_scale() if scaler is not None else None,
         "tf32": a.allow_tf32,
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device),
         "loss": final_loss,
@@ -197,10 +260,11 @@ def run_pytorch(torch, torchvision, a):
 def pstrain_command(a):
     """The argv (list) or shell command (str) that prints pstrain-bench's JSON."""
     flags = ["model", "--device", "gpu", "--model", a.model, "--batch_size", str(a.batch_size),
-             "--steps", str(a.steps), "--warmup", str(a.warmup), "--num_classes", str(a.num_classes), "--json"]
+             "--steps", str(a.steps), "--warmup", str(a.warmup), "--num_classes", str(a.num_classes),
+             "--precision", a.precision, "--json"]
     if a.pstrain_cmd:  # plain replacement: other braces (JSON, shell) stay as they are
         cmd = a.pstrain_cmd
-        for key in ("model", "batch_size", "steps", "warmup", "num_classes"):
+        for key in ("model", "batch_size", "steps", "warmup", "num_classes", "precision"):
             cmd = cmd.replace("{%s}" % key, str(getattr(a, key)))
         return cmd
     candidates = []
@@ -267,7 +331,7 @@ def check_like_for_like(a, ps, pt):
     if ps is not None:
         if ps.get("device", "gpu") != "gpu":
             warnings.append("pstrain ran on device '%s', not gpu" % ps.get("device"))
-        for key in ("model", "batch_size"):
+        for key in ("model", "batch_size", "precision"):
             want = getattr(a, key)
             if key in ps and ps[key] != want:
                 warnings.append("pstrain result is for %s %s, asked for %s" % (key, ps[key], want))
@@ -295,20 +359,33 @@ def main(argv):
                           "precision": a.precision, "pstrain": ps, "pytorch": pt, "ratio": ratio, "goal": GOAL,
                           "warnings": warnings}, sort_keys=True))
         return 0
+    print_table(a, ps, pt, ratio)
+    return 0
+
+
+def precision_line(a):
+    """The table's `precision:` line: what each side computes in."""
+    if a.precision == "fp32":
+        return "precision: fp32 (%s)" % ("PyTorch with TF32, pstrain fp32" if a.allow_tf32 else "TF32 off")
+    scaling = ", GradScaler" if a.precision == "fp16" else ", no loss scaling"
+    return ("precision: %s (pstrain --precision %s; PyTorch autocast %s, fp32 master weights%s)"
+            % (a.precision, a.precision, AUTOCAST_DTYPES[a.precision], scaling))
+
+
+def print_table(a, ps, pt, ratio):
     pt_label = "pytorch %s%s" % (pt["version"].split("+")[0], " (tf32)" if a.allow_tf32 else "")
-    print("model %s, batch %d, %s%s, %d steps after %d warm-up, %s (CUDA %s, cuDNN %s)"
-          % (a.model, a.batch_size, a.precision, "" if a.allow_tf32 else " (TF32 off)", a.steps, a.warmup,
-             pt["gpu"], pt["cuda"], pt["cudnn"]))
-    print("pytorch step: %s" % ("forward + backward + SGD momentum 0.9" if a.optimizer == "momentum"
-                                else "forward + backward, no optimizer"))
+    print("model %s, batch %d, %d steps after %d warm-up, %s (CUDA %s, cuDNN %s)"
+          % (a.model, a.batch_size, a.steps, a.warmup, pt["gpu"], pt["cuda"], pt["cudnn"]))
+    print(precision_line(a))
+    backward = "scaled backward" if a.precision == "fp16" else "backward"
+    print("pytorch step: %s" % ("forward + %s + SGD momentum 0.9" % backward if a.optimizer == "momentum"
+                                else "forward + %s, no optimizer" % backward))
     print("%-26s %12s %9s" % ("framework", "images/sec", "relative"))
     if ps is not None:
         print("%-26s %12.1f %9.2f" % ("pstrain", ps["images_per_sec"], ratio))
     print("%-26s %12.1f %9.2f" % (pt_label, pt["images_per_sec"], 1.0))
     if ps is not None:
         print("pstrain/pytorch ratio: %.2f (goal >= %.2f)" % (ratio, GOAL))
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
