@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -32,6 +33,13 @@ absl::Status CheckModelShape(const ConfigChecker& ck, const ModelConfig& m) {
   for (int i = 0; i < m.hidden_units_size(); ++i) {
     if (m.hidden_units(i) <= 0) {
       return ck.Fail(absl::StrCat("model.hidden_units[", i, "]"), "a number of units > 0", Num::Num(m.hidden_units(i)));
+    }
+  }
+  for (const auto& [field, units] : {std::pair{"bottom_units", &m.bottom_units()}, {"top_units", &m.top_units()}}) {
+    for (int i = 0; i < units->size(); ++i) {
+      if ((*units)[i] <= 0) {
+        return ck.Fail(absl::StrCat("model.", field, "[", i, "]"), "a number of units > 0", Num::Num((*units)[i]));
+      }
     }
   }
   if (m.input_shape_size() != 0) {

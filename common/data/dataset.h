@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -24,14 +25,29 @@ struct Dataset {
   // then empty, and num_examples is the decoder's.
   std::shared_ptr<const ExampleDecoder> decoder;
 
+  // Sparse (categorical) features of click logs, for models with embedding
+  // tables (model.tables, docs/EMBEDDINGS.md): `sparse_features` ids per
+  // example, example-major (num_examples * sparse_features entries), feature
+  // f looked up in table f; kMissingId where the example lacks the feature
+  // (it pools to zeros). Empty for image datasets. `images` then holds the
+  // dense features ([N, 1, 1, dense count], log1p applied) and `labels` the
+  // 0/1 clicks (num_classes 2).
+  static constexpr uint64_t kMissingId = ~uint64_t{0};
+  int sparse_features = 0;
+  std::vector<uint64_t> sparse_ids;
+  // For synthetic click logs: the best test AUC any model can reach on the
+  // test set (the generator's planted probabilities); NaN otherwise.
+  double planted_auc = std::numeric_limits<double>::quiet_NaN();
+
   bool encoded() const { return decoder != nullptr; }
 };
 
 // Floats per example: the product of example_shape.
 int64_t ExampleSize(const Dataset& data);
 
-// OK when the sizes of images and labels agree with num_examples and
-// example_shape, and every label lies in [0, num_classes); otherwise
+// OK when the sizes of images, labels and sparse_ids agree with
+// num_examples, example_shape and sparse_features, and every label lies in
+// [0, num_classes); otherwise
 // INVALID_ARGUMENT saying what disagrees.
 absl::Status ValidateDataset(const Dataset& data);
 

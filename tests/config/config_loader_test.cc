@@ -452,14 +452,22 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"optimizer", [](auto* c) { c->mutable_optimizer()->set_name("adamw"); },
        "field 'optimizer.name': expected one of adagrad, adam, ftrl, momentum, sgd, got 'adamw'"},
       {"model", [](auto* c) { c->mutable_model()->set_name("resnet"); },
-       "field 'model.name': expected one of alexnet, inception3, lenet, mlp, resnet101, resnet152, resnet50, "
-       "trivial, vgg16, got 'resnet'"},
+       "field 'model.name': expected one of alexnet, dlrm, inception3, lenet, mlp, resnet101, resnet152, resnet50, "
+       "trivial, vgg16, wide_deep, got 'resnet'"},
       {"hidden",
        [](auto* c) {
          c->mutable_model()->add_hidden_units(8);
          c->mutable_model()->add_hidden_units(0);
        },
        "field 'model.hidden_units[1]': expected a number of units > 0, got 0"},
+      {"bottom", [](auto* c) { c->mutable_model()->add_bottom_units(-4); },
+       "field 'model.bottom_units[0]': expected a number of units > 0, got -4"},
+      {"top",
+       [](auto* c) {
+         c->mutable_model()->add_top_units(16);
+         c->mutable_model()->add_top_units(0);
+       },
+       "field 'model.top_units[1]': expected a number of units > 0, got 0"},
       {"shape dims",
        [](auto* c) {
          c->mutable_model()->add_input_shape(28);
@@ -474,8 +482,8 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"classes", [](auto* c) { c->mutable_model()->set_num_classes(1); },
        "field 'model.num_classes': expected a number of classes > 1, got 1"},
       {"source", [](auto* c) { c->mutable_data()->set_source("cifar100"); },
-       "field 'data.source': expected one of cifar10, fashion_mnist, image_folder, synthetic, tfrecord, got "
-       "'cifar100'"},
+       "field 'data.source': expected one of cifar10, criteo, fashion_mnist, image_folder, synthetic, synthetic_ctr, "
+       "tfrecord, got 'cifar100'"},
       {"synthetic", [](auto* c) { c->mutable_data()->set_synthetic_examples(0); },
        "field 'data.synthetic_examples': expected a number > 0, got 0"},
       {"variable_update", [](auto* c) { c->set_variable_update("mirrored"); },
