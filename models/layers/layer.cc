@@ -55,6 +55,10 @@ bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factor
   return LayerRegistry(kind).Register(type, {std::move(factory), std::move(attributes)});
 }
 
+bool RegisterUnavailableLayer(const std::string& type, DeviceKind kind, std::string reason) {
+  return LayerRegistry(kind).RegisterUnavailable(type, std::move(reason));
+}
+
 absl::StatusOr<LayerAttributes> AttributesOf(const std::string& type, DeviceKind kind) {
   PSTRAIN_ASSIGN_OR_RETURN(const LayerEntry entry, LayerRegistry(kind).Find(type));
   return entry.attributes;

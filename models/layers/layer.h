@@ -112,10 +112,11 @@ class Layer {
   virtual TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) { return nullptr; }
 
   // Forward FLOPs for one example at Setup()'s shapes, a multiply-add
-  // counting as 2: convolutions and dense layers (the compute-bound work)
-  // count; elementwise, normalisation, pooling and data-movement layers
-  // count 0, so totals match the FLOP counts published for the zoo's
-  // models. A training step is conventionally 3x forward. Valid after Setup().
+  // counting as 2: convolutions, dense layers and dot_interaction's dot
+  // products (the multiply-add work) count; elementwise, normalisation,
+  // pooling and data-movement layers count 0, so totals match the FLOP
+  // counts published for the zoo's models. A training step is
+  // conventionally 3x forward. Valid after Setup().
   virtual int64_t ForwardFlopsPerExample() const { return 0; }
 
   // Fusion, optional. After Setup(), the model offers a layer the spec of
@@ -175,8 +176,14 @@ struct LayerAttributes {
 // true, for static init. CHECK-fails when the type is registered on another
 // device kind with other attributes: a spec means the same on every device.
 bool RegisterLayer(const std::string& type, DeviceKind kind, LayerFactory factory, LayerAttributes attributes);
-// Creates a layer; an unknown type is NotFound listing the known ones, an
-// attribute the type does not read is InvalidArgument (CheckLayerAttributes).
+// Records that `type` has no implementation on `kind`, and why (e.g. a layer
+// of the sparse models, which train on CPU workers, on cuda): CreateLayer
+// there is then FailedPrecondition giving `reason` rather than an unknown
+// type, and RegisteredLayerTypes(kind) leaves it out. Returns true.
+bool RegisterUnavailableLayer(const std::string& type, DeviceKind kind, std::string reason);
+// Creates a layer; an unknown type is NotFound listing the known ones, one
+// unavailable on `kind` FailedPrecondition with the reason, an attribute the
+// type does not read InvalidArgument (CheckLayerAttributes).
 absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, DeviceKind kind);
 std::vector<std::string> RegisteredLayerTypes(DeviceKind kind);
 // What `type` reads on `kind`; NotFound for a type not registered there.

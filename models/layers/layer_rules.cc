@@ -189,6 +189,49 @@ absl::StatusOr<Shape> SetupConcat(const std::vector<Shape>& input_shapes) {
   return out;
 }
 
+absl::StatusOr<SliceSetup> SetupSlice(const LayerSpec& spec, const std::vector<Shape>& input_shapes) {
+  PSTRAIN_RETURN_IF_ERROR(CheckOneInput("slice", input_shapes));
+  const Shape& in = input_shapes[0];
+  SliceSetup s;
+  s.begin = spec.GetInt("begin", 0);
+  s.size = spec.GetInt("size", -1);
+  s.in_features = NumElements(in);
+  if (in.empty() || s.in_features <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("slice input must be non-empty, got ", ShapeToString(in)));
+  }
+  if (s.begin < 0) return absl::InvalidArgumentError(absl::StrCat("slice \"begin\" must be >= 0, got ", s.begin));
+  if (s.size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("slice needs a positive \"size\" attribute, got ", s.size));
+  }
+  if (s.begin + s.size > s.in_features) {
+    return absl::InvalidArgumentError(absl::StrCat("slice of features [", s.begin, ", ", s.begin + s.size,
+                                                   ") runs past the input's ", s.in_features, " features (",
+                                                   ShapeToString(in), ")"));
+  }
+  s.output = {s.size};
+  return s;
+}
+
+absl::StatusOr<DotInteractionSetup> SetupDotInteraction(const LayerSpec& spec, const std::vector<Shape>& input_shapes) {
+  PSTRAIN_RETURN_IF_ERROR(CheckOneInput("dot_interaction", input_shapes));
+  const Shape& in = input_shapes[0];
+  DotInteractionSetup s;
+  s.features = spec.GetInt("features", -1);
+  if (s.features < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dot_interaction needs a \"features\" attribute >= 2, got ", s.features));
+  }
+  const int64_t k = NumElements(in);
+  if (in.empty() || k <= 0 || k % s.features != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("dot_interaction input ", ShapeToString(in), " (", k,
+                                                   " values) does not split into ", s.features,
+                                                   " vectors of equal length"));
+  }
+  s.dim = k / s.features;
+  s.output = {s.Pairs()};
+  return s;
+}
+
 void CheckLogitsAndLabels(const Tensor& logits, const int32_t* labels) {
   CHECK_EQ(logits.rank(), 2) << "logits must be [N, classes], got " << ShapeToString(logits.shape());
   const int64_t n = logits.dim(0), classes = logits.dim(1);

@@ -111,6 +111,34 @@ absl::StatusOr<Shape> SetupAdd(const std::vector<Shape>& input_shapes);
 // channel dim -> [sum C_i, ...].
 absl::StatusOr<Shape> SetupConcat(const std::vector<Shape>& input_shapes);
 
+// slice (CPU only). Attributes "begin" (default 0, >= 0) and "size"
+// (required, > 0). One input of any non-empty shape, read as K features (K:
+// its element count); output [size] = features [begin, begin + size), which
+// must lie within the K. No parameters.
+struct SliceSetup {
+  int64_t begin = 0;
+  int64_t size = 0;
+  int64_t in_features = 0;  // K
+  Shape output;             // [size]
+};
+absl::StatusOr<SliceSetup> SetupSlice(const LayerSpec& spec, const std::vector<Shape>& input_shapes);
+
+// dot_interaction (CPU only), DLRM's pairwise interaction. Attribute
+// "features" (required, >= 2): the F vectors of one example. One input of
+// any non-empty shape, read as K = F * d features (vector f is features
+// [f*d, (f+1)*d)); output [F*(F-1)/2]: the dot products <v_i, v_j> for
+// i > j, in DLRM's order (i = 1..F-1, then j = 0..i-1). No parameters.
+struct DotInteractionSetup {
+  int64_t features = 0;  // F
+  int64_t dim = 0;       // d
+  Shape output;          // [F*(F-1)/2]
+
+  int64_t Pairs() const { return features * (features - 1) / 2; }
+  // A multiply-add per element of each pair's two vectors.
+  int64_t ForwardFlopsPerExample() const { return 2 * dim * Pairs(); }
+};
+absl::StatusOr<DotInteractionSetup> SetupDotInteraction(const LayerSpec& spec, const std::vector<Shape>& input_shapes);
+
 // InvalidArgument when `spec` carries an attribute outside `known` (a
 // misspelled "strides" would otherwise silently mean stride 1), or gives an
 // integer attribute as a float or the other way round; the message names the

@@ -1,6 +1,7 @@
 // CPU (oneDNN) specifics of the layer library: blocked layouts, batch-norm
 // modes, the dropout mask, Setup errors and FLOP counts. The device-agnostic
 // gradient checks are in layer_gradient_test.cc.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "device/cpu/dnnl_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -116,6 +118,10 @@ TEST_F(CpuLayersTest, GradientsWithBlockedInputs) {
   CheckBlocked(LayerSpec{"dense"}.Int("units", 4), {{2, 9, 2, 2}});
   CheckBlocked(LayerSpec{"flatten"}, {{2, 9, 2, 2}});
   CheckBlocked(LayerSpec{"dropout"}.Float("rate", 0.0), {{2, 9, 2, 2}});
+  // The sparse models' layers read plain features: a blocked input is
+  // converted, and its gradient back.
+  CheckBlocked(LayerSpec{"slice"}.Int("begin", 5).Int("size", 20), {{2, 9, 2, 2}});
+  CheckBlocked(LayerSpec{"dot_interaction"}.Int("features", 3), {{2, 9, 2, 2}});
 }
 
 TEST_F(CpuLayersTest, AddOfMixedLayouts) {
@@ -268,6 +274,90 @@ TEST_F(CpuLayersTest, DropoutMaskIsInvertedDeterministicAndSharedWithBackward) {
   Tensor inference(shape);
   a->Forward(*ctx_, {x}, inference, false);
   for (int64_t i = 0; i < x.num_elements(); ++i) ASSERT_EQ(inference.data()[i], x.data()[i]);
+}
+
+// ---- The sparse models' layers (CPU only) ----
+
+// Values from a list, as a plain tensor of `shape`.
+Tensor Values(const Shape& shape, const std::vector<float>& values) {
+  Tensor t(shape);
+  EXPECT_EQ(t.num_elements(), static_cast<int64_t>(values.size()));
+  std::copy(values.begin(), values.end(), t.data());
+  return t;
+}
+
+std::vector<float> ValuesOf(const Tensor& t) { return std::vector<float>(t.data(), t.data() + t.num_elements()); }
+
+TEST_F(CpuLayersTest, SliceCopiesItsColumnsAndZerosTheRestOfTheGradient) {
+  auto slice = Make(LayerSpec{"slice"}.Int("begin", 1).Int("size", 3), {{1, 5}});
+  EXPECT_EQ(slice->ForwardFlopsPerExample(), 0);
+  const Tensor x = Values({2, 1, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor y({2, 3});
+  EXPECT_EQ(slice->OutputLayout(*ctx_, {x}), nullptr);
+  slice->Forward(*ctx_, {x}, y, true);
+  EXPECT_EQ(ValuesOf(y), (std::vector<float>{1, 2, 3, 6, 7, 8}));
+  const Tensor grad_y = Values({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor grad_x({2, 1, 5});
+  for (float& v : grad_x.span()) v = 7.25f;  // overwritten, not accumulated into
+  slice->Backward(*ctx_, {x}, y, grad_y, absl::MakeSpan(&grad_x, 1));
+  EXPECT_EQ(ValuesOf(grad_x), (std::vector<float>{0, 1, 2, 3, 0, 0, 4, 5, 6, 0}));
+}
+
+TEST_F(CpuLayersTest, DotInteractionIsTheLowerTriangleOfPairwiseDots) {
+  // F = 3 vectors of d = 2: pairs (1,0), (2,0), (2,1).
+  auto dot = Make(LayerSpec{"dot_interaction"}.Int("features", 3), {{6}});
+  EXPECT_EQ(dot->ForwardFlopsPerExample(), 3 * 2 * 2);
+  const Tensor x = Values({2, 6}, {1, 2, 3, 4, 5, 6,   /* v0 (1,2), v1 (3,4), v2 (5,6) */
+                                   1, 0, 0, 1, 2, 3}); /* v0 (1,0), v1 (0,1), v2 (2,3) */
+  Tensor y({2, 3});
+  EXPECT_EQ(dot->OutputLayout(*ctx_, {x}), nullptr);
+  dot->Forward(*ctx_, {x}, y, true);
+  // 1*3+2*4, 1*5+2*6, 3*5+4*6; then 0, 2, 3.
+  EXPECT_EQ(ValuesOf(y), (std::vector<float>{11, 17, 39, 0, 2, 3}));
+  // dv_i = sum_j g_ij v_j. Example 0, g = (g10, g20, g21) = (1, 2, 3):
+  // dv0 = 1*v1 + 2*v2 = (13, 16); dv1 = 1*v0 + 3*v2 = (16, 20);
+  // dv2 = 2*v0 + 3*v1 = (11, 16). Example 1, g = (1, 0, -1):
+  // dv0 = v1 = (0, 1); dv1 = v0 - v2 = (-1, -3); dv2 = -v1 = (0, -1).
+  const Tensor grad_y = Values({2, 3}, {1, 2, 3, 1, 0, -1});
+  Tensor grad_x({2, 6});
+  for (float& v : grad_x.span()) v = 7.25f;
+  dot->Backward(*ctx_, {x}, y, grad_y, absl::MakeSpan(&grad_x, 1));
+  EXPECT_EQ(ValuesOf(grad_x), (std::vector<float>{13, 16, 16, 20, 11, 16, 0, 1, -1, -3, 0, -1}));
+}
+
+TEST_F(CpuLayersTest, SparseModelLayersSetupErrors) {
+  auto slice = [](int64_t begin, int64_t size) { return LayerSpec{"slice"}.Int("begin", begin).Int("size", size); };
+  EXPECT_EQ(SetupError(slice(0, 2), {{5}, {5}}).message(), "slice takes 1 input, got 2");
+  EXPECT_EQ(SetupError(slice(-1, 2), {{5}}).message(), "slice \"begin\" must be >= 0, got -1");
+  EXPECT_EQ(SetupError(slice(0, 0), {{5}}).message(), "slice needs a positive \"size\" attribute, got 0");
+  EXPECT_EQ(SetupError(LayerSpec{"slice"}, {{5}}).message(), "slice needs a positive \"size\" attribute, got -1");
+  EXPECT_EQ(SetupError(slice(3, 3), {{1, 1, 5}}).message(),
+            "slice of features [3, 6) runs past the input's 5 features ([1,1,5])");
+  EXPECT_TRUE(SetupError(slice(3, 2), {{1, 1, 5}}).ok());
+  EXPECT_EQ(SetupError(slice(0, 1), {{0}}).code(), absl::StatusCode::kInvalidArgument);
+
+  auto dot = [](int64_t f) { return LayerSpec{"dot_interaction"}.Int("features", f); };
+  EXPECT_EQ(SetupError(dot(1), {{4}}).message(), "dot_interaction needs a \"features\" attribute >= 2, got 1");
+  EXPECT_EQ(SetupError(LayerSpec{"dot_interaction"}, {{4}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetupError(dot(3), {{8}}).message(),
+            "dot_interaction input [8] (8 values) does not split into 3 vectors of equal length");
+  EXPECT_EQ(SetupError(dot(2), {{4}, {4}}).message(), "dot_interaction takes 1 input, got 2");
+  auto ok = Make(dot(27), {{27 * 16}});
+  EXPECT_EQ(ok->ForwardFlopsPerExample(), 2 * 16 * (27 * 26 / 2));
+}
+
+// No CUDA twins: on cuda the types are unavailable (with the reason), not unknown.
+TEST_F(CpuLayersTest, SparseModelLayersAreCpuOnly) {
+  for (const char* type : {"slice", "dot_interaction"}) {
+    auto layer = CreateLayer(LayerSpec{type}, DeviceKind::kCuda);
+    ASSERT_FALSE(layer.ok()) << type;
+    EXPECT_EQ(layer.status().code(), absl::StatusCode::kFailedPrecondition) << layer.status();
+    EXPECT_THAT(layer.status().message(), HasSubstr(absl::StrCat("'", type, "' is not available")));
+    EXPECT_THAT(layer.status().message(), HasSubstr("CPUs only"));
+    EXPECT_THAT(layer.status().message(), HasSubstr("device: cpu"));
+    EXPECT_THAT(RegisteredLayerTypes(DeviceKind::kCuda), Not(::testing::Contains(type)));
+    EXPECT_THAT(RegisteredLayerTypes(DeviceKind::kCpu), ::testing::Contains(type));
+  }
 }
 
 // ---- Setup errors ----

@@ -138,6 +138,26 @@ TYPED_TEST(LayerGradientTest, DropoutRateZeroIsIdentity) {
   EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"dropout"}.Float("rate", 0.0), this->ctx(), {{3, 2, 2, 2}}));
 }
 
+// ---- CPU-only layers of the sparse models (slice, dot_interaction): the
+// cuda instantiation skips (they are unavailable there) ----
+
+TYPED_TEST(LayerGradientTest, Slice) {
+  if (TypeParam::kKind != DeviceKind::kCpu) GTEST_SKIP() << "slice is CPU only";
+  // Middle, first and last columns; a 4-D input read as [N, K]. The garbage
+  // the checker pre-fills catches columns left unwritten outside the slice.
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"slice"}.Int("begin", 2).Int("size", 3), this->ctx(), {{3, 7}}));
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"slice"}.Int("size", 4), this->ctx(), {{2, 1, 1, 6}}));
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"slice"}.Int("begin", 5).Int("size", 1), this->ctx(), {{2, 6}}));
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"slice"}.Int("begin", 0).Int("size", 6), this->ctx(), {{1, 2, 3}}));
+}
+
+TYPED_TEST(LayerGradientTest, DotInteraction) {
+  if (TypeParam::kKind != DeviceKind::kCpu) GTEST_SKIP() << "dot_interaction is CPU only";
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"dot_interaction"}.Int("features", 2), this->ctx(), {{3, 6}}));
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"dot_interaction"}.Int("features", 4), this->ctx(), {{3, 12}}));
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"dot_interaction"}.Int("features", 5), this->ctx(), {{2, 1, 1, 5}}));
+}
+
 TYPED_TEST(LayerGradientTest, SoftmaxCrossEntropy) {
   EXPECT_TRUE(LossGradientsMatch(this->ctx(), /*batch=*/5, /*classes=*/7));
   EXPECT_TRUE(LossGradientsMatch(this->ctx(), /*batch=*/1, /*classes=*/2));

@@ -17,8 +17,8 @@ using ::testing::IsSupersetOf;
 
 TEST(LayerRegistryTest, CpuLayersAreRegistered) {
   EXPECT_THAT(RegisteredLayerTypes(DeviceKind::kCpu),
-              IsSupersetOf({"add", "avg_pool", "batch_norm", "concat", "conv2d", "dense", "dropout", "flatten",
-                            "global_avg_pool", "lrn", "max_pool", "relu"}));
+              IsSupersetOf({"add", "avg_pool", "batch_norm", "concat", "conv2d", "dense", "dot_interaction", "dropout",
+                            "flatten", "global_avg_pool", "lrn", "max_pool", "relu", "slice"}));
 }
 
 TEST(LayerRegistryTest, UnknownTypeIsNotFoundAndListsKnownTypes) {

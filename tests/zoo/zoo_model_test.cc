@@ -72,8 +72,8 @@ class ZooModelTest : public ::testing::Test {
 
 TEST_F(ZooModelTest, EveryZooModelIsRegistered) {
   std::vector<std::string> names = RegisteredModels();
-  for (const char* name :
-       {"trivial", "mlp", "lenet", "alexnet", "vgg16", "resnet50", "resnet101", "resnet152", "inception3"}) {
+  for (const char* name : {"trivial", "mlp", "lenet", "alexnet", "vgg16", "resnet50", "resnet101", "resnet152",
+                           "inception3", "dlrm", "wide_deep"}) {
     EXPECT_THAT(names, Contains(name));
   }
 }
