@@ -56,6 +56,8 @@ class EmulatedModel final : public Model {
   // Models no inference: every example counted, none correct, loss
   // ln(classes). Emulated runs do not evaluate (the trainer skips it).
   EvalResult Evaluate(const Tensor& images, const int32_t* labels) override;
+  // Models no input gradient either (KeepInputGradient: Unimplemented).
+  const Tensor& InputGradient() const override { return no_gradient_; }
   std::vector<std::pair<std::string, Shape>> LayerShapes() const override { return real_->LayerShapes(); }
   int64_t ForwardFlopsPerExample() const override { return real_->ForwardFlopsPerExample(); }
   std::vector<LayerCost> LayerCosts() const override { return layers_; }
@@ -73,6 +75,7 @@ class EmulatedModel final : public Model {
   VariableWait variable_wait_;
   std::function<absl::Duration()> compute_delay_;
   const std::vector<LayerCost> layers_;
+  const Tensor no_gradient_;
 };
 
 }  // namespace pstrain

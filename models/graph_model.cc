@@ -71,10 +71,28 @@ class GraphModel final : public Model {
       loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.plain_grad_logits, loss_scale_);
       ctx_->Convert(plan.plain_grad_logits, plan.grads.back());
     }
+    input_gradient_written_ = false;
     Backward(hook);
+    if (keep_input_gradient_ && !input_gradient_written_) input_grad_ = ctx_->Allocate(images.shape());  // zeros
     last_train_memory_ = plan.memory;
     return loss;
   }
+
+  absl::Status KeepInputGradient() override {
+    for (size_t k = 1; k < nodes_.size(); ++k) {
+      const GraphNode& node = nodes_[k];
+      if (!node.passes_gradient) continue;
+      if (std::find(node.inputs.begin(), node.inputs.end(), 0) != node.inputs.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(name_, ": layer \"", node.name,
+                                                          "\" passes its gradient through and reads the input: "
+                                                          "the input gradient needs a layer that computes it"));
+      }
+    }
+    keep_input_gradient_ = true;
+    return absl::OkStatus();
+  }
+
+  const Tensor& InputGradient() const override { return input_grad_; }
 
   void SetLossScale(float scale) override { loss_scale_ = scale; }
   void SetVariableWait(VariableWait wait) override { variable_wait_ = std::move(wait); }
@@ -91,8 +109,10 @@ class GraphModel final : public Model {
       ctx_->Convert(logits, host_logits_);
       host_logits = host_logits_.data();
     }
+    if (num_classes_ == 2) result.margins.resize(result.examples);
     for (int64_t i = 0; i < result.examples; ++i) {
       const float* row = host_logits + i * num_classes_;
+      if (num_classes_ == 2) result.margins[i] = row[1] - row[0];
       int best = 0;
       for (int c = 1; c < num_classes_; ++c) {
         if (row[c] > row[best]) best = c;
@@ -226,10 +246,12 @@ class GraphModel final : public Model {
         }
         continue;  // no parameters
       }
-      std::vector<Tensor> grad_inputs(node.inputs.size());  // empty for the images: not wanted
+      // Empty for the images (not wanted) unless their gradient is kept.
+      std::vector<Tensor> grad_inputs(node.inputs.size());
       for (size_t j = 0; j < node.inputs.size(); ++j) {
         int in = node.inputs[j];
         if (in != 0) grad_inputs[j] = node.direct[j] ? grads[in] : plan.scratch[k][j];
+        if (in == 0 && keep_input_gradient_) grad_inputs[j] = InputGradientTarget(plan.outputs[0].shape());
       }
       node.layer->Backward(*ctx_, InputsOf(node, plan.outputs), plan.outputs[k], grads[k], absl::MakeSpan(grad_inputs));
       // On a GPU the stream orders everything; hooks synchronise themselves
@@ -237,10 +259,23 @@ class GraphModel final : public Model {
       if (ctx_->device().kind == DeviceKind::kCpu) ctx_->Synchronize();
       for (size_t j = 0; j < node.inputs.size(); ++j) {
         if (node.inputs[j] != 0 && !node.direct[j]) ctx_->Accumulate(grads[node.inputs[j]], grad_inputs[j]);
+        if (node.inputs[j] == 0 && keep_input_gradient_) AddToInputGradient(grad_inputs[j]);
       }
       if (!hook) continue;
       for (int p = static_cast<int>(node.layer->parameters().size()) - 1; p >= 0; --p) hook(node.first_variable + p);
     }
+  }
+
+  // Where a layer writes its gradient of the images: the input gradient
+  // itself for the first one in backward order, scratch for the others.
+  Tensor InputGradientTarget(const Shape& shape) {
+    Tensor& target = input_gradient_written_ ? input_scratch_ : input_grad_;
+    if (target.shape() != shape) target = ctx_->Allocate(shape);
+    return target;
+  }
+  void AddToInputGradient(const Tensor& written) {
+    if (input_gradient_written_) ctx_->Accumulate(input_grad_, written);
+    input_gradient_written_ = true;
   }
 
   const std::string name_;
@@ -259,6 +294,9 @@ class GraphModel final : public Model {
   StepMemory last_train_memory_, last_eval_memory_;
   Tensor device_images_;  // the images, copied to a non-CPU device
   Tensor host_logits_;    // Evaluate()'s logits, read back from a non-CPU device
+  bool keep_input_gradient_ = false;
+  bool input_gradient_written_ = false;  // by a layer of this step's backward
+  Tensor input_grad_, input_scratch_;    // d(loss)/d(images); a second writer's share
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ struct EvalResult {
   float mean_loss = 0;
   int64_t correct = 0;
   int64_t examples = 0;
+  // Two-class models only (click models): logit[1] - logit[0] per example,
+  // in batch order; p(class 1) = sigmoid(margin). What AUC and log loss are
+  // computed from (common/data/criteo/auc.h). Empty otherwise.
+  std::vector<float> margins;
+  // Over a whole test set of a two-class model (worker/run/evaluation.h):
+  // the ROC AUC of the margins and the mean log loss of p(class 1); NaN
+  // otherwise.
+  double auc = std::numeric_limits<double>::quiet_NaN();
+  double log_loss = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One layer of a model: its cost and the variables it owns.
@@ -89,10 +99,21 @@ class Model {
   virtual void SetLossScale(float scale) = 0;
   // Forward only (inference mode).
   virtual EvalResult Evaluate(const Tensor& images, const int32_t* labels) = 0;
+  // Later TrainSteps also compute d(loss)/d(images) (off by default: no
+  // layer's input gradient is computed for the images). Sparse models read
+  // the gradient of their pooled embeddings there (worker/sparse_stage.h).
+  // FailedPrecondition when a layer that passes its gradient through (e.g.
+  // flatten) reads the images directly: slice or dense them instead.
+  virtual absl::Status KeepInputGradient() { return absl::UnimplementedError("no input gradient"); }
+  // After a TrainStep with KeepInputGradient: d(loss)/d(images) times the
+  // loss scale, the images' shape, plain, on the model's device (read it
+  // after synchronising the device's work).
+  virtual const Tensor& InputGradient() const = 0;
   // Per-example output shape of every layer, in construction order, with names.
   virtual std::vector<std::pair<std::string, Shape>> LayerShapes() const = 0;
   // Sum of the layers' Layer::ForwardFlopsPerExample() (multiply-add = 2
-  // FLOPs; conv and dense layers only). Training step ~ 3x this per example.
+  // FLOPs; conv, dense and dot_interaction layers only). Training step ~ 3x
+  // this per example.
   virtual int64_t ForwardFlopsPerExample() const = 0;
   // Every layer in construction order. Backward visits them in reverse and
   // finalises a layer's gradients together, its last variable first (the

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/metrics/memory_usage.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "ps/shard_checkpoint.h"
@@ -186,8 +187,13 @@ StatsResponse PsShard::Stats(const StatsRequest& request, bool with_ledger_state
   load->set_dropped_gradients(dropped_gradients_.load());
   policy_->FillLoad(load);
   if (absl::StatusOr<SparseTables*> tables = Tables("stats"); tables.ok()) {
-    for (TableStats& t : (*tables)->Stats()) *stats.add_tables() = std::move(t);
+    for (TableStats& t : (*tables)->Stats()) {
+      load->set_table_rows(load->table_rows() + t.rows());
+      load->set_table_bytes(load->table_bytes() + t.bytes());
+      *stats.add_tables() = std::move(t);
+    }
   }
+  load->set_peak_rss_bytes(PeakRssBytes());
   return stats;
 }
 

@@ -49,6 +49,11 @@ struct StrategyContext {
   // data.sharding dynamic: the ledger the chief sets up on PS shard 0 (its
   // restored state comes from the checkpoint); null with static sharding.
   const LedgerSpec* ledger = nullptr;
+  // Parameter servers: called by the chief in Finish once every worker has
+  // reported and the final values are pulled, before the shards hear it is
+  // done and exit (null: nothing). What still needs the shards then runs
+  // here: evaluating a sparse model, whose tables live on them.
+  std::function<void()> before_chief_done;
 };
 
 // What the chief learns at the end: every worker's report (its own first) and

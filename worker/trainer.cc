@@ -19,12 +19,6 @@ int64_t TotalSteps(const ExperimentConfig& config, int64_t train_examples) {
 
 absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_index, Transport* transport,
                                     const WorkerRunOptions& options) {
-  if (config.model().tables_size() > 0) {
-    // The shards serve the tables (ps/embedding/) to EmbeddingClient; no
-    // model of the zoo looks its features up in them yet.
-    return absl::UnimplementedError(absl::StrCat("model.tables: model '", config.model().name(),
-                                                 "' reads no sparse features; no model of the zoo does yet"));
-  }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TrainingRun> run,
                            TrainingRun::Create(config, worker_index, transport, options));
   return run->Run();

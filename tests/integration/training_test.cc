@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/data/criteo/criteo_reader.h"
+#include "common/data/criteo/synthetic_ctr.h"
 #include "common/metrics/result_json.h"
 #include "common/transport/transport.h"
 #include "gtest/gtest.h"
@@ -240,6 +242,91 @@ TEST(TrainingTest, PrecisionsTheWorkerCannotRunAreRefusedAtTheConfigCheck) {
   const auto [bad_code, bad_err] = CheckWorkerConfig("precision: fp8");
   EXPECT_EQ(bad_code, 2) << bad_err;
   EXPECT_TRUE(absl::StrContains(bad_err, "one of fp32, bf16, fp16, got 'fp8'")) << bad_err;
+}
+
+// ---- Click models: embedding tables on the shards (docs/EMBEDDINGS.md) ----
+
+// The shipped DLRM configs on a smaller synthetic set, 2 PS + 2 workers:
+// the chief's test AUC comes near the best the data allows, and every shard
+// reports the rows it holds and its memory.
+class DlrmTrainingTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DlrmTrainingTest, ReachesAnAucNearThePlantedOne) {
+  const std::string mode = GetParam();
+  RunResult result = LaunchAndRead(
+      absl::StrCat("configs/dlrm_synthetic_", mode, ".yaml"),
+      "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
+      "train: {batch_size_per_device: 512, epochs: 2, display_every: 50, eval_batch_size: 8192}\n");
+  EXPECT_EQ(result.consistency(), mode);
+  ASSERT_TRUE(result.has_test_auc() && result.has_planted_auc()) << "no AUC in result.json";
+  std::cout << "DLRM " << mode << ": test AUC " << result.test_auc() << ", planted " << result.planted_auc()
+            << std::endl;
+  EXPECT_GT(result.test_auc(), 0.7);
+  EXPECT_LT(result.planted_auc() - result.test_auc(), 0.04);  // a tenth of the shipped run's data
+  ASSERT_EQ(result.ps_load_size(), 2);
+  for (const ShardLoad& shard : result.ps_load()) {
+    EXPECT_GT(shard.table_rows(), 1000) << "shard " << shard.shard();
+    EXPECT_GT(shard.table_bytes(), shard.table_rows() * 16 * 4) << "shard " << shard.shard();
+    EXPECT_GT(shard.peak_rss_bytes(), shard.table_bytes()) << "shard " << shard.shard();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Consistency, DlrmTrainingTest, ::testing::Values("sync", "async"),
+                         [](const auto& info) { return info.param; });
+
+// Criteo-format files (missing values included) written here from the
+// synthetic generator train a click model; a malformed line stops the run
+// naming its file and line.
+class CriteoFilesTest : public ::testing::Test {
+ protected:
+  // `count` examples from index `first` as Criteo lines.
+  static std::string Lines(uint64_t first, uint64_t count) {
+    criteo::SyntheticCtrOptions options;
+    options.seed = 3;
+    options.cardinalities.assign(criteo::kNumCategorical, 200);
+    options.categorical_missing = 0.05;
+    absl::StatusOr<criteo::SyntheticCtr> generator = criteo::SyntheticCtr::Create(options);
+    EXPECT_TRUE(generator.ok()) << generator.status();
+    std::string text;
+    for (const criteo::CtrExample& e : generator->Generate(first, count)) {
+      absl::StrAppend(&text, criteo::FormatCriteoLine(e.record), "\n");
+    }
+    return text;
+  }
+
+  std::string Overrides() const {
+    return absl::StrCat("data: {source: criteo, path: \"", dir_.path(), "\", train_files: \"train-*\", ",
+                        "eval_files: \"test-*\"}\n",
+                        "train: {batch_size_per_device: 256, epochs: 2, display_every: 50, eval_batch_size: 4096}\n");
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(CriteoFilesTest, FilesWithMissingValuesTrain) {
+  const std::string train = Lines(0, 16384), test = Lines(16384, 4096);
+  ASSERT_TRUE(absl::StrContains(train, "\t\t")) << "no missing value in the file";
+  WriteFile(dir_.path() + "/train-0", train);
+  WriteFile(dir_.path() + "/test-0", test);
+  RunResult result = LaunchAndRead("configs/dlrm_synthetic_async.yaml", Overrides());
+  ASSERT_TRUE(result.has_test_auc());
+  EXPECT_FALSE(result.has_planted_auc());  // files carry no planted model
+  EXPECT_GT(result.test_auc(), 0.6);
+}
+
+TEST_F(CriteoFilesTest, AMalformedLineStopsTheRunNamingFileAndLine) {
+  std::string train = Lines(0, 2048);
+  train += "1\tnot-a-number\n";  // line 2049
+  WriteFile(dir_.path() + "/train-0", train);
+  WriteFile(dir_.path() + "/test-0", Lines(2048, 512));
+  TempDir run;
+  const std::string path = run.path() + "/experiment.yaml";
+  WriteFile(path, WithOverrides(ReadFile(SourcePath("configs/dlrm_synthetic_async.yaml")), Overrides()));
+  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", path, "--run_dir", run.path() + "/run"}, run.path());
+  std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(2));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << launch.out();
+  EXPECT_TRUE(absl::StrContains(launch.out() + launch.err(), "train-0:2049")) << launch.out() << launch.err();
 }
 
 }  // namespace

@@ -56,6 +56,19 @@ void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t tot
             << std::flush;
 }
 
+// Two-class (click) models: the test AUC and log loss into `result` and the
+// final line, beside the best AUC the data allows when it is synthetic.
+void RecordClickMetrics(const EvalResult& eval, double planted_auc, RunResult* result) {
+  if (std::isnan(eval.auc)) return;
+  result->set_test_auc(eval.auc);
+  if (!std::isnan(eval.log_loss)) result->set_test_log_loss(eval.log_loss);
+  if (!std::isnan(planted_auc)) result->set_planted_auc(planted_auc);
+  std::cout << absl::StrFormat("Test AUC = %.4f, log loss %.4f", eval.auc, eval.log_loss)
+            << (std::isnan(planted_auc) ? std::string()
+                                        : absl::StrFormat(" (planted AUC %.4f: the best the data allows)", planted_auc))
+            << std::endl;
+}
+
 }  // namespace
 
 TrainingRun::TrainingRun(const ExperimentConfig& config, int worker_index, Transport* transport,
@@ -173,7 +186,17 @@ absl::Status TrainingRun::CreateStrategy() {
   context.timeline = timeline_.get();
   const bool dynamic = config_.data().sharding() == "dynamic";
   if (dynamic) context.ledger = &ledger_spec_;
+  // A sparse model's final evaluation reads the tables: while the shards
+  // are still up.
+  if (config_.model().tables_size() > 0 && evaluate_) {
+    context.before_chief_done = [this] { final_evaluation_ = Evaluate(total_steps_); };
+  }
   PSTRAIN_ASSIGN_OR_RETURN(strategy_, pstrain::CreateStrategy(context));
+  if (config_.model().tables_size() > 0) {
+    PSTRAIN_ASSIGN_OR_RETURN(sparse_, SparseStage::Create(config_, worker_index_, transport_, replicas_.get(),
+                                                          NumElements(data_.train.example_shape)));
+    composed_.resize(devices_);
+  }
   if (dynamic) {
     ChunkFeed::Options feed;
     feed.batch_examples = int64_t{config_.train().batch_size_per_device()} * devices_;
@@ -298,11 +321,31 @@ absl::Status TrainingRun::FillInput(int r, int64_t step) {
                               : prefetchers_[r]->Next(step, &images_[r], &labels_[r]);
 }
 
+absl::Status TrainingRun::PullSparseRows(int64_t step) {
+  std::vector<std::vector<int64_t>> examples(devices_);
+  for (int r = 0; r < devices_; ++r) {
+    if (feed_ == nullptr) {
+      examples[r] = batchers_[r].ExampleIndices(step);
+    } else {  // the ledger's positions, as FillInput reads them
+      const int64_t batch = config_.train().batch_size_per_device();
+      examples[r] = batchers_[r].EpochPositions(next_batch_.epoch, next_batch_.first + r * batch, batch);
+    }
+  }
+  return sparse_->Pull(step, data_.train, examples);
+}
+
+const Tensor& TrainingRun::ModelInput(int r) {
+  if (!sparse_) return images_[r];
+  sparse_->Compose(r, images_[r], &composed_[r]);
+  return composed_[r];
+}
+
 absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
   StepOutcome outcome;
   outcome.step = step;
   outcome.start = absl::Now();
   outcome.status = strategy_->BeforeStep(step);
+  if (outcome.ok() && sparse_) outcome.status = PullSparseRows(step);
   outcome.before_done = outcome.after_start = outcome.end = absl::Now();
   if (!outcome.ok()) return outcome;
   std::vector<float> losses(devices_);
@@ -313,7 +356,7 @@ absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
     outcome.compute[r].start = absl::Now();
     inputs[r] = FillInput(r, step);
     waits[r] = absl::Now() - outcome.compute[r].start;
-    if (inputs[r].ok()) losses[r] = replicas_->TrainStep(r, images_[r], labels_[r].data(), hooks_[r]);
+    if (inputs[r].ok()) losses[r] = replicas_->TrainStep(r, ModelInput(r), labels_[r].data(), hooks_[r]);
     outcome.compute[r].end = absl::Now();
   });
   for (const absl::Status& s : inputs) {
@@ -326,7 +369,8 @@ absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
                                             " (diverged; lower optimizer.learning_rate?)"));
   }
   outcome.after_start = absl::Now();
-  outcome.status = strategy_->AfterStep(step);
+  if (sparse_) outcome.status = sparse_->Push(step);
+  if (outcome.ok()) outcome.status = strategy_->AfterStep(step);
   outcome.end = absl::Now();
   return outcome;
 }
@@ -339,13 +383,21 @@ Evaluation TrainingRun::Evaluate(int64_t steps_done) {
   // or the values pulled for it (parameter servers); the final values may
   // sit in host mirrors.
   replicas_->SyncModelValues(0);
+  InputComposer compose;
+  if (sparse_) {
+    compose = [this](int64_t first, int64_t count, const Tensor& dense, Tensor* input) {
+      return sparse_->ComposeBatch(data_.test, first, count, dense, input);
+    };
+  }
   evaluation.result =
-      EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size(), decode_pool_.get());
+      EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size(), decode_pool_.get(), compose);
   evaluation.end = absl::Now();
   for (auto& observer : observers_) observer->OnEvaluation(evaluation);
   if (steps_done < total_steps_) {
     std::cout << absl::StrFormat("Step %d: test accuracy %.4f, test loss %.4f (%d test examples)", steps_done,
                                  evaluation.accuracy(), evaluation.result.mean_loss, evaluation.result.examples)
+              << (std::isnan(evaluation.result.auc) ? std::string()
+                                                    : absl::StrFormat(", test AUC %.4f", evaluation.result.auc))
               << std::endl;
   }
   return evaluation;
@@ -414,11 +466,12 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
   for (const std::string& line : MembershipLines(result)) std::cout << line << std::endl;
   ExportFinalParameters();
   if (evaluate_) {
-    const Evaluation final = Evaluate(total_steps_);
+    const Evaluation final = final_evaluation_ ? *final_evaluation_ : Evaluate(total_steps_);
     result.set_test_accuracy(final.accuracy());
     std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", final.accuracy(),
                                  final.result.correct, final.result.examples, final.result.mean_loss)
               << std::endl;
+    RecordClickMetrics(final.result, data_.test.planted_auc, &result);
   }
   std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec(),
                                result.images_per_sec_stddev(), result.num_workers(), devices_)

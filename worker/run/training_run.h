@@ -20,6 +20,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,7 @@
 #include "worker/chunk_feed.h"
 #include "worker/replica_set.h"
 #include "worker/run/step_observer.h"
+#include "worker/sparse_stage.h"
 #include "worker/strategy.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
@@ -67,6 +69,10 @@ class TrainingRun {
   absl::StatusOr<bool> NextBatch(int64_t step);
   // Copies replica `r`'s examples of `step` into its buffers.
   absl::Status FillInput(int r, int64_t step);
+  // Sparse models: pulls the rows of the step's examples (every replica's).
+  absl::Status PullSparseRows(int64_t step);
+  // Replica r's model input: its batch, or what the sparse stage composed.
+  const Tensor& ModelInput(int r);
   // One step. A failed BeforeStep or AfterStep is the outcome's status (the
   // strategy recovers from it); a diverged loss ends the run (the error).
   absl::StatusOr<StepOutcome> RunStep(int64_t step);
@@ -101,6 +107,11 @@ class TrainingRun {
   int64_t total_steps_ = 0;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<Strategy> strategy_;
+  // Sparse models (model.tables): the embedding half of each step; null
+  // otherwise. composed_[r]: replica r's model input it composed.
+  std::unique_ptr<SparseStage> sparse_;
+  std::vector<Tensor> composed_;
+  std::optional<Evaluation> final_evaluation_;  // made while the shards were up
   // data.sharding dynamic: the ledger the chief installs, and this worker's
   // chunks (null with static sharding).
   LedgerSpec ledger_spec_;

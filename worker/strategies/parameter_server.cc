@@ -362,6 +362,7 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
   if (checkpoints_ != nullptr && !checkpoints_->dir().empty()) {
     PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(context_.ledger != nullptr ? version : context_.total_steps));
   }
+  if (context_.before_chief_done) context_.before_chief_done();  // heartbeats still going
   StopHeartbeats();
   PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));
   return report;

@@ -1,5 +1,8 @@
 #include "worker/run/observers/training_summaries.h"
 
+#include <cmath>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -33,8 +36,13 @@ void TrainingSummaries::OnStepEnd(const StepOutcome& outcome) {
 }
 
 void TrainingSummaries::OnEvaluation(const Evaluation& evaluation) {
-  Record(evaluation.step,
-         {{"eval/test_accuracy", evaluation.accuracy()}, {"eval/test_loss", evaluation.result.mean_loss}});
+  std::vector<tb::TaggedScalar> scalars = {{"eval/test_accuracy", evaluation.accuracy()},
+                                           {"eval/test_loss", evaluation.result.mean_loss}};
+  if (!std::isnan(evaluation.result.auc)) {
+    scalars.push_back({"eval/test_auc", evaluation.result.auc});
+    scalars.push_back({"eval/test_log_loss", evaluation.result.log_loss});
+  }
+  Record(evaluation.step, scalars);
   if (absl::Status s = writer_->Flush(); !s.ok() && !failed_) LOG(WARNING) << "summaries: " << s.message();
 }
 

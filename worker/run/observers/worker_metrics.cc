@@ -38,6 +38,10 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricReg
   PSTRAIN_ASSIGN_OR_RETURN(m->test_accuracy_,
                            registry->RegisterGauge("pstrain_worker_test_accuracy",
                                                    "Test accuracy of the chief's latest evaluation.", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m->test_auc_,
+      registry->RegisterGauge("pstrain_worker_test_auc",
+                              "Test ROC AUC of the chief's latest evaluation (two-class models).", labels));
   return m;
 }
 

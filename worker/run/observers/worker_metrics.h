@@ -11,6 +11,7 @@
 // (worker/run/step_observer.h): the metrics move after every step.
 #pragma once
 
+#include <cmath>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -31,7 +32,10 @@ class WorkerMetrics : public StepObserver {
                                                                  const Strategy* strategy, int64_t examples_per_step,
                                                                  const LossScaler* loss_scaler);
   void OnStepEnd(const StepOutcome& outcome) override;
-  void OnEvaluation(const Evaluation& evaluation) override { test_accuracy_->Set(evaluation.accuracy()); }
+  void OnEvaluation(const Evaluation& evaluation) override {
+    test_accuracy_->Set(evaluation.accuracy());
+    if (!std::isnan(evaluation.result.auc)) test_auc_->Set(evaluation.result.auc);
+  }
   void OnRecovery(int64_t resume_step) override { recoveries_->Add(); }
 
  private:
@@ -49,6 +53,7 @@ class WorkerMetrics : public StepObserver {
   Counter* wait_ = nullptr;
   Counter* recoveries_ = nullptr;
   Gauge* loss_scale_ = nullptr;
+  Gauge* test_auc_ = nullptr;
   Counter* overflow_steps_ = nullptr;
   Gauge* test_accuracy_ = nullptr;
 };
