@@ -16,6 +16,7 @@
 #include "common/data/criteo/synthetic_ctr.h"
 #include "common/metrics/result_json.h"
 #include "common/transport/transport.h"
+#include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/util/process_test_util.h"
@@ -255,14 +256,14 @@ TEST_P(DlrmTrainingTest, ReachesAnAucNearThePlantedOne) {
   const std::string mode = GetParam();
   RunResult result = LaunchAndRead(
       absl::StrCat("configs/dlrm_synthetic_", mode, ".yaml"),
-      "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
-      "train: {batch_size_per_device: 512, epochs: 2, display_every: 50, eval_batch_size: 8192}\n");
+      "data: {source: synthetic_ctr, ctr: {train_examples: 262144, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
+      "train: {batch_size_per_device: 512, epochs: 3, display_every: 100, eval_batch_size: 8192}\n");
   EXPECT_EQ(result.consistency(), mode);
   ASSERT_TRUE(result.has_test_auc() && result.has_planted_auc()) << "no AUC in result.json";
   std::cout << "DLRM " << mode << ": test AUC " << result.test_auc() << ", planted " << result.planted_auc()
             << std::endl;
   EXPECT_GT(result.test_auc(), 0.7);
-  EXPECT_LT(result.planted_auc() - result.test_auc(), 0.04);  // a tenth of the shipped run's data
+  EXPECT_LT(result.planted_auc() - result.test_auc(), 0.03);  // a quarter of the shipped run's data
   ASSERT_EQ(result.ps_load_size(), 2);
   for (const ShardLoad& shard : result.ps_load()) {
     EXPECT_GT(shard.table_rows(), 1000) << "shard " << shard.shard();
@@ -279,16 +280,20 @@ INSTANTIATE_TEST_SUITE_P(Consistency, DlrmTrainingTest, ::testing::Values("sync"
 // naming its file and line.
 class CriteoFilesTest : public ::testing::Test {
  protected:
-  // `count` examples from index `first` as Criteo lines.
-  static std::string Lines(uint64_t first, uint64_t count) {
+  static criteo::SyntheticCtr Generator() {
     criteo::SyntheticCtrOptions options;
     options.seed = 3;
     options.cardinalities.assign(criteo::kNumCategorical, 200);
+    options.zipf_s = 1.5;
     options.categorical_missing = 0.05;
     absl::StatusOr<criteo::SyntheticCtr> generator = criteo::SyntheticCtr::Create(options);
-    EXPECT_TRUE(generator.ok()) << generator.status();
+    CHECK(generator.ok()) << generator.status();
+    return *std::move(generator);
+  }
+  // `count` examples from index `first` as Criteo lines.
+  static std::string Lines(uint64_t first, uint64_t count) {
     std::string text;
-    for (const criteo::CtrExample& e : generator->Generate(first, count)) {
+    for (const criteo::CtrExample& e : Generator().Generate(first, count)) {
       absl::StrAppend(&text, criteo::FormatCriteoLine(e.record), "\n");
     }
     return text;
@@ -297,21 +302,26 @@ class CriteoFilesTest : public ::testing::Test {
   std::string Overrides() const {
     return absl::StrCat("data: {source: criteo, path: \"", dir_.path(), "\", train_files: \"train-*\", ",
                         "eval_files: \"test-*\"}\n",
-                        "train: {batch_size_per_device: 256, epochs: 2, display_every: 50, eval_batch_size: 4096}\n");
+                        "train: {batch_size_per_device: 512, epochs: 3, display_every: 50, eval_batch_size: 4096}\n");
   }
 
   TempDir dir_;
 };
 
 TEST_F(CriteoFilesTest, FilesWithMissingValuesTrain) {
-  const std::string train = Lines(0, 16384), test = Lines(16384, 4096);
+  const std::string train = Lines(0, 65536), test = Lines(65536, 8192);
   ASSERT_TRUE(absl::StrContains(train, "\t\t")) << "no missing value in the file";
   WriteFile(dir_.path() + "/train-0", train);
   WriteFile(dir_.path() + "/test-0", test);
   RunResult result = LaunchAndRead("configs/dlrm_synthetic_async.yaml", Overrides());
   ASSERT_TRUE(result.has_test_auc());
   EXPECT_FALSE(result.has_planted_auc());  // files carry no planted model
-  EXPECT_GT(result.test_auc(), 0.6);
+  absl::StatusOr<double> planted = Generator().PlantedAuc(65536, 8192);
+  ASSERT_TRUE(planted.ok()) << planted.status();
+  std::cout << "DLRM on Criteo files: test AUC " << result.test_auc() << ", planted " << *planted << std::endl;
+  // 0.723 of 0.798 when written: most of what is above chance (64K
+  // examples; the shipped configs' million come within 0.01).
+  EXPECT_GT(result.test_auc() - 0.5, 0.6 * (*planted - 0.5));
 }
 
 TEST_F(CriteoFilesTest, AMalformedLineStopsTheRunNamingFileAndLine) {

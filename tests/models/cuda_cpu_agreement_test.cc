@@ -261,6 +261,26 @@ LayerResults RunLayer(DeviceContext& ctx, Layer& layer, const std::vector<Tensor
   return results;
 }
 
+// The case's layer on each device, set up for its input shapes, and the
+// batched output shape.
+struct LayerPair {
+  std::unique_ptr<Layer> cpu, cuda;
+  Shape output;
+};
+
+::testing::AssertionResult MakeLayerPair(const AgreementCase& c, LayerPair* pair) {
+  const std::vector<Shape> per_example = PerExample(c.input_shapes);
+  auto cpu = CreateLayer(c.spec, DeviceKind::kCpu);
+  auto cuda = CreateLayer(c.spec, DeviceKind::kCuda);
+  if (!cpu.ok() || !cuda.ok()) return ::testing::AssertionFailure() << cpu.status() << "; " << cuda.status();
+  absl::StatusOr<Shape> out = (*cpu)->Setup(per_example);
+  absl::StatusOr<Shape> cuda_out = (*cuda)->Setup(per_example);
+  if (!out.ok() || !cuda_out.ok()) return ::testing::AssertionFailure() << out.status() << "; " << cuda_out.status();
+  out->insert(out->begin(), c.input_shapes[0][0]);
+  *pair = {std::move(*cpu), std::move(*cuda), std::move(*out)};
+  return ::testing::AssertionSuccess();
+}
+
 // ---- Fixtures ----
 
 // CUDA layers exist in this build: CreateDeviceContext for CUDA says more
@@ -385,29 +405,24 @@ class LayerAgreementTest : public BothDevices<::testing::TestWithParam<Agreement
 
 TEST_P(LayerAgreementTest, ForwardAndBackwardMatchTheCpu) {
   const AgreementCase& c = GetParam();
-  const std::vector<Shape> per_example = PerExample(c.input_shapes);
-  ASSERT_TRUE(SetupsAgree(c.spec, per_example));
-  auto cpu_layer = CreateLayer(c.spec, DeviceKind::kCpu);
-  auto cuda_layer = CreateLayer(c.spec, DeviceKind::kCuda);
-  ASSERT_TRUE(cpu_layer.ok() && cuda_layer.ok());
-  auto out_shape = (*cpu_layer)->Setup(per_example);
-  ASSERT_TRUE(out_shape.ok() && (*cuda_layer)->Setup(per_example).ok());
-  out_shape->insert(out_shape->begin(), c.input_shapes[0][0]);
+  ASSERT_TRUE(SetupsAgree(c.spec, PerExample(c.input_shapes)));
+  LayerPair pair;
+  ASSERT_TRUE(MakeLayerPair(c, &pair));
 
   std::mt19937_64 rng(1);
   std::vector<Tensor> inputs, params;
   for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
-  for (const Parameter& p : (*cpu_layer)->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
-  const Tensor grad_output = Uniform(rng, *out_shape, -1, 1);
+  for (const Parameter& p : pair.cpu->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
+  const Tensor grad_output = Uniform(rng, pair.output, -1, 1);
 
-  const LayerResults want = RunLayer(cpu(), **cpu_layer, inputs, params, grad_output);
-  const LayerResults got = RunLayer(cuda(), **cuda_layer, inputs, params, grad_output);
+  const LayerResults want = RunLayer(cpu(), *pair.cpu, inputs, params, grad_output);
+  const LayerResults got = RunLayer(cuda(), *pair.cuda, inputs, params, grad_output);
   EXPECT_TRUE(Agree("output", want.output, got.output, c.tolerance));
   for (size_t i = 0; i < inputs.size(); ++i) {
     EXPECT_TRUE(Agree(absl::StrCat("gradient of input ", i), want.grad_inputs[i], got.grad_inputs[i], c.tolerance));
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    EXPECT_TRUE(Agree(absl::StrCat("gradient of ", (*cpu_layer)->parameters()[i].name), want.param_grads[i],
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of ", pair.cpu->parameters()[i].name), want.param_grads[i],
                       got.param_grads[i], c.tolerance));
   }
 }
@@ -480,27 +495,21 @@ TEST_P(MixedPrecisionAgreementTest, MatchesTheCpuOnRoundedOperands) {
   const AgreementCase& c = GetParam().layer;
   const Precision precision = GetParam().precision;
   ASSERT_TRUE(cuda().SetPrecision(precision).ok()) << cuda().SetPrecision(precision);
-  const std::vector<Shape> per_example = PerExample(c.input_shapes);
-  auto cpu_layer = CreateLayer(c.spec, DeviceKind::kCpu);
-  auto cuda_layer = CreateLayer(c.spec, DeviceKind::kCuda);
-  ASSERT_TRUE(cpu_layer.ok() && cuda_layer.ok());
-  auto out_shape = (*cpu_layer)->Setup(per_example);
-  ASSERT_TRUE(out_shape.ok() && (*cuda_layer)->Setup(per_example).ok());
-  out_shape->insert(out_shape->begin(), c.input_shapes[0][0]);
+  LayerPair pair;
+  ASSERT_TRUE(MakeLayerPair(c, &pair));
 
   std::mt19937_64 rng(4);
   std::vector<Tensor> inputs, rounded_inputs, params, rounded_params;
   for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
-  for (const Parameter& p : (*cpu_layer)->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
-  const Tensor grad_output = Uniform(rng, *out_shape, -1, 1);
+  for (const Parameter& p : pair.cpu->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
+  const Tensor grad_output = Uniform(rng, pair.output, -1, 1);
   for (const Tensor& t : inputs) rounded_inputs.push_back(Rounded(precision, t));
   // The weights are rounded; the bias is added in float32.
   for (size_t i = 0; i < params.size(); ++i)
     rounded_params.push_back(i == 0 ? Rounded(precision, params[i]) : params[i]);
 
-  const LayerResults want =
-      RunLayer(cpu(), **cpu_layer, rounded_inputs, rounded_params, Rounded(precision, grad_output));
-  const LayerResults got = RunLayer(cuda(), **cuda_layer, inputs, params, grad_output);
+  const LayerResults want = RunLayer(cpu(), *pair.cpu, rounded_inputs, rounded_params, Rounded(precision, grad_output));
+  const LayerResults got = RunLayer(cuda(), *pair.cuda, inputs, params, grad_output);
   EXPECT_TRUE(Agree("output", want.output, got.output, MixedTolerance(precision, want.output)));
   EXPECT_TRUE(Agree("gradient of the input", want.grad_inputs[0], got.grad_inputs[0],
                     MixedTolerance(precision, want.grad_inputs[0])));
@@ -509,7 +518,7 @@ TEST_P(MixedPrecisionAgreementTest, MatchesTheCpuOnRoundedOperands) {
   if (params.size() > 1) {
     // The bias's gradient sums the float32 gradient: the CPU's on the
     // unrounded one.
-    const LayerResults fp32 = RunLayer(cpu(), **cpu_layer, inputs, params, grad_output);
+    const LayerResults fp32 = RunLayer(cpu(), *pair.cpu, inputs, params, grad_output);
     EXPECT_TRUE(Agree("gradient of the bias", fp32.param_grads[1], got.param_grads[1], kFloat32));
   }
 }
