@@ -143,10 +143,12 @@ TEST(ResultJsonTest, ContractFieldsOnePerLineInOrderThenPsLoad) {
 // existed still reads (its shards without them).
 TEST(ResultJsonTest, SspStatisticsReachPsLoadAndOlderFilesStillRead) {
   const std::string json = ToJson(Sample());
-  EXPECT_THAT(json, HasSubstr("\"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25}"));
-  const std::string older =
-      absl::StrReplaceAll(json, {{", \"ssp_blocked_pulls\": 0, \"ssp_wait_seconds\": 0}", "}"},
-                                 {", \"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25}", "}"}});
+  // Then the table and memory figures (docs/EMBEDDINGS.md), newer still.
+  const std::string tables = ", \"table_rows\": 0, \"table_bytes\": 0, \"peak_rss_bytes\": 0}";
+  EXPECT_THAT(json, HasSubstr(absl::StrCat("\"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25", tables)));
+  const std::string older = absl::StrReplaceAll(
+      json, {{absl::StrCat(", \"ssp_blocked_pulls\": 0, \"ssp_wait_seconds\": 0", tables), "}"},
+             {absl::StrCat(", \"ssp_blocked_pulls\": 7, \"ssp_wait_seconds\": 0.25", tables), "}"}});
   ASSERT_THAT(older, ::testing::Not(HasSubstr("ssp_")));
   absl::StatusOr<RunResult> back = ParseResultJson(older, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
@@ -161,7 +163,8 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   EXPECT_THAT(json,
               HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\",\n"
                         "  \"recoveries\": [],\n  \"emulation\": null,\n  \"precision\": \"\",\n"
-                        "  \"loss_scaling\": \"\",\n  \"membership\": [],\n  \"data_ledger\": null\n}"));
+                        "  \"loss_scaling\": \"\",\n  \"membership\": [],\n  \"data_ledger\": null,\n"
+                        "  \"test_auc\": null,\n  \"test_log_loss\": null,\n  \"planted_auc\": null\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);
