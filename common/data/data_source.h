@@ -4,8 +4,11 @@
 #pragma once
 
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/config/config_checks.h"
 #include "common/data/dataset.h"
 #include "common/registry.h"
@@ -29,5 +32,13 @@ Registry<DataSourceEntry>& DataSourceRegistry();
 
 // config.data().source()'s datasets.
 absl::StatusOr<Datasets> LoadDatasets(const ExperimentConfig& config, bool with_test);
+
+// Sources that read files (tfrecord, criteo): the files under data.path that
+// `pattern` (data.train_files or data.eval_files) matches, in path order
+// (data::MatchFiles: NotFound when none does).
+absl::StatusOr<std::vector<std::string>> DataFiles(const DataConfig& data, const std::string& pattern);
+// Their check: data.path is a directory where data.train_files matches a
+// file; the refusal names the field and `what` the files are.
+absl::Status CheckDataFiles(const DataConfig& data, const ConfigChecker& ck, absl::string_view what);
 
 }  // namespace pstrain

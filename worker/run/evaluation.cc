@@ -33,7 +33,6 @@ bool BatchOf(const Dataset& data, int64_t first, int64_t count, DecodePool* pool
   shape.insert(shape.end(), data.example_shape.begin(), data.example_shape.end());
   if (data.encoded()) {
     *images = Tensor(shape);
-    *labels = decoded_labels->data();
     const bool ok = DecodeBatch(data, first, count, pool, images, decoded_labels);
     *labels = decoded_labels->data();
     return ok;

@@ -4,7 +4,6 @@
 // data.eval_files matches, each in sorted path order, read whole into
 // memory (layout: common/data/criteo/ctr_dataset.h; planted_auc NaN). A
 // malformed line stops the load with "<file>:<line>: <what is wrong>".
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -13,15 +12,10 @@
 #include "common/data/criteo/criteo_reader.h"
 #include "common/data/criteo/ctr_dataset.h"
 #include "common/data/data_source.h"
-#include "common/data/records/record_file.h"
 #include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
-
-std::string Pattern(const DataConfig& d, const std::string& files) {
-  return (std::filesystem::path(d.path()) / files).string();
-}
 
 // An id equal to Dataset::kMissingId would read as missing: refused.
 absl::Status CheckIds(const criteo::CriteoRecord& record, const std::string& where) {
@@ -56,7 +50,7 @@ absl::Status AppendFile(const std::string& path, Dataset* data) {
 }
 
 absl::StatusOr<Dataset> LoadSplit(const DataConfig& d, const std::string& files) {
-  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> paths, data::MatchFiles(Pattern(d, files)));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> paths, DataFiles(d, files));
   Dataset data = criteo::MakeCtrDataset(0);
   for (const std::string& path : paths) PSTRAIN_RETURN_IF_ERROR(AppendFile(path, &data));
   return data;
@@ -74,15 +68,7 @@ absl::StatusOr<Datasets> Load(const ExperimentConfig& config, bool with_test) {
 
 // data.path is a directory where data.train_files matches a file.
 absl::Status Check(const ExperimentConfig& config, const ConfigChecker& ck) {
-  const DataConfig& d = config.data();
-  if (d.path().empty() || !std::filesystem::is_directory(d.path())) {
-    return ck.Fail("data.path", "a directory of Criteo click-log files", absl::StrCat("'", d.path(), "'"));
-  }
-  if (absl::StatusOr<std::vector<std::string>> files = data::MatchFiles(Pattern(d, d.train_files())); !files.ok()) {
-    return ck.Fail("data.train_files", "a pattern matching Criteo files under data.path",
-                   absl::StrCat("'", d.train_files(), "' (", files.status().message(), ")"));
-  }
-  return absl::OkStatus();
+  return CheckDataFiles(config.data(), ck, "Criteo click-log files");
 }
 
 const bool kRegistered = DataSourceRegistry().Register("criteo", {Load, Check});

@@ -23,10 +23,6 @@
 namespace pstrain {
 namespace {
 
-std::string Pattern(const DataConfig& d, const std::string& files) {
-  return (std::filesystem::path(d.path()) / files).string();
-}
-
 // The first record's image: [channels, height, width].
 absl::StatusOr<Shape> ShapeOfFirstRecord(const data::RecordSet& records) {
   if (records.size() == 0) return absl::InvalidArgumentError("no records to take the example shape from");
@@ -54,7 +50,7 @@ absl::StatusOr<int> NumClasses(const ExperimentConfig& config) {
 
 absl::StatusOr<Dataset> LoadSplit(const ExperimentConfig& config, const std::string& files) {
   const DataConfig& d = config.data();
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> paths, data::MatchFiles(Pattern(d, files)));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> paths, DataFiles(d, files));
   PSTRAIN_ASSIGN_OR_RETURN(data::RecordSet records, data::RecordSet::Index(std::move(paths), d.skip_corrupt()));
   TfRecordDecoderOptions options;
   const ModelConfig& m = config.model();
@@ -87,13 +83,7 @@ absl::StatusOr<Datasets> Load(const ExperimentConfig& config, bool with_test) {
 
 absl::Status Check(const ExperimentConfig& config, const ConfigChecker& ck) {
   const DataConfig& d = config.data();
-  if (d.path().empty() || !std::filesystem::is_directory(d.path())) {
-    return ck.Fail("data.path", "a directory of TFRecord files", absl::StrCat("'", d.path(), "'"));
-  }
-  if (absl::StatusOr<std::vector<std::string>> files = data::MatchFiles(Pattern(d, d.train_files())); !files.ok()) {
-    return ck.Fail("data.train_files", "a pattern matching TFRecord files under data.path",
-                   absl::StrCat("'", d.train_files(), "' (", files.status().message(), ")"));
-  }
+  PSTRAIN_RETURN_IF_ERROR(CheckDataFiles(d, ck, "TFRecord files"));
   return CheckDecodeFields(d, ck);
 }
 
