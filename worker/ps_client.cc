@@ -231,7 +231,8 @@ absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>
 }
 
 absl::StatusOr<std::vector<CheckpointResponse>> PsClient::Checkpoint(int64_t step,
-                                                                     const std::vector<std::string>& paths) {
+                                                                     const std::vector<std::string>& paths,
+                                                                     int64_t tables_since_step) {
   if (static_cast<int>(paths.size()) != num_shards()) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint: ", paths.size(), " paths for ", num_shards(), " shards"));
@@ -243,6 +244,7 @@ absl::StatusOr<std::vector<CheckpointResponse>> PsClient::Checkpoint(int64_t ste
     header.set_worker(worker_);
     header.set_step(step);
     header.set_path(paths[s]);
+    header.set_tables_since_step(tables_since_step);
     header.SerializeToString(&calls[s].request.header);
   }
   PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kCheckpoint, calls, RpcOptions()));
@@ -468,7 +470,15 @@ absl::Status PsClient::Done(const WorkerReport& report) {
 absl::StatusOr<std::vector<StatsResponse>> PsClient::Stats() { return StatsWith(RpcOptions()); }
 
 absl::StatusOr<std::vector<StatsResponse>> PsClient::StatsOnceReachable(absl::Time deadline) {
-  return StatsWith(OnceReachable(deadline));
+  // A connection a dead shard left behind can fail the first call sent on it
+  // (UNAVAILABLE, "Connection reset by peer") even when waiting for ready:
+  // such a call is tried again until the deadline.
+  const absl::Duration backoff = absl::Milliseconds(50);
+  for (;;) {
+    absl::StatusOr<std::vector<StatsResponse>> stats = StatsWith(OnceReachable(deadline));
+    if (stats.ok() || !absl::IsUnavailable(stats.status()) || absl::Now() + backoff >= deadline) return stats;
+    absl::SleepFor(backoff);
+  }
 }
 
 absl::StatusOr<std::vector<StatsResponse>> PsClient::StatsWith(const CallOptions& options) {

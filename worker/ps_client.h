@@ -102,7 +102,9 @@ class PsClient {
   int64_t BatchBytes(int batch) const;
   // Chief only: every shard writes its state at `step` to paths[shard];
   // returns each shard's answer (file size and CRC32C), in shard order.
-  absl::StatusOr<std::vector<CheckpointResponse>> Checkpoint(int64_t step, const std::vector<std::string>& paths);
+  // `tables_since_step` > 0: the tables' rows changed since that step only.
+  absl::StatusOr<std::vector<CheckpointResponse>> Checkpoint(int64_t step, const std::vector<std::string>& paths,
+                                                             int64_t tables_since_step = 0);
   // The step the shards resumed from (a restored checkpoint's), as the last
   // pull reported it; 0 on a fresh start.
   int64_t resumed_step() const { return resumed_step_; }
@@ -173,7 +175,8 @@ class PsClient {
                                    JoinInfo* info);
   // One call per shard, each carrying `header`.
   std::vector<ShardCall> CallsToEveryShard(const google::protobuf::MessageLite& header) const;
-  // Stats of every shard, waiting for each to be reachable until `deadline`.
+  // Stats of every shard, waiting for each to be reachable until `deadline`
+  // (calls that fail UNAVAILABLE are tried again meanwhile).
   absl::StatusOr<std::vector<StatsResponse>> StatsOnceReachable(absl::Time deadline);
   absl::StatusOr<std::vector<StatsResponse>> StatsWith(const CallOptions& options);
   CallOptions RpcOptions() const;
