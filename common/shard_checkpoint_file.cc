@@ -18,14 +18,18 @@ absl::Status DecodeTables(const std::string& data, const std::string& path, size
     if (!listed.insert(t.name()).second) {
       return absl::DataLossError(absl::StrCat(path, ": table ", t.name(), " is listed twice"));
     }
-    if (t.dim() < 1 || t.dim() > 4096 || t.slots() < 0 || t.slots() > 16 || t.rows() < 0 || t.version() < 0) {
+    if (t.dim() < 1 || t.dim() > 4096 || t.slots() < 0 || t.slots() > 16 || t.rows() < 0 || t.version() < 0 ||
+        t.live_keys() < 0) {
       return absl::DataLossError(absl::StrCat(path, ": table ", t.name(), " has dim ", t.dim(), ", ", t.slots(),
-                                              " slots, ", t.rows(), " rows and version ", t.version()));
+                                              " slots, ", t.rows(), " rows, ", t.live_keys(), " live keys and version ",
+                                              t.version()));
     }
     // At most 4096 x 17 x 4 + 12 bytes per row: no overflow below 2^40 rows.
     const uint64_t per_row = sizeof(uint64_t) + sizeof(uint32_t) + uint64_t{4} * t.dim() * (1 + t.slots());
     const uint64_t rows = static_cast<uint64_t>(t.rows());
-    if (rows > (uint64_t{1} << 40) || rows * per_row > data.size() - offset) {
+    const uint64_t live = t.has_live_keys() ? static_cast<uint64_t>(t.live_keys()) : 0;
+    if (rows > (uint64_t{1} << 40) || live > (uint64_t{1} << 40) ||
+        rows * per_row + live * sizeof(uint64_t) > data.size() - offset) {
       return absl::DataLossError(
           absl::StrCat(path, ": ", data.size(), " bytes, fewer than its table ", t.name(), " describes"));
     }
@@ -33,7 +37,9 @@ absl::Status DecodeTables(const std::string& data, const std::string& path, size
     table.keys_offset = offset;
     table.updates_offset = offset + rows * sizeof(uint64_t);
     table.data_offset = table.updates_offset + rows * sizeof(uint32_t);
-    offset += rows * per_row;
+    table.live_keys = t.has_live_keys() ? t.live_keys() : -1;
+    table.live_keys_offset = offset + rows * per_row;
+    offset += rows * per_row + live * sizeof(uint64_t);
     view.tables.push_back(std::move(table));
   }
   return absl::OkStatus();
@@ -51,6 +57,12 @@ absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& dat
   ShardCheckpointView view;
   if (length > data.size() - offset || !view.header.ParseFromArray(data.data() + offset, static_cast<int>(length))) {
     return absl::DataLossError(absl::StrCat(path, ": malformed header"));
+  }
+  // An increment builds on an earlier step's file (0: it holds every row).
+  const int64_t since = view.header.tables_since_step();
+  if (since != 0 && (since < 0 || since >= view.header.step())) {
+    return absl::DataLossError(absl::StrCat(path, ": its tables build on step ", since, ", not one before its own step ",
+                                            view.header.step()));
   }
   offset += length;
   std::set<std::string> listed;

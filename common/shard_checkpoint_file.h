@@ -7,7 +7,8 @@
 //   then for each header entry, in order: its value and each of its optimizer
 //   slots, float32, as many elements as its shape holds; then for each
 //   embedding table (header.tables), in order: its keys, its rows' update
-//   counts and its rows (ShardCheckpointHeader.Table says how).
+//   counts and its rows (ShardCheckpointHeader.Table says how), then, in an
+//   increment of a table with max_rows, every key the table held.
 #pragma once
 
 #include <cstdint>
@@ -44,12 +45,21 @@ struct ShardCheckpointTable {
   size_t keys_offset = 0;     // rows x uint64
   size_t updates_offset = 0;  // rows x uint32
   size_t data_offset = 0;     // rows x dim x (1 + slots) float32, row by row
+  int64_t live_keys = -1;       // an increment's keys held (max_rows tables); -1: none listed
+  size_t live_keys_offset = 0;  // live_keys x uint64
 };
 
 struct ShardCheckpointView {
   ShardCheckpointHeader header;
   std::vector<ShardCheckpointEntry> entries;  // header order
   std::vector<ShardCheckpointTable> tables;   // header order
+};
+
+// A shard file read whole and decoded (`view` points into `data`).
+struct DecodedShardCheckpoint {
+  std::string path;
+  std::string data;
+  ShardCheckpointView view;
 };
 
 // Decodes a whole file's bytes (`path` names it in errors). DATA_LOSS when

@@ -114,12 +114,23 @@ absl::StatusOr<CheckpointResponse> PsShard::Checkpoint(const CheckpointRequest& 
   }
   if (request.path().empty()) return absl::InvalidArgumentError("checkpoint: empty path");
   const absl::Time start = absl::Now();
+  SparseTables* tables = Tables("checkpoint").value_or(nullptr);
+  if (tables != nullptr && options_.consistency == "sync") {
+    absl::Status applied = tables->AwaitSteps(request.step(), start + absl::Seconds(options_.timeouts.rpc_seconds()));
+    if (!applied.ok()) {
+      return absl::Status(applied.code(), absl::StrCat("checkpoint of step ", request.step(), ": shard ",
+                                                       options_.shard_index, ": ", applied.message()));
+    }
+  }
   PSTRAIN_ASSIGN_OR_RETURN(
       CheckpointResponse response,
       WriteShardCheckpoint(request.path(), options_.shard_index, request.step(), options_.optimizer.name(),
-                           store_.variables(), Tables("checkpoint").value_or(nullptr)));
+                           store_.variables(), tables, request.tables_since_step()));
   LOG(INFO) << "shard " << options_.shard_index << ": checkpoint of step " << request.step() << " written to "
             << request.path() << " (" << response.bytes() << " bytes in " << absl::FormatDuration(absl::Now() - start)
+            << (response.tables_since_step() > 0
+                    ? absl::StrCat("; tables: the rows changed since step ", response.tables_since_step())
+                    : std::string())
             << ")";
   return response;
 }

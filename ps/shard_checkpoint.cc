@@ -11,7 +11,8 @@
 namespace pstrain {
 absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     const std::string& path, int shard, int64_t step, const std::string& optimizer,
-    const std::map<std::string, std::unique_ptr<ShardVariable>>& variables, const SparseTables* tables) {
+    const std::map<std::string, std::unique_ptr<ShardVariable>>& variables, SparseTables* tables,
+    int64_t tables_since_step) {
   // A snapshot per variable, each taken under its own lock: the published
   // value (immutable while referenced) and a copy of the optimizer slots.
   // Writing then needs no lock, so pushes of async/ssp runs go on meanwhile.
@@ -35,9 +36,10 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
     e->set_slots(static_cast<int32_t>(var->slots.size()));
     snapshots.push_back({var->value, var->bytes(), var->slots});
   }
-  const std::vector<SparseTables::Snapshot> rows =
-      tables != nullptr ? tables->TakeSnapshots() : std::vector<SparseTables::Snapshot>();
-  for (const SparseTables::Snapshot& t : rows) *header.add_tables() = t.header;
+  const SparseTables::Snapshots rows =
+      tables != nullptr ? tables->TakeSnapshots(step, tables_since_step) : SparseTables::Snapshots();
+  for (const SparseTables::Snapshot& t : rows.tables) *header.add_tables() = t.header;
+  header.set_tables_since_step(rows.since_step);
   PSTRAIN_ASSIGN_OR_RETURN(DurableFileWriter writer, DurableFileWriter::Create(path));
   PSTRAIN_RETURN_IF_ERROR(AppendShardCheckpointHeader(writer, header));
   for (const Snapshot& snapshot : snapshots) {
@@ -46,39 +48,71 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
       PSTRAIN_RETURN_IF_ERROR(writer.Append(slot.data(), slot.size() * sizeof(float)));
     }
   }
-  for (const SparseTables::Snapshot& t : rows) {
+  for (const SparseTables::Snapshot& t : rows.tables) {
     PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.keys.data(), t.rows.keys.size() * sizeof(uint64_t)));
     PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.updates.data(), t.rows.updates.size() * sizeof(uint32_t)));
     PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.data.data(), t.rows.data.size() * sizeof(float)));
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(t.live_keys.data(), t.live_keys.size() * sizeof(uint64_t)));
   }
   PSTRAIN_ASSIGN_OR_RETURN(FileDigest digest, writer.Commit());
   CheckpointResponse response;
   response.set_bytes(digest.bytes);
   response.set_crc32c(digest.crc32c);
   response.set_variables(static_cast<int64_t>(variables.size()));
+  response.set_tables_since_step(rows.since_step);
   return response;
 }
 
-absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const std::string& optimizer,
-                                 std::map<std::string, std::unique_ptr<ShardVariable>>& variables,
-                                 SparseTables* tables) {
+namespace {
+
+// The file `restore` names, read whole (checked against its size and CRC32C)
+// and decoded.
+absl::StatusOr<DecodedShardCheckpoint> ReadShardFile(const ShardRestore& restore) {
   const FileDigest expected{restore.bytes(), restore.crc32c()};
-  PSTRAIN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(restore.path(), &expected));
-  const std::string& path = restore.path();
-  PSTRAIN_ASSIGN_OR_RETURN(const ShardCheckpointView view, DecodeShardCheckpoint(data, path));
-  auto refuse = [&path](const std::string& why) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " does not fit this run: ", why));
-  };
-  if (view.header.shard() != shard)
-    return refuse(absl::StrCat("written by shard ", view.header.shard(), ", this is shard ", shard));
-  if (view.header.optimizer() != optimizer) {
-    return refuse(absl::StrCat("optimizer ", view.header.optimizer(), " there, ", optimizer, " here"));
+  DecodedShardCheckpoint file;
+  file.path = restore.path();
+  PSTRAIN_ASSIGN_OR_RETURN(file.data, ReadWholeFile(restore.path(), &expected));
+  PSTRAIN_ASSIGN_OR_RETURN(file.view, DecodeShardCheckpoint(file.data, file.path));
+  return file;
+}
+
+// The files whose tables `last` needs, `last` included: its table_base
+// (a whole file, then increments) when its tables are an increment. Each
+// link must be this shard's file of the step the next one builds on.
+absl::StatusOr<std::vector<DecodedShardCheckpoint>> ReadTableChain(const ShardRestore& restore,
+                                                                   DecodedShardCheckpoint last, int shard) {
+  std::vector<DecodedShardCheckpoint> chain;
+  if (last.view.header.tables_since_step() > 0) {
+    for (const ShardRestore& link : restore.table_base()) {
+      PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint file, ReadShardFile(link));
+      chain.push_back(std::move(file));
+    }
   }
+  chain.push_back(std::move(last));
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const ShardCheckpointHeader& h = chain[i].view.header;
+    const int64_t expected = i == 0 ? 0 : chain[i - 1].view.header.step();
+    if (h.tables_since_step() != expected || h.shard() != shard) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint ", chain[i].path, " (shard ", h.shard(), ", step ", h.step(), ") builds its tables on step ",
+          h.tables_since_step(), ", but the chain given for shard ", shard, " has ",
+          i == 0 ? std::string("no file before it") : absl::StrCat("step ", expected, " before it")));
+    }
+  }
+  return chain;
+}
+
+// Refuses (through `refuse`) a file whose variables are not `variables`:
+// as many, each with the same shape and slot count.
+template <typename Refuse>
+absl::Status CheckVariablesFit(const ShardCheckpointView& view,
+                               const std::map<std::string, std::unique_ptr<ShardVariable>>& variables,
+                               const Refuse& refuse) {
   if (view.entries.size() != variables.size()) {
     return refuse(absl::StrCat(view.entries.size(), " variables there, ", variables.size(), " here"));
   }
-  // Check everything before changing anything. As many entries as
-  // variables, each listed once (the decoder checks): every one is restored.
+  // As many entries as variables, each listed once (the decoder checks):
+  // every one is restored.
   for (const ShardCheckpointEntry& e : view.entries) {
     auto it = variables.find(e.name);
     if (it == variables.end()) return refuse(absl::StrCat("variable ", e.name, " is not on this shard here"));
@@ -93,12 +127,39 @@ absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const s
                                  it->second->slots.size(), " here"));
     }
   }
-  if (tables != nullptr) {
-    PSTRAIN_RETURN_IF_ERROR(tables->Restore(view, data, path));
-  } else if (!view.tables.empty()) {
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const std::string& optimizer,
+                                 std::map<std::string, std::unique_ptr<ShardVariable>>& variables,
+                                 SparseTables* tables) {
+  PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint file, ReadShardFile(restore));
+  const std::string path = file.path;
+  const ShardCheckpointView& view = file.view;
+  auto refuse = [&path](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " does not fit this run: ", why));
+  };
+  if (view.header.shard() != shard)
+    return refuse(absl::StrCat("written by shard ", view.header.shard(), ", this is shard ", shard));
+  if (view.header.optimizer() != optimizer) {
+    return refuse(absl::StrCat("optimizer ", view.header.optimizer(), " there, ", optimizer, " here"));
+  }
+  PSTRAIN_RETURN_IF_ERROR(CheckVariablesFit(view, variables, refuse));
+  if (tables == nullptr && !view.tables.empty()) {
     return refuse(absl::StrCat(view.tables.size(), " embedding tables there, none here"));
   }
-  for (const ShardCheckpointEntry& e : view.entries) {
+  // The tables come from the file's chain, the dense values from the file.
+  std::vector<DecodedShardCheckpoint> chain;
+  if (tables != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(chain, ReadTableChain(restore, std::move(file), shard));
+    PSTRAIN_RETURN_IF_ERROR(tables->Restore(chain, restore.step()));
+  } else {
+    chain.push_back(std::move(file));
+  }
+  const std::string& data = chain.back().data;
+  for (const ShardCheckpointEntry& e : chain.back().view.entries) {
     ShardVariable& var = *variables.at(e.name);
     absl::MutexLock lock(&var.mu);
     std::memcpy(var.value->data(), data.data() + e.ArrayOffset(0), var.bytes());

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -70,6 +71,35 @@ std::map<std::string, VariableText> Variables(const CheckpointManifest& manifest
                      : absl::StrCat(name, " (", v.elements, " elements in ", list.size(), " parts)");
   }
   return variables;
+}
+
+// `path` without "." or ".." parts or a trailing separator ("a/ckpt-3/" is
+// "a/ckpt-3", whose parent_path() is then "a").
+fs::path Normal(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename() && p.has_relative_path()) p = p.parent_path();
+  return p;
+}
+
+// The steps of the checkpoints in `dir` that the tables of the checkpoint of
+// `step` build on (through their manifests; a link that cannot be read
+// ends the list: that checkpoint is damaged anyway).
+std::set<int64_t> TableBaseSteps(const std::string& dir, int64_t step) {
+  std::set<int64_t> steps;
+  std::vector<int64_t> pending{step};
+  while (!pending.empty()) {
+    const int64_t at = pending.back();
+    pending.pop_back();
+    absl::StatusOr<std::string> bytes =
+        ReadWholeFile((fs::path(dir) / absl::StrCat(kPrefix, at) / kManifest).string());
+    CheckpointManifest manifest;
+    if (!bytes.ok() || !manifest.ParseFromString(*bytes)) continue;
+    for (const CheckpointManifest::ShardFile& f : manifest.shards()) {
+      const int64_t since = f.tables_since_step();
+      if (since > 0 && since < at && steps.insert(since).second) pending.push_back(since);
+    }
+  }
+  return steps;
 }
 
 }  // namespace
@@ -169,6 +199,7 @@ absl::StatusOr<RestorePoint> CheckpointManager::Load(const std::string& dir) con
       const FileDigest expected{r.bytes(), r.crc32c()};
       PSTRAIN_RETURN_IF_ERROR(ReadWholeFile(r.path(), &expected).status());
     }
+    PSTRAIN_RETURN_IF_ERROR(AddTableChains(dir, point));
     return point;
   }
   if (fs::path(dir).filename().string().rfind("reshard-", 0) == 0) {
@@ -208,20 +239,63 @@ absl::StatusOr<std::vector<ShardRestore>> CheckpointManager::ShardFiles(const st
   return files;
 }
 
-absl::StatusOr<std::optional<RestorePoint>> CheckpointManager::FindRestorePoint() const {
+absl::StatusOr<std::optional<RestorePoint>> CheckpointManager::FindRestorePoint() {
+  std::optional<RestorePoint> found;
   const std::string& explicit_dir = config_.checkpoint().restore();
   if (!explicit_dir.empty()) {
-    absl::StatusOr<RestorePoint> point = Load(explicit_dir);
-    if (!point.ok()) return point.status();
-    return std::optional<RestorePoint>(*std::move(point));
+    PSTRAIN_ASSIGN_OR_RETURN(found, Load(explicit_dir));
+  } else {
+    for (const auto& [step, path] : ListCheckpoints(dir(), /*committed=*/true)) {
+      absl::StatusOr<RestorePoint> point = Load(path);
+      if (point.ok()) {
+        found = *std::move(point);
+        break;
+      }
+      if (point.status().code() != absl::StatusCode::kDataLoss) return point.status();
+      LOG(WARNING) << "checkpoint: skipping " << path << ": " << point.status().message()
+                   << "; trying the previous one";
+    }
   }
-  for (const auto& [step, path] : ListCheckpoints(dir(), /*committed=*/true)) {
-    absl::StatusOr<RestorePoint> point = Load(path);
-    if (point.ok()) return std::optional<RestorePoint>(*std::move(point));
-    if (point.status().code() != absl::StatusCode::kDataLoss) return point.status();
-    LOG(WARNING) << "checkpoint: skipping " << path << ": " << point.status().message() << "; trying the previous one";
+  // An increment may build on a checkpoint of this directory only.
+  const bool here = found && Normal(found->dir).parent_path() == Normal(dir());
+  table_base_step_ = here ? found->manifest.step() : 0;
+  table_increments_ = here ? found->table_increments : 0;
+  return found;
+}
+
+absl::Status CheckpointManager::AddTableChains(const std::string& dir, RestorePoint& point) const {
+  for (const CheckpointManifest::ShardFile& f : point.manifest.shards()) {
+    int64_t since = f.tables_since_step(), after = point.manifest.step();
+    std::vector<ShardRestore> chain;  // newest first
+    while (since > 0) {
+      const std::string base = (Normal(dir).parent_path() / absl::StrCat(kPrefix, since)).string();
+      auto broken = [&](const std::string& why) {
+        return absl::DataLossError(absl::StrCat("checkpoint ", dir, ": shard ", f.shard(),
+                                                "'s tables build on ", base, ", which ", why));
+      };
+      if (since >= after || chain.size() > 100000) return broken("is not an earlier checkpoint");
+      absl::StatusOr<std::string> bytes = ReadWholeFile((fs::path(base) / kManifest).string());
+      CheckpointManifest manifest;
+      if (!bytes.ok() || !manifest.ParseFromString(*bytes)) return broken("has no readable MANIFEST");
+      if (manifest.step() != since || manifest.shards_size() != point.manifest.shards_size()) {
+        return broken(absl::StrCat("is of step ", manifest.step(), " with ", manifest.shards_size(), " shards"));
+      }
+      PSTRAIN_ASSIGN_OR_RETURN(std::vector<ShardRestore> files, ShardFiles(base, manifest));
+      const ShardRestore& link = files[f.shard()];
+      const FileDigest expected{link.bytes(), link.crc32c()};
+      if (absl::Status s = ReadWholeFile(link.path(), &expected).status(); !s.ok()) return broken(s.ToString());
+      chain.push_back(link);
+      after = since;
+      since = 0;
+      for (const CheckpointManifest::ShardFile& g : manifest.shards()) {
+        if (g.shard() == f.shard()) since = g.tables_since_step();
+      }
+    }
+    ShardRestore& restore = point.shards[f.shard()];
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) *restore.add_table_base() = *it;
+    point.table_increments = std::max(point.table_increments, static_cast<int>(chain.size()));
   }
-  return std::optional<RestorePoint>();
+  return absl::OkStatus();
 }
 
 bool CheckpointManager::Due(int64_t step, absl::Time now) const {
@@ -252,6 +326,7 @@ absl::Status CheckpointManager::Commit(int64_t step, const std::vector<Checkpoin
     f->set_file(ShardFileName(s, num_shards_));
     f->set_bytes(shards[s].bytes());
     f->set_crc32c(shards[s].crc32c());
+    f->set_tables_since_step(shards[s].tables_since_step());
   }
   manifest.set_wall_time(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
   const std::string ckpt = CheckpointDir(step);
@@ -260,17 +335,33 @@ absl::Status CheckpointManager::Commit(int64_t step, const std::vector<Checkpoin
   PSTRAIN_RETURN_IF_ERROR(SyncDirectory(dir()));
   last_step_ = step;
   last_time_ = now;
+  const bool increment = std::any_of(shards.begin(), shards.end(),
+                                     [](const CheckpointResponse& r) { return r.tables_since_step() > 0; });
+  table_increments_ = increment ? table_increments_ + 1 : 0;
+  table_base_step_ = step;
   LOG(INFO) << "checkpoint: committed " << ckpt << " (step " << step << ", " << shards.size() << " shards)";
   Prune();
   return absl::OkStatus();
+}
+
+int64_t CheckpointManager::TablesSinceStep() const {
+  const int full_every = config_.checkpoint().table_full_every();
+  if (config_.model().tables_size() == 0 || table_base_step_ <= 0 || table_increments_ + 1 >= full_every) return 0;
+  return table_base_step_;
 }
 
 void CheckpointManager::Prune() const {
   const auto committed = ListCheckpoints(dir(), /*committed=*/true);
   if (committed.empty()) return;
   const int keep = std::max(1, config_.checkpoint().keep());
+  // The kept checkpoints and every one their tables build on.
+  std::set<int64_t> needed;
+  for (size_t i = 0; i < committed.size() && i < static_cast<size_t>(keep); ++i) {
+    for (int64_t step : TableBaseSteps(dir(), committed[i].first)) needed.insert(step);
+  }
   std::error_code ec;
   for (size_t i = keep; i < committed.size(); ++i) {
+    if (needed.contains(committed[i].first)) continue;
     fs::remove_all(committed[i].second, ec);
     if (ec) LOG(WARNING) << "checkpoint: cannot delete " << committed[i].second << ": " << ec.message();
   }

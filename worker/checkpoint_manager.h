@@ -17,6 +17,14 @@
 // of the same variables written by another number of shards, or under
 // another placement, is resharded for this run first
 // (worker/checkpoint_reshard.h), into <checkpoint>/reshard-<n>-shards/.
+//
+// Embedding tables (model.tables) are checkpointed incrementally: every
+// `table_full_every`-th checkpoint's shard files hold every row, those
+// between only the rows changed since the previous checkpoint; each shard
+// file names the step it builds on (CheckpointManifest.ShardFile.
+// tables_since_step). Restoring one reads its chain back to the whole file
+// (each link checked as the file is; a damaged link makes the checkpoint
+// damaged), and retention keeps every checkpoint a kept one builds on.
 #pragma once
 
 #include <memory>
@@ -36,6 +44,7 @@ struct RestorePoint {
   std::string dir;  // the checkpoint directory
   CheckpointManifest manifest;
   std::vector<ShardRestore> shards;  // what each shard's Init restores
+  int table_increments = 0;          // the longest chain of table increments
 };
 
 class CheckpointManager {
@@ -46,7 +55,9 @@ class CheckpointManager {
   static absl::StatusOr<std::unique_ptr<CheckpointManager>> Create(const ExperimentConfig& config,
                                                                    std::vector<VariablePart> parts, int num_shards);
 
-  absl::StatusOr<std::optional<RestorePoint>> FindRestorePoint() const;
+  // Also sets where the next checkpoint's tables build on: the point found
+  // (none: the next checkpoint holds every row).
+  absl::StatusOr<std::optional<RestorePoint>> FindRestorePoint();
 
   // Whether a checkpoint is due before training `step` (steps 1.. of this
   // run; never at the step the run started or resumed at).
@@ -54,6 +65,10 @@ class CheckpointManager {
   // The files each shard should write for a checkpoint at `step` (creating
   // its directory).
   absl::StatusOr<std::vector<std::string>> PrepareShardPaths(int64_t step) const;
+  // The step the next checkpoint's tables build on (CheckpointRequest.
+  // tables_since_step): the last one committed or restored, unless the run
+  // has no tables or a whole one is due; 0: every row.
+  int64_t TablesSinceStep() const;
   // Writes the MANIFEST of the checkpoint at `step` from the shards'
   // answers (and, with data.sharding dynamic, the ledger's chunks completed
   // by then), then deletes what `keep` no longer covers.
@@ -86,6 +101,11 @@ class CheckpointManager {
   // Reads and checks the checkpoint in `dir`: DATA_LOSS if damaged or
   // incomplete, FAILED_PRECONDITION if it does not fit this run.
   absl::StatusOr<RestorePoint> Load(const std::string& dir) const;
+  // Each shard's table_base in `point`: the files its file's tables build
+  // on, found through the manifests of the checkpoints beside `dir`, each
+  // checked against its size and CRC32C. DATA_LOSS naming a missing,
+  // incomplete or damaged link.
+  absl::Status AddTableChains(const std::string& dir, RestorePoint& point) const;
   void Prune() const;
 
   const ExperimentConfig config_;
@@ -93,6 +113,10 @@ class CheckpointManager {
   const int num_shards_;
   int64_t last_step_ = 0;
   absl::Time last_time_ = absl::InfinitePast();
+  // The checkpoint the next one's tables may build on (0: none), and the
+  // increments since its chain's whole checkpoint.
+  int64_t table_base_step_ = 0;
+  int table_increments_ = 0;
 };
 
 }  // namespace pstrain

@@ -150,6 +150,7 @@ absl::Status CheckCheckpoint(const ConfigChecker& ck, const ExperimentConfig& c)
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("checkpoint.every_steps", k.every_steps()));
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("checkpoint.every_seconds", k.every_seconds()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("checkpoint.keep", k.keep()));
+  PSTRAIN_RETURN_IF_ERROR(ck.Positive("checkpoint.table_full_every", k.table_full_every()));
   if (k.dir().empty() && (k.every_steps() > 0 || k.every_seconds() > 0)) {
     return ck.Fail("checkpoint.dir", "a directory (checkpoint.every_steps/every_seconds ask for checkpoints)", "''");
   }

@@ -54,7 +54,8 @@ uint32_t EmbeddingTable::NewRow(uint64_t key) {
     meta_.emplace_back();
     if (slot % kBlockRows == 0) blocks_.push_back(std::make_unique<float[]>(kBlockRows * FloatsPerRow()));
   }
-  meta_[slot] = RowMeta{.key = key};
+  // Counts as changed since any version this table has had so far.
+  meta_[slot] = RowMeta{.key = key, .changed_at = version_ + 1};
   float* row = RowData(slot);
   InitialEmbeddingRow(options_.seed, digest_, key, options_.init_scale, absl::MakeSpan(row, options_.dim));
   // The optimizer's slots start at zero (optim/optimizer.h).
@@ -137,6 +138,7 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, const float*
     float* row = RowData(slots[i]);
     for (int s = 0; s < num_slots; ++s) slot_ptrs[s] = row + (s + 1) * dim;
     step.updates_before = meta_[slots[i]].updates++;
+    meta_[slots[i]].changed_at = version_ + 1;
     optimizer_->Apply(row, grads + i * dim, dim, step, slot_ptrs.data(), row);
   }
   pushed_rows_ += static_cast<int64_t>(keys.size());
@@ -144,19 +146,29 @@ absl::Status EmbeddingTable::Apply(absl::Span<const uint64_t> keys, const float*
   return absl::OkStatus();
 }
 
-EmbeddingTable::Rows EmbeddingTable::Export() const {
+EmbeddingTable::Rows EmbeddingTable::Export(std::optional<int64_t> changed_after) const {
   Rows rows;
   const int64_t floats = FloatsPerRow();
-  rows.keys.reserve(index_.size());
-  rows.updates.reserve(index_.size());
-  rows.data.reserve(index_.size() * floats);
+  if (!changed_after.has_value()) {
+    rows.keys.reserve(index_.size());
+    rows.updates.reserve(index_.size());
+    rows.data.reserve(index_.size() * floats);
+  }
   for (const auto& [key, slot] : index_) {
+    if (changed_after.has_value() && meta_[slot].changed_at <= *changed_after) continue;
     rows.keys.push_back(key);
     rows.updates.push_back(meta_[slot].updates);
     const float* row = RowData(slot);
     rows.data.insert(rows.data.end(), row, row + floats);
   }
   return rows;
+}
+
+std::vector<uint64_t> EmbeddingTable::Keys() const {
+  std::vector<uint64_t> keys;
+  keys.reserve(index_.size());
+  for (const auto& [key, slot] : index_) keys.push_back(key);
+  return keys;
 }
 
 absl::Status EmbeddingTable::Import(const Rows& rows, int64_t version) {
@@ -169,6 +181,7 @@ absl::Status EmbeddingTable::Import(const Rows& rows, int64_t version) {
     const uint32_t slot = NewRow(rows.keys[i]);
     std::copy_n(rows.data.data() + i * FloatsPerRow(), FloatsPerRow(), RowData(slot));
     meta_[slot].updates = rows.updates[i];
+    meta_[slot].changed_at = 0;  // as the checkpoint holds it
   }
   version_ = version;
   return absl::OkStatus();

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,14 +74,20 @@ class EmbeddingTable {
   // rows read and updated so far, version).
   TableStats Stats() const;
 
-  // Every row, for a checkpoint: keys, update counts and, row by row, value
-  // and optimizer slots (FloatsPerRow() floats each).
+  // Rows for a checkpoint: keys, update counts and, row by row, value and
+  // optimizer slots (FloatsPerRow() floats each).
   struct Rows {
     std::vector<uint64_t> keys;
     std::vector<uint32_t> updates;
     std::vector<float> data;
   };
-  Rows Export() const;
+  // Every row, or with `changed_after` (a version() this table had) only the
+  // rows created or updated since: an incremental checkpoint's. A row created
+  // and not yet updated counts as changed, so that a row dropped (max_rows)
+  // and created again replaces its older values.
+  Rows Export(std::optional<int64_t> changed_after = std::nullopt) const;
+  // Every row's key (any order).
+  std::vector<uint64_t> Keys() const;
   int num_slots() const { return optimizer_->num_slots(); }
   // Replaces every row with `rows` (as Export wrote them; keys distinct)
   // and the version with `version`. InvalidArgument, changing nothing, when
@@ -95,6 +102,7 @@ class EmbeddingTable {
     uint64_t last_touch = 0;  // the tick of the request that last named it
     uint32_t touches = 0;     // requests that named it
     uint32_t updates = 0;     // updates applied to it
+    int64_t changed_at = 0;   // the version that created or last updated it
   };
   // Rows live in blocks of kBlockRows, so growing never moves a row.
   static constexpr int64_t kBlockRows = 1 << 14;

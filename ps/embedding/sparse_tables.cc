@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/compression/compression.h"
 #include "common/embedding_keys.h"
 #include "common/status_macros.h"
+#include "ps/embedding/table_chain.h"
 
 namespace pstrain {
 namespace {
@@ -254,50 +256,69 @@ void SparseTables::CancelPulls(const absl::Status& status) {
   for (ParkedPull& p : parked) p.respond(status, {});
 }
 
-std::vector<SparseTables::Snapshot> SparseTables::TakeSnapshots() const {
+absl::Status SparseTables::AwaitSteps(int64_t step, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  std::vector<Snapshot> snapshots;
-  for (const Table& table : tables_) {
-    Snapshot& s = snapshots.emplace_back();
-    s.rows = table.rows->Export();
-    s.header.set_name(table.config.name());
-    s.header.set_dim(table.rows->dim());
-    s.header.set_slots(table.rows->num_slots());
-    s.header.set_rows(static_cast<int64_t>(s.rows.keys.size()));
-    s.header.set_version(table.rows->version());
+  auto applied = [this, step]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::all_of(tables_.begin(), tables_.end(), [step](const Table& t) { return t.rows->version() >= step; });
+  };
+  if (mu_.AwaitWithDeadline(absl::Condition(&applied), deadline)) return absl::OkStatus();
+  for (const Table& t : tables_) {
+    if (t.rows->version() < step) {
+      return absl::DeadlineExceededError(absl::StrCat("table '", t.config.name(), "' has applied ",
+                                                      t.rows->version(), " steps, not yet ", step,
+                                                      ": a worker's sparse push did not arrive in time"));
+    }
   }
+  return absl::OkStatus();
+}
+
+SparseTables::Snapshots SparseTables::TakeSnapshots(int64_t step, int64_t since_step) {
+  absl::MutexLock lock(&mu_);
+  Snapshots snapshots;
+  const auto base = since_step > 0 ? checkpoints_.find(since_step) : checkpoints_.end();
+  if (base != checkpoints_.end()) snapshots.since_step = since_step;
+  std::vector<int64_t> versions;
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    const EmbeddingTable& table = *tables_[i].rows;
+    Snapshot& s = snapshots.tables.emplace_back();
+    if (base != checkpoints_.end()) {
+      s.rows = table.Export(base->second[i]);
+      if (tables_[i].config.max_rows() > 0) {
+        s.live_keys = table.Keys();
+        s.header.set_live_keys(static_cast<int64_t>(s.live_keys.size()));
+      }
+    } else {
+      s.rows = table.Export();
+    }
+    s.header.set_name(tables_[i].config.name());
+    s.header.set_dim(table.dim());
+    s.header.set_slots(table.num_slots());
+    s.header.set_rows(static_cast<int64_t>(s.rows.keys.size()));
+    s.header.set_version(table.version());
+    versions.push_back(table.version());
+  }
+  // The chief asks for increments on its last committed checkpoint only:
+  // older records are no longer needed.
+  checkpoints_.erase(checkpoints_.begin(), checkpoints_.lower_bound(since_step));
+  checkpoints_[step] = std::move(versions);
   return snapshots;
 }
 
-namespace {
-
-// Table `t`'s rows as the file holds them (the decoder checked the sizes).
-EmbeddingTable::Rows FileRows(const ShardCheckpointTable& t, const std::string& data) {
-  EmbeddingTable::Rows rows;
-  const size_t n = static_cast<size_t>(t.rows);
-  rows.keys.resize(n);
-  rows.updates.resize(n);
-  rows.data.resize(n * t.dim * (1 + t.slots));
-  std::memcpy(rows.keys.data(), data.data() + t.keys_offset, n * sizeof(uint64_t));
-  std::memcpy(rows.updates.data(), data.data() + t.updates_offset, n * sizeof(uint32_t));
-  std::memcpy(rows.data.data(), data.data() + t.data_offset, rows.data.size() * sizeof(float));
-  return rows;
-}
-
-}  // namespace
-
-absl::Status SparseTables::Restore(const ShardCheckpointView& view, const std::string& data, const std::string& path) {
+absl::Status SparseTables::Restore(const std::vector<DecodedShardCheckpoint>& chain, int64_t step) {
+  if (chain.empty()) return absl::InvalidArgumentError("restore: no checkpoint files");
+  const ShardCheckpointView& view = chain.back().view;
+  const std::string& path = chain.back().path;
+  auto refuse = [&path](const std::string& why) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " does not fit this run: ", why));
+  };
   std::vector<ParkedPull> parked;
   {
     absl::MutexLock lock(&mu_);
-    auto refuse = [&path](const std::string& why) {
-      return absl::FailedPreconditionError(absl::StrCat("checkpoint ", path, " does not fit this run: ", why));
-    };
     if (view.tables.size() != tables_.size()) {
       return refuse(absl::StrCat(view.tables.size(), " embedding tables there, ", tables_.size(), " here"));
     }
     // Check every table, and read its rows, before replacing any.
-    std::vector<std::pair<Table*, EmbeddingTable::Rows>> restored;
+    std::vector<std::tuple<Table*, EmbeddingTable::Rows, int64_t>> restored;
     for (const ShardCheckpointTable& t : view.tables) {
       absl::StatusOr<Table*> table = Find(t.name, "restore");
       if (!table.ok()) return refuse(absl::StrCat("table ", t.name, " is not in this run"));
@@ -305,7 +326,8 @@ absl::Status SparseTables::Restore(const ShardCheckpointView& view, const std::s
         return refuse(absl::StrCat("table ", t.name, " has dim ", t.dim, " and ", t.slots, " optimizer slots there, ",
                                    (*table)->rows->dim(), " and ", (*table)->rows->num_slots(), " here"));
       }
-      EmbeddingTable::Rows rows = FileRows(t, data);
+      const ShardCheckpointTable* last = nullptr;
+      PSTRAIN_ASSIGN_OR_RETURN(EmbeddingTable::Rows rows, RowsAfterChain(chain, t.name, &last));
       for (uint64_t key : rows.keys) {
         if (EmbeddingKeyShard(key, options_.num_shards) != options_.shard_index) {
           return refuse(absl::StrCat("table ", t.name, " holds id ", key, " of shard ",
@@ -313,12 +335,16 @@ absl::Status SparseTables::Restore(const ShardCheckpointView& view, const std::s
         }
       }
       if (absl::Status s = (*table)->rows->CheckImport(rows); !s.ok()) return refuse(std::string(s.message()));
-      restored.emplace_back(*table, std::move(rows));
+      restored.emplace_back(*table, std::move(rows), last->version);
     }
-    for (size_t i = 0; i < restored.size(); ++i) {
-      PSTRAIN_RETURN_IF_ERROR(restored[i].first->rows->Import(restored[i].second, view.tables[i].version));
-      restored[i].first->pending.clear();
+    std::vector<int64_t> versions;
+    for (auto& [table, rows, version] : restored) {
+      PSTRAIN_RETURN_IF_ERROR(table->rows->Import(rows, version));
+      table->pending.clear();
     }
+    for (const Table& table : tables_) versions.push_back(table.rows->version());
+    checkpoints_.clear();
+    checkpoints_[step] = std::move(versions);
     parked.swap(parked_);
   }
   for (ParkedPull& p : parked) p.respond(absl::AbortedError("sparse pull: the shard's tables were restored"), {});

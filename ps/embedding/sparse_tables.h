@@ -75,16 +75,29 @@ class SparseTables {
   struct Snapshot {
     ShardCheckpointHeader::Table header;
     EmbeddingTable::Rows rows;
+    std::vector<uint64_t> live_keys;  // an increment of a max_rows table: every key held
   };
-  // Every table's rows, copied at one instant (in config order).
-  std::vector<Snapshot> TakeSnapshots() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Replaces every table with the file's (`data`, decoded as `view`; `path`
-  // names it in errors). FAILED_PRECONDITION, changing nothing, when the
-  // file's tables are not this run's (names, dims, optimizer slots) or their
-  // rows are not this shard's; sync steps in progress are dropped and
-  // parked pulls answered ABORTED.
-  absl::Status Restore(const ShardCheckpointView& view, const std::string& data, const std::string& path)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  struct Snapshots {
+    int64_t since_step = 0;  // > 0: the rows changed since this shard's checkpoint of that step
+    std::vector<Snapshot> tables;  // in config order
+  };
+  // Sync: waits until every table has applied `step` steps -- a worker's
+  // dense push of a step can land before its sparse push of that step, so
+  // a checkpoint of `step` waits for the tables too. DEADLINE_EXCEEDED
+  // naming the table behind at `deadline`.
+  absl::Status AwaitSteps(int64_t step, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every table's rows, copied at one instant, recorded as this shard's
+  // checkpoint of `step`. With `since_step` > 0, when this shard recorded
+  // that step (it wrote or restored the checkpoint of that step), only the
+  // rows changed since then: an increment; otherwise every row.
+  Snapshots TakeSnapshots(int64_t step, int64_t since_step) ABSL_LOCKS_EXCLUDED(mu_);
+  // Replaces every table with the rows of `chain` (one file with every row,
+  // then increments in order, table_chain.h), recorded as the checkpoint of
+  // `step`. FAILED_PRECONDITION, changing nothing, when the files' tables
+  // are not this run's (names, dims, optimizer slots) or their rows are not
+  // this shard's; sync steps in progress are dropped and parked pulls
+  // answered ABORTED.
+  absl::Status Restore(const std::vector<DecodedShardCheckpoint>& chain, int64_t step) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // One worker's rows of a sync step.
@@ -139,6 +152,9 @@ class SparseTables {
   mutable absl::Mutex mu_;
   std::vector<Table> tables_ ABSL_GUARDED_BY(mu_);
   std::vector<ParkedPull> parked_ ABSL_GUARDED_BY(mu_);
+  // The checkpoints an increment can build on: step -> each table's version
+  // then (only those not older than the last one asked for).
+  std::map<int64_t, std::vector<int64_t>> checkpoints_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace pstrain

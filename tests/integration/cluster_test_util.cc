@@ -2,10 +2,12 @@
 
 #include <dirent.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -57,6 +59,20 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& needles) {
 std::string SourcePath(const std::string& relative) {
   const char* dir = std::getenv("PSTRAIN_SOURCE_DIR");
   return absl::StrCat(dir != nullptr ? dir : PSTRAIN_TEST_SOURCE_DIR, "/", relative);
+}
+
+std::string WithOverrides(const std::string& yaml, const std::string& overrides) {
+  std::vector<std::string> lines = absl::StrSplit(yaml, '\n');
+  for (absl::string_view line : absl::StrSplit(overrides, '\n', absl::SkipEmpty())) {
+    const std::string key(line.substr(0, line.find(':') + 1));
+    auto it = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return absl::StartsWith(l, key); });
+    if (it != lines.end()) {
+      *it = std::string(line);
+    } else {
+      lines.emplace_back(line);
+    }
+  }
+  return absl::StrJoin(lines, "\n") + "\n";
 }
 
 }  // namespace pstrain::test

@@ -33,4 +33,8 @@ std::vector<pid_t> FindProcesses(const std::vector<std::string>& needles);
 // Path of a file in the source tree (e.g. "configs/x.yaml").
 std::string SourcePath(const std::string& relative);
 
+// `yaml` with each top-level "key: value" line of `overrides` replacing the
+// line of that key, or appended when the file has none.
+std::string WithOverrides(const std::string& yaml, const std::string& overrides);
+
 }  // namespace pstrain::test

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics/result_json.h"
+#include "proto/ps.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -29,15 +30,15 @@ class RecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override { UseConfig("configs/fashion_mnist_mlp_sync.yaml"); }
 
-  // The shipped `config` with checkpoints every 100 steps, recovery and a
-  // timeline.
-  void UseConfig(const std::string& shipped) {
+  // The shipped `config` (with `overrides`: top-level YAML lines) with
+  // checkpoints every `every_steps` steps, recovery and a timeline.
+  void UseConfig(const std::string& shipped, const std::string& overrides = "", int every_steps = 100) {
     config_ = dir_.path() + "/experiment.yaml";
-    WriteFile(
-        config_,
-        absl::StrCat(ReadFile(SourcePath(shipped)), "checkpoint:\n  dir: ", checkpoints_, "\n  every_steps: 100\n",
-                     "timeouts:\n  ps_recover_seconds: 60\n  worker_lost_seconds: 30\n",
-                     "timeline:\n  path: ", dir_.path(), "/timeline.json\n  start_step: 0\n", "  end_step: 2000\n"));
+    WriteFile(config_,
+              absl::StrCat(WithOverrides(ReadFile(SourcePath(shipped)), overrides), "checkpoint:\n  dir: ",
+                           checkpoints_, "\n  every_steps: ", every_steps, "\n",
+                           "timeouts:\n  ps_recover_seconds: 60\n  worker_lost_seconds: 30\n", "timeline:\n  path: ",
+                           dir_.path(), "/timeline.json\n  start_step: 0\n", "  end_step: 2000\n"));
   }
 
   Subprocess Launch() {
@@ -57,13 +58,13 @@ class RecoveryTest : public ::testing::Test {
   }
 
   // Launches the run, kills `binary --index=<index>` with SIGKILL once the
-  // checkpoint of step 300 is committed (after `before_kill`, when given),
+  // checkpoint of `step` is committed (after `before_kill`, when given),
   // and returns the launcher's result; `out` gets everything it printed.
-  RunResult RunKillingAtStep300(const std::string& binary, int index, std::string* out,
-                                const std::function<void()>& before_kill = nullptr) {
+  RunResult RunKillingAfterCheckpoint(int step, const std::string& binary, int index, std::string* out,
+                                      const std::function<void()>& before_kill = nullptr) {
     Subprocess launch = Launch();
-    if (!WaitForCheckpoint(300)) {
-      ADD_FAILURE() << "no checkpoint of step 300:\n" << launch.out();
+    if (!WaitForCheckpoint(step)) {
+      ADD_FAILURE() << "no checkpoint of step " << step << ":\n" << launch.out();
       kill(launch.pid, SIGTERM);
       WaitForExit(launch.pid, std::chrono::seconds(30));
       return RunResult{};
@@ -71,6 +72,10 @@ class RecoveryTest : public ::testing::Test {
     if (before_kill) before_kill();
     KillRole(binary, index);
     return Finish(launch, out);
+  }
+  RunResult RunKillingAtStep300(const std::string& binary, int index, std::string* out,
+                                const std::function<void()>& before_kill = nullptr) {
+    return RunKillingAfterCheckpoint(300, binary, index, out, before_kill);
   }
 
   // The launcher's exit and result.json; `out` gets everything it printed.
@@ -81,6 +86,13 @@ class RecoveryTest : public ::testing::Test {
     absl::StatusOr<RunResult> result = ReadResultJson(run_dir_ + "/result.json");
     EXPECT_TRUE(result.ok()) << result.status() << "\n" << *out;
     return result.ok() ? *result : RunResult{};
+  }
+
+  CheckpointManifest ReadManifest(int step) {
+    CheckpointManifest manifest;
+    EXPECT_TRUE(manifest.ParseFromString(ReadFile(absl::StrCat(checkpoints_, "/ckpt-", step, "/MANIFEST"))))
+        << "ckpt-" << step;
+    return manifest;
   }
 
   void ExpectValidTimeline(const std::string& path) {
@@ -170,6 +182,46 @@ TEST_F(RecoveryTest, ADamagedNewestCheckpointIsSkippedForThePreviousOneSayingWhy
   }
   ASSERT_TRUE(result.has_test_accuracy());
   EXPECT_GE(result.test_accuracy(), 0.85) << out;
+}
+
+// A click model (DLRM, 26 embedding tables) whose PS shard 1 is killed
+// after two table increments: the restarted shard's rows come back from
+// the whole checkpoint and the increments after it, and the sync run ends
+// with the test AUC of the same run uninterrupted.
+TEST_F(RecoveryTest, AKilledShardOfAClickModelRestoresItsRowsFromTableIncrements) {
+  const std::string data =
+      "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
+      "train: {batch_size_per_device: 512, epochs: 3, display_every: 50, eval_batch_size: 8192}\n";
+  UseConfig("configs/dlrm_synthetic_sync.yaml", data, /*every_steps=*/50);
+  std::string out;
+  // Checkpoints 0 (recovery's first; no rows yet), 50 (every row), 100,
+  // 150 and 200 (increments), 250 (every row), ...
+  const RunResult killed = RunKillingAfterCheckpoint(150, "pstrain-ps", 1, &out, [&] {
+    const CheckpointManifest whole = ReadManifest(50), increment = ReadManifest(150);
+    ASSERT_EQ(whole.shards_size(), 2);
+    ASSERT_EQ(increment.shards_size(), 2);
+    for (int s = 0; s < 2; ++s) {
+      EXPECT_EQ(whole.shards(s).tables_since_step(), 0);
+      EXPECT_EQ(increment.shards(s).tables_since_step(), 100) << "shard " << s;
+    }
+  });
+  ASSERT_EQ(killed.recoveries_size(), 1) << out;
+  const int64_t step = killed.recoveries(0).restored_step();
+  EXPECT_GE(step, 150) << out;
+  EXPECT_TRUE(absl::StrContains(out, "launch: restarted: ps1 1x\n")) << out;
+  ASSERT_TRUE(killed.has_test_auc()) << out;
+
+  // The same run, uninterrupted (checkpoints do not change a sync run).
+  UseConfig("configs/dlrm_synthetic_sync.yaml", data, /*every_steps=*/50);
+  std::filesystem::remove_all(checkpoints_);
+  std::filesystem::remove_all(run_dir_);
+  Subprocess launch = Launch();
+  const RunResult plain = Finish(launch, &out);
+  ASSERT_TRUE(plain.has_test_auc()) << out;
+  std::cout << "DLRM sync: test AUC " << killed.test_auc() << " with shard 1 killed after step " << step << ", "
+            << plain.test_auc() << " uninterrupted" << std::endl;
+  EXPECT_NEAR(killed.test_auc(), plain.test_auc(), 0.005);
+  EXPECT_GT(plain.test_auc(), 0.7);
 }
 
 }  // namespace

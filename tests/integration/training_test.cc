@@ -24,22 +24,6 @@
 namespace pstrain::test {
 namespace {
 
-// `yaml` with each top-level "key: value" line of `overrides` replacing the
-// line of that key, or appended when the file has none.
-std::string WithOverrides(const std::string& yaml, const std::string& overrides) {
-  std::vector<std::string> lines = absl::StrSplit(yaml, '\n');
-  for (absl::string_view line : absl::StrSplit(overrides, '\n', absl::SkipEmpty())) {
-    const std::string key(line.substr(0, line.find(':') + 1));
-    auto it = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return absl::StartsWith(l, key); });
-    if (it != lines.end()) {
-      *it = std::string(line);
-    } else {
-      lines.emplace_back(line);
-    }
-  }
-  return absl::StrJoin(lines, "\n") + "\n";
-}
-
 // Runs the shipped `config` through pstrain-launch, with `overrides` (YAML
 // lines of top-level fields) applied when given.
 RunResult LaunchAndRead(const std::string& config, const std::string& overrides = "") {
