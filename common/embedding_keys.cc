@@ -38,6 +38,15 @@ absl::StatusOr<WireDType> EmbeddingWireDType(const EmbeddingTableConfig& table) 
       absl::StrCat("table '", table.name(), "': wire_dtype '", table.wire_dtype(), "' is not one of fp32, fp16, bf16"));
 }
 
+std::vector<EmbeddingTableConfig> RunEmbeddingTables(const ExperimentConfig& config) {
+  std::vector<EmbeddingTableConfig> tables(config.model().tables().begin(), config.model().tables().end());
+  const std::string& compression = config.compression();
+  for (EmbeddingTableConfig& t : tables) {
+    if (!t.has_wire_dtype() && (compression == "fp16" || compression == "bf16")) t.set_wire_dtype(compression);
+  }
+  return tables;
+}
+
 uint64_t EmbeddingTableDigest(std::string_view table_name) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (char c : table_name) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -32,6 +33,11 @@ uint64_t EmbeddingTableDigest(std::string_view table_name);
 // The table's rows on the wire (its wire_dtype: fp32, fp16 or bf16);
 // InvalidArgument naming the table otherwise.
 absl::StatusOr<WireDType> EmbeddingWireDType(const EmbeddingTableConfig& table);
+
+// The run's tables as workers and shards both use them: a table that names
+// no wire_dtype gets the run's `compression` when that is fp16 or bf16
+// (rows and their gradients travel 16-bit as the dense traffic does).
+std::vector<EmbeddingTableConfig> RunEmbeddingTables(const ExperimentConfig& config);
 
 // `key`'s initial row: row.size() values uniform in [-scale, scale], drawn
 // from (seed, table_digest, key) alone.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/embedding_keys.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
 #include "common/summary/event_writer.h"
@@ -45,7 +46,7 @@ PsShardOptions ShardOptions(const ExperimentConfig& config, int shard_index) {
   const int min_workers = config.elastic().min_workers();
   shard_options.workers_join = min_workers > 0 && min_workers < shard_options.num_workers;
   shard_options.continue_without_lost = config.elastic().on_worker_lost() == "continue";
-  shard_options.tables.assign(config.model().tables().begin(), config.model().tables().end());
+  shard_options.tables = RunEmbeddingTables(config);
   shard_options.num_shards = config.cluster().ps_hosts_size();
   shard_options.seed = config.train().init_seed();
   return shard_options;
