@@ -3,9 +3,9 @@
 //
 // A batch's feature ids are first deduplicated into row keys
 // (common/embedding_keys.h); each key's row is pulled once and one gradient
-// row per key is pushed. Every call fans out one request per shard, in
-// parallel, over channels of its own (the dense PsClient's traffic does not
-// queue in front of it), and waits for all of them.
+// row per key is pushed. Every call fans out one request per table and
+// shard, all in parallel, over channels of its own (the dense PsClient's
+// traffic does not queue in front of it), and waits for all of them.
 //
 // Sync runs: every worker pushes every step to every shard, with no keys
 // where its batch touched none of a shard's rows, so each shard can tell
@@ -61,6 +61,27 @@ class EmbeddingClient {
   // key order) for `step` to every shard (sync needs the empty ones too).
   absl::Status Push(int t, int64_t step, const std::vector<uint64_t>& keys, const float* grads);
 
+  // Pull and Push of several tables at once: every table's request to
+  // every shard is in flight together (one round trip for the step rather
+  // than one per table), and the call waits for all of them.
+  struct TablePull {
+    int table;
+    const std::vector<uint64_t>* keys;
+    float* rows;
+  };
+  absl::Status PullTables(const std::vector<TablePull>& pulls, int64_t min_version, absl::Duration timeout);
+  struct TablePush {
+    int table;
+    const std::vector<uint64_t>* keys;
+    const float* grads;
+  };
+  absl::Status PushTables(int64_t step, const std::vector<TablePush>& pushes);
+
+  // The generation of the shards' state this worker works on (0: not
+  // checked, the default): later requests carry it, and a shard restored
+  // since answers them ABORTED.
+  void set_generation(int64_t generation) { generation_ = generation; }
+
   // Payload bytes sent and received so far, as they travelled.
   int64_t bytes_sent() const { return bytes_sent_; }
   int64_t bytes_received() const { return bytes_received_; }
@@ -79,16 +100,31 @@ class EmbeddingClient {
   EmbeddingClient(int worker_index, absl::Duration rpc_timeout) : worker_(worker_index), rpc_timeout_(rpc_timeout) {}
   // `keys` split by the shard that owns each.
   std::vector<ShardShare> SplitByShard(const std::vector<uint64_t>& keys) const;
-  // Sends one request per shard (requests[s] to shard s; none: none) and
-  // waits for all; the first error names its shard.
-  absl::Status FanOut(std::string_view method, std::vector<std::optional<OutgoingFrame>> requests,
-                      std::vector<IncomingFrame>* responses, absl::Duration timeout);
+  // One request to one shard.
+  struct Call {
+    int shard;
+    OutgoingFrame request;
+  };
+  // Sends every call at once and waits for all; `responses` in call order.
+  // The first error (in call order) names its shard.
+  absl::Status FanOut(std::string_view method, std::vector<Call> calls, std::vector<IncomingFrame>* responses,
+                      absl::Duration timeout);
+  // A shard's SparsePull of `keys` of `table`.
+  OutgoingFrame PullRequest(const Table& table, const std::vector<uint64_t>& keys, int64_t min_version,
+                            absl::Duration timeout) const;
+  // Writes the answer's rows to their positions in `rows`; DATA_LOSS when
+  // it does not hold the share's rows.
+  absl::Status ReadPullAnswer(const Table& table, const ShardShare& share, int shard, IncomingFrame& response,
+                              float* rows);
+  // A shard's SparsePush of its `share` of the gradient rows `grads`.
+  OutgoingFrame PushRequest(const Table& table, int64_t step, const ShardShare& share, const float* grads) const;
 
   const int worker_;
   const absl::Duration rpc_timeout_;
   std::vector<Table> tables_;
   std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<std::string> addresses_;
+  int64_t generation_ = 0;
   int64_t bytes_sent_ = 0;
   int64_t bytes_received_ = 0;
 };

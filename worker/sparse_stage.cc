@@ -66,9 +66,10 @@ absl::Status SparseStage::PullRows(const Dataset& data, const std::vector<int64_
     b.keys = client_->Deduplicate(t, ids);
     for (size_t k = 0; k < present.size(); ++k) b.key_of[present[k]] = b.keys.index[k];
     b.rows.resize(b.keys.keys.size() * client_->table(t).dim());
-    PSTRAIN_RETURN_IF_ERROR(client_->Pull(t, b.keys.keys, min_version, timeout, b.rows.data()));
   }
-  return absl::OkStatus();
+  std::vector<EmbeddingClient::TablePull> pulls;
+  for (int t = 0; t < tables; ++t) pulls.push_back({t, &(*batches)[t].keys.keys, (*batches)[t].rows.data()});
+  return client_->PullTables(pulls, min_version, timeout);
 }
 
 absl::Status SparseStage::Pull(int64_t step, const Dataset& data, const std::vector<std::vector<int64_t>>& examples) {
@@ -115,10 +116,12 @@ void SparseStage::Compose(int r, const Tensor& dense, Tensor* input) const {
 absl::Status SparseStage::Push(int64_t step) {
   const float loss_scale = replicas_->loss_scale() > 0 ? replicas_->loss_scale() : 1.0f;
   const float factor = 1.0f / (loss_scale * static_cast<float>(replicas_->size()));
+  std::vector<std::vector<float>> grads(client_->num_tables());
+  std::vector<EmbeddingClient::TablePush> pushes;
   for (int t = 0; t < client_->num_tables(); ++t) {
     const TableBatch& b = step_[t];
     const int dim = client_->table(t).dim();
-    std::vector<float> grads(b.rows.size(), 0.0f);
+    grads[t].assign(b.rows.size(), 0.0f);
     for (int r = 0; r < replicas_->size(); ++r) {
       const Tensor& g = replicas_->model(r).InputGradient();
       CHECK_EQ(g.num_elements(), replica_count_[r] * input_width_) << "replica " << r << "'s input gradient";
@@ -126,13 +129,13 @@ absl::Status SparseStage::Push(int64_t step) {
         const int32_t key = b.key_of[replica_first_[r] + i];
         if (key < 0) continue;
         const float* src = g.data() + i * input_width_ + row_offset_[t];
-        float* dst = grads.data() + static_cast<int64_t>(key) * dim;
+        float* dst = grads[t].data() + static_cast<int64_t>(key) * dim;
         for (int d = 0; d < dim; ++d) dst[d] += src[d] * factor;
       }
     }
-    PSTRAIN_RETURN_IF_ERROR(client_->Push(t, step, b.keys.keys, grads.data()));
+    pushes.push_back({t, &b.keys.keys, grads[t].data()});
   }
-  return absl::OkStatus();
+  return client_->PushTables(step, pushes);
 }
 
 absl::Status SparseStage::ComposeBatch(const Dataset& data, int64_t first, int64_t count, const Tensor& dense,

@@ -62,6 +62,10 @@ class SparseStage {
   // input, for evaluation: their rows pulled as they are now.
   absl::Status ComposeBatch(const Dataset& data, int64_t first, int64_t count, const Tensor& dense, Tensor* input);
 
+  // The generation of the shards' state the run now works on (the
+  // strategy's, after its pulls): requests of an older one are refused.
+  void SetGeneration(int64_t generation) { client_->set_generation(generation); }
+
   int64_t bytes_sent() const { return client_->bytes_sent(); }
   int64_t bytes_received() const { return client_->bytes_received(); }
 

@@ -82,6 +82,9 @@ class Strategy {
   // restore) and returns the step to continue from, whose values are then
   // in place (the next BeforeStep pulls nothing). Default: `failure`.
   virtual absl::StatusOr<int64_t> Recover(const absl::Status& failure) { return failure; }
+  // The generation of the PS shards' state the worker now works on (0:
+  // none, or not a PS strategy): the sparse stage's requests carry it.
+  virtual int64_t shard_generation() const { return 0; }
   // Chief: the recoveries of the run so far, in order.
   virtual std::vector<Recovery> recoveries() const { return {}; }
   // data.sharding dynamic: reports this worker's finished chunks and asks

@@ -32,6 +32,7 @@ absl::StatusOr<SparseTables*> PsShard::Tables(const char* what) const {
 
 void PsShard::SparsePull(const SparsePullRequest& request, IncomingFrame& payload, Responder respond) {
   absl::Status valid = ValidateWorker(request.worker(), "sparse pull");
+  if (valid.ok()) valid = store_.CheckGeneration(request.generation());
   absl::StatusOr<SparseTables*> tables = valid.ok() ? Tables("sparse pull") : valid;
   if (!tables.ok()) {
     respond(tables.status(), {});
@@ -46,6 +47,7 @@ void PsShard::SparsePull(const SparsePullRequest& request, IncomingFrame& payloa
 
 absl::StatusOr<SparsePushResponse> PsShard::SparsePush(const SparsePushRequest& request, IncomingFrame& payload) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "sparse push"));
+  PSTRAIN_RETURN_IF_ERROR(store_.CheckGeneration(request.generation()));
   PSTRAIN_ASSIGN_OR_RETURN(SparseTables * tables, Tables("sparse push"));
   bytes_in_ += payload.payload_bytes();
   return tables->Push(request, payload);

@@ -134,6 +134,38 @@ TEST_F(TableCheckpointTest, TablesThatAreNotTheRunsAreRefused) {
   EXPECT_THAT(init.message(), HasSubstr("1 embedding tables there, 0 here"));
 }
 
+// Sparse requests carry the generation of the state the worker works on: one
+// made before a restore must not land on the restored tables.
+TEST_F(TableCheckpointTest, SparseRequestsOfAnotherGenerationAreAborted) {
+  const std::vector<uint64_t> keys = {1, 2};
+  SparsePushRequest push;
+  push.set_table("ads");
+  push.set_num_ids(2);
+  push.set_dim(kDim);
+  std::string payload(reinterpret_cast<const char*>(keys.data()), keys.size() * 8);
+  payload.append(std::string(keys.size() * kDim * 4, '\0'));
+  for (int64_t generation : {int64_t{1}, int64_t{0}, int64_t{2}}) {
+    push.set_generation(generation);
+    IncomingFrame frame = Frame(push, payload.data(), payload.size());
+    absl::StatusOr<SparsePushResponse> pushed = original_->SparsePush(push, frame);
+    if (generation == 2) {
+      EXPECT_EQ(pushed.status().code(), absl::StatusCode::kAborted) << pushed.status();
+      EXPECT_THAT(pushed.status().message(), HasSubstr("this request is of generation 2"));
+    } else {
+      EXPECT_TRUE(pushed.ok()) << "generation " << generation << ": " << pushed.status();
+    }
+  }
+  SparsePullRequest pull;
+  pull.set_table("ads");
+  pull.set_num_ids(2);
+  pull.set_generation(3);
+  IncomingFrame frame = Frame(pull, keys.data(), keys.size() * 8);
+  absl::Status answered = absl::UnknownError("not answered");
+  original_->SparsePull(pull, frame, [&answered](absl::Status s, OutgoingFrame) { answered = s; });
+  EXPECT_EQ(answered.code(), absl::StatusCode::kAborted) << answered;
+  EXPECT_EQ(Pull(*original_, keys).second, 7);  // the two pushes of generations 1 and 0 applied, nothing else
+}
+
 TEST_F(TableCheckpointTest, ATruncatedTablesSectionIsDataLoss) {
   absl::StatusOr<std::string> data = ReadWholeFile(restore_.path());
   ASSERT_TRUE(data.ok()) << data.status();

@@ -331,6 +331,7 @@ absl::Status TrainingRun::PullSparseRows(int64_t step) {
       examples[r] = batchers_[r].EpochPositions(next_batch_.epoch, next_batch_.first + r * batch, batch);
     }
   }
+  sparse_->SetGeneration(strategy_->shard_generation());
   return sparse_->Pull(step, data_.train, examples);
 }
 

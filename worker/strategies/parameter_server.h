@@ -68,6 +68,7 @@ class ParameterServerStrategy : public Strategy {
   absl::Status AfterStep(int64_t step) override;
   absl::StatusOr<int64_t> Recover(const absl::Status& failure) override;
   std::vector<Recovery> recoveries() const override { return recoveries_; }
+  int64_t shard_generation() const override { return client_->generation(); }
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;
   std::string Describe() const override;
   int64_t dropped_gradients() const override { return dropped_; }
