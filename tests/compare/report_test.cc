@@ -143,16 +143,16 @@ TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
             "batch_size_per_device,global_batch_size,steps,images_per_sec,images_per_sec_stddev,"
             "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,worker_peak_rss_bytes,precision,"
             "loss_scaling,overflow_steps,status,"
-            "exit_code,error,run_dir");
+            "exit_code,error,run_dir,test_auc,planted_auc");
   // No worker reports: no peak RSS; no precision recorded: empty fields.
   EXPECT_EQ(lines[1],
             "\"one, sync\",exp,mlp,parameter_server,cpu,,sync,0,grpc,2,1,1,cpu,64,64,300,1000,100,"
-            "0.5,0.8125,4.5,1,1,,,,,ok,0,,\"out/one, sync\"");
+            "0.5,0.8125,4.5,1,1,,,,,ok,0,,\"out/one, sync\",,");
   // Absent test accuracy is an empty field; speed-up 1.8005, efficiency 0.90025.
   EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,4096,bf16,dynamic,5,ok,0,,out/two"));
   EXPECT_EQ(lines[3],
             "three,,,,,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
-            "\"\"boom\"\"\",out/three");
+            "\"\"boom\"\"\",out/three,,");
 }
 
 TEST(ReportTest, MarkdownTableShowsStrategyDevicesRatesAndRatios) {
@@ -188,6 +188,26 @@ TEST(ReportTest, MarkdownTableShowsStrategyDevicesRatesAndRatios) {
     return n;
   };
   for (const std::string& line : lines) EXPECT_EQ(width(line), width(lines[0])) << line;
+}
+
+// Click models: the quality column is the test AUC beside the planted one,
+// and the CSV carries both.
+TEST(ReportTest, ClickModelsShowTheirAucBesideThePlantedOne) {
+  RunResult dlrm = Result(2, 30000), files = Result(2, 28000);
+  dlrm.set_test_auc(0.78331);
+  dlrm.set_planted_auc(0.79187);
+  files.set_test_auc(0.7225);
+  const std::vector<ReportRow> rows = ComputeReport({Ok("synthetic", dlrm), Ok("files", files)}, 0);
+  const std::vector<std::string> lines = absl::StrSplit(FormatMarkdownTable(rows), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[0], HasSubstr("test AUC (planted)"));
+  EXPECT_THAT(lines[0], ::testing::Not(HasSubstr("test accuracy")));
+  EXPECT_THAT(lines[2], HasSubstr("0.7833 (0.7919)"));
+  EXPECT_THAT(lines[3], HasSubstr("0.7225 |"));
+  const std::vector<std::string> csv = absl::StrSplit(FormatCsv(rows), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 3u);
+  EXPECT_THAT(csv[1], ::testing::EndsWith(",0.78331,0.79187"));
+  EXPECT_THAT(csv[2], ::testing::EndsWith(",0.7225,"));
 }
 
 TEST(ReportTest, MarkdownDevicesNameAPrecisionOtherThanFp32) {

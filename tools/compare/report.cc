@@ -172,8 +172,11 @@ std::string FormatPercent(double fraction) {
   return absl::StrFormat("%.0f%%", fraction * 100);
 }
 
-std::string FormatCsv(const std::vector<ReportRow>& rows) {
-  const std::vector<std::string> header = {"label",
+namespace {
+
+// The CSV's columns, in order (FormatCsv).
+const std::vector<std::string>& CsvHeader() {
+  static const std::vector<std::string> header = {"label",
                                            "experiment",
                                            "model",
                                            "variable_update",
@@ -203,7 +206,16 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
                                            "status",
                                            "exit_code",
                                            "error",
-                                           "run_dir"};
+                                           "run_dir",
+                                           "test_auc",
+                                           "planted_auc"};
+  return header;
+}
+
+}  // namespace
+
+std::string FormatCsv(const std::vector<ReportRow>& rows) {
+  const std::vector<std::string>& header = CsvHeader();
   std::string csv = absl::StrJoin(header, ",") + "\n";
   for (const ReportRow& row : rows) {
     const VariantOutcome& o = row.outcome;
@@ -245,6 +257,8 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
     fields.push_back(absl::StrCat(o.exit_code));
     fields.push_back(o.error);
     fields.push_back(o.run_dir);
+    fields.push_back(o.result.has_value() && o.result->has_test_auc() ? Shortest(o.result->test_auc()) : "");
+    fields.push_back(o.result.has_value() && o.result->has_planted_auc() ? Shortest(o.result->planted_auc()) : "");
     std::vector<std::string> quoted;
     for (const std::string& field : fields) quoted.push_back(CsvField(field));
     csv += absl::StrJoin(quoted, ",") + "\n";
@@ -252,9 +266,22 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
   return csv;
 }
 
+// A click model's quality: its test AUC, with the best reachable (the
+// generator's planted AUC) when known.
+std::string AucCell(const RunResult& r) {
+  if (!r.has_test_auc() || !std::isfinite(r.test_auc())) return kDash;
+  return r.has_planted_auc() ? absl::StrFormat("%.4f (%.4f)", r.test_auc(), r.planted_auc())
+                             : absl::StrFormat("%.4f", r.test_auc());
+}
+
 std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
+  // Click models (results with a test AUC) report AUC instead of accuracy.
+  const bool auc = std::any_of(rows.begin(), rows.end(), [](const ReportRow& row) {
+    return row.outcome.result.has_value() && row.outcome.result->has_test_auc();
+  });
   const std::vector<std::string> header = {"variant",  "strategy",     "PS",         "workers × devices", "images/sec",
-                                           "speed-up", "scaling eff.", "final loss", "test accuracy"};
+                                           "speed-up", "scaling eff.", "final loss",
+                                           auc ? "test AUC (planted)" : "test accuracy"};
   // Left-aligned text columns, right-aligned numbers.
   const std::vector<bool> right = {false, false, true, true, true, true, true, true, true};
   std::vector<std::vector<std::string>> cells;
@@ -283,8 +310,9 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
         FormatSpeedup(row.speedup),
         FormatPercent(row.scaling_efficiency),
         std::isfinite(r.final_loss()) ? absl::StrFormat("%.4f", r.final_loss()) : std::string(kDash),
-        r.has_test_accuracy() && std::isfinite(r.test_accuracy()) ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
-                                                                  : std::string(kDash),
+        auc                                                       ? AucCell(r)
+        : r.has_test_accuracy() && std::isfinite(r.test_accuracy()) ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
+                                                                    : std::string(kDash),
     });
   }
   std::vector<size_t> widths;

@@ -143,6 +143,7 @@ std::string StatusLine(const VariantOutcome& outcome, double seconds) {
   std::string line = absl::StrCat("ok  ", FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
                                   " images/sec", absl::StrFormat(", final loss %.4f", r.final_loss()));
   if (r.has_test_accuracy()) absl::StrAppend(&line, absl::StrFormat(", test accuracy %.2f%%", r.test_accuracy() * 100));
+  if (r.has_test_auc()) absl::StrAppend(&line, absl::StrFormat(", test AUC %.4f", r.test_auc()));
   absl::StrAppend(&line, absl::StrFormat("  (%.1f s)", seconds));
   return line;
 }
