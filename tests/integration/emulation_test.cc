@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,28 @@ consistency: sync
   EXPECT_GT(plain.result->test_accuracy(), 0.7);
   EXPECT_EQ(emulated.result->emulation().hosts(), 1);                  // both workers and both shards on one host
   EXPECT_EQ(emulated.result->emulation().device_images_per_sec(), 0);  // a real device: no modelled rate
+}
+
+// The click model with every role on an emulated host of its own (2 PS, 2
+// workers; 10 Gbit/s links): every step's sparse pulls and pushes of 26
+// tables cross the bridge, and the run ends near the planted AUC as on
+// loopback (integration_training_test's DlrmTrainingTest, same data).
+TEST_F(EmulationTest, ADlrmRunAcrossEmulatedHostsReachesThePlantedAuc) {
+  const std::string yaml = WithOverrides(
+      ReadFile(SourcePath("configs/dlrm_synthetic_sync.yaml")),
+      "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
+      "train: {batch_size_per_device: 512, epochs: 3, display_every: 100, eval_batch_size: 8192}\n"
+      "emulation: {link_gbps: 10}\n");
+  const Launched run = Launch("dlrm_hosts", yaml);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  EXPECT_EQ(run.result->emulation().hosts(), 4) << run.output;
+  ASSERT_TRUE(run.result->has_test_auc() && run.result->has_planted_auc()) << run.output;
+  std::cout << "DLRM sync across 4 emulated hosts: test AUC " << run.result->test_auc() << ", planted "
+            << run.result->planted_auc() << std::endl;
+  EXPECT_GT(run.result->test_auc(), 0.7);
+  EXPECT_LT(run.result->planted_auc() - run.result->test_auc(), 0.05);
+  for (const ShardLoad& shard : run.result->ps_load()) EXPECT_GT(shard.table_rows(), 1000) << shard.shard();
 }
 
 TEST_F(EmulationTest, WithoutRootOrIproute2TheEmulationIsRefusedBeforeAnythingStarts) {
