@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps/shard.h"
+#include "tests/ps/table_shard_test_util.h"
 #include "tests/util/process_test_util.h"
 
 namespace pstrain {
@@ -20,71 +21,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kDim = 4;
+using table_test::Frame;
+using table_test::kDim;
+using table_test::Pull;
+using table_test::Push;
+using table_test::Shard;
 
-PsShardOptions Options(int dim = kDim) {
-  PsShardOptions o;
-  o.num_workers = 1;
-  o.consistency = "async";
-  o.optimizer.set_name("adagrad");
-  o.optimizer.set_learning_rate(0.1f);
-  o.seed = 3;
-  EmbeddingTableConfig& t = o.tables.emplace_back();
-  t.set_name("ads");
-  t.set_dim(dim);
-  return o;
-}
-
-template <typename Header>
-IncomingFrame Frame(const Header& header, const void* data = nullptr, size_t n = 0) {
-  OutgoingFrame out = OutgoingFrame::FromHeader(header);
-  auto bytes = std::make_shared<std::string>(static_cast<const char*>(data), n);
-  if (n > 0) out.chunks.push_back(ConstChunk{bytes->data(), bytes->size(), bytes});
-  return IncomingFrame::FromOutgoing(std::move(out));
-}
-
-std::unique_ptr<PsShard> Shard(const PsShardOptions& o, const ShardRestore* restore, absl::Status* init_status) {
-  absl::StatusOr<std::unique_ptr<PsShard>> shard = PsShard::Create(o);
-  EXPECT_TRUE(shard.ok()) << shard.status();
-  InitRequest init;
-  init.set_generation(1);
-  if (restore != nullptr) *init.mutable_restore() = *restore;
-  IncomingFrame frame = Frame(init);
-  InitResponse response;
-  *init_status = (*shard)->Init(init, frame, &response);
-  return *std::move(shard);
-}
-
-void Push(PsShard& shard, const std::vector<uint64_t>& keys, float g) {
-  SparsePushRequest request;
-  request.set_table("ads");
-  request.set_num_ids(static_cast<int64_t>(keys.size()));
-  request.set_dim(kDim);
-  std::string payload(reinterpret_cast<const char*>(keys.data()), keys.size() * 8);
-  const std::vector<float> grads(keys.size() * kDim, g);
-  payload.append(reinterpret_cast<const char*>(grads.data()), grads.size() * 4);
-  IncomingFrame frame = Frame(request, payload.data(), payload.size());
-  ASSERT_TRUE(shard.SparsePush(request, frame).ok());
-}
-
-// The rows of `keys` and the table's version.
-std::pair<std::vector<float>, int64_t> Pull(PsShard& shard, const std::vector<uint64_t>& keys) {
-  SparsePullRequest request;
-  request.set_table("ads");
-  request.set_num_ids(static_cast<int64_t>(keys.size()));
-  IncomingFrame frame = Frame(request, keys.data(), keys.size() * 8);
-  std::pair<std::vector<float>, int64_t> out;
-  shard.SparsePull(request, frame, [&out](absl::Status s, OutgoingFrame answer) {
-    ASSERT_TRUE(s.ok()) << s;
-    IncomingFrame in = IncomingFrame::FromOutgoing(std::move(answer));
-    SparsePullResponse header;
-    ASSERT_TRUE(in.ParseHeader(&header));
-    out.second = header.version();
-    out.first.resize(in.remaining() / 4);
-    ASSERT_TRUE(in.Read(out.first.data(), in.remaining()).ok());
-  });
-  return out;
-}
+PsShardOptions Options(int dim = kDim) { return table_test::TableShardOptions(dim); }
 
 class TableCheckpointTest : public ::testing::Test {
  protected:
