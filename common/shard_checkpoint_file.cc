@@ -61,8 +61,8 @@ absl::StatusOr<ShardCheckpointView> DecodeShardCheckpoint(const std::string& dat
   // An increment builds on an earlier step's file (0: it holds every row).
   const int64_t since = view.header.tables_since_step();
   if (since != 0 && (since < 0 || since >= view.header.step())) {
-    return absl::DataLossError(absl::StrCat(path, ": its tables build on step ", since, ", not one before its own step ",
-                                            view.header.step()));
+    return absl::DataLossError(
+        absl::StrCat(path, ": its tables build on step ", since, ", not one before its own step ", view.header.step()));
   }
   offset += length;
   std::set<std::string> listed;

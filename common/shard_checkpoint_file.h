@@ -42,9 +42,9 @@ struct ShardCheckpointTable {
   int slots = 0;
   int64_t rows = 0;
   int64_t version = 0;
-  size_t keys_offset = 0;     // rows x uint64
-  size_t updates_offset = 0;  // rows x uint32
-  size_t data_offset = 0;     // rows x dim x (1 + slots) float32, row by row
+  size_t keys_offset = 0;       // rows x uint64
+  size_t updates_offset = 0;    // rows x uint32
+  size_t data_offset = 0;       // rows x dim x (1 + slots) float32, row by row
   int64_t live_keys = -1;       // an increment's keys held (max_rows tables); -1: none listed
   size_t live_keys_offset = 0;  // live_keys x uint64
 };

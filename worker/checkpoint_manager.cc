@@ -90,8 +90,7 @@ std::set<int64_t> TableBaseSteps(const std::string& dir, int64_t step) {
   while (!pending.empty()) {
     const int64_t at = pending.back();
     pending.pop_back();
-    absl::StatusOr<std::string> bytes =
-        ReadWholeFile((fs::path(dir) / absl::StrCat(kPrefix, at) / kManifest).string());
+    absl::StatusOr<std::string> bytes = ReadWholeFile((fs::path(dir) / absl::StrCat(kPrefix, at) / kManifest).string());
     CheckpointManifest manifest;
     if (!bytes.ok() || !manifest.ParseFromString(*bytes)) continue;
     for (const CheckpointManifest::ShardFile& f : manifest.shards()) {
@@ -270,8 +269,8 @@ absl::Status CheckpointManager::AddTableChains(const std::string& dir, RestorePo
     while (since > 0) {
       const std::string base = (Normal(dir).parent_path() / absl::StrCat(kPrefix, since)).string();
       auto broken = [&](const std::string& why) {
-        return absl::DataLossError(absl::StrCat("checkpoint ", dir, ": shard ", f.shard(),
-                                                "'s tables build on ", base, ", which ", why));
+        return absl::DataLossError(
+            absl::StrCat("checkpoint ", dir, ": shard ", f.shard(), "'s tables build on ", base, ", which ", why));
       };
       if (since >= after || chain.size() > 100000) return broken("is not an earlier checkpoint");
       absl::StatusOr<std::string> bytes = ReadWholeFile((fs::path(base) / kManifest).string());
@@ -335,8 +334,8 @@ absl::Status CheckpointManager::Commit(int64_t step, const std::vector<Checkpoin
   PSTRAIN_RETURN_IF_ERROR(SyncDirectory(dir()));
   last_step_ = step;
   last_time_ = now;
-  const bool increment = std::any_of(shards.begin(), shards.end(),
-                                     [](const CheckpointResponse& r) { return r.tables_since_step() > 0; });
+  const bool increment =
+      std::any_of(shards.begin(), shards.end(), [](const CheckpointResponse& r) { return r.tables_since_step() > 0; });
   table_increments_ = increment ? table_increments_ + 1 : 0;
   table_base_step_ = step;
   LOG(INFO) << "checkpoint: committed " << ckpt << " (step " << step << ", " << shards.size() << " shards)";

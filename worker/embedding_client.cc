@@ -119,8 +119,8 @@ absl::Status EmbeddingClient::Push(int t, int64_t step, const std::vector<uint64
   return PushTables(step, {TablePush{t, &keys, grads}});
 }
 
-OutgoingFrame EmbeddingClient::PullRequest(const Table& table, const std::vector<uint64_t>& keys,
-                                           int64_t min_version, absl::Duration timeout) const {
+OutgoingFrame EmbeddingClient::PullRequest(const Table& table, const std::vector<uint64_t>& keys, int64_t min_version,
+                                           absl::Duration timeout) const {
   SparsePullRequest header;
   header.set_worker(worker_);
   header.set_table(table.config.name());

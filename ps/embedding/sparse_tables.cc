@@ -264,8 +264,8 @@ absl::Status SparseTables::AwaitSteps(int64_t step, absl::Time deadline) {
   if (mu_.AwaitWithDeadline(absl::Condition(&applied), deadline)) return absl::OkStatus();
   for (const Table& t : tables_) {
     if (t.rows->version() < step) {
-      return absl::DeadlineExceededError(absl::StrCat("table '", t.config.name(), "' has applied ",
-                                                      t.rows->version(), " steps, not yet ", step,
+      return absl::DeadlineExceededError(absl::StrCat("table '", t.config.name(), "' has applied ", t.rows->version(),
+                                                      " steps, not yet ", step,
                                                       ": a worker's sparse push did not arrive in time"));
     }
   }

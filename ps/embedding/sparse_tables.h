@@ -78,7 +78,7 @@ class SparseTables {
     std::vector<uint64_t> live_keys;  // an increment of a max_rows table: every key held
   };
   struct Snapshots {
-    int64_t since_step = 0;  // > 0: the rows changed since this shard's checkpoint of that step
+    int64_t since_step = 0;        // > 0: the rows changed since this shard's checkpoint of that step
     std::vector<Snapshot> tables;  // in config order
   };
   // Sync: waits until every table has applied `step` steps -- a worker's

@@ -14,10 +14,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics/result_json.h"
-#include "proto/ps.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "proto/ps.pb.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/util/process_test_util.h"
 
@@ -34,11 +34,11 @@ class RecoveryTest : public ::testing::Test {
   // checkpoints every `every_steps` steps, recovery and a timeline.
   void UseConfig(const std::string& shipped, const std::string& overrides = "", int every_steps = 100) {
     config_ = dir_.path() + "/experiment.yaml";
-    WriteFile(config_,
-              absl::StrCat(WithOverrides(ReadFile(SourcePath(shipped)), overrides), "checkpoint:\n  dir: ",
-                           checkpoints_, "\n  every_steps: ", every_steps, "\n",
-                           "timeouts:\n  ps_recover_seconds: 60\n  worker_lost_seconds: 30\n", "timeline:\n  path: ",
-                           dir_.path(), "/timeline.json\n  start_step: 0\n", "  end_step: 2000\n"));
+    WriteFile(config_, absl::StrCat(WithOverrides(ReadFile(SourcePath(shipped)), overrides),
+                                    "checkpoint:\n  dir: ", checkpoints_, "\n  every_steps: ", every_steps, "\n",
+                                    "timeouts:\n  ps_recover_seconds: 60\n  worker_lost_seconds: 30\n",
+                                    "timeline:\n  path: ", dir_.path(), "/timeline.json\n  start_step: 0\n",
+                                    "  end_step: 2000\n"));
   }
 
   Subprocess Launch() {

@@ -177,38 +177,38 @@ namespace {
 // The CSV's columns, in order (FormatCsv).
 const std::vector<std::string>& CsvHeader() {
   static const std::vector<std::string> header = {"label",
-                                           "experiment",
-                                           "model",
-                                           "variable_update",
-                                           "local_parameter_device",
-                                           "all_reduce_spec",
-                                           "consistency",
-                                           "staleness",
-                                           "transport",
-                                           "num_ps",
-                                           "num_workers",
-                                           "devices_per_worker",
-                                           "device",
-                                           "batch_size_per_device",
-                                           "global_batch_size",
-                                           "steps",
-                                           "images_per_sec",
-                                           "images_per_sec_stddev",
-                                           "final_loss",
-                                           "test_accuracy",
-                                           "wall_seconds",
-                                           "speedup",
-                                           "scaling_efficiency",
-                                           "worker_peak_rss_bytes",
-                                           "precision",
-                                           "loss_scaling",
-                                           "overflow_steps",
-                                           "status",
-                                           "exit_code",
-                                           "error",
-                                           "run_dir",
-                                           "test_auc",
-                                           "planted_auc"};
+                                                  "experiment",
+                                                  "model",
+                                                  "variable_update",
+                                                  "local_parameter_device",
+                                                  "all_reduce_spec",
+                                                  "consistency",
+                                                  "staleness",
+                                                  "transport",
+                                                  "num_ps",
+                                                  "num_workers",
+                                                  "devices_per_worker",
+                                                  "device",
+                                                  "batch_size_per_device",
+                                                  "global_batch_size",
+                                                  "steps",
+                                                  "images_per_sec",
+                                                  "images_per_sec_stddev",
+                                                  "final_loss",
+                                                  "test_accuracy",
+                                                  "wall_seconds",
+                                                  "speedup",
+                                                  "scaling_efficiency",
+                                                  "worker_peak_rss_bytes",
+                                                  "precision",
+                                                  "loss_scaling",
+                                                  "overflow_steps",
+                                                  "status",
+                                                  "exit_code",
+                                                  "error",
+                                                  "run_dir",
+                                                  "test_auc",
+                                                  "planted_auc"};
   return header;
 }
 
@@ -279,9 +279,10 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
   const bool auc = std::any_of(rows.begin(), rows.end(), [](const ReportRow& row) {
     return row.outcome.result.has_value() && row.outcome.result->has_test_auc();
   });
-  const std::vector<std::string> header = {"variant",  "strategy",     "PS",         "workers × devices", "images/sec",
-                                           "speed-up", "scaling eff.", "final loss",
-                                           auc ? "test AUC (planted)" : "test accuracy"};
+  const std::vector<std::string> header = {
+      "variant",           "strategy",   "PS",
+      "workers × devices", "images/sec", "speed-up",
+      "scaling eff.",      "final loss", auc ? "test AUC (planted)" : "test accuracy"};
   // Left-aligned text columns, right-aligned numbers.
   const std::vector<bool> right = {false, false, true, true, true, true, true, true, true};
   std::vector<std::vector<std::string>> cells;
@@ -310,7 +311,7 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
         FormatSpeedup(row.speedup),
         FormatPercent(row.scaling_efficiency),
         std::isfinite(r.final_loss()) ? absl::StrFormat("%.4f", r.final_loss()) : std::string(kDash),
-        auc                                                       ? AucCell(r)
+        auc                                                         ? AucCell(r)
         : r.has_test_accuracy() && std::isfinite(r.test_accuracy()) ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
                                                                     : std::string(kDash),
     });

@@ -320,7 +320,8 @@ absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
 
 absl::Status ParameterServerStrategy::SaveCheckpoint(int64_t step) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> paths, checkpoints_->PrepareShardPaths(step));
-  PSTRAIN_ASSIGN_OR_RETURN(std::vector<CheckpointResponse> written, client_->Checkpoint(step, paths, checkpoints_->TablesSinceStep()));
+  PSTRAIN_ASSIGN_OR_RETURN(std::vector<CheckpointResponse> written,
+                           client_->Checkpoint(step, paths, checkpoints_->TablesSinceStep()));
   PSTRAIN_ASSIGN_OR_RETURN(const std::optional<LedgerState> ledger, LedgerAt(step));
   return checkpoints_->Commit(step, written, absl::Now(), ledger ? &*ledger : nullptr);
 }
