@@ -42,11 +42,12 @@ absl::Status ValidateDataset(const Dataset& data) {
   if (data.sparse_features < 0) {
     return absl::InvalidArgumentError(absl::StrCat("negative sparse_features ", data.sparse_features));
   }
-  const int64_t want_ids = data.num_examples * data.sparse_features;
+  if (data.bag_size < 1) return absl::InvalidArgumentError(absl::StrCat("bag_size ", data.bag_size, " is not >= 1"));
+  const int64_t want_ids = data.num_examples * data.sparse_features * data.bag_size;
   if (static_cast<int64_t>(data.sparse_ids.size()) != want_ids) {
     return absl::InvalidArgumentError(absl::StrCat("sparse_ids holds ", data.sparse_ids.size(), " ids; ",
                                                    data.num_examples, " examples of ", data.sparse_features,
-                                                   " sparse features need ", want_ids));
+                                                   " sparse features in bags of ", data.bag_size, " need ", want_ids));
   }
   for (size_t i = 0; i < data.labels.size(); ++i) {
     if (data.labels[i] < 0 || data.labels[i] >= data.num_classes) {

@@ -26,14 +26,17 @@ struct Dataset {
   std::shared_ptr<const ExampleDecoder> decoder;
 
   // Sparse (categorical) features of click logs, for models with embedding
-  // tables (model.tables, docs/EMBEDDINGS.md): `sparse_features` ids per
-  // example, example-major (num_examples * sparse_features entries), feature
-  // f looked up in table f; kMissingId where the example lacks the feature
-  // (it pools to zeros). Empty for image datasets. `images` then holds the
-  // dense features ([N, 1, 1, dense count], log1p applied) and `labels` the
-  // 0/1 clicks (num_classes 2).
+  // tables (model.tables, docs/EMBEDDINGS.md): per example, `sparse_features`
+  // bags of `bag_size` ids each, example-major then feature-major
+  // (num_examples * sparse_features * bag_size entries; example e's feature
+  // f's bag starts at (e * sparse_features + f) * bag_size). Feature f is
+  // looked up in table f. A bag's ids come first, kMissingId pads the rest;
+  // a bag of no ids is a missing feature (it pools to zeros). Empty for
+  // image datasets. `images` then holds the dense features ([N, 1, 1, dense
+  // count], log1p applied) and `labels` the 0/1 clicks (num_classes 2).
   static constexpr uint64_t kMissingId = ~uint64_t{0};
   int sparse_features = 0;
+  int bag_size = 1;
   std::vector<uint64_t> sparse_ids;
   // For synthetic click logs: the best test AUC any model can reach on the
   // test set (the generator's planted probabilities); NaN otherwise.

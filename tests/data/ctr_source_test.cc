@@ -121,6 +121,38 @@ TEST(SyntheticCtrSourceTest, TwoLoadsAreEqual) {
   EXPECT_NE(d->train.sparse_ids, a->train.sparse_ids);
 }
 
+// data.ctr.bag_sizes: bags as long as the longest, each the generator's
+// ids then kMissingId.
+TEST(SyntheticCtrSourceTest, BagsArePaddedToTheLongest) {
+  ExperimentConfig c = CtrConfig(3000, 200);
+  for (int f = 0; f < kSparse; ++f) c.mutable_data()->mutable_ctr()->add_bag_sizes(f == 1 ? 4 : f == 5 ? 2 : 1);
+  absl::StatusOr<Datasets> data = LoadDatasets(c, /*with_test=*/true);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const Dataset& train = data->train;
+  EXPECT_EQ(train.bag_size, 4);
+  ASSERT_EQ(train.sparse_ids.size(), static_cast<size_t>(3000 * kSparse * 4));
+  EXPECT_TRUE(ValidateDataset(train).ok()) << ValidateDataset(train);
+  criteo::SyntheticCtrOptions o;
+  o.seed = c.data().ctr().seed();
+  o.cardinalities = TestCardinalities();
+  o.bag_sizes.assign(c.data().ctr().bag_sizes().begin(), c.data().ctr().bag_sizes().end());
+  absl::StatusOr<criteo::SyntheticCtr> g = criteo::SyntheticCtr::Create(o);
+  ASSERT_TRUE(g.ok()) << g.status();
+  int64_t full = 0;
+  for (int64_t i = 0; i < 3000; ++i) {
+    const criteo::CtrExample e = g->Example(static_cast<uint64_t>(i));
+    for (int f = 0; f < kSparse; ++f) {
+      std::vector<uint64_t> want(e.bags.bag(f).begin(), e.bags.bag(f).end());
+      full += want.size() == 4;
+      want.resize(4, Dataset::kMissingId);
+      const uint64_t* slots = train.sparse_ids.data() + (i * kSparse + f) * 4;
+      ASSERT_EQ(std::vector<uint64_t>(slots, slots + 4), want) << "example " << i << " C" << f + 1;
+    }
+  }
+  EXPECT_GT(full, 500);  // about a quarter of C2's bags
+  EXPECT_DOUBLE_EQ(data->test.planted_auc, *g->PlantedAuc(3000, 200));
+}
+
 // Per feature: the share of each id among the present ones.
 std::map<uint64_t, double> IdShares(const Dataset& data, int feature) {
   std::map<uint64_t, double> shares;
@@ -217,6 +249,12 @@ TEST(SyntheticCtrSourceTest, TheConfigCheckNamesBadFields) {
               HasSubstr("field 'data.ctr.cardinalities[3]'"));
   EXPECT_THAT(refusal([](CtrDataConfig* d, ModelConfig*) { d->set_cardinalities(4, (uint64_t{1} << 32) + 1); }),
               HasSubstr("field 'data.ctr.cardinalities[4]'"));
+  EXPECT_THAT(refusal([](CtrDataConfig* d, ModelConfig*) { d->add_bag_sizes(2); }),
+              HasSubstr("field 'data.ctr.bag_sizes': expected 26 values"));
+  EXPECT_THAT(refusal([](CtrDataConfig* d, ModelConfig*) {
+                for (int f = 0; f < kSparse; ++f) d->add_bag_sizes(f == 3 ? 65 : 1);
+              }),
+              HasSubstr("field 'data.ctr.bag_sizes[3]'"));
   EXPECT_THAT(refusal([](CtrDataConfig* d, ModelConfig* m) {
                 d->clear_cardinalities();
                 m->add_tables()->set_name("only");
@@ -322,7 +360,7 @@ TEST(CtrDatasetTest, ValidateDatasetChecksTheSparseIds) {
   const absl::Status s = ValidateDataset(d);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("sparse_ids holds 2599 ids; 100 examples of 26 sparse features need 2600"));
+              HasSubstr("sparse_ids holds 2599 ids; 100 examples of 26 sparse features in bags of 1 need 2600"));
 }
 
 }  // namespace

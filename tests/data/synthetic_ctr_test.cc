@@ -229,6 +229,71 @@ TEST(SyntheticCtrTest, ProbabilitiesAreThePlantedModelsOfTheRecord) {
   EXPECT_NEAR(std::sqrt(sum2 / kIds), g.options().weight_scale, 0.03 * g.options().weight_scale);
 }
 
+// Multi-valued features: C1's bags hold 1 to 5 ids, C3's 1 to 3, the rest
+// one; every length appears, the record's C_f is the bag's first id, and
+// features of one id draw what they draw without bag_sizes.
+SyntheticCtrOptions BagOptions(uint64_t seed) {
+  SyntheticCtrOptions o = TestOptions(seed);
+  o.bag_sizes.assign(kNumCategorical, 1);
+  o.bag_sizes[0] = 5;
+  o.bag_sizes[2] = 3;
+  return o;
+}
+
+TEST(SyntheticCtrTest, BagsHoldOneToBagSizeIdsOfTheFeaturesLaw) {
+  const SyntheticCtr g = Make(BagOptions(3));
+  const SyntheticCtr one = Make(TestOptions(3));
+  std::map<size_t, int> lengths;  // of C1's bags
+  for (uint64_t i = 0; i < 3000; ++i) {
+    const CtrExample e = g.Example(i);
+    const CtrExample plain = one.Example(i);
+    ASSERT_EQ(e.bags.begin[kNumCategorical], static_cast<int32_t>(e.bags.ids.size()));
+    for (int f = 0; f < kNumCategorical; ++f) {
+      const absl::Span<const uint64_t> bag = e.bags.bag(f);
+      ASSERT_LE(bag.size(), static_cast<size_t>(g.options().bag_sizes[f])) << "C" << f + 1;
+      ASSERT_EQ(bag.empty(), !e.record.categorical[f].has_value()) << "C" << f + 1;
+      if (!bag.empty()) {
+        ASSERT_EQ(bag[0], *e.record.categorical[f]);
+      }
+      if (g.options().bag_sizes[f] == 1) {
+        ASSERT_EQ(e.record.categorical[f], plain.record.categorical[f]);
+      }
+    }
+    EXPECT_EQ(e.record.dense, plain.record.dense);
+    if (!e.bags.bag(0).empty()) ++lengths[e.bags.bag(0).size()];
+  }
+  ASSERT_EQ(lengths.size(), 5u);
+  for (const auto& [length, count] : lengths) EXPECT_NEAR(count / 3000.0, 0.98 / 5, 0.03) << length;
+  // Every id of a bag is one of the feature's: C3 has 3 ranks.
+  std::set<uint64_t> c3;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    const CtrExample e = g.Example(i);
+    for (uint64_t id : e.bags.bag(2)) c3.insert(id);
+  }
+  EXPECT_EQ(c3, (std::set<uint64_t>{g.IdOfRank(2, 0), g.IdOfRank(2, 1), g.IdOfRank(2, 2)}));
+}
+
+// p = sigmoid(bias + sum_f mean_{id in bag f} w_f(id) + sum_j v_j log1p(I_j)).
+TEST(SyntheticCtrTest, ABagsPlantedWeightIsTheMeanOfItsIds) {
+  const SyntheticCtr g = Make(BagOptions(5));
+  int long_bags = 0;
+  for (const CtrExample& e : g.Generate(0, 300)) {
+    double z = g.bias();
+    for (int f = 0; f < kNumCategorical; ++f) {
+      const absl::Span<const uint64_t> bag = e.bags.bag(f);
+      double sum = 0;
+      for (uint64_t id : bag) sum += g.CategoricalWeight(f, id);
+      if (!bag.empty()) z += sum / static_cast<double>(bag.size());
+      long_bags += bag.size() > 1;
+    }
+    for (int j = 0; j < kNumDense; ++j) {
+      if (e.record.dense[j]) z += g.DenseWeight(j) * std::log1p(static_cast<double>(*e.record.dense[j]));
+    }
+    EXPECT_NEAR(e.probability, 1 / (1 + std::exp(-z)), 1e-12);
+  }
+  EXPECT_GT(long_bags, 300);
+}
+
 TEST(SyntheticCtrTest, PlantedAucIsWellAboveChance) {
   const SyntheticCtr g = Make(TestOptions(9));
   absl::StatusOr<double> auc = g.PlantedAuc(100000, 10000);
@@ -268,6 +333,13 @@ TEST(SyntheticCtrTest, BadOptionsAreRefusedByName) {
   o = TestOptions(1);
   o.cardinalities[4] = 0;
   EXPECT_THAT(message(o), HasSubstr("cardinality of C5 is 0"));
+  o = BagOptions(1);
+  o.bag_sizes[6] = 0;
+  EXPECT_THAT(message(o), HasSubstr("bag size of C7 is 0, want 1 to 64"));
+  o.bag_sizes[6] = 65;
+  EXPECT_THAT(message(o), HasSubstr("bag size of C7 is 65"));
+  o.bag_sizes.pop_back();
+  EXPECT_THAT(message(o), HasSubstr("25 bag sizes, want none or 26"));
   o = TestOptions(1);
   o.zipf_s = 0;
   EXPECT_THAT(message(o), HasSubstr("zipf_s 0"));

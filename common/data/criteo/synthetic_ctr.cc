@@ -60,6 +60,16 @@ absl::Status CheckOptions(const SyntheticCtrOptions& o) {
   if (!(o.target_positive_rate > 0 && o.target_positive_rate < 1)) {
     return OptionError("target_positive_rate", o.target_positive_rate, "in (0, 1)");
   }
+  if (!o.bag_sizes.empty() && o.bag_sizes.size() != kNumCategorical) {
+    return absl::InvalidArgumentError(absl::StrCat("synthetic CTR: ", o.bag_sizes.size(), " bag sizes, want none or ",
+                                                   kNumCategorical, " (one per categorical feature)"));
+  }
+  for (size_t f = 0; f < o.bag_sizes.size(); ++f) {
+    if (o.bag_sizes[f] < 1 || o.bag_sizes[f] > kMaxBagSize) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("synthetic CTR: bag size of C", f + 1, " is ", o.bag_sizes[f], ", want 1 to ", kMaxBagSize));
+    }
+  }
   if (o.calibration_examples < 1) {
     return OptionError("calibration_examples", static_cast<double>(o.calibration_examples), ">= 1");
   }
@@ -144,8 +154,8 @@ double SyntheticCtr::CategoricalWeight(int feature, uint64_t id) const {
 
 // Each feature draws from a stream of its own (slot j of the example's key),
 // so the features do not shift one another's draws.
-CriteoRecord SyntheticCtr::DrawFeatures(uint64_t key, double* logit) const {
-  CriteoRecord record;
+double SyntheticCtr::DrawFeatures(uint64_t key, CtrExample* example) const {
+  CriteoRecord& record = example->record;
   double z = 0;
   for (int j = 0; j < kNumDense; ++j) {
     SplitMix64 rng(DeriveSeed(key, static_cast<uint64_t>(j)));
@@ -154,22 +164,41 @@ CriteoRecord SyntheticCtr::DrawFeatures(uint64_t key, double* logit) const {
     record.dense[j] = static_cast<int64_t>(x);
     z += dense_weights_[j] * std::log1p(x);
   }
+  CtrBags& bags = example->bags;
+  bags.ids.reserve(kNumCategorical);
   for (int f = 0; f < kNumCategorical; ++f) {
+    bags.begin[f] = static_cast<int32_t>(bags.ids.size());
     SplitMix64 rng(DeriveSeed(key, static_cast<uint64_t>(kNumDense + f)));
     if (rng.Uniform01() < options_.categorical_missing) continue;
-    const uint64_t id = IdOfRank(f, samplers_[f].Sample(rng));
-    record.categorical[f] = id;
-    z += CategoricalWeight(f, id);
+    z += DrawBag(f, rng, &bags.ids);
+    record.categorical[f] = bags.ids[bags.begin[f]];
   }
-  *logit = z;
-  return record;
+  bags.begin[kNumCategorical] = static_cast<int32_t>(bags.ids.size());
+  return z;
+}
+
+// A bag of one draws its id alone (the stream of a one-id feature does not
+// depend on bag_sizes); a longer bag draws its length first.
+double SyntheticCtr::DrawBag(int f, SplitMix64& rng, std::vector<uint64_t>* ids) const {
+  const int most = BagSize(f);
+  const int n = most == 1 ? 1 : 1 + std::min(most - 1, static_cast<int>(rng.Uniform01() * most));
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t id = IdOfRank(f, samplers_[f].Sample(rng));
+    ids->push_back(id);
+    sum += CategoricalWeight(f, id);
+  }
+  return sum / n;
 }
 
 // Bisection on the bias for mean sigmoid(bias + logit) = the target over the
 // calibration stream's examples (the mean rises with the bias).
 void SyntheticCtr::CalibrateBias() {
   std::vector<double> logits(static_cast<size_t>(options_.calibration_examples));
-  for (size_t i = 0; i < logits.size(); ++i) DrawFeatures(DeriveSeed(calibration_key_, i), &logits[i]);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    CtrExample example;
+    logits[i] = DrawFeatures(DeriveSeed(calibration_key_, i), &example);
+  }
   double lo = -100, hi = 100;
   for (int iteration = 0; iteration < 100 && hi - lo > 1e-12; ++iteration) {
     const double mid = (lo + hi) / 2;
@@ -187,8 +216,7 @@ void SyntheticCtr::CalibrateBias() {
 CtrExample SyntheticCtr::Example(uint64_t index) const {
   const uint64_t key = DeriveSeed(examples_key_, index);
   CtrExample example;
-  double logit = 0;
-  example.record = DrawFeatures(key, &logit);
+  const double logit = DrawFeatures(key, &example);
   example.probability = Sigmoid(bias_ + logit);
   SplitMix64 label_rng(DeriveSeed(key, kNumFields));
   example.record.label = label_rng.Uniform01() < example.probability ? 1.0f : 0.0f;

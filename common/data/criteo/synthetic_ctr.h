@@ -8,23 +8,27 @@
 // never from std distributions (docs/DATA.md, "Criteo click logs and
 // synthetic CTR data", for the one caveat: libm's rounding).
 //
-//   categorical C_f: missing with probability categorical_missing; else a rank
-//     r in [0, cardinality_f) from Zipf's law P(r) ~ (r + 1)^-zipf_s, written
-//     as the 32-bit id IdOfRank(f, r), a hash of (seed, f, r): frequent ids
-//     are not small numbers
+//   categorical C_f: missing with probability categorical_missing; else a bag
+//     of n ids, n uniform in [1, bag_sizes_f] (1 when bag_sizes is empty),
+//     each a rank r in [0, cardinality_f) from Zipf's law
+//     P(r) ~ (r + 1)^-zipf_s, written as the 32-bit id IdOfRank(f, r), a hash
+//     of (seed, f, r): frequent ids are not small numbers. The record's C_f
+//     is the bag's first id
 //   dense I_j: missing with probability dense_missing; else
 //     floor(dense_mean * Exp(1)), a non-negative integer
-//   label: 1 with probability p = sigmoid(bias + sum_f w_f(C_f)
+//   label: 1 with probability p = sigmoid(bias + sum_f mean_{id in bag f} w_f(id)
 //     + sum_j v_j log1p(I_j)), missing features adding 0; w_f(id) and v_j
 //     uniform with standard deviation weight_scale and dense_weight_scale,
 //     each fixed by (seed, f, id) or (seed, j); the bias is set at Create so
 //     the mean of p is target_positive_rate.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/data/criteo/criteo_record.h"
 #include "common/data/portable_random.h"
 
@@ -82,11 +86,28 @@ struct SyntheticCtrOptions {
   double categorical_missing = 0.02;     // in [0, 1]
   double target_positive_rate = 0.25;    // in (0, 1)
   int64_t calibration_examples = 16384;  // >= 1: examples (of a stream of their own) the bias is fitted on
+  // Empty (one id per feature) or kNumCategorical values, each in
+  // [1, kMaxBagSize]: the most ids feature f's bag holds.
+  std::vector<int> bag_sizes;
+};
+
+inline constexpr int kMaxBagSize = 64;
+
+// Each categorical feature's ids (one allocation per example); an empty bag
+// is a missing feature.
+struct CtrBags {
+  std::vector<uint64_t> ids;                         // bag 0's ids, then bag 1's, ...
+  std::array<int32_t, kNumCategorical + 1> begin{};  // bag f is ids[begin[f], begin[f + 1])
+
+  absl::Span<const uint64_t> bag(int f) const {
+    return absl::MakeConstSpan(ids).subspan(begin[f], begin[f + 1] - begin[f]);
+  }
 };
 
 struct CtrExample {
-  CriteoRecord record;
-  double probability = 0;  // the planted P(label = 1 | record)
+  CriteoRecord record;     // C_f: the first id of bag f
+  CtrBags bags;            // every id of every feature
+  double probability = 0;  // the planted P(label = 1 | bags, dense features)
 };
 
 class SyntheticCtr {
@@ -111,9 +132,13 @@ class SyntheticCtr {
 
  private:
   explicit SyntheticCtr(SyntheticCtrOptions options);
-  // The features of the example whose stream key is `key` (no label);
-  // `*logit` gets its logit less the bias.
-  CriteoRecord DrawFeatures(uint64_t key, double* logit) const;
+  // The features of the example whose stream key is `key` (no label), into
+  // `example`'s record and bags; returns its logit less the bias.
+  double DrawFeatures(uint64_t key, CtrExample* example) const;
+  // Appends bag `f` of the example (stream `rng`) to `ids`; returns its
+  // planted logit term.
+  double DrawBag(int f, SplitMix64& rng, std::vector<uint64_t>* ids) const;
+  int BagSize(int f) const { return options_.bag_sizes.empty() ? 1 : options_.bag_sizes[f]; }
   void CalibrateBias();
 
   SyntheticCtrOptions options_;

@@ -3,7 +3,8 @@
 // data.ctr. Training examples are the generator's [0, train_examples), test
 // examples the next test_examples: two disjoint ranges of one generator, so
 // the test ids follow the training ids' distribution. Layout:
-// common/data/criteo/ctr_dataset.h. Each split's planted_auc is the planted
+// common/data/criteo/ctr_dataset.h, bags as long as the longest of
+// data.ctr.bag_sizes. Each split's planted_auc is the planted
 // model's AUC over its own examples (NaN when they are of one class).
 #include "common/data/criteo/synthetic_ctr.h"
 
@@ -71,6 +72,19 @@ absl::Status CheckCardinalities(const ExperimentConfig& config, const ConfigChec
   return absl::OkStatus();
 }
 
+absl::Status CheckBagSizes(const CtrDataConfig& ctr, const ConfigChecker& ck) {
+  if (ctr.bag_sizes_size() != 0 && ctr.bag_sizes_size() != criteo::kNumCategorical) {
+    return ck.Fail("data.ctr.bag_sizes",
+                   absl::StrCat(criteo::kNumCategorical, " values (one per categorical feature) or none"),
+                   absl::StrCat(ctr.bag_sizes_size(), " values"));
+  }
+  for (int f = 0; f < ctr.bag_sizes_size(); ++f) {
+    PSTRAIN_RETURN_IF_ERROR(
+        ck.InRange(absl::StrCat("data.ctr.bag_sizes[", f, "]"), ctr.bag_sizes(f), 1, true, criteo::kMaxBagSize, true));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Check(const ExperimentConfig& config, const ConfigChecker& ck) {
   const CtrDataConfig& ctr = config.data().ctr();
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("data.ctr.train_examples", ctr.train_examples()));
@@ -82,6 +96,7 @@ absl::Status Check(const ExperimentConfig& config, const ConfigChecker& ck) {
       ck.InRange("data.ctr.target_positive_rate", ctr.target_positive_rate(), 0.0, false, 1.0, false));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange("data.ctr.categorical_missing", ctr.categorical_missing(), 0.0, true, 1.0, true));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange("data.ctr.dense_missing", ctr.dense_missing(), 0.0, true, 1.0, true));
+  PSTRAIN_RETURN_IF_ERROR(CheckBagSizes(ctr, ck));
   return CheckCardinalities(config, ck);
 }
 
@@ -96,18 +111,22 @@ criteo::SyntheticCtrOptions Options(const ExperimentConfig& config) {
   o.target_positive_rate = ctr.target_positive_rate();
   o.categorical_missing = ctr.categorical_missing();
   o.dense_missing = ctr.dense_missing();
+  o.bag_sizes.assign(ctr.bag_sizes().begin(), ctr.bag_sizes().end());
   return o;
 }
 
 // Examples [first, first + count) of `generator`, on up to the machine's
 // cores (each example depends only on its index).
 Dataset Generate(const criteo::SyntheticCtr& generator, uint64_t first, int64_t count) {
-  Dataset data = criteo::MakeCtrDataset(count);
+  const std::vector<int>& sizes = generator.options().bag_sizes;
+  const int bag_size = sizes.empty() ? 1 : *std::max_element(sizes.begin(), sizes.end());
+  Dataset data = criteo::MakeCtrDataset(count, bag_size);
   std::vector<double> probabilities(static_cast<size_t>(count));
   const auto fill = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const criteo::CtrExample example = generator.Example(first + static_cast<uint64_t>(i));
       criteo::SetCtrExample(example.record, i, &data);
+      if (bag_size > 1) criteo::SetCtrBags(example.bags, i, &data);
       probabilities[static_cast<size_t>(i)] = example.probability;
     }
   };
