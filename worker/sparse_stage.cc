@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "worker/bag_pooling.h"
 
 namespace pstrain {
 
@@ -38,6 +39,7 @@ SparseStage::SparseStage(const ExperimentConfig& config, std::unique_ptr<Embeddi
   input_width_ = dense_features_;
   for (const EmbeddingTableConfig& t : config_.model().tables()) {
     row_offset_.push_back(input_width_);
+    mean_.push_back(t.pooling() == "mean");
     input_width_ += t.dim();
   }
   sync_ = config_.consistency() == "sync";
@@ -52,16 +54,20 @@ absl::Status SparseStage::PullRows(const Dataset& data, const std::vector<int64_
   }
   batches->resize(tables);
   const absl::Duration timeout = absl::Seconds(config_.timeouts().sync_step_seconds());
+  const int bag = data.bag_size;
   for (int t = 0; t < tables; ++t) {
     TableBatch& b = (*batches)[t];
+    b.bag = bag;
     std::vector<uint64_t> ids;
-    b.key_of.assign(examples.size(), -1);
-    std::vector<int64_t> present;  // positions of the examples that have the feature
+    b.key_of.assign(examples.size() * bag, -1);
+    std::vector<int64_t> present;  // the bag slots that hold an id
     for (size_t i = 0; i < examples.size(); ++i) {
-      const uint64_t id = data.sparse_ids[examples[i] * data.sparse_features + t];
-      if (id == Dataset::kMissingId) continue;
-      ids.push_back(id);
-      present.push_back(static_cast<int64_t>(i));
+      const uint64_t* slots = data.sparse_ids.data() + (examples[i] * data.sparse_features + t) * bag;
+      for (int j = 0; j < bag; ++j) {
+        if (slots[j] == Dataset::kMissingId) continue;
+        ids.push_back(slots[j]);
+        present.push_back(static_cast<int64_t>(i) * bag + j);
+      }
     }
     b.keys = client_->Deduplicate(t, ids);
     for (size_t k = 0; k < present.size(); ++k) b.key_of[present[k]] = b.keys.index[k];
@@ -97,14 +103,9 @@ void SparseStage::ComposeRange(const std::vector<TableBatch>& batches, int64_t f
     float* row = out + i * input_width_;
     std::memcpy(row, in + i * dense_features_, dense_features_ * sizeof(float));
     for (size_t t = 0; t < batches.size(); ++t) {
+      const TableBatch& b = batches[t];
       const int dim = client_->table(static_cast<int>(t)).dim();
-      const int32_t key = batches[t].key_of[first + i];
-      float* dst = row + row_offset_[t];
-      if (key < 0) {
-        std::fill_n(dst, dim, 0.0f);
-      } else {
-        std::memcpy(dst, batches[t].rows.data() + static_cast<int64_t>(key) * dim, dim * sizeof(float));
-      }
+      PoolBag(b.key_of.data() + (first + i) * b.bag, b.bag, mean_[t], b.rows.data(), dim, row + row_offset_[t]);
     }
   }
 }
@@ -126,11 +127,8 @@ absl::Status SparseStage::Push(int64_t step) {
       const Tensor& g = replicas_->model(r).InputGradient();
       CHECK_EQ(g.num_elements(), replica_count_[r] * input_width_) << "replica " << r << "'s input gradient";
       for (int64_t i = 0; i < replica_count_[r]; ++i) {
-        const int32_t key = b.key_of[replica_first_[r] + i];
-        if (key < 0) continue;
-        const float* src = g.data() + i * input_width_ + row_offset_[t];
-        float* dst = grads[t].data() + static_cast<int64_t>(key) * dim;
-        for (int d = 0; d < dim; ++d) dst[d] += src[d] * factor;
+        AddBagGradient(b.key_of.data() + (replica_first_[r] + i) * b.bag, b.bag, mean_[t],
+                       g.data() + i * input_width_ + row_offset_[t], factor, dim, grads[t].data());
       }
     }
     pushes.push_back({t, &b.keys.keys, grads[t].data()});

@@ -8,11 +8,13 @@
 //            request per shard); under sync it waits for the step's version,
 //            so every worker reads the rows of the same updates;
 //   Compose  replica r's model input: its dense features [b, 1, 1, D], then
-//            per table the example's pooled row, [b, 1, 1, D + sum of dims].
-//            A feature holds one id per example, so sum and mean pooling
-//            give the row itself; a missing feature pools to zeros;
+//            per table the example's pooled bag, [b, 1, 1, D + sum of dims]:
+//            the sum of the bag's rows, or with the table's `pooling: mean`
+//            their mean (an id twice in a bag counts twice); a missing
+//            feature (an empty bag) pools to zeros;
 //   Push     each replica's input gradient: the pooled columns added onto
-//            their keys' rows over every replica and example, divided by
+//            the rows of the bag's ids (divided by the bag's length for
+//            mean pooling) over every replica and example, divided by
 //            the replicas and by the loss scale (the mean over the worker's
 //            batch, as its dense gradients are averaged), one SparsePush
 //            per table. Under sync the shard sums the workers' pushes and
@@ -70,10 +72,12 @@ class SparseStage {
   int64_t bytes_received() const { return client_->bytes_received(); }
 
  private:
-  // One table's share of a pull: its keys, each id's key (-1: missing), rows.
+  // One table's share of a pull: its keys, each bag slot's key (-1: no
+  // id), rows.
   struct TableBatch {
     SparseKeys keys;
-    std::vector<int32_t> key_of;  // per example position (replica-major): index into keys.keys, or -1
+    int bag = 1;                  // slots per example (the dataset's bag_size)
+    std::vector<int32_t> key_of;  // per example position (replica-major) and slot: index into keys.keys, or -1
     std::vector<float> rows;      // keys.keys.size() * dim
   };
 
@@ -93,6 +97,7 @@ class SparseStage {
   ReplicaSet* const replicas_;
   const int64_t dense_features_;     // D
   std::vector<int64_t> row_offset_;  // per table: its first column after the dense features
+  std::vector<bool> mean_;           // per table: pooling "mean" (else "sum")
   int64_t input_width_ = 0;          // D + the tables' dims
   bool sync_ = false;
   std::vector<int64_t> replica_first_;  // example position where replica r's batch starts

@@ -4,6 +4,7 @@
 // optimizers (Adagrad, FTRL) are not linear in the gradient, so a row's
 // gradient dropped, doubled or scaled wrongly shows. DLRM on synthetic click
 // logs with small tables (every row touched many times).
+#include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -81,6 +82,41 @@ TEST_P(SparseEquivalenceTest, TwoWorkersTimesTwoDevicesEqualOneDeviceWithTheWhol
 INSTANTIATE_TEST_SUITE_P(RowOptimizers, SparseEquivalenceTest, ::testing::Values("adagrad", "ftrl"),
                          [](const auto& info) { return info.param; });
 
+// Multi-valued features: C1's bags hold up to 4 ids (mean pooled), C2's up
+// to 3 (summed), C3 one (mean). Each id of a bag gets the pooled column's
+// gradient (divided by the bag's length for a mean), every worker's and
+// device's summed on the shard: 2 x 2 devices still equal one device.
+ExperimentConfig BagConfig() {
+  ExperimentConfig config = SparseConfig("adagrad");
+  config.set_name("sparse_equivalence_bags");
+  CtrDataConfig* ctr = config.mutable_data()->mutable_ctr();
+  for (int f = 0; f < 26; ++f) ctr->add_bag_sizes(f == 0 ? 4 : f == 1 ? 3 : 1);
+  config.mutable_model()->mutable_tables(0)->set_pooling("mean");
+  config.mutable_model()->mutable_tables(2)->set_pooling("mean");
+  return config;
+}
+
+TEST(SparseBagsTest, TwoWorkersTimesTwoDevicesEqualOneDeviceWithBagsOfIds) {
+  const int kBatch = 16;
+  ExperimentConfig many = BagConfig();
+  SetInProcessHosts(&many, /*num_ps=*/2, /*num_workers=*/2);
+  many.set_devices_per_worker(2);
+  many.mutable_train()->set_batch_size_per_device(kBatch);
+  absl::StatusOr<ClusterRun> distributed = RunInProcessCluster(many);
+  ASSERT_TRUE(distributed.ok()) << distributed.status();
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(BagConfig(), 4 * kBatch);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_LT(MaxRelativeDifference(distributed->final_params, single->final_params), 2e-5);
+
+  // Summing C1's bag where it was averaged moves the run clearly: the
+  // pooling reaches the parameters compared above.
+  ExperimentConfig summed = BagConfig();
+  summed.mutable_model()->mutable_tables(0)->set_pooling("sum");
+  absl::StatusOr<ClusterRun> other = RunOnOneDevice(summed, 4 * kBatch);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_GT(MaxRelativeDifference(other->final_params, single->final_params), 1e-4);
+}
+
 // A click model evaluates to an AUC, a log loss and, on synthetic data, the
 // best AUC the data allows.
 TEST(SparseTrainingTest, TheChiefReportsTestAucBesidePlantedAuc) {
@@ -101,6 +137,23 @@ TEST(SparseTrainingTest, TheChiefReportsTestAucBesidePlantedAuc) {
   EXPECT_LT(run->chief.test_auc(), run->chief.planted_auc() + 0.02);
   ASSERT_TRUE(run->chief.has_test_log_loss());
   EXPECT_GT(run->chief.test_log_loss(), 0);
+}
+
+// With bags the planted weight of a feature is the mean of its ids'
+// weights, which mean pooling can learn: the AUC comes near the planted one.
+TEST(SparseTrainingTest, BagsOfIdsLearnThePlantedModel) {
+  ExperimentConfig config = BagConfig();
+  SetInProcessHosts(&config, /*num_ps=*/1, /*num_workers=*/1);
+  config.mutable_train()->set_batch_size_per_device(64);
+  config.mutable_train()->set_steps(640);
+  config.mutable_train()->set_evaluate(true);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(run->chief.has_test_auc());
+  std::cout << "bags: test AUC " << run->chief.test_auc() << ", planted " << run->chief.planted_auc() << std::endl;
+  EXPECT_GT(run->chief.planted_auc(), 0.6);
+  EXPECT_GT(run->chief.test_auc(), run->chief.planted_auc() - 0.05);
+  EXPECT_LT(run->chief.test_auc(), run->chief.planted_auc() + 0.02);
 }
 
 }  // namespace
