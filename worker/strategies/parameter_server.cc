@@ -44,9 +44,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> ParameterServerStrategy::Create(const 
 ParameterServerStrategy::~ParameterServerStrategy() { StopHeartbeats(); }
 
 void ParameterServerStrategy::StopHeartbeats() {
-  if (!heartbeats_.joinable()) return;
-  stop_heartbeats_.Notify();
-  heartbeats_.join();
+  if (heartbeats_ != nullptr) heartbeats_->Stop();
 }
 
 std::string ParameterServerStrategy::Describe() const {
@@ -138,11 +136,9 @@ absl::Status ParameterServerStrategy::Start() {
       context_.replicas->model(r).SetVariableWait(pipeline_->WaitFor(r));
   }
   const absl::Duration period = absl::Seconds(config.timeouts().heartbeat_seconds());
-  heartbeats_ = std::thread([this, period] {
-    while (!stop_heartbeats_.WaitForNotificationWithTimeout(period)) {
-      absl::Status s = client_->Heartbeat(current_step_.load(), finished_pushing_.load());
-      if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
-    }
+  heartbeats_ = std::make_unique<PeriodicThread>(period, [this] {
+    absl::Status s = client_->Heartbeat(current_step_.load(), finished_pushing_.load());
+    if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
   });
   return absl::OkStatus();
 }

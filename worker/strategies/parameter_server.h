@@ -47,6 +47,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/periodic_thread.h"
 #include "worker/checkpoint_manager.h"
 #include "worker/ps_client.h"
 #include "worker/ps_pipeline.h"
@@ -134,8 +135,7 @@ class ParameterServerStrategy : public Strategy {
   absl::Duration pull_wait_;
   std::atomic<int64_t> current_step_{0};
   std::atomic<bool> finished_pushing_{false};
-  absl::Notification stop_heartbeats_;
-  std::thread heartbeats_;
+  std::unique_ptr<PeriodicThread> heartbeats_;  // from Start on
 
   // Overlapped pushes of the current step (one replica only).
   bool overlap_ = false;
