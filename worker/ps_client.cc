@@ -68,6 +68,13 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
       batch_bytes += bytes;
     }
   }
+  // A client of no variables (the shards hold only embedding tables,
+  // worker/table_session.h) keeps one empty batch per shard: its Join asks
+  // every shard, waiting for the chief's Init there and adopting its
+  // generation.
+  if (client->parts_.empty()) {
+    for (int s = 0; s < num_shards; ++s) client->batches_.push_back({s, {}});
+  }
   PSTRAIN_ASSIGN_OR_RETURN(client->compression_, ParseCompression(config.compression()));
   if (client->compression_ == Compression::kTopK) {
     for (const VariablePart& part : client->parts_) {

@@ -37,6 +37,8 @@ class PsClient {
   // `variables` is the model's list (fixed order); `parts` says where each
   // variable (or each slice of a partitioned one) lives. The client keeps
   // references to the variables' tensors.
+  // No parts: a client of the shards' embedding tables alone
+  // (worker/table_session.h), for Init, Join, Heartbeat, Stats and Done.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(const ExperimentConfig& config, int worker_index,
                                                           Transport* transport, std::vector<Variable>* variables,
                                                           std::vector<VariablePart> parts);

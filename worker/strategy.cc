@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "optim/loss_scaler.h"
+#include "worker/tables_beside.h"
 
 namespace pstrain {
 namespace {
@@ -76,6 +77,27 @@ absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& ne
       absl::StrCat("'", c.loss_scaling().mode(), "'"));
 }
 
+// model.tables under a strategy without parameter servers: one whose entry
+// runs tables beside it, with shards listed for them.
+absl::Status CheckTablesBeside(const ExperimentConfig& c, const StrategyEntry& entry, const ConfigChecker& ck) {
+  if (c.model().tables_size() == 0) return absl::OkStatus();
+  const std::string& name = c.variable_update();
+  if (!entry.tables_beside) {
+    return ck.Fail("model.tables",
+                   absl::StrCat("none for variable_update ", name,
+                                " (embedding tables live on parameter servers; parameter_server and allreduce "
+                                "run them)"),
+                   absl::StrCat(c.model().tables_size(), " tables"));
+  }
+  if (c.cluster().ps_hosts().empty()) {
+    return ck.Fail("cluster.ps_hosts",
+                   absl::StrCat("at least one host:port for model.tables (the embedding tables live on parameter ",
+                                "servers beside variable_update ", name, ")"),
+                   "none");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, const ConfigChecker& ck) {
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("variable_update", c.variable_update(), StrategyRegistry().Names()));
   PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(c.variable_update()));
@@ -122,11 +144,7 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
   if (needs.parameter_servers && c.cluster().ps_hosts().empty()) {
     return ck.Fail("cluster.ps_hosts", absl::StrCat("at least one host:port when variable_update is ", name), "none");
   }
-  if (!needs.parameter_servers && c.model().tables_size() > 0) {
-    return ck.Fail("model.tables",
-                   absl::StrCat("none for variable_update ", name, " (embedding tables live on parameter servers)"),
-                   absl::StrCat(c.model().tables_size(), " tables"));
-  }
+  if (!needs.parameter_servers) PSTRAIN_RETURN_IF_ERROR(CheckTablesBeside(c, entry, ck));
   if (!needs.parameter_servers) {
     PSTRAIN_RETURN_IF_ERROR(CheckNoCheckpoints(c, ck));
     PSTRAIN_RETURN_IF_ERROR(CheckNoElastic(c, ck));
@@ -167,8 +185,13 @@ absl::StatusOr<StrategyNeeds> NeedsOf(const ExperimentConfig& config, absl::stri
 
 absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyContext& context) {
   PSTRAIN_RETURN_IF_ERROR(NeedsOf(*context.config).status());
-  PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(context.config->variable_update()));
-  return entry.create(context);
+  const ExperimentConfig& config = *context.config;
+  PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(config.variable_update()));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, entry.create(context));
+  if (config.model().tables_size() == 0 || entry.needs(config).parameter_servers) return strategy;
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TableSession> tables,
+                           TableSession::Create(config, context.worker_index, context.transport));
+  return WithTablesBeside(std::move(strategy), std::move(tables), context);
 }
 
 }  // namespace pstrain

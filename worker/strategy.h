@@ -162,6 +162,10 @@ struct StrategyEntry {
   // Its own config rules beyond the above (null: none).
   ConfigCheck check;
   StrategyFactory create;
+  // Without parameter servers of its own, it may run a model with embedding
+  // tables: the tables on the cluster.ps_hosts shards, the dense variables
+  // its way (worker/tables_beside.h). Others refuse model.tables.
+  bool tables_beside = false;
 };
 
 // Strategies by variable_update. Registering also makes config validation

@@ -607,17 +607,31 @@ TEST(ValidateExperimentConfig, EmbeddingTableFields) {
        "field 'model.tables[0].wire_dtype': expected one of fp32, fp16, bf16, got 'int8'"},
       {"schedule", [&](auto* c) { table(c)->mutable_optimizer()->set_lr_schedule("linear"); },
        "field 'model.tables[0].optimizer.lr_schedule': expected one of constant, cosine, step, got 'linear'"},
-      {"all-reduce",
+      {"independent",
+       [&](auto* c) {
+         table(c);
+         c->set_variable_update("independent");
+       },
+       "field 'model.tables': expected none for variable_update independent (embedding tables live on parameter "
+       "servers; parameter_server and allreduce run them), got 1 tables"},
+      {"all-reduce without shards",
        [&](auto* c) {
          table(c);
          c->set_variable_update("allreduce");
+         c->mutable_cluster()->clear_ps_hosts();
        },
-       "field 'model.tables': expected none for variable_update allreduce (embedding tables live on parameter "
-       "servers), got 1 tables"},
+       "field 'cluster.ps_hosts': expected at least one host:port for model.tables (the embedding tables live on "
+       "parameter servers beside variable_update allreduce), got none"},
   };
   for (const Case& tc : cases) {
     EXPECT_EQ(ValidationError(tc.mutate), std::string("exp.yaml: ") + tc.message) << tc.label;
   }
+  // The dense variables all-reduced, the tables on the listed shards.
+  EXPECT_EQ(ValidationError([&](auto* c) {
+              table(c);
+              c->set_variable_update("allreduce");
+            }),
+            "OK");
   EXPECT_EQ(ValidationError([&](auto* c) {
               table(c)->set_max_rows(1000);
               c->mutable_model()->mutable_tables(0)->set_eviction("lfu");

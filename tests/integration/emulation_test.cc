@@ -153,6 +153,34 @@ TEST_F(EmulationTest, ADlrmRunAcrossEmulatedHostsReachesThePlantedAuc) {
   for (const ShardLoad& shard : run.result->ps_load()) EXPECT_GT(shard.table_rows(), 1000) << shard.shard();
 }
 
+// The hybrid across emulated hosts: the dense MLPs all-reduced over Gloo
+// rings between the two workers' hosts, the 26 tables on the two PS hosts;
+// the shards hold no dense variable, and the run ends as near the planted
+// AUC as the PS run above (it computes the same sync steps).
+TEST_F(EmulationTest, ADlrmWithAllReducedMlpsBesideTablesOnThePsAcrossEmulatedHosts) {
+  const std::string yaml = WithOverrides(
+      ReadFile(SourcePath("configs/dlrm_synthetic_sync.yaml")),
+      "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
+      "train: {batch_size_per_device: 512, epochs: 3, display_every: 100, eval_batch_size: 8192}\n"
+      "variable_update: allreduce\n"
+      "emulation: {link_gbps: 10}\n");
+  const Launched run = Launch("dlrm_hybrid_hosts", yaml);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  EXPECT_EQ(run.result->variable_update(), "allreduce");
+  EXPECT_EQ(run.result->emulation().hosts(), 4) << run.output;
+  ASSERT_TRUE(run.result->has_test_auc() && run.result->has_planted_auc()) << run.output;
+  std::cout << "DLRM, dense all-reduce beside tables on 2 PS, 4 emulated hosts: test AUC " << run.result->test_auc()
+            << ", planted " << run.result->planted_auc() << std::endl;
+  EXPECT_GT(run.result->test_auc(), 0.7);
+  EXPECT_LT(run.result->planted_auc() - run.result->test_auc(), 0.05);
+  ASSERT_EQ(run.result->ps_load_size(), 2);
+  for (const ShardLoad& shard : run.result->ps_load()) {
+    EXPECT_GT(shard.table_rows(), 1000) << shard.shard();
+    EXPECT_EQ(shard.variables(), 0) << shard.shard();
+  }
+}
+
 TEST_F(EmulationTest, WithoutRootOrIproute2TheEmulationIsRefusedBeforeAnythingStarts) {
   const std::string yaml = R"(
 cluster: {worker_hosts: ["w:1"]}

@@ -217,6 +217,7 @@ const bool kRegistered = StrategyRegistry().Register(
                      .needs = Needs,
                      .check = Check,
                      .create = Create,
+                     .tables_beside = true,
                  });
 
 }  // namespace
