@@ -77,17 +77,34 @@ absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& ne
       absl::StrCat("'", c.loss_scaling().mode(), "'"));
 }
 
+// The strategies that run a model with embedding tables under `c`: those
+// with parameter servers and those that run tables beside them.
+std::vector<std::string> TableStrategies(const ExperimentConfig& c) {
+  std::vector<std::string> names;
+  for (const std::string& name : StrategyRegistry().Names()) {
+    const absl::StatusOr<StrategyEntry> e = StrategyRegistry().Find(name);
+    if (e.ok() && (e->tables_beside || e->needs(c).parameter_servers)) names.push_back(name);
+  }
+  return names;
+}
+
 // model.tables under a strategy without parameter servers: one whose entry
-// runs tables beside it, with shards listed for them.
+// runs tables beside it, with shards listed for them, sync or async (its
+// workers run in lock step: ssp's bound always holds).
 absl::Status CheckTablesBeside(const ExperimentConfig& c, const StrategyEntry& entry, const ConfigChecker& ck) {
   if (c.model().tables_size() == 0) return absl::OkStatus();
   const std::string& name = c.variable_update();
   if (!entry.tables_beside) {
     return ck.Fail("model.tables",
-                   absl::StrCat("none for variable_update ", name,
-                                " (embedding tables live on parameter servers; parameter_server and allreduce "
-                                "run them)"),
+                   absl::StrCat("none for variable_update ", name, " (embedding tables live on parameter servers; ",
+                                absl::StrJoin(TableStrategies(c), ", "), " run them)"),
                    absl::StrCat(c.model().tables_size(), " tables"));
+  }
+  if (c.consistency() == "ssp") {
+    return ck.Fail("consistency",
+                   absl::StrCat("sync or async for the embedding tables beside variable_update ", name,
+                                " (its workers run in lock step)"),
+                   "'ssp'");
   }
   if (c.cluster().ps_hosts().empty()) {
     return ck.Fail("cluster.ps_hosts",

@@ -613,7 +613,15 @@ TEST(ValidateExperimentConfig, EmbeddingTableFields) {
          c->set_variable_update("independent");
        },
        "field 'model.tables': expected none for variable_update independent (embedding tables live on parameter "
-       "servers; parameter_server and allreduce run them), got 1 tables"},
+       "servers; allreduce, distributed_replicated, parameter_server, replicated run them), got 1 tables"},
+      {"ssp beside all-reduce",
+       [&](auto* c) {
+         table(c);
+         c->set_variable_update("allreduce");
+         c->set_consistency("ssp");
+       },
+       "field 'consistency': expected sync or async for the embedding tables beside variable_update allreduce (its "
+       "workers run in lock step), got 'ssp'"},
       {"all-reduce without shards",
        [&](auto* c) {
          table(c);

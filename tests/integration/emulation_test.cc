@@ -24,13 +24,14 @@ namespace pstrain::test {
 namespace {
 
 class EmulationTest : public ::testing::Test {
+ public:
+  Launched Launch(const std::string& name, const std::string& yaml, std::vector<std::string> prefix = {}) {
+    return LaunchConfig(dir_.path(), name, yaml, std::move(prefix));
+  }
+
  protected:
   void SetUp() override {
     if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) GTEST_SKIP() << s.message();
-  }
-
-  Launched Launch(const std::string& name, const std::string& yaml, std::vector<std::string> prefix = {}) {
-    return LaunchConfig(dir_.path(), name, yaml, std::move(prefix));
   }
 
   TempDir dir_;
@@ -131,54 +132,48 @@ consistency: sync
   EXPECT_EQ(emulated.result->emulation().device_images_per_sec(), 0);  // a real device: no modelled rate
 }
 
-// The click model with every role on an emulated host of its own (2 PS, 2
-// workers; 10 Gbit/s links): every step's sparse pulls and pushes of 26
-// tables cross the bridge, and the run ends near the planted AUC as on
-// loopback (integration_training_test's DlrmTrainingTest, same data).
-TEST_F(EmulationTest, ADlrmRunAcrossEmulatedHostsReachesThePlantedAuc) {
+// configs/dlrm_synthetic_sync.yaml on an eighth of its data, every role on
+// an emulated host of its own (2 PS, 2 workers; 10 Gbit/s links), with
+// `extra` overrides: every step's sparse pulls and pushes of 26 tables cross
+// the bridge. The run must end near the planted AUC as on loopback
+// (integration_training_test's DlrmTrainingTest, same data), with rows on
+// every shard.
+Launched LaunchDlrmAcrossHosts(EmulationTest& test, const std::string& name, const std::string& extra) {
   const std::string yaml = WithOverrides(
       ReadFile(SourcePath("configs/dlrm_synthetic_sync.yaml")),
-      "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
-      "train: {batch_size_per_device: 512, epochs: 3, display_every: 100, eval_batch_size: 8192}\n"
-      "emulation: {link_gbps: 10}\n");
-  const Launched run = Launch("dlrm_hosts", yaml);
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  ASSERT_TRUE(run.result.ok()) << run.result.status();
+      absl::StrCat(
+          "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
+          "train: {batch_size_per_device: 512, epochs: 3, display_every: 100, eval_batch_size: 8192}\n"
+          "emulation: {link_gbps: 10}\n",
+          extra));
+  Launched run = test.Launch(name, yaml);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  if (!run.result.ok() || !run.result->has_test_auc() || !run.result->has_planted_auc()) {
+    ADD_FAILURE() << "no test AUC: " << run.output;
+    return run;
+  }
   EXPECT_EQ(run.result->emulation().hosts(), 4) << run.output;
-  ASSERT_TRUE(run.result->has_test_auc() && run.result->has_planted_auc()) << run.output;
-  std::cout << "DLRM sync across 4 emulated hosts: test AUC " << run.result->test_auc() << ", planted "
-            << run.result->planted_auc() << std::endl;
+  std::cout << name << ": test AUC " << run.result->test_auc() << ", planted " << run.result->planted_auc()
+            << std::endl;
   EXPECT_GT(run.result->test_auc(), 0.7);
   EXPECT_LT(run.result->planted_auc() - run.result->test_auc(), 0.05);
+  EXPECT_EQ(run.result->ps_load_size(), 2);
   for (const ShardLoad& shard : run.result->ps_load()) EXPECT_GT(shard.table_rows(), 1000) << shard.shard();
+  return run;
 }
 
-// The hybrid across emulated hosts: the dense MLPs all-reduced over Gloo
-// rings between the two workers' hosts, the 26 tables on the two PS hosts;
-// the shards hold no dense variable, and the run ends as near the planted
-// AUC as the PS run above (it computes the same sync steps).
+TEST_F(EmulationTest, ADlrmRunAcrossEmulatedHostsReachesThePlantedAuc) {
+  LaunchDlrmAcrossHosts(*this, "dlrm_hosts", "");
+}
+
+// The hybrid: the dense MLPs all-reduced over Gloo rings between the two
+// workers' hosts, the tables on the two PS hosts, which hold no dense
+// variable; as near the planted AUC as the PS run (the same sync steps).
 TEST_F(EmulationTest, ADlrmWithAllReducedMlpsBesideTablesOnThePsAcrossEmulatedHosts) {
-  const std::string yaml = WithOverrides(
-      ReadFile(SourcePath("configs/dlrm_synthetic_sync.yaml")),
-      "data: {source: synthetic_ctr, ctr: {train_examples: 131072, test_examples: 16384, seed: 7, zipf_s: 1.8}}\n"
-      "train: {batch_size_per_device: 512, epochs: 3, display_every: 100, eval_batch_size: 8192}\n"
-      "variable_update: allreduce\n"
-      "emulation: {link_gbps: 10}\n");
-  const Launched run = Launch("dlrm_hybrid_hosts", yaml);
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  const Launched run = LaunchDlrmAcrossHosts(*this, "dlrm_hybrid_hosts", "variable_update: allreduce\n");
+  ASSERT_TRUE(run.result.ok());
   EXPECT_EQ(run.result->variable_update(), "allreduce");
-  EXPECT_EQ(run.result->emulation().hosts(), 4) << run.output;
-  ASSERT_TRUE(run.result->has_test_auc() && run.result->has_planted_auc()) << run.output;
-  std::cout << "DLRM, dense all-reduce beside tables on 2 PS, 4 emulated hosts: test AUC " << run.result->test_auc()
-            << ", planted " << run.result->planted_auc() << std::endl;
-  EXPECT_GT(run.result->test_auc(), 0.7);
-  EXPECT_LT(run.result->planted_auc() - run.result->test_auc(), 0.05);
-  ASSERT_EQ(run.result->ps_load_size(), 2);
-  for (const ShardLoad& shard : run.result->ps_load()) {
-    EXPECT_GT(shard.table_rows(), 1000) << shard.shard();
-    EXPECT_EQ(shard.variables(), 0) << shard.shard();
-  }
+  for (const ShardLoad& shard : run.result->ps_load()) EXPECT_EQ(shard.variables(), 0) << shard.shard();
 }
 
 TEST_F(EmulationTest, WithoutRootOrIproute2TheEmulationIsRefusedBeforeAnythingStarts) {

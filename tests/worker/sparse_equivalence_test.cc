@@ -149,6 +149,23 @@ TEST(SparseHybridTest, AllReducedMlpsBesideTablesOnThePsEqualOneDevice) {
   EXPECT_LT(MaxRelativeDifference(hybrid->final_params, single->final_params), 2e-5);
 }
 
+// One worker's 4 devices reducing the MLPs among themselves (replicated),
+// FTRL rows on a PS shard beside them: one device with the whole batch.
+TEST(SparseHybridTest, ReplicatedDevicesBesideTablesOnThePsEqualOneDevice) {
+  const int kBatch = 16;
+  ExperimentConfig many = SparseConfig("ftrl");
+  SetInProcessHosts(&many, /*num_ps=*/1, /*num_workers=*/1);
+  many.set_variable_update("replicated");
+  many.set_devices_per_worker(4);
+  many.mutable_train()->set_batch_size_per_device(kBatch);
+  absl::StatusOr<ClusterRun> replicated = RunInProcessCluster(many);
+  ASSERT_TRUE(replicated.ok()) << replicated.status();
+  EXPECT_EQ(replicated->chief.variable_update(), "replicated");
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(SparseConfig("ftrl"), 4 * kBatch);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_LT(MaxRelativeDifference(replicated->final_params, single->final_params), 2e-5);
+}
+
 // Sync dense, async tables (PERSIA's split): rows updated on arrival while
 // the MLPs stay in step; the run learns the planted model.
 TEST(SparseHybridTest, AsyncTablesBesideAllReducedMlpsLearn) {

@@ -66,6 +66,7 @@ const bool kRegistered = StrategyRegistry().Register(
                       .needs = Needs,
                       .check = nullptr,
                       .create = Create,
+                      .tables_beside = true,
                   });
 
 }  // namespace
