@@ -258,6 +258,16 @@ void SparseTables::CancelPulls(const absl::Status& status) {
 
 absl::Status SparseTables::AwaitSteps(int64_t step, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
+  // Every worker pulled its rows of step - 1 at version step - 1, so the
+  // tables are never further behind than that: a request further ahead is
+  // refused at once rather than held until its deadline.
+  for (const Table& t : tables_) {
+    if (t.rows->version() < step - 1) {
+      return absl::FailedPreconditionError(absl::StrCat("table '", t.config.name(), "' has applied ", t.rows->version(),
+                                                        " steps; a checkpoint of step ", step,
+                                                        " may lead the tables by one step at most"));
+    }
+  }
   auto applied = [this, step]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::all_of(tables_.begin(), tables_.end(), [step](const Table& t) { return t.rows->version() >= step; });
   };

@@ -84,7 +84,9 @@ class SparseTables {
   // Sync: waits until every table has applied `step` steps -- a worker's
   // dense push of a step can land before its sparse push of that step, so
   // a checkpoint of `step` waits for the tables too. DEADLINE_EXCEEDED
-  // naming the table behind at `deadline`.
+  // naming the table behind at `deadline`; FAILED_PRECONDITION at once
+  // when a table is more than one step behind `step` (no sync run gets
+  // there: each step's pulls waited for the step before).
   absl::Status AwaitSteps(int64_t step, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // Every table's rows, copied at one instant, recorded as this shard's
   // checkpoint of `step`. With `since_step` > 0, when this shard recorded
