@@ -6,6 +6,7 @@
 #include "common/durable_file.h"
 #include "common/shard_checkpoint_file.h"
 #include "common/status_macros.h"
+#include "common/table_chain.h"
 #include "common/tensor.h"
 
 namespace pstrain {
@@ -65,43 +66,6 @@ absl::StatusOr<CheckpointResponse> WriteShardCheckpoint(
 
 namespace {
 
-// The file `restore` names, read whole (checked against its size and CRC32C)
-// and decoded.
-absl::StatusOr<DecodedShardCheckpoint> ReadShardFile(const ShardRestore& restore) {
-  const FileDigest expected{restore.bytes(), restore.crc32c()};
-  DecodedShardCheckpoint file;
-  file.path = restore.path();
-  PSTRAIN_ASSIGN_OR_RETURN(file.data, ReadWholeFile(restore.path(), &expected));
-  PSTRAIN_ASSIGN_OR_RETURN(file.view, DecodeShardCheckpoint(file.data, file.path));
-  return file;
-}
-
-// The files whose tables `last` needs, `last` included: its table_base
-// (a whole file, then increments) when its tables are an increment. Each
-// link must be this shard's file of the step the next one builds on.
-absl::StatusOr<std::vector<DecodedShardCheckpoint>> ReadTableChain(const ShardRestore& restore,
-                                                                   DecodedShardCheckpoint last, int shard) {
-  std::vector<DecodedShardCheckpoint> chain;
-  if (last.view.header.tables_since_step() > 0) {
-    for (const ShardRestore& link : restore.table_base()) {
-      PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint file, ReadShardFile(link));
-      chain.push_back(std::move(file));
-    }
-  }
-  chain.push_back(std::move(last));
-  for (size_t i = 0; i < chain.size(); ++i) {
-    const ShardCheckpointHeader& h = chain[i].view.header;
-    const int64_t expected = i == 0 ? 0 : chain[i - 1].view.header.step();
-    if (h.tables_since_step() != expected || h.shard() != shard) {
-      return absl::DataLossError(absl::StrCat(
-          "checkpoint ", chain[i].path, " (shard ", h.shard(), ", step ", h.step(), ") builds its tables on step ",
-          h.tables_since_step(), ", but the chain given for shard ", shard, " has ",
-          i == 0 ? std::string("no file before it") : absl::StrCat("step ", expected, " before it")));
-    }
-  }
-  return chain;
-}
-
 // Refuses (through `refuse`) a file whose variables are not `variables`:
 // as many, each with the same shape and slot count.
 template <typename Refuse>
@@ -135,7 +99,7 @@ absl::Status CheckVariablesFit(const ShardCheckpointView& view,
 absl::Status LoadShardCheckpoint(const ShardRestore& restore, int shard, const std::string& optimizer,
                                  std::map<std::string, std::unique_ptr<ShardVariable>>& variables,
                                  SparseTables* tables) {
-  PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint file, ReadShardFile(restore));
+  PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint file, ReadShardCheckpoint(restore));
   const std::string path = file.path;
   const ShardCheckpointView& view = file.view;
   auto refuse = [&path](const std::string& why) {

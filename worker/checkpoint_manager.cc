@@ -207,8 +207,10 @@ absl::StatusOr<RestorePoint> CheckpointManager::Load(const std::string& dir) con
   // Another shard count or placement: the same variables cut again for this
   // run, beside the original (which the old layout can still restore).
   const std::string resharded = (fs::path(dir) / absl::StrCat("reshard-", num_shards_, "-shards")).string();
+  PSTRAIN_RETURN_IF_ERROR(AddTableChains(dir, point));
+  const std::vector<EmbeddingTableConfig> tables(config_.model().tables().begin(), config_.model().tables().end());
   PSTRAIN_RETURN_IF_ERROR(
-      ReshardCheckpoint(dir, point.manifest, point.shards, parts_, num_shards_, resharded).status());
+      ReshardCheckpoint(dir, point.manifest, point.shards, parts_, tables, num_shards_, resharded).status());
   LOG(INFO) << "checkpoint: " << dir << " was written by " << point.manifest.shards_size()
             << " PS shards under another placement; resharded for " << num_shards_ << " into " << resharded;
   return Load(resharded);

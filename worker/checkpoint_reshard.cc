@@ -8,6 +8,7 @@
 #include "common/durable_file.h"
 #include "common/shard_checkpoint_file.h"
 #include "common/status_macros.h"
+#include "worker/table_reshard.h"
 
 namespace pstrain {
 namespace {
@@ -38,10 +39,6 @@ absl::StatusOr<OldCheckpoint> ReadOld(const std::string& from, const CheckpointM
     PSTRAIN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(f.path(), &expected));
     old.data.push_back(std::move(data));
     PSTRAIN_ASSIGN_OR_RETURN(ShardCheckpointView view, DecodeShardCheckpoint(old.data.back(), f.path()));
-    if (!view.tables.empty()) {
-      return absl::UnimplementedError(absl::StrCat(f.path(), ": resharding a checkpoint with embedding tables (",
-                                                   view.tables.size(), " here) is not built yet"));
-    }
     old.views.push_back(std::move(view));
   }
   for (size_t f = 0; f < old.views.size(); ++f) {
@@ -123,8 +120,21 @@ int64_t VersionAt(const OldCheckpoint& old, const std::string& variable, int64_t
   return old.variables.at(variable).back().entry->version;
 }
 
+// Appends each table's keys, update counts and rows.
+absl::Status AppendTables(const std::vector<ReshardedTable>& tables, DurableFileWriter& writer) {
+  for (const ReshardedTable& t : tables) {
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.keys.data(), t.rows.keys.size() * sizeof(uint64_t)));
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.updates.data(), t.rows.updates.size() * sizeof(uint32_t)));
+    PSTRAIN_RETURN_IF_ERROR(writer.Append(t.rows.data.data(), t.rows.data.size() * sizeof(float)));
+  }
+  return absl::OkStatus();
+}
+
+// New shard `shard`'s file: its parts of the variables, then its `tables`
+// whole.
 absl::StatusOr<FileDigest> WriteShard(const OldCheckpoint& old, const CheckpointManifest& manifest,
-                                      const std::vector<VariablePart>& parts, int shard, const std::string& path) {
+                                      const std::vector<VariablePart>& parts, int shard,
+                                      const std::vector<ReshardedTable>& tables, const std::string& path) {
   ShardCheckpointHeader header;
   header.set_shard(shard);
   header.set_step(manifest.step());
@@ -139,6 +149,7 @@ absl::StatusOr<FileDigest> WriteShard(const OldCheckpoint& old, const Checkpoint
     e->set_version(VersionAt(old, PartVariable(p.name), p.offset));
     e->set_slots(std::max(old.slots, 0));
   }
+  for (const ReshardedTable& t : tables) *header.add_tables() = t.header;
   PSTRAIN_ASSIGN_OR_RETURN(DurableFileWriter writer, DurableFileWriter::Create(path));
   PSTRAIN_RETURN_IF_ERROR(AppendShardCheckpointHeader(writer, header));
   for (const VariablePart* p : mine) {
@@ -146,6 +157,7 @@ absl::StatusOr<FileDigest> WriteShard(const OldCheckpoint& old, const Checkpoint
       PSTRAIN_RETURN_IF_ERROR(AppendRange(old, PartVariable(p->name), k, p->offset, p->count, writer));
     }
   }
+  PSTRAIN_RETURN_IF_ERROR(AppendTables(tables, writer));
   return writer.Commit();
 }
 
@@ -153,10 +165,13 @@ absl::StatusOr<FileDigest> WriteShard(const OldCheckpoint& old, const Checkpoint
 
 absl::StatusOr<CheckpointManifest> ReshardCheckpoint(const std::string& from, const CheckpointManifest& manifest,
                                                      const std::vector<ShardRestore>& files,
-                                                     const std::vector<VariablePart>& parts, int num_shards,
+                                                     const std::vector<VariablePart>& parts,
+                                                     const std::vector<EmbeddingTableConfig>& tables, int num_shards,
                                                      const std::string& to) {
   PSTRAIN_ASSIGN_OR_RETURN(const OldCheckpoint old, ReadOld(from, manifest, files));
   PSTRAIN_RETURN_IF_ERROR(CheckSameVariables(old, parts, from));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::vector<ReshardedTable>> rows,
+                           ReshardTables(files, tables, num_shards));
   std::error_code ec;
   fs::remove_all(to, ec);
   fs::create_directories(to, ec);
@@ -173,7 +188,7 @@ absl::StatusOr<CheckpointManifest> ReshardCheckpoint(const std::string& from, co
   for (int s = 0; s < num_shards; ++s) {
     const std::string file = absl::StrCat("shard-", s, "-of-", num_shards, ".ckpt");
     PSTRAIN_ASSIGN_OR_RETURN(const FileDigest digest,
-                             WriteShard(old, manifest, parts, s, (fs::path(to) / file).string()));
+                             WriteShard(old, manifest, parts, s, rows[s], (fs::path(to) / file).string()));
     CheckpointManifest::ShardFile* f = resharded.add_shards();
     f->set_shard(s);
     f->set_file(file);

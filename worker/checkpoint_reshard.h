@@ -4,8 +4,10 @@
 // together from its parts there (values, optimizer slots, version) and cuts
 // it again as this run places it, writing one file per new shard and a
 // MANIFEST into a directory of its own; the shards then restore from it as
-// from any checkpoint. Values and slots are copied, never recomputed, so a
-// sync run continues bit for bit as it would have on the old shards.
+// from any checkpoint. Embedding tables go with it: each row to the shard
+// that owns its key in the new layout (worker/table_reshard.h), written
+// whole. Values and slots are copied, never recomputed, so a sync run
+// continues bit for bit as it would have on the old shards.
 #pragma once
 
 #include <string>
@@ -13,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/placement.h"
+#include "proto/config.pb.h"
 #include "proto/ps.pb.h"
 
 namespace pstrain {
@@ -21,13 +24,16 @@ namespace pstrain {
 // `files`, its shard files as the manifest lists them) for `parts` on
 // `num_shards` shards into directory `to` (created; what it held is
 // replaced) and returns the new MANIFEST, already written there. Every
-// shard file is read once and checked against its size and CRC32C.
+// shard file is checked against its size and CRC32C where it is read; a
+// file whose tables are an increment brings its table_base (ReshardTables;
+// `tables`, the run's, give their max_rows).
 // FAILED_PRECONDITION naming the variable when the variables differ (a name
 // on one side only, or another element count); DATA_LOSS when a file is
 // damaged or lacks a part the manifest lists.
 absl::StatusOr<CheckpointManifest> ReshardCheckpoint(const std::string& from, const CheckpointManifest& manifest,
                                                      const std::vector<ShardRestore>& files,
-                                                     const std::vector<VariablePart>& parts, int num_shards,
+                                                     const std::vector<VariablePart>& parts,
+                                                     const std::vector<EmbeddingTableConfig>& tables, int num_shards,
                                                      const std::string& to);
 
 }  // namespace pstrain

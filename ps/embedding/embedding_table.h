@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/table_chain.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "proto/config.pb.h"
@@ -76,11 +77,7 @@ class EmbeddingTable {
 
   // Rows for a checkpoint: keys, update counts and, row by row, value and
   // optimizer slots (FloatsPerRow() floats each).
-  struct Rows {
-    std::vector<uint64_t> keys;
-    std::vector<uint32_t> updates;
-    std::vector<float> data;
-  };
+  using Rows = TableRows;
   // Every row, or with `changed_after` (a version() this table had) only the
   // rows created or updated since: an incremental checkpoint's. A row created
   // and not yet updated counts as changed, so that a row dropped (max_rows)

@@ -9,7 +9,7 @@
 #include "common/compression/compression.h"
 #include "common/embedding_keys.h"
 #include "common/status_macros.h"
-#include "ps/embedding/table_chain.h"
+#include "common/table_chain.h"
 
 namespace pstrain {
 namespace {

@@ -1,5 +1,5 @@
 // Incremental checkpoints of a shard's embedding tables (ps/shard_checkpoint.h,
-// ps/embedding/sparse_tables.h, ps/embedding/table_chain.h): a checkpoint
+// ps/embedding/sparse_tables.h, common/table_chain.h): a checkpoint
 // asked to build on an earlier one holds only the rows changed since; a
 // shard restored from the chain (whole file, then increments) has every row,
 // version and optimizer slot of the original; a shard asked to build on a

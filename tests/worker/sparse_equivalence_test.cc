@@ -15,53 +15,18 @@
 namespace pstrain {
 namespace {
 
-ExperimentConfig SparseConfig(const std::string& table_optimizer) {
-  ExperimentConfig config = EquivalenceConfig(absl::StrCat("sparse_equivalence_", table_optimizer));
-  ModelConfig* model = config.mutable_model();
-  model->Clear();
-  model->set_name("dlrm");
-  model->add_bottom_units(8);
-  model->add_bottom_units(4);
-  model->add_top_units(8);
-  for (int t = 0; t < 3; ++t) {
-    EmbeddingTableConfig* table = model->add_tables();
-    table->set_name(absl::StrCat("C", t + 1));
-    table->set_dim(4);
-    table->set_cardinality(30 + 10 * t);
-    table->set_init_scale(0.1f);
-    table->mutable_optimizer()->set_name(table_optimizer);
-    table->mutable_optimizer()->set_learning_rate(0.1f);
-    if (table_optimizer == "ftrl") {
-      table->mutable_optimizer()->set_l1(0.001f);
-      table->mutable_optimizer()->set_l2(0.01f);
-    }
-  }
-  DataConfig* data = config.mutable_data();
-  data->set_source("synthetic_ctr");
-  CtrDataConfig* ctr = data->mutable_ctr();
-  ctr->set_train_examples(4096);
-  ctr->set_test_examples(512);
-  // Features the model has no table for hold one id: no signal the model
-  // misses (the planted AUC stays within its reach).
-  for (int f = 0; f < 26; ++f) ctr->add_cardinalities(f < 3 ? 30 + 10 * f : 1);
-  config.mutable_optimizer()->set_name("adagrad");
-  config.mutable_optimizer()->set_learning_rate(0.05f);
-  config.mutable_train()->set_steps(12);
-  return config;
-}
-
 class SparseEquivalenceTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SparseEquivalenceTest, TwoWorkersTimesTwoDevicesEqualOneDeviceWithTheWholeBatch) {
   const int kBatch = 16;
-  ExperimentConfig many = SparseConfig(GetParam());
+  ExperimentConfig many = DlrmEquivalenceConfig(GetParam());
   SetInProcessHosts(&many, /*num_ps=*/2, /*num_workers=*/2);
   many.set_devices_per_worker(2);
   many.mutable_train()->set_batch_size_per_device(kBatch);
   absl::StatusOr<ClusterRun> distributed = RunInProcessCluster(many);
   ASSERT_TRUE(distributed.ok()) << distributed.status();
 
-  absl::StatusOr<ClusterRun> single = RunOnOneDevice(SparseConfig(GetParam()), 4 * kBatch);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(DlrmEquivalenceConfig(GetParam()), 4 * kBatch);
   ASSERT_TRUE(single.ok()) << single.status();
   ASSERT_FALSE(single->final_params.empty());
   EXPECT_LT(MaxRelativeDifference(distributed->final_params, single->final_params), 2e-5);
@@ -70,7 +35,7 @@ TEST_P(SparseEquivalenceTest, TwoWorkersTimesTwoDevicesEqualOneDeviceWithTheWhol
   // dense parameters: with the rows' gradients doubled (their learning rate
   // doubled, for Adagrad exactly; for FTRL nearly) the dense parameters move
   // by far more than the tolerance above.
-  ExperimentConfig doubled = SparseConfig(GetParam());
+  ExperimentConfig doubled = DlrmEquivalenceConfig(GetParam());
   for (EmbeddingTableConfig& t : *doubled.mutable_model()->mutable_tables()) {
     t.mutable_optimizer()->set_learning_rate(0.2f);
   }
@@ -87,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(RowOptimizers, SparseEquivalenceTest, ::testing::Values
 // gradient (divided by the bag's length for a mean), every worker's and
 // device's summed on the shard: 2 x 2 devices still equal one device.
 ExperimentConfig BagConfig() {
-  ExperimentConfig config = SparseConfig("adagrad");
+  ExperimentConfig config = DlrmEquivalenceConfig("adagrad");
   config.set_name("sparse_equivalence_bags");
   CtrDataConfig* ctr = config.mutable_data()->mutable_ctr();
   for (int f = 0; f < 26; ++f) ctr->add_bag_sizes(f == 0 ? 4 : f == 1 ? 3 : 1);
@@ -121,7 +86,7 @@ TEST(SparseBagsTest, TwoWorkersTimesTwoDevicesEqualOneDeviceWithBagsOfIds) {
 // rings over loopback; the chief's store in process), the tables on 2 PS
 // shards beside them. 2 workers x 2 devices still equal one device.
 ExperimentConfig HybridConfig(const std::string& consistency, int port) {
-  ExperimentConfig config = SparseConfig("adagrad");
+  ExperimentConfig config = DlrmEquivalenceConfig("adagrad");
   config.set_name("sparse_hybrid");
   SetInProcessHosts(&config, /*num_ps=*/2, /*num_workers=*/0);
   for (int w = 0; w < 2; ++w) config.mutable_cluster()->add_worker_hosts(absl::StrCat("127.0.0.1:", port + w));
@@ -144,7 +109,7 @@ TEST(SparseHybridTest, AllReducedMlpsBesideTablesOnThePsEqualOneDevice) {
     EXPECT_GT(shard.table_rows(), 0) << shard.shard();
     EXPECT_EQ(shard.variables(), 0) << shard.shard();  // the dense variables stay on the workers
   }
-  absl::StatusOr<ClusterRun> single = RunOnOneDevice(SparseConfig("adagrad"), 4 * kBatch);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(DlrmEquivalenceConfig("adagrad"), 4 * kBatch);
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_LT(MaxRelativeDifference(hybrid->final_params, single->final_params), 2e-5);
 }
@@ -153,7 +118,7 @@ TEST(SparseHybridTest, AllReducedMlpsBesideTablesOnThePsEqualOneDevice) {
 // FTRL rows on a PS shard beside them: one device with the whole batch.
 TEST(SparseHybridTest, ReplicatedDevicesBesideTablesOnThePsEqualOneDevice) {
   const int kBatch = 16;
-  ExperimentConfig many = SparseConfig("ftrl");
+  ExperimentConfig many = DlrmEquivalenceConfig("ftrl");
   SetInProcessHosts(&many, /*num_ps=*/1, /*num_workers=*/1);
   many.set_variable_update("replicated");
   many.set_devices_per_worker(4);
@@ -161,7 +126,7 @@ TEST(SparseHybridTest, ReplicatedDevicesBesideTablesOnThePsEqualOneDevice) {
   absl::StatusOr<ClusterRun> replicated = RunInProcessCluster(many);
   ASSERT_TRUE(replicated.ok()) << replicated.status();
   EXPECT_EQ(replicated->chief.variable_update(), "replicated");
-  absl::StatusOr<ClusterRun> single = RunOnOneDevice(SparseConfig("ftrl"), 4 * kBatch);
+  absl::StatusOr<ClusterRun> single = RunOnOneDevice(DlrmEquivalenceConfig("ftrl"), 4 * kBatch);
   ASSERT_TRUE(single.ok()) << single.status();
   EXPECT_LT(MaxRelativeDifference(replicated->final_params, single->final_params), 2e-5);
 }
@@ -186,7 +151,7 @@ TEST(SparseHybridTest, AsyncTablesBesideAllReducedMlpsLearn) {
 // A click model evaluates to an AUC, a log loss and, on synthetic data, the
 // best AUC the data allows.
 TEST(SparseTrainingTest, TheChiefReportsTestAucBesidePlantedAuc) {
-  ExperimentConfig config = SparseConfig("adagrad");
+  ExperimentConfig config = DlrmEquivalenceConfig("adagrad");
   SetInProcessHosts(&config, /*num_ps=*/1, /*num_workers=*/1);
   config.mutable_train()->set_batch_size_per_device(64);
   config.mutable_train()->set_steps(640);  // ten epochs

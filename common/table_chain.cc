@@ -1,10 +1,12 @@
-#include "ps/embedding/table_chain.h"
+#include "common/table_chain.h"
 
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/durable_file.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 namespace {
@@ -25,8 +27,7 @@ absl::StatusOr<const ShardCheckpointTable*> FindTable(const DecodedShardCheckpoi
 }
 
 // Writes `inc`'s rows over `rows` (`at`: each key's row in `rows`).
-void ApplyIncrement(const EmbeddingTable::Rows& inc, size_t floats, EmbeddingTable::Rows& rows,
-                    absl::flat_hash_map<uint64_t, size_t>& at) {
+void ApplyIncrement(const TableRows& inc, size_t floats, TableRows& rows, absl::flat_hash_map<uint64_t, size_t>& at) {
   for (size_t j = 0; j < inc.keys.size(); ++j) {
     auto [it, added] = at.emplace(inc.keys[j], rows.keys.size());
     if (added) {
@@ -40,7 +41,7 @@ void ApplyIncrement(const EmbeddingTable::Rows& inc, size_t floats, EmbeddingTab
 }
 
 // Keeps the rows whose key is in `live`, in order.
-void KeepLive(const absl::flat_hash_set<uint64_t>& live, size_t floats, EmbeddingTable::Rows& rows,
+void KeepLive(const absl::flat_hash_set<uint64_t>& live, size_t floats, TableRows& rows,
               absl::flat_hash_map<uint64_t, size_t>& at) {
   size_t kept = 0;
   at.clear();
@@ -59,8 +60,8 @@ void KeepLive(const absl::flat_hash_set<uint64_t>& live, size_t floats, Embeddin
 
 }  // namespace
 
-EmbeddingTable::Rows FileRows(const ShardCheckpointTable& t, const std::string& data) {
-  EmbeddingTable::Rows rows;
+TableRows FileRows(const ShardCheckpointTable& t, const std::string& data) {
+  TableRows rows;
   const size_t n = static_cast<size_t>(t.rows);
   rows.keys.resize(n);
   rows.updates.resize(n);
@@ -71,12 +72,12 @@ EmbeddingTable::Rows FileRows(const ShardCheckpointTable& t, const std::string& 
   return rows;
 }
 
-absl::StatusOr<EmbeddingTable::Rows> RowsAfterChain(const std::vector<DecodedShardCheckpoint>& chain,
-                                                    const std::string& name, const ShardCheckpointTable** last) {
+absl::StatusOr<TableRows> RowsAfterChain(const std::vector<DecodedShardCheckpoint>& chain, const std::string& name,
+                                         const ShardCheckpointTable** last) {
   if (chain.empty()) return absl::InvalidArgumentError("RowsAfterChain: no files");
   absl::StatusOr<const ShardCheckpointTable*> first = FindTable(chain[0], name, nullptr);
   if (!first.ok()) return first.status();
-  EmbeddingTable::Rows rows = FileRows(**first, chain[0].data);
+  TableRows rows = FileRows(**first, chain[0].data);
   const size_t floats = static_cast<size_t>((*first)->dim) * (1 + (*first)->slots);
   absl::flat_hash_map<uint64_t, size_t> at;
   at.reserve(rows.keys.size());
@@ -99,6 +100,38 @@ absl::StatusOr<EmbeddingTable::Rows> RowsAfterChain(const std::vector<DecodedSha
     *last = *t;
   }
   return rows;
+}
+
+absl::StatusOr<DecodedShardCheckpoint> ReadShardCheckpoint(const ShardRestore& restore) {
+  const FileDigest expected{restore.bytes(), restore.crc32c()};
+  DecodedShardCheckpoint file;
+  file.path = restore.path();
+  PSTRAIN_ASSIGN_OR_RETURN(file.data, ReadWholeFile(restore.path(), &expected));
+  PSTRAIN_ASSIGN_OR_RETURN(file.view, DecodeShardCheckpoint(file.data, file.path));
+  return file;
+}
+
+absl::StatusOr<std::vector<DecodedShardCheckpoint>> ReadTableChain(const ShardRestore& restore,
+                                                                   DecodedShardCheckpoint last, int shard) {
+  std::vector<DecodedShardCheckpoint> chain;
+  if (last.view.header.tables_since_step() > 0) {
+    for (const ShardRestore& link : restore.table_base()) {
+      PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint file, ReadShardCheckpoint(link));
+      chain.push_back(std::move(file));
+    }
+  }
+  chain.push_back(std::move(last));
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const ShardCheckpointHeader& h = chain[i].view.header;
+    const int64_t expected = i == 0 ? 0 : chain[i - 1].view.header.step();
+    if (h.tables_since_step() != expected || h.shard() != shard) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint ", chain[i].path, " (shard ", h.shard(), ", step ", h.step(), ") builds its tables on step ",
+          h.tables_since_step(), ", but the chain given for shard ", shard, " has ",
+          i == 0 ? std::string("no file before it") : absl::StrCat("step ", expected, " before it")));
+    }
+  }
+  return chain;
 }
 
 }  // namespace pstrain
