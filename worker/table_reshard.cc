@@ -41,10 +41,10 @@ absl::Status CheckSameTables(const DecodedShardCheckpoint& file, const std::vect
   for (size_t j = 0; j < std::max(tables.size(), expected.size()); ++j) {
     if (j >= tables.size() || j >= expected.size() || tables[j].name != expected[j].header.name() ||
         tables[j].dim != expected[j].header.dim() || tables[j].slots != expected[j].header.slots()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint ", file.path, " cannot be resharded: its embedding tables are not shard 0's (table ", j, ": ",
-          j < tables.size() ? tables[j].name : "none", " there, ", j < expected.size() ? expected[j].header.name() : "none",
-          " on shard 0)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", file.path, " cannot be resharded: its embedding tables are not shard 0's (table ",
+                       j, ": ", j < tables.size() ? tables[j].name : "none", " there, ",
+                       j < expected.size() ? expected[j].header.name() : "none", " on shard 0)"));
     }
   }
   return absl::OkStatus();
@@ -85,8 +85,8 @@ void ApplyMaxRows(const std::vector<EmbeddingTableConfig>& tables, std::vector<s
       if (limit <= 0) continue;
       const int64_t dropped = KeepMostUpdated((limit + num_shards - 1) / num_shards, FloatsPerRow(t.header), t.rows);
       LOG_IF(WARNING, dropped > 0) << "resharding: table " << t.header.name() << " on shard " << s << " keeps its "
-                                   << t.rows.keys.size() << " rows updated most often (max_rows " << limit
-                                   << " over " << num_shards << " shards); " << dropped << " dropped";
+                                   << t.rows.keys.size() << " rows updated most often (max_rows " << limit << " over "
+                                   << num_shards << " shards); " << dropped << " dropped";
     }
   }
 }
@@ -118,8 +118,9 @@ int64_t KeepMostUpdated(int64_t limit, size_t floats, TableRows& rows) {
   return static_cast<int64_t>(n - kept);
 }
 
-absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(
-    const std::vector<ShardRestore>& files, const std::vector<EmbeddingTableConfig>& tables, int num_shards) {
+absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(const std::vector<ShardRestore>& files,
+                                                                       const std::vector<EmbeddingTableConfig>& tables,
+                                                                       int num_shards) {
   if (files.empty() || num_shards <= 0) return absl::InvalidArgumentError("ReshardTables: no shards");
   std::vector<std::vector<ReshardedTable>> out;
   for (size_t s = 0; s < files.size(); ++s) {

@@ -94,7 +94,7 @@ class SparseTables {
   // rows changed since then: an increment; otherwise every row.
   Snapshots TakeSnapshots(int64_t step, int64_t since_step) ABSL_LOCKS_EXCLUDED(mu_);
   // Replaces every table with the rows of `chain` (one file with every row,
-  // then increments in order, table_chain.h), recorded as the checkpoint of
+  // then increments in order, common/table_chain.h), recorded as the checkpoint of
   // `step`. FAILED_PRECONDITION, changing nothing, when the files' tables
   // are not this run's (names, dims, optimizer slots) or their rows are not
   // this shard's; sync steps in progress are dropped and parked pulls

@@ -90,8 +90,8 @@ std::map<uint64_t, std::pair<int, std::vector<float>>> RowsByKey(
     const TableRows& r = shards[s].at(0).rows;
     for (size_t i = 0; i < r.keys.size(); ++i) {
       EXPECT_TRUE(rows.count(r.keys[i]) == 0) << "key " << r.keys[i] << " twice";
-      rows[r.keys[i]] = {static_cast<int>(s), std::vector<float>(r.data.begin() + i * kFloats,
-                                                                  r.data.begin() + (i + 1) * kFloats)};
+      rows[r.keys[i]] = {static_cast<int>(s),
+                         std::vector<float>(r.data.begin() + i * kFloats, r.data.begin() + (i + 1) * kFloats)};
     }
   }
   return rows;
