@@ -34,8 +34,9 @@ struct ReshardedTable {
 // another step, or a row lies on a shard that does not own its key;
 // FAILED_PRECONDITION naming the file when the old shards list other
 // tables, dims or slot counts.
-absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(
-    const std::vector<ShardRestore>& files, const std::vector<EmbeddingTableConfig>& tables, int num_shards);
+absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(const std::vector<ShardRestore>& files,
+                                                                       const std::vector<EmbeddingTableConfig>& tables,
+                                                                       int num_shards);
 
 // Keeps the `limit` rows of `rows` (`floats` floats each) updated most
 // often (ties: the lower key), in their order; returns how many it dropped.

@@ -482,7 +482,8 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"classes", [](auto* c) { c->mutable_model()->set_num_classes(1); },
        "field 'model.num_classes': expected a number of classes > 1, got 1"},
       {"source", [](auto* c) { c->mutable_data()->set_source("cifar100"); },
-       "field 'data.source': expected one of cifar10, criteo, fashion_mnist, image_folder, synthetic, synthetic_ctr, "
+       "field 'data.source': expected one of cifar10, criteo, ctr_tfrecord, fashion_mnist, image_folder, synthetic, "
+       "synthetic_ctr, "
        "tfrecord, got 'cifar100'"},
       {"synthetic", [](auto* c) { c->mutable_data()->set_synthetic_examples(0); },
        "field 'data.synthetic_examples': expected a number > 0, got 0"},

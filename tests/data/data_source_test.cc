@@ -10,8 +10,8 @@ namespace {
 using ::testing::ElementsAre;
 
 TEST(DataSourceTest, SourcesAreRegisteredByName) {
-  EXPECT_THAT(DataSourceRegistry().Names(), ElementsAre("cifar10", "criteo", "fashion_mnist", "image_folder",
-                                                        "synthetic", "synthetic_ctr", "tfrecord"));
+  EXPECT_THAT(DataSourceRegistry().Names(), ElementsAre("cifar10", "criteo", "ctr_tfrecord", "fashion_mnist",
+                                                        "image_folder", "synthetic", "synthetic_ctr", "tfrecord"));
 }
 
 TEST(DataSourceTest, SyntheticTakesItsShapeFromTheModelConfig) {
@@ -39,9 +39,10 @@ TEST(DataSourceTest, UnknownSourceListsTheKnownOnes) {
   absl::StatusOr<Datasets> data = LoadDatasets(c, false);
   ASSERT_FALSE(data.ok());
   EXPECT_EQ(data.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(data.status().message(),
-            "unknown data.source 'cifar100'; known: cifar10, criteo, fashion_mnist, image_folder, synthetic, "
-            "synthetic_ctr, tfrecord");
+  EXPECT_EQ(
+      data.status().message(),
+      "unknown data.source 'cifar100'; known: cifar10, criteo, ctr_tfrecord, fashion_mnist, image_folder, synthetic, "
+      "synthetic_ctr, tfrecord");
 }
 
 }  // namespace

@@ -4,11 +4,14 @@
 // optimizers (Adagrad, FTRL) are not linear in the gradient, so a row's
 // gradient dropped, doubled or scaled wrongly shows. DLRM on synthetic click
 // logs with small tables (every row touched many times).
+#include <filesystem>
 #include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/data/criteo/synthetic_ctr_config.h"
 #include "gtest/gtest.h"
+#include "tests/data/ctr_tf_records.h"
 #include "tests/worker/equivalence_util.h"
 #include "tests/worker/in_process_cluster.h"
 
@@ -146,6 +149,40 @@ TEST(SparseHybridTest, AsyncTablesBesideAllReducedMlpsLearn) {
   // 0.635 when written (sync tables: 0.641; chance 0.5, planted 0.670).
   EXPECT_GT(run->chief.test_auc(), 0.62);
   EXPECT_LT(run->chief.test_auc(), run->chief.planted_auc() + 0.02);
+}
+
+// The same click logs from TFRecord files (data.source ctr_tfrecord: the
+// generator's examples written as tf.train.Examples, bags included) train to
+// exactly the parameters and test AUC of the generated data.
+TEST(SparseTrainingTest, ClickLogsFromTfRecordFilesTrainAsTheGeneratedOnesDo) {
+  ExperimentConfig generated = BagConfig();
+  generated.mutable_train()->set_steps(24);
+  generated.mutable_train()->set_evaluate(true);
+  const CtrDataConfig& ctr = generated.data().ctr();
+  absl::StatusOr<criteo::SyntheticCtr> generator =
+      criteo::SyntheticCtr::Create(criteo::SyntheticCtrOptionsOf(generated));
+  ASSERT_TRUE(generator.ok()) << generator.status();
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "click_log_tfrecords";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const uint64_t train = ctr.train_examples(), half = train / 2;
+  ASSERT_TRUE(test::WriteCtrTfRecords(*generator, 0, half, dir / "train-0").ok());
+  ASSERT_TRUE(test::WriteCtrTfRecords(*generator, half, train - half, dir / "train-1").ok());
+  ASSERT_TRUE(test::WriteCtrTfRecords(*generator, train, ctr.test_examples(), dir / "test-0").ok());
+  ExperimentConfig from_files = generated;
+  from_files.mutable_data()->set_source("ctr_tfrecord");
+  from_files.mutable_data()->set_path(dir.string());
+  from_files.mutable_data()->set_train_files("train-*");
+  from_files.mutable_data()->set_eval_files("test-*");
+
+  absl::StatusOr<ClusterRun> a = RunOnOneDevice(generated, 64);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<ClusterRun> b = RunOnOneDevice(from_files, 64);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(MaxRelativeDifference(b->final_params, a->final_params), 0);
+  ASSERT_TRUE(a->chief.has_test_auc() && b->chief.has_test_auc());
+  EXPECT_EQ(b->chief.test_auc(), a->chief.test_auc());
+  EXPECT_FALSE(b->chief.has_planted_auc());  // files carry no planted model
 }
 
 // A click model evaluates to an AUC, a log loss and, on synthetic data, the

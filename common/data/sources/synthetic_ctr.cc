@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/data/criteo/auc.h"
 #include "common/data/criteo/ctr_dataset.h"
+#include "common/data/criteo/synthetic_ctr_config.h"
 #include "common/data/data_source.h"
 #include "common/status_macros.h"
 
@@ -24,15 +25,6 @@ namespace {
 constexpr uint64_t kMaxCardinality = uint64_t{1} << 32;
 // Fewer examples than this per thread are not worth a thread.
 constexpr int64_t kMinExamplesPerThread = 8192;
-
-// data.ctr.cardinalities, else those of model.tables.
-std::vector<uint64_t> Cardinalities(const ExperimentConfig& config) {
-  const CtrDataConfig& ctr = config.data().ctr();
-  if (ctr.cardinalities_size() > 0) return {ctr.cardinalities().begin(), ctr.cardinalities().end()};
-  std::vector<uint64_t> out;
-  for (const EmbeddingTableConfig& t : config.model().tables()) out.push_back(static_cast<uint64_t>(t.cardinality()));
-  return out;
-}
 
 absl::Status CheckCardinalities(const ExperimentConfig& config, const ConfigChecker& ck) {
   const CtrDataConfig& ctr = config.data().ctr();
@@ -100,21 +92,6 @@ absl::Status Check(const ExperimentConfig& config, const ConfigChecker& ck) {
   return CheckCardinalities(config, ck);
 }
 
-criteo::SyntheticCtrOptions Options(const ExperimentConfig& config) {
-  const CtrDataConfig& ctr = config.data().ctr();
-  criteo::SyntheticCtrOptions o;
-  o.seed = ctr.seed();
-  o.cardinalities = Cardinalities(config);
-  o.zipf_s = ctr.zipf_s();
-  o.weight_scale = ctr.weight_scale();
-  o.dense_weight_scale = ctr.dense_weight_scale();
-  o.target_positive_rate = ctr.target_positive_rate();
-  o.categorical_missing = ctr.categorical_missing();
-  o.dense_missing = ctr.dense_missing();
-  o.bag_sizes.assign(ctr.bag_sizes().begin(), ctr.bag_sizes().end());
-  return o;
-}
-
 // Examples [first, first + count) of `generator`, on up to the machine's
 // cores (each example depends only on its index).
 Dataset Generate(const criteo::SyntheticCtr& generator, uint64_t first, int64_t count) {
@@ -143,7 +120,8 @@ Dataset Generate(const criteo::SyntheticCtr& generator, uint64_t first, int64_t 
 
 absl::StatusOr<Datasets> Load(const ExperimentConfig& config, bool with_test) {
   PSTRAIN_RETURN_IF_ERROR(Check(config, ConfigChecker("data.source synthetic_ctr")));
-  PSTRAIN_ASSIGN_OR_RETURN(const criteo::SyntheticCtr generator, criteo::SyntheticCtr::Create(Options(config)));
+  PSTRAIN_ASSIGN_OR_RETURN(const criteo::SyntheticCtr generator,
+                           criteo::SyntheticCtr::Create(criteo::SyntheticCtrOptionsOf(config)));
   const CtrDataConfig& ctr = config.data().ctr();
   Datasets data;
   data.train = Generate(generator, 0, ctr.train_examples());
