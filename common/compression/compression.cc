@@ -211,6 +211,7 @@ const char* WireDTypeElements(WireDType dtype) {
 }
 
 void EncodeFloats(WireDType dtype, const float* src, size_t n, void* dst) {
+  if (n == 0) return;  // an empty vector's data() may be null, which memcpy must not get
   switch (dtype) {
     case DT_FLOAT16:
       if (HasF16C()) return EncodeHalfF16C(src, n, static_cast<uint16_t*>(dst));
@@ -223,6 +224,7 @@ void EncodeFloats(WireDType dtype, const float* src, size_t n, void* dst) {
 }
 
 void DecodeFloats(WireDType dtype, const void* src, size_t n, float* dst) {
+  if (n == 0) return;
   switch (dtype) {
     case DT_FLOAT16:
       if (HasF16C()) return DecodeHalfF16C(static_cast<const unsigned char*>(src), n, dst);

@@ -57,9 +57,11 @@ bool HardwareHalfConversion();
 const char* WireDTypeElements(WireDType dtype);
 
 // Converts n floats to `dtype` (DT_FLOAT16 or DT_BFLOAT16; DT_FLOAT32 copies)
-// into dst, which holds n * WireDTypeSize(dtype) bytes.
+// into dst, which holds n * WireDTypeSize(dtype) bytes. With n == 0 nothing
+// is read or written (src and dst may be null: an empty push).
 void EncodeFloats(WireDType dtype, const float* src, size_t n, void* dst);
-// The reverse: n elements of `dtype` at src (any alignment) to floats.
+// The reverse: n elements of `dtype` at src (any alignment) to floats; as
+// above, n == 0 touches nothing.
 void DecodeFloats(WireDType dtype, const void* src, size_t n, float* dst);
 // dst[i] += decoded src[i], for summing 16-bit gradients without a float copy.
 void AddDecodedFloats(WireDType dtype, const void* src, size_t n, float* dst);
