@@ -8,6 +8,7 @@
 #include "common/durable_file.h"
 #include "common/shard_checkpoint_file.h"
 #include "common/status_macros.h"
+#include "common/table_chain.h"
 #include "worker/table_reshard.h"
 
 namespace pstrain {
@@ -17,8 +18,7 @@ namespace fs = std::filesystem;
 
 // The checkpoint's files, decoded, and where each of its parts lies.
 struct OldCheckpoint {
-  std::vector<std::string> data;  // per file
-  std::vector<ShardCheckpointView> views;
+  std::vector<DecodedShardCheckpoint> files;  // per old shard
   // Per variable: its parts in element order, each (file, entry, first element).
   struct Segment {
     int file = 0;
@@ -33,16 +33,13 @@ absl::StatusOr<OldCheckpoint> ReadOld(const std::string& from, const CheckpointM
                                       const std::vector<ShardRestore>& files) {
   OldCheckpoint old;
   std::map<std::string, std::pair<int, const ShardCheckpointEntry*>> where;  // part -> (file, entry)
-  old.views.reserve(files.size());
+  old.files.reserve(files.size());
   for (const ShardRestore& f : files) {
-    const FileDigest expected{f.bytes(), f.crc32c()};
-    PSTRAIN_ASSIGN_OR_RETURN(std::string data, ReadWholeFile(f.path(), &expected));
-    old.data.push_back(std::move(data));
-    PSTRAIN_ASSIGN_OR_RETURN(ShardCheckpointView view, DecodeShardCheckpoint(old.data.back(), f.path()));
-    old.views.push_back(std::move(view));
+    PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint file, ReadShardCheckpoint(f));
+    old.files.push_back(std::move(file));
   }
-  for (size_t f = 0; f < old.views.size(); ++f) {
-    for (const ShardCheckpointEntry& e : old.views[f].entries) {
+  for (size_t f = 0; f < old.files.size(); ++f) {
+    for (const ShardCheckpointEntry& e : old.files[f].view.entries) {
       where[e.name] = {static_cast<int>(f), &e};
       if (old.slots >= 0 && e.slots != old.slots) {
         return absl::DataLossError(absl::StrCat(from, ": ", e.name, " has ", e.slots, " slots, others ", old.slots));
@@ -105,7 +102,7 @@ absl::Status AppendRange(const OldCheckpoint& old, const std::string& variable, 
   for (const OldCheckpoint::Segment& s : old.variables.at(variable)) {
     const int64_t lo = std::max(first, s.start), hi = std::min(first + count, s.start + s.entry->elements);
     if (lo >= hi) continue;
-    const char* base = old.data[s.file].data() + s.entry->ArrayOffset(k);
+    const char* base = old.files[s.file].data.data() + s.entry->ArrayOffset(k);
     PSTRAIN_RETURN_IF_ERROR(writer.Append(base + (lo - s.start) * sizeof(float), (hi - lo) * sizeof(float)));
   }
   return absl::OkStatus();
@@ -171,7 +168,7 @@ absl::StatusOr<CheckpointManifest> ReshardCheckpoint(const std::string& from, co
   PSTRAIN_ASSIGN_OR_RETURN(const OldCheckpoint old, ReadOld(from, manifest, files));
   PSTRAIN_RETURN_IF_ERROR(CheckSameVariables(old, parts, from));
   PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::vector<ReshardedTable>> rows,
-                           ReshardTables(files, tables, num_shards));
+                           ReshardTables(files, old.files, tables, num_shards));
   std::error_code ec;
   fs::remove_all(to, ec);
   fs::create_directories(to, ec);

@@ -118,18 +118,20 @@ int64_t KeepMostUpdated(int64_t limit, size_t floats, TableRows& rows) {
   return static_cast<int64_t>(n - kept);
 }
 
-absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(const std::vector<ShardRestore>& files,
-                                                                       const std::vector<EmbeddingTableConfig>& tables,
-                                                                       int num_shards) {
-  if (files.empty() || num_shards <= 0) return absl::InvalidArgumentError("ReshardTables: no shards");
+absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(
+    const std::vector<ShardRestore>& files, const std::vector<DecodedShardCheckpoint>& newest,
+    const std::vector<EmbeddingTableConfig>& tables, int num_shards) {
+  if (files.empty() || files.size() != newest.size() || num_shards <= 0) {
+    return absl::InvalidArgumentError("ReshardTables: no shards, or not one decoded file per shard");
+  }
   std::vector<std::vector<ReshardedTable>> out;
   for (size_t s = 0; s < files.size(); ++s) {
-    // One old shard's chain at a time: its files are dropped before the next's are read.
-    PSTRAIN_ASSIGN_OR_RETURN(DecodedShardCheckpoint last, ReadShardCheckpoint(files[s]));
-    if (s == 0) out = EmptyTables(last.view, num_shards);
-    PSTRAIN_RETURN_IF_ERROR(CheckSameTables(last, out[0]));
+    if (s == 0) out = EmptyTables(newest[0].view, num_shards);
+    PSTRAIN_RETURN_IF_ERROR(CheckSameTables(newest[s], out[0]));
+    // One old shard's chain at a time (its links read, its newest file
+    // copied): dropped before the next shard's links are read.
     PSTRAIN_ASSIGN_OR_RETURN(const std::vector<DecodedShardCheckpoint> chain,
-                             ReadTableChain(files[s], std::move(last), static_cast<int>(s)));
+                             ReadTableChain(files[s], newest[s], static_cast<int>(s)));
     PSTRAIN_RETURN_IF_ERROR(DealShardRows(chain, static_cast<int>(s), static_cast<int>(files.size()), out));
   }
   ApplyMaxRows(tables, out);

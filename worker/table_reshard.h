@@ -25,7 +25,9 @@ struct ReshardedTable {
 
 // Per new shard (of `num_shards`), per table in the old files' order: the
 // rows of the tables of `files` (one per old shard, in shard order, each
-// with its table_base when its tables are an increment). A table's version
+// with its table_base when its tables are an increment), whose files
+// `newest` holds already read and decoded (the links of the chains are
+// read here). A table's version
 // is the highest any old shard reached (a sync run's shards all reached
 // the step's). A table of `tables` with max_rows keeps, per new shard, at
 // most ceil(max_rows / num_shards) rows, as its shards would: the ones
@@ -34,9 +36,9 @@ struct ReshardedTable {
 // another step, or a row lies on a shard that does not own its key;
 // FAILED_PRECONDITION naming the file when the old shards list other
 // tables, dims or slot counts.
-absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(const std::vector<ShardRestore>& files,
-                                                                       const std::vector<EmbeddingTableConfig>& tables,
-                                                                       int num_shards);
+absl::StatusOr<std::vector<std::vector<ReshardedTable>>> ReshardTables(
+    const std::vector<ShardRestore>& files, const std::vector<DecodedShardCheckpoint>& newest,
+    const std::vector<EmbeddingTableConfig>& tables, int num_shards);
 
 // Keeps the `limit` rows of `rows` (`floats` floats each) updated most
 // often (ties: the lower key), in their order; returns how many it dropped.

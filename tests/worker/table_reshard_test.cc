@@ -74,6 +74,19 @@ ShardRestore WriteShard(const std::string& path, int shard, int64_t step, int64_
   return r;
 }
 
+// ReshardTables over `files`, each read as the chief reads it first.
+absl::StatusOr<std::vector<std::vector<ReshardedTable>>> Reshard(const std::vector<ShardRestore>& files,
+                                                                 const std::vector<EmbeddingTableConfig>& tables,
+                                                                 int num_shards) {
+  std::vector<DecodedShardCheckpoint> newest;
+  for (const ShardRestore& f : files) {
+    absl::StatusOr<DecodedShardCheckpoint> file = ReadShardCheckpoint(f);
+    if (!file.ok()) return file.status();
+    newest.push_back(*std::move(file));
+  }
+  return ReshardTables(files, newest, tables, num_shards);
+}
+
 // Keys 0..n-1 dealt to their shards of `shards`, update count key % 5.
 std::vector<TestTable> DealKeys(int n, int shards, int64_t version_base) {
   std::vector<TestTable> tables(shards);
@@ -102,7 +115,7 @@ TEST(TableReshardTest, EveryRowLandsUnchangedOnTheShardThatOwnsItsKeyNow) {
   const std::vector<TestTable> old = DealKeys(40, 2, /*version_base=*/5);
   const std::vector<ShardRestore> files = {WriteShard(dir / "s0", 0, 6, 0, {old[0]}),
                                            WriteShard(dir / "s1", 1, 6, 0, {old[1]})};
-  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = ReshardTables(files, {}, 3);
+  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = Reshard(files, {}, 3);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 3u);
   const auto rows = RowsByKey(*out);
@@ -128,7 +141,7 @@ TEST(TableReshardTest, AnIncrementsRowsWinOverTheWholeFileItBuildsOn) {
   changed.rows.data.assign(kFloats, -1.0f);
   ShardRestore last = WriteShard(dir / "increment", 0, 4, /*since=*/2, {changed});
   *last.add_table_base() = base;
-  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = ReshardTables({last}, {}, 2);
+  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = Reshard({last}, {}, 2);
   ASSERT_TRUE(out.ok()) << out.status();
   const auto rows = RowsByKey(*out);
   ASSERT_EQ(rows.size(), 20u);
@@ -139,7 +152,7 @@ TEST(TableReshardTest, AnIncrementsRowsWinOverTheWholeFileItBuildsOn) {
   // The increment alone, its base missing from the restore: refused.
   ShardRestore alone = last;
   alone.clear_table_base();
-  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> broken = ReshardTables({alone}, {}, 2);
+  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> broken = Reshard({alone}, {}, 2);
   EXPECT_EQ(broken.status().code(), absl::StatusCode::kDataLoss) << broken.status();
 }
 
@@ -151,7 +164,7 @@ TEST(TableReshardTest, MaxRowsKeepsEachNewShardsShareUpdatedMostOften) {
   EmbeddingTableConfig config;
   config.set_name("ads");
   config.set_max_rows(8);  // onto 1 shard: 8 of the 20 rows
-  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = ReshardTables(files, {config}, 1);
+  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = Reshard(files, {config}, 1);
   ASSERT_TRUE(out.ok()) << out.status();
   const TableRows& kept = (*out)[0][0].rows;
   ASSERT_EQ(kept.keys.size(), 8u);
@@ -181,7 +194,7 @@ TEST(TableReshardTest, ARowOnAShardThatDoesNotOwnItsKeyIsDataLossNamingTheFile) 
   std::swap(old[0], old[1]);
   const std::vector<ShardRestore> files = {WriteShard(dir / "s0", 0, 2, 0, {old[0]}),
                                            WriteShard(dir / "s1", 1, 2, 0, {old[1]})};
-  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = ReshardTables(files, {}, 3);
+  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = Reshard(files, {}, 3);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss) << out.status();
   EXPECT_THAT(out.status().message(), HasSubstr(dir / "s0"));
 }
@@ -192,7 +205,7 @@ TEST(TableReshardTest, ShardsListingOtherTablesAreRefusedNamingTheFile) {
   old[1].name = "users";
   const std::vector<ShardRestore> files = {WriteShard(dir / "s0", 0, 2, 0, {old[0]}),
                                            WriteShard(dir / "s1", 1, 2, 0, {old[1]})};
-  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = ReshardTables(files, {}, 3);
+  absl::StatusOr<std::vector<std::vector<ReshardedTable>>> out = Reshard(files, {}, 3);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
   EXPECT_THAT(out.status().message(), HasSubstr(dir / "s1"));
   EXPECT_THAT(out.status().message(), HasSubstr("users"));
