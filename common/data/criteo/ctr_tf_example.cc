@@ -35,12 +35,12 @@ absl::Status GetLabel(FeatureMap& features, float* label) {
 absl::Status GetDense(FeatureMap& features, CriteoRecord* record) {
   for (int f = 0; f < kNumDense; ++f) {
     const std::string key = absl::StrCat("I", f + 1);
-    int64_t value = 0;
-    auto it = features.find(key);
-    const bool present = it != features.end() && it->second.kind_case() == Feature::kInt64List &&
-                         !it->second.int64_list().value().empty();
-    if (absl::Status s = data::GetInt64(features, key.c_str(), false, &value); !s.ok()) return s;
-    if (present) record->dense[f] = value;
+    absl::StatusOr<Feature*> feature = data::FindFeature(features, key.c_str(), Feature::kInt64List, false);
+    if (!feature.ok()) return feature.status();
+    if (*feature == nullptr) continue;
+    const auto& values = (*feature)->int64_list().value();
+    if (absl::Status one = data::CheckOneValue(key.c_str(), values.size(), false); !one.ok()) return one;
+    if (!values.empty()) record->dense[f] = values[0];
   }
   return absl::OkStatus();
 }

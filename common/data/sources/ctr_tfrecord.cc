@@ -12,6 +12,7 @@
 // stops the load with "<file>: record at byte <offset>: <what is wrong>";
 // with data.skip_corrupt it is left out, counted and logged instead.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,16 +88,14 @@ absl::StatusOr<Dataset> FillSplit(const Split& split, int bag_size) {
 absl::StatusOr<Datasets> Load(const ExperimentConfig& config, bool with_test) {
   const DataConfig& d = config.data();
   PSTRAIN_ASSIGN_OR_RETURN(const Split train, ScanSplit(d, d.train_files()));
-  int bag_size = train.longest_bag;
-  absl::StatusOr<Split> test = absl::NotFoundError("no test set asked for");
+  std::optional<Split> test;
   if (with_test) {
-    test = ScanSplit(d, d.eval_files());
-    if (!test.ok()) return test.status();
-    bag_size = std::max(bag_size, test->longest_bag);
+    PSTRAIN_ASSIGN_OR_RETURN(test, ScanSplit(d, d.eval_files()));
   }
+  const int bag_size = std::max(train.longest_bag, test ? test->longest_bag : 1);
   Datasets data;
   PSTRAIN_ASSIGN_OR_RETURN(data.train, FillSplit(train, bag_size));
-  if (with_test) {
+  if (test) {
     PSTRAIN_ASSIGN_OR_RETURN(data.test, FillSplit(*test, bag_size));
   }
   return data;
