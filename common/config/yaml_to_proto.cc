@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "proto/yaml_options.pb.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -29,6 +30,13 @@ using google::protobuf::EnumValueDescriptor;
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
+
+// The field a scalar written for a message of this type sets (the
+// message's yaml_scalar_field option), or null when it takes maps only.
+const FieldDescriptor* ScalarShorthand(const Descriptor* desc) {
+  const std::string& name = desc->options().GetExtension(yaml_scalar_field);
+  return name.empty() ? nullptr : desc->FindFieldByName(name);
+}
 
 // 1-based line of `node`, or `fallback` when yaml-cpp recorded none.
 int LineOf(const YAML::Node& node, int fallback) {
@@ -135,7 +143,12 @@ class YamlWalker {
     const Reflection* refl = message->GetReflection();
     if (!field->is_repeated()) {
       if (field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
-        return WalkMessage(value, path, line, refl->MutableMessage(message, field));
+        Message* nested = refl->MutableMessage(message, field);
+        const FieldDescriptor* shorthand = ScalarShorthand(field->message_type());
+        if (shorthand != nullptr && value.IsScalar()) {
+          return SetScalar(value, absl::StrCat(path, ".", shorthand->name()), line, shorthand, nested);
+        }
+        return WalkMessage(value, path, line, nested);
       }
       return SetScalar(value, path, line, field, message);
     }
