@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +25,12 @@ struct Dataset {
   // Encoded datasets: decodes example i on demand; images and labels are
   // then empty, and num_examples is the decoder's.
   std::shared_ptr<const ExampleDecoder> decoder;
+  // Noise with random labels (data.source synthetic): for throughput, with
+  // nothing to learn, so no run on it is judged by its loss or accuracy.
+  bool random_labels = false;
+  // Encoded image sources: how an example is made from a stored image, and
+  // why (ImageTransform::description), for the run's header; else empty.
+  std::string preprocessing;
 
   // Sparse (categorical) features of click logs, for models with embedding
   // tables (model.tables, docs/EMBEDDINGS.md): per example, `sparse_features`

@@ -27,10 +27,7 @@ absl::StatusOr<int32_t> TfRecordDecoder::DecodeOne(int64_t index, uint64_t seed,
   return static_cast<int32_t>(label);
 }
 
-std::string TfRecordDecoder::Where(int64_t index) const {
-  const data::RecordLocation& at = records_.at(index);
-  return absl::StrCat(records_.file(at.file), ": record at offset ", at.offset);
-}
+std::string TfRecordDecoder::Where(int64_t index) const { return records_.Where(index); }
 
 std::string TfRecordDecoder::Describe() const {
   return absl::StrCat(records_.size(), " records in ", records_.files().size(), " files, ",

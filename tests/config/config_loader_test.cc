@@ -160,6 +160,23 @@ TEST(ParseExperimentYaml, UnsetFieldsKeepSchemaDefaults) {
   EXPECT_FALSE(c->has_train());
 }
 
+// A message whose schema names a yaml_scalar_field may be written as that
+// one scalar (data.normalization: none) or as a map of its fields; a list is
+// neither, and the error says what was expected.
+TEST(ParseExperimentYaml, AMessageMayBeWrittenAsItsScalar) {
+  absl::StatusOr<ExperimentConfig> preset = ParseExperimentYaml("data: {normalization: none}\n", "exp.yaml");
+  ASSERT_TRUE(preset.ok()) << preset.status();
+  EXPECT_EQ(preset->data().normalization().preset(), "none");
+  absl::StatusOr<ExperimentConfig> own =
+      ParseExperimentYaml("data:\n  normalization: {mean: [0.5], std: [0.25]}\n", "exp.yaml");
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->data().normalization().preset(), "auto");
+  EXPECT_FLOAT_EQ(own->data().normalization().std(0), 0.25f);
+  EXPECT_EQ(ErrorOf("data:\n  normalization: [1, 2]\n"),
+            "exp.yaml:2: field 'data.normalization': expected a map of NormalizationConfig fields, got a list");
+  EXPECT_EQ(ErrorOf("train: none\n"), "exp.yaml:1: field 'train': expected a map of TrainConfig fields, got 'none'");
+}
+
 TEST(ParseExperimentYaml, EmptyDocumentsAreAllDefaults) {
   for (const char* yaml : {"", "# only a comment\n", "\n\n", "cluster:\ntrain: ~\n"}) {
     absl::StatusOr<ExperimentConfig> c = ParseExperimentYaml(yaml, "exp.yaml");

@@ -51,7 +51,7 @@ ExperimentConfig Config(const std::string& dir) {
   c.mutable_data()->set_source("image_folder");
   c.mutable_data()->set_path(dir);
   c.mutable_data()->set_augmentation("resize");
-  c.mutable_data()->set_normalization("none");
+  c.mutable_data()->mutable_normalization()->set_preset("none");
   for (int d : {3, 4, 4}) c.mutable_model()->add_input_shape(d);
   return c;
 }

@@ -78,7 +78,7 @@ class TfRecordSourceTest : public ::testing::Test {
     c.mutable_data()->set_source("tfrecord");
     c.mutable_data()->set_path(dir_.path());
     c.mutable_data()->set_augmentation("resize");
-    c.mutable_data()->set_normalization("none");
+    c.mutable_data()->mutable_normalization()->set_preset("none");
     for (int d : {3, 8, 8}) c.mutable_model()->add_input_shape(d);
     return c;
   }
@@ -138,7 +138,7 @@ TEST_F(TfRecordSourceTest, BatchesDecodeToTheKnownColoursOnAPool) {
 TEST_F(TfRecordSourceTest, RandomCropsAreTheSameWhateverTheThreadCount) {
   ExperimentConfig c = Config();
   c.mutable_data()->set_augmentation("crop");
-  c.mutable_data()->set_normalization("imagenet");
+  c.mutable_data()->mutable_normalization()->set_preset("imagenet");
   absl::StatusOr<Datasets> data = LoadDatasets(c, false);
   ASSERT_TRUE(data.ok()) << data.status();
   absl::StatusOr<ShardedBatcher> batcher = ShardedBatcher::Create(&data->train, 0, 1, 6, 3, true);

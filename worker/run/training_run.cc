@@ -42,17 +42,18 @@ ModelConfig ResolveModelConfig(const ExperimentConfig& config, const Dataset& tr
 }
 
 void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t total_steps, int worker_index,
-                 const std::string& strategy) {
+                 const std::string& strategy, const std::string& preprocessing) {
   const int workers = config.cluster().worker_hosts_size();
   const int batch = config.train().batch_size_per_device();
   const int devices = config.devices_per_worker();
   std::cout << absl::StrFormat(
-                   "Worker:      %d of %d%s\nModel:       %s\nDataset:     %s\nMode:        training\n"
+                   "Worker:      %d of %d%s\nModel:       %s\nDataset:     %s%s\nMode:        training\n"
                    "Batch size:  %d global (%d per device)\nNum batches: %d\nDevices:     %d x %s\n"
                    "Variables:   %s\nOptimizer:   %s lr=%g\n==========\n"
                    "Step\tImg/sec\ttotal_loss\n",
                    worker_index, workers, worker_index == 0 ? " (chief)" : "", model.name(), config.data().source(),
                    batch * workers * devices, batch, total_steps, devices, config.device(), strategy,
+                   preprocessing.empty() ? "" : absl::StrCat("\nInput:       ", preprocessing),
                    config.optimizer().name(), config.optimizer().learning_rate())
             << std::flush;
 }
@@ -262,7 +263,8 @@ absl::Status TrainingRun::Start() {
     for (auto& observer : observers_) hook = observer->WrapHook(r, std::move(hook));
     hooks_.push_back(std::move(hook));
   }
-  PrintBanner(config_, replicas_->model(0), total_steps_, worker_index_, strategy_->Describe());
+  PrintBanner(config_, replicas_->model(0), total_steps_, worker_index_, strategy_->Describe(),
+              data_.train.preprocessing);
   if (emulated_) {
     const double scale = TimeDilation(config_);
     std::cout << absl::StrFormat("Emulated:    %.1f images/sec per device, time scale %g%s", device_images_per_sec_,

@@ -29,10 +29,13 @@ ImageFormat DetectFormat(absl::string_view bytes);
 struct ImageInfo {
   int width = 0;
   int height = 0;
+  // What the file stores: 1 (grey; a JPEG's grey colour space, a PNG's grey
+  // or grey + alpha) or 3 (colour; alpha and palettes count as colour).
+  int channels = 3;
   ImageFormat format = ImageFormat::kUnknown;
 };
 
-// The dimensions from the header alone (nothing decoded). INVALID_ARGUMENT
+// The dimensions and channels from the header alone (nothing decoded). INVALID_ARGUMENT
 // for an unknown format, a corrupt header or dimensions over the limits.
 absl::StatusOr<ImageInfo> ReadImageInfo(absl::string_view bytes);
 

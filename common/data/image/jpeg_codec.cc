@@ -96,7 +96,7 @@ void ChooseScaledSize(const JpegHeader& h, int min_width, int min_height, int* w
 absl::StatusOr<ImageInfo> ReadJpegInfo(absl::string_view bytes) {
   absl::StatusOr<JpegHeader> h = ReadHeader(Decompressor(), bytes);
   if (!h.ok()) return h.status();
-  return ImageInfo{h->width, h->height, ImageFormat::kJpeg};
+  return ImageInfo{h->width, h->height, h->colorspace == TJCS_GRAY ? 1 : 3, ImageFormat::kJpeg};
 }
 
 absl::StatusOr<Image> DecodeJpeg(absl::string_view bytes, int channels, int min_width, int min_height) {

@@ -53,7 +53,8 @@ absl::StatusOr<ImageInfo> ReadPngInfo(absl::string_view bytes) {
   spng_ihdr ihdr{};
   absl::StatusOr<Ctx> ctx = OpenDecoder(bytes, &ihdr);
   if (!ctx.ok()) return ctx.status();
-  return ImageInfo{static_cast<int>(ihdr.width), static_cast<int>(ihdr.height), ImageFormat::kPng};
+  const bool grey = ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE || ihdr.color_type == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA;
+  return ImageInfo{static_cast<int>(ihdr.width), static_cast<int>(ihdr.height), grey ? 1 : 3, ImageFormat::kPng};
 }
 
 absl::StatusOr<Image> DecodePng(absl::string_view bytes, int channels) {

@@ -118,6 +118,11 @@ void RecordSet::CloseAll() {
   fds_.clear();
 }
 
+std::string RecordSet::Where(int64_t i) const {
+  const RecordLocation& location = at(i);
+  return absl::StrCat(file(location.file), ": record at offset ", location.offset);
+}
+
 absl::Status RecordSet::Read(int64_t i, std::string* data) const {
   if (i < 0 || i >= size()) return absl::OutOfRangeError(absl::StrCat("record ", i, " of ", size()));
   const RecordLocation& location = at(i);

@@ -43,6 +43,8 @@ class RecordSet {
   const RecordLocation& at(int64_t i) const { return records_[static_cast<size_t>(i)]; }
   const std::string& file(int32_t f) const { return files_[static_cast<size_t>(f)]; }
   const std::vector<std::string>& files() const { return files_; }
+  // Record `i` for messages: "<file>: record at offset <byte>".
+  std::string Where(int64_t i) const;
 
   // Files whose tail (from a bad record to the end) Index skipped, and the
   // bytes those tails held; both 0 without skip_corrupt.

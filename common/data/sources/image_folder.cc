@@ -3,8 +3,10 @@
 // (common/data/file_decoder.h). The training split is data.path/train (or
 // data.path itself when it has no train/ and validation/), the evaluation
 // split data.path/validation. The example shape is model.input_shape, or
-// [3, height, width] of the first image; the class count is
-// model.num_classes, or the number of class folders.
+// [channels, height, width] of the first image, where channels is 1 when
+// every sampled image is grey, else 3; the class count is
+// model.num_classes, or the number of class folders. The transform ("auto"
+// resolved) comes from a sample of the training images.
 #include "common/data/image_folder.h"
 
 #include <filesystem>
@@ -22,12 +24,20 @@
 namespace pstrain {
 namespace {
 
-absl::StatusOr<Shape> ShapeOfFirstImage(const LabelledFile& file) {
+absl::StatusOr<std::string> ReadWhole(const LabelledFile& file) {
   std::ifstream in(file.path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", file.path));
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// model.input_shape, else [channels the sampled images store, height, width
+// of the first image].
+absl::StatusOr<Shape> ExampleShape(const ModelConfig& m, const LabelledFile& first, const StoredImages& stored) {
+  if (m.input_shape_size() == 3) return Shape(m.input_shape().begin(), m.input_shape().end());
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string bytes, ReadWhole(first));
   absl::StatusOr<image::ImageInfo> info = image::ReadImageInfo(bytes);
-  if (!info.ok()) return absl::InvalidArgumentError(absl::StrCat(file.path, ": ", info.status().message()));
-  return Shape{3, info->height, info->width};
+  if (!info.ok()) return absl::InvalidArgumentError(absl::StrCat(first.path, ": ", info.status().message()));
+  return Shape{stored.channels, info->height, info->width};
 }
 
 Dataset MakeSplit(std::vector<LabelledFile> files, const ImageTransform& t, int classes, bool skip_corrupt) {
@@ -35,6 +45,7 @@ Dataset MakeSplit(std::vector<LabelledFile> files, const ImageTransform& t, int 
   data.num_examples = static_cast<int64_t>(files.size());
   data.example_shape = t.example_shape;
   data.num_classes = classes;
+  data.preprocessing = t.description;
   data.decoder = std::make_shared<FileDecoder>(std::move(files), t, skip_corrupt);
   return data;
 }
@@ -46,19 +57,19 @@ absl::StatusOr<Datasets> Load(const ExperimentConfig& config, bool with_test) {
     return absl::InvalidArgumentError(absl::StrCat("data.source image_folder: evaluation needs images in ", d.path(),
                                                    "/validation/<class>/ (or set train.evaluate: false)"));
   }
+  const std::vector<LabelledFile>& train = folder.train;
+  PSTRAIN_ASSIGN_OR_RETURN(const StoredImages stored,
+                           SampleStoredImages(
+                               static_cast<int64_t>(train.size()), [&train](int64_t i) { return ReadWhole(train[i]); },
+                               [&train](int64_t i) { return train[i].path; }));
   const ModelConfig& m = config.model();
-  Shape shape;
-  if (m.input_shape_size() == 3) {
-    shape = Shape(m.input_shape().begin(), m.input_shape().end());
-  } else {
-    PSTRAIN_ASSIGN_OR_RETURN(shape, ShapeOfFirstImage(folder.train.front()));
-  }
+  PSTRAIN_ASSIGN_OR_RETURN(const Shape shape, ExampleShape(m, train.front(), stored));
   const int classes = m.has_num_classes() ? m.num_classes() : static_cast<int>(folder.classes.size());
   if (static_cast<int>(folder.classes.size()) > classes) {
     return absl::InvalidArgumentError(absl::StrCat("data.source image_folder: ", folder.classes.size(),
                                                    " class folders but model.num_classes is ", classes));
   }
-  const ImageTransform t = TransformFromConfig(d, shape);
+  PSTRAIN_ASSIGN_OR_RETURN(const ImageTransform t, ChooseTransform(d, shape, stored));
   Datasets data;
   data.train = MakeSplit(std::move(folder.train), t, classes, d.skip_corrupt());
   if (with_test) data.test = MakeSplit(std::move(folder.validation), t, classes, d.skip_corrupt());

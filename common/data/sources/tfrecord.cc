@@ -4,8 +4,10 @@
 // and decoded when a batch needs it (common/data/tfrecord_decoder.h).
 //
 // The example shape is model.input_shape, or [channels, height, width] of
-// the first record (image/channels, default 3); the class count is
-// model.num_classes, or the lines of labels.txt in data.path.
+// the first record (image/channels, else what the images store); the class
+// count is model.num_classes, or the lines of labels.txt in data.path. The
+// transform ("auto" augmentation and normalization resolved) is chosen from
+// a sample of the training records and used for both splits.
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,14 +25,25 @@
 namespace pstrain {
 namespace {
 
-// The first record's image: [channels, height, width].
-absl::StatusOr<Shape> ShapeOfFirstRecord(const data::RecordSet& records) {
-  if (records.size() == 0) return absl::InvalidArgumentError("no records to take the example shape from");
+// The encoded image of record i.
+absl::StatusOr<std::string> EncodedImage(const data::RecordSet& records, int64_t i) {
+  std::string bytes;
+  PSTRAIN_RETURN_IF_ERROR(records.Read(i, &bytes));
+  PSTRAIN_ASSIGN_OR_RETURN(data::ImageExample example, data::ParseImageExample(bytes));
+  return std::move(example.encoded);
+}
+
+// model.input_shape, else [channels, height, width] of the first record
+// (image/channels, else what the sampled images store).
+absl::StatusOr<Shape> ExampleShape(const ExperimentConfig& config, const data::RecordSet& records,
+                                   const StoredImages& stored) {
+  const ModelConfig& m = config.model();
+  if (m.input_shape_size() == 3) return Shape(m.input_shape().begin(), m.input_shape().end());
   std::string bytes;
   PSTRAIN_RETURN_IF_ERROR(records.Read(0, &bytes));
   PSTRAIN_ASSIGN_OR_RETURN(const data::ImageExample example, data::ParseImageExample(bytes));
   PSTRAIN_ASSIGN_OR_RETURN(const image::ImageInfo info, image::ReadImageInfo(example.encoded));
-  const int64_t channels = example.channels > 0 ? example.channels : 3;
+  const int64_t channels = example.channels > 0 ? example.channels : stored.channels;
   return Shape{channels, info.height, info.width};
 }
 
@@ -48,35 +61,41 @@ absl::StatusOr<int> NumClasses(const ExperimentConfig& config) {
   return lines;
 }
 
-absl::StatusOr<Dataset> LoadSplit(const ExperimentConfig& config, const std::string& files) {
-  const DataConfig& d = config.data();
+absl::StatusOr<data::RecordSet> IndexRecords(const DataConfig& d, const std::string& files) {
   PSTRAIN_ASSIGN_OR_RETURN(std::vector<std::string> paths, DataFiles(d, files));
-  PSTRAIN_ASSIGN_OR_RETURN(data::RecordSet records, data::RecordSet::Index(std::move(paths), d.skip_corrupt()));
-  TfRecordDecoderOptions options;
-  const ModelConfig& m = config.model();
-  Shape shape;
-  if (m.input_shape_size() == 3) {
-    shape = Shape(m.input_shape().begin(), m.input_shape().end());
-  } else {
-    PSTRAIN_ASSIGN_OR_RETURN(shape, ShapeOfFirstRecord(records));
-  }
-  options.transform = TransformFromConfig(d, shape);
-  PSTRAIN_ASSIGN_OR_RETURN(options.num_classes, NumClasses(config));
-  options.label_offset = d.label_offset();
-  options.skip_corrupt = d.skip_corrupt();
+  return data::RecordSet::Index(std::move(paths), d.skip_corrupt());
+}
+
+Dataset MakeSplit(data::RecordSet records, const TfRecordDecoderOptions& options) {
   Dataset data;
   data.num_examples = records.size();
-  data.example_shape = shape;
+  data.example_shape = options.transform.example_shape;
   data.num_classes = options.num_classes;
-  data.decoder = std::make_shared<TfRecordDecoder>(std::move(records), std::move(options));
+  data.preprocessing = options.transform.description;
+  data.decoder = std::make_shared<TfRecordDecoder>(std::move(records), options);
   return data;
 }
 
+// Both splits go through the transform chosen from the training records.
 absl::StatusOr<Datasets> Load(const ExperimentConfig& config, bool with_test) {
+  const DataConfig& d = config.data();
+  PSTRAIN_ASSIGN_OR_RETURN(data::RecordSet train, IndexRecords(d, d.train_files()));
+  if (train.size() == 0) return absl::InvalidArgumentError("data.source tfrecord: no training records");
+  PSTRAIN_ASSIGN_OR_RETURN(const StoredImages stored,
+                           SampleStoredImages(
+                               train.size(), [&train](int64_t i) { return EncodedImage(train, i); },
+                               [&train](int64_t i) { return train.Where(i); }));
+  PSTRAIN_ASSIGN_OR_RETURN(const Shape shape, ExampleShape(config, train, stored));
+  TfRecordDecoderOptions options;
+  PSTRAIN_ASSIGN_OR_RETURN(options.transform, ChooseTransform(d, shape, stored));
+  PSTRAIN_ASSIGN_OR_RETURN(options.num_classes, NumClasses(config));
+  options.label_offset = d.label_offset();
+  options.skip_corrupt = d.skip_corrupt();
   Datasets data;
-  PSTRAIN_ASSIGN_OR_RETURN(data.train, LoadSplit(config, config.data().train_files()));
+  data.train = MakeSplit(std::move(train), options);
   if (with_test) {
-    PSTRAIN_ASSIGN_OR_RETURN(data.test, LoadSplit(config, config.data().eval_files()));
+    PSTRAIN_ASSIGN_OR_RETURN(data::RecordSet test, IndexRecords(d, d.eval_files()));
+    data.test = MakeSplit(std::move(test), options);
   }
   return data;
 }
