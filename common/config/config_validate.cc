@@ -99,6 +99,7 @@ absl::Status CheckTrain(const ConfigChecker& ck, const TrainConfig& t) {
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("train.warmup_steps", t.warmup_steps()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("train.display_every", t.display_every()));
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("train.eval_every_steps", t.eval_every_steps()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("train.learning_check_steps", t.learning_check_steps()));
   return ck.Positive("train.eval_batch_size", t.eval_batch_size());
 }
 

@@ -76,9 +76,10 @@ std::string JsonField(const Message& m, const FieldDescriptor* f) {
   return "null";
 }
 
-// [1, 2]: repeated integer field `f` of `m` (the only repeated scalars a
-// record holds: counts per epoch or per worker).
-std::string JsonIntegers(const Message& m, const FieldDescriptor* f) {
+// [1, 2] or ["a", "b"]: repeated field `f` of `m` of integers (counts per
+// epoch or per worker) or strings (warnings), the repeated scalars a record
+// holds.
+std::string JsonScalars(const Message& m, const FieldDescriptor* f) {
   const Reflection* r = m.GetReflection();
   std::vector<std::string> items;
   for (int k = 0; k < r->FieldSize(m, f); ++k) {
@@ -89,21 +90,24 @@ std::string JsonIntegers(const Message& m, const FieldDescriptor* f) {
       case FieldDescriptor::CPPTYPE_INT32:
         items.push_back(absl::StrCat(r->GetRepeatedInt32(m, f, k)));
         break;
+      case FieldDescriptor::CPPTYPE_STRING:
+        items.push_back(JsonString(r->GetRepeatedString(m, f, k)));
+        break;
       default:
-        LOG(FATAL) << "result.json: repeated field " << f->full_name() << " is not of integers";
+        LOG(FATAL) << "result.json: repeated field " << f->full_name() << " is not of integers or strings";
     }
   }
   return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
 }
 
 // {"a": 1, "b": "x", "c": [1, 2]}: a message of scalar fields, lists of
-// integers (or such records) on one line.
+// integers or strings (or such records) on one line.
 std::string JsonObject(const Message& m) {
   std::vector<std::string> parts;
   const auto* d = m.GetDescriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    parts.push_back(absl::StrCat(JsonString(f->name()), ": ", f->is_repeated() ? JsonIntegers(m, f) : JsonField(m, f)));
+    parts.push_back(absl::StrCat(JsonString(f->name()), ": ", f->is_repeated() ? JsonScalars(m, f) : JsonField(m, f)));
   }
   return absl::StrCat("{", absl::StrJoin(parts, ", "), "}");
 }
@@ -211,8 +215,8 @@ absl::Status SetField(const Value& v, const FieldDescriptor* f, Message* m) {
   }
 }
 
-// Reads repeated integer field `f` of `m` from the array `v`.
-absl::Status ReadIntegers(const Value& v, const FieldDescriptor* f, Message* m) {
+// Reads repeated integer or string field `f` of `m` from the array `v`.
+absl::Status ReadScalars(const Value& v, const FieldDescriptor* f, Message* m) {
   if (v.kind_case() != Value::kListValue) return absl::InvalidArgumentError("expected an array, got " + KindName(v));
   const Reflection* r = m->GetReflection();
   for (const Value& item : v.list_value().values()) {
@@ -222,6 +226,11 @@ absl::Status ReadIntegers(const Value& v, const FieldDescriptor* f, Message* m) 
     } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
       PSTRAIN_ASSIGN_OR_RETURN(const int64_t n, IntegerOf(item, -2147483648.0, 2147483647.0));
       r->AddInt32(m, f, static_cast<int32_t>(n));
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+      if (item.kind_case() != Value::kStringValue) {
+        return absl::InvalidArgumentError(absl::StrCat("expected strings, got ", KindName(item)));
+      }
+      r->AddString(m, f, item.string_value());
     } else {
       return absl::InternalError(absl::StrCat("field ", f->full_name(), " has a type the reader does not know"));
     }
@@ -240,7 +249,7 @@ absl::Status ReadObject(const Struct& obj, const std::string& origin, int requir
       if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) continue;
       auto it = obj.fields().find(f->name());
       if (it == obj.fields().end()) continue;
-      if (absl::Status s = ReadIntegers(it->second, f, m); !s.ok()) return FieldError(origin, f->name(), s.message());
+      if (absl::Status s = ReadScalars(it->second, f, m); !s.ok()) return FieldError(origin, f->name(), s.message());
       continue;
     }
     auto it = obj.fields().find(f->name());
@@ -265,7 +274,10 @@ std::string ToJson(const RunResult& result) {
       lines.push_back(absl::StrCat("  ", JsonString(f->name()), ": ", JsonField(result, f)));
       continue;
     }
-    CHECK(f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) << "result.json: repeated scalars are not written";
+    if (f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) {
+      lines.push_back(absl::StrCat("  ", JsonString(f->name()), ": ", JsonScalars(result, f)));
+      continue;
+    }
     std::vector<std::string> items;
     for (int k = 0; k < r->FieldSize(result, f); ++k) {
       items.push_back(absl::StrCat("    ", JsonObject(r->GetRepeatedMessage(result, f, k))));
@@ -313,7 +325,7 @@ absl::StatusOr<RunResult> ParseResultJson(const std::string& json, const std::st
   const Reflection* r = result.GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    if (!f->is_repeated()) continue;
+    if (!f->is_repeated() || f->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE) continue;  // ReadObject's
     auto it = root.fields().find(f->name());
     if (it == root.fields().end()) continue;  // e.g. ps_load of an older file
     const Value& list = it->second;

@@ -4,7 +4,11 @@
 // (recorded, the rest still run, exit 1) and --dry_run.
 #include <sys/wait.h>
 
+#include <zlib.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -129,6 +133,92 @@ TEST(CompareE2eTest, TinyMatrixThroughTheRealLauncher) {
     EXPECT_TRUE(Exists(out + "/chart.png")) << run.err;
     EXPECT_THAT(md, HasSubstr("(chart.png)"));
   }
+}
+
+// Fashion-MNIST with its training labels shuffled (a fixed permutation), the
+// other files linked: nothing to learn.
+void WriteShuffledFashionMnist(const std::string& dir) {
+  const std::string source = "/usr/share/datasets/fashion-mnist/";
+  fs::create_directories(dir);
+  for (const char* name : {"train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}) {
+    fs::create_symlink(source + name, dir + "/" + name);
+  }
+  gzFile in = gzopen((source + "train-labels-idx1-ubyte.gz").c_str(), "rb");
+  ASSERT_NE(in, nullptr);
+  std::string labels(8 + 60000, '\0');
+  ASSERT_EQ(gzread(in, labels.data(), static_cast<unsigned>(labels.size())), static_cast<int>(labels.size()));
+  gzclose(in);
+  std::mt19937 random(7);
+  std::shuffle(labels.begin() + 8, labels.end(), random);
+  gzFile out = gzopen((dir + "/train-labels-idx1-ubyte.gz").c_str(), "wb");
+  ASSERT_NE(out, nullptr);
+  ASSERT_EQ(gzwrite(out, labels.data(), static_cast<unsigned>(labels.size())), static_cast<int>(labels.size()));
+  gzclose(out);
+}
+
+// The shipped sync MLP as it learns, with a learning rate of 0 (refused by
+// the config check: nothing runs), 1e-9 (runs, learns nothing) and with its
+// training labels shuffled; 300 steps each through the real launcher. The
+// last two are flagged in their progress lines, their result.json, the
+// table (with the reason under it) and the CSV; the first is not.
+constexpr char kLearningMatrix[] = R"yaml(name: learning
+base: PSTRAIN_SOURCE/configs/fashion_mnist_mlp_sync.yaml
+overrides: {train: {steps: 300}}
+variants:
+  - {label: "lr 0.05"}
+  - {label: "lr 1e-9", set: {optimizer: {learning_rate: 1e-9}}}
+  - {label: "labels shuffled", set: {data: {path: SHUFFLED}}}
+)yaml";
+
+TEST(CompareE2eTest, ARunMadeNotToLearnIsFlaggedEverywhere) {
+  TempDir dir;
+  WriteShuffledFashionMnist(dir / "shuffled");
+  std::string matrix = kLearningMatrix;
+  matrix.replace(matrix.find("PSTRAIN_SOURCE"), 14, PSTRAIN_TEST_SOURCE_DIR);
+  matrix.replace(matrix.find("SHUFFLED"), 8, dir / "shuffled");
+  std::string zero = matrix;
+  zero.replace(zero.find("1e-9}"), 4, "0");
+  WriteFile(dir / "zero.yaml", zero);
+  const CompareRun refused = RunCompare({dir / "zero.yaml", "--out", dir / "zero"}, dir);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("field 'optimizer.learning_rate': expected a number > 0, got 0"));
+
+  WriteFile(dir / "matrix.yaml", matrix);
+  const std::string out = dir / "out";
+  const CompareRun run = RunCompare({dir / "matrix.yaml", "--out", out, "--timeout_s", "240"}, dir);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  for (const char* flagged : {"02-lr-1e-9", "03-labels-shuffled"}) {
+    const std::string log = ReadFile(out + "/" + flagged + "/launch.log");
+    EXPECT_THAT(log, HasSubstr("[worker0] WARNING: worker 0: not learning: training loss")) << log;
+    EXPECT_THAT(log, HasSubstr("over steps 150-199")) << log;
+    EXPECT_THAT(log, HasSubstr("launch: WARNING: worker 0: not learning")) << log;
+    absl::StatusOr<RunResult> flat = ReadResultJson(out + "/" + flagged + "/result.json");
+    ASSERT_TRUE(flat.ok()) << flat.status();
+    ASSERT_GE(flat->warnings_size(), 2) << "both workers' checks (and the chief's, when its accuracy is at chance)";
+    EXPECT_THAT(flat->warnings(0), HasSubstr("worker 0: not learning"));
+    EXPECT_THAT(flat->warnings(1), HasSubstr("worker 1: not learning"));
+  }
+  const std::string log = ReadFile(out + "/03-labels-shuffled/launch.log");
+  EXPECT_THAT(log, HasSubstr("[worker0] WARNING: chief: not learning: test accuracy")) << log;
+  absl::StatusOr<RunResult> learned = ReadResultJson(out + "/01-lr-0-05/result.json");
+  ASSERT_TRUE(learned.ok()) << learned.status();
+  EXPECT_EQ(learned->warnings_size(), 0);
+  EXPECT_LT(learned->final_loss(), 0.5 * learned->initial_loss());
+
+  const std::string md = ReadFile(out + "/results.md");
+  EXPECT_THAT(md, ContainsRegex(R"(\| lr 1e-9 +\|.*% ! \|)")) << md;
+  EXPECT_THAT(md, ContainsRegex(R"(\| labels shuffled +\|.*% ! \|)")) << md;
+  for (const std::string& line : Lines(md)) {
+    if (line.find("| lr 0.05 (baseline)") == 0) EXPECT_THAT(line, Not(HasSubstr("!"))) << line;
+  }
+  EXPECT_THAT(md, HasSubstr("**!** lr 1e-9: worker 0: not learning")) << md;
+  EXPECT_THAT(md, HasSubstr("**!** labels shuffled: chief: not learning: test accuracy")) << md;
+  const std::vector<std::string> csv = Lines(ReadFile(out + "/results.csv"));
+  ASSERT_EQ(csv.size(), 4u);
+  EXPECT_THAT(csv[0], ::testing::EndsWith(",warnings"));
+  EXPECT_THAT(csv[1], ::testing::EndsWith(","));
+  EXPECT_THAT(csv[2], HasSubstr("worker 0: not learning"));
+  EXPECT_THAT(csv[3], HasSubstr("worker 0: not learning"));
 }
 
 // A fake pstrain-launch: fails configs whose consistency is async, and for

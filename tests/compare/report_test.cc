@@ -143,16 +143,16 @@ TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
             "batch_size_per_device,global_batch_size,steps,images_per_sec,images_per_sec_stddev,"
             "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,worker_peak_rss_bytes,precision,"
             "loss_scaling,overflow_steps,status,"
-            "exit_code,error,run_dir,test_auc,planted_auc");
+            "exit_code,error,run_dir,test_auc,planted_auc,warnings");
   // No worker reports: no peak RSS; no precision recorded: empty fields.
   EXPECT_EQ(lines[1],
             "\"one, sync\",exp,mlp,parameter_server,cpu,,sync,0,grpc,2,1,1,cpu,64,64,300,1000,100,"
-            "0.5,0.8125,4.5,1,1,,,,,ok,0,,\"out/one, sync\",,");
+            "0.5,0.8125,4.5,1,1,,,,,ok,0,,\"out/one, sync\",,,");
   // Absent test accuracy is an empty field; speed-up 1.8005, efficiency 0.90025.
   EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,4096,bf16,dynamic,5,ok,0,,out/two"));
   EXPECT_EQ(lines[3],
             "three,,,,,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
-            "\"\"boom\"\"\",out/three,,");
+            "\"\"boom\"\"\",out/three,,,");
 }
 
 TEST(ReportTest, MarkdownTableShowsStrategyDevicesRatesAndRatios) {
@@ -206,8 +206,32 @@ TEST(ReportTest, ClickModelsShowTheirAucBesideThePlantedOne) {
   EXPECT_THAT(lines[3], HasSubstr("0.7225 |"));
   const std::vector<std::string> csv = absl::StrSplit(FormatCsv(rows), '\n', absl::SkipEmpty());
   ASSERT_EQ(csv.size(), 3u);
-  EXPECT_THAT(csv[1], ::testing::EndsWith(",0.78331,0.79187"));
-  EXPECT_THAT(csv[2], ::testing::EndsWith(",0.7225,"));
+  EXPECT_THAT(csv[1], ::testing::EndsWith(",0.78331,0.79187,"));
+  EXPECT_THAT(csv[2], ::testing::EndsWith(",0.7225,,"));
+}
+
+// A run that did not learn: "!" beside its accuracy, its warnings under the
+// table and in the CSV.
+TEST(ReportTest, ARunThatDidNotLearnIsMarkedWithItsReason) {
+  RunResult learned = Result(2, 1000), flat = Result(2, 1000);
+  flat.set_test_accuracy(0.1);
+  flat.add_warnings("worker 0: not learning: training loss 2.3026 is within 1% of ln(10)");
+  flat.add_warnings("chief: not learning: test accuracy 0.1000 is at chance");
+  const std::vector<ReportRow> rows = ComputeReport({Ok("lr 0.05", learned), Ok("lr 0", flat)}, 0);
+  const std::vector<std::string> lines = absl::StrSplit(FormatMarkdownTable(rows), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[2], ::testing::Not(HasSubstr("!")));
+  EXPECT_THAT(lines[3], HasSubstr("10.00% ! |"));
+  ReportContext context;
+  context.matrix_name = "lr";
+  const std::string md = FormatMarkdownReport(rows, context);
+  EXPECT_THAT(md, HasSubstr("**!** lr 0: worker 0: not learning: training loss 2.3026 is within 1% of ln(10)"));
+  EXPECT_THAT(md, HasSubstr("**!** lr 0: chief: not learning: test accuracy 0.1000 is at chance"));
+  const std::vector<std::string> csv = absl::StrSplit(FormatCsv(rows), '\n', absl::SkipEmpty());
+  ASSERT_EQ(csv.size(), 3u);
+  EXPECT_THAT(csv[1], ::testing::EndsWith(",,,"));
+  EXPECT_THAT(csv[2], ::testing::EndsWith(",worker 0: not learning: training loss 2.3026 is within 1% of ln(10); "
+                                          "chief: not learning: test accuracy 0.1000 is at chance"));
 }
 
 TEST(ReportTest, MarkdownDevicesNameAPrecisionOtherThanFp32) {

@@ -157,6 +157,25 @@ TEST(ResultJsonTest, SspStatisticsReachPsLoadAndOlderFilesStillRead) {
   EXPECT_EQ(back->ps_load(1).ssp_blocked_pulls(), 0);
 }
 
+// Warnings are a list of strings, quoted and escaped, and read back; a list
+// of anything else is refused naming the field.
+TEST(ResultJsonTest, WarningsRoundTripAndOtherListsAreRefused) {
+  RunResult r;
+  r.add_warnings("worker 0: not learning: loss \"2.3\"");
+  r.add_warnings("chief: at chance");
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr("  \"warnings\": [\"worker 0: not learning: loss \\\"2.3\\\"\", \"chief: at chance\"],\n"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->warnings_size(), 2);
+  EXPECT_EQ(back->warnings(0), r.warnings(0));
+  std::string bad = json;
+  bad.replace(bad.find("\"chief: at chance\""), 18, "3");
+  absl::StatusOr<RunResult> refused = ParseResultJson(bad, "mem");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("\"warnings\": expected strings, got a number"));
+}
+
 TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
   RunResult r;
   const std::string json = ToJson(r);
@@ -164,7 +183,8 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
               HasSubstr("  \"ps_load\": [],\n  \"workers\": [],\n  \"compression\": \"\",\n  \"collective\": \"\",\n"
                         "  \"recoveries\": [],\n  \"emulation\": null,\n  \"precision\": \"\",\n"
                         "  \"loss_scaling\": \"\",\n  \"membership\": [],\n  \"data_ledger\": null,\n"
-                        "  \"test_auc\": null,\n  \"test_log_loss\": null,\n  \"planted_auc\": null\n}"));
+                        "  \"test_auc\": null,\n  \"test_log_loss\": null,\n  \"planted_auc\": null,\n"
+                        "  \"warnings\": [],\n  \"initial_loss\": 0\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);

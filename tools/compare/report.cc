@@ -208,7 +208,8 @@ const std::vector<std::string>& CsvHeader() {
                                                   "error",
                                                   "run_dir",
                                                   "test_auc",
-                                                  "planted_auc"};
+                                                  "planted_auc",
+                                                  "warnings"};
   return header;
 }
 
@@ -259,6 +260,7 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
     fields.push_back(o.run_dir);
     fields.push_back(o.result.has_value() && o.result->has_test_auc() ? Shortest(o.result->test_auc()) : "");
     fields.push_back(o.result.has_value() && o.result->has_planted_auc() ? Shortest(o.result->planted_auc()) : "");
+    fields.push_back(o.result.has_value() ? absl::StrJoin(o.result->warnings(), "; ") : "");
     std::vector<std::string> quoted;
     for (const std::string& field : fields) quoted.push_back(CsvField(field));
     csv += absl::StrJoin(quoted, ",") + "\n";
@@ -296,6 +298,8 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
       continue;
     }
     const RunResult& r = *o.result;
+    // A run that did not learn (result.json `warnings`): "!", explained under the table.
+    const std::string flag = r.warnings_size() > 0 ? " !" : "";
     cells.push_back({
         MarkdownCell(label),
         MarkdownCell(StrategySummary(r)),
@@ -311,9 +315,10 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
         FormatSpeedup(row.speedup),
         FormatPercent(row.scaling_efficiency),
         std::isfinite(r.final_loss()) ? absl::StrFormat("%.4f", r.final_loss()) : std::string(kDash),
-        auc                                                         ? AucCell(r)
-        : r.has_test_accuracy() && std::isfinite(r.test_accuracy()) ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
-                                                                    : std::string(kDash),
+        absl::StrCat(auc                                                         ? AucCell(r)
+                     : r.has_test_accuracy() && std::isfinite(r.test_accuracy()) ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
+                                                                                 : std::string(kDash),
+                     flag),
     });
   }
   std::vector<size_t> widths;
@@ -377,6 +382,12 @@ std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const Repor
   if (const std::string common = CommonSettings(rows); !common.empty())
     absl::StrAppend(&md, "Every variant: ", common, ".\n");
   absl::StrAppend(&md, "\n", FormatMarkdownTable(rows), "\n");
+  for (const ReportRow& row : rows) {
+    if (!row.outcome.ok || !row.outcome.result.has_value()) continue;
+    for (const std::string& warning : row.outcome.result->warnings()) {
+      absl::StrAppend(&md, "**!** ", MarkdownCell(row.outcome.label), ": ", MarkdownCell(warning), "\n\n");
+    }
+  }
   absl::StrAppend(&md,
                   "- **images/sec**: all workers together, warm-up steps excluded, ± the standard "
                   "deviation reported in `result.json`.\n",
@@ -384,8 +395,10 @@ std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const Repor
                   "`, or the variant's own `baseline` where the matrix gives one).\n",
                   "- **scaling eff.**: speed-up ÷ (devices ÷ the baseline's devices), where devices = "
                   "workers × devices per worker; 100% means throughput grew exactly with the devices.\n",
-                  "- **final loss** is the chief's last training loss; **test accuracy** is evaluated by the "
-                  "chief on the test set after training (— when `train.evaluate` is off).\n");
+                  "- **final loss**: the workers' mean training loss over their last 10 steps "
+                  "(docs/RESULTS.md); **test accuracy** is evaluated by the chief on the test set after "
+                  "training (— when `train.evaluate` is off); **!**: the run did not learn (its reasons "
+                  "are under the table).\n");
   bool emulated = false;
   for (const ReportRow& row : rows) {
     emulated |=

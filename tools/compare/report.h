@@ -53,12 +53,14 @@ std::string StrategySummary(const RunResult& result);
 
 // Header plus one row per variant: label, every result.json contract field
 // (RunResult order; test_accuracy empty when absent), speedup,
-// scaling_efficiency, status ("ok"/"failed"), exit_code, error, run_dir.
+// scaling_efficiency, status ("ok"/"failed"), exit_code, error, run_dir,
+// test_auc, planted_auc, warnings (result.json's, joined by "; ").
 // RFC 4180 quoting.
 std::string FormatCsv(const std::vector<ReportRow>& rows);
 
 // The markdown table: variant | strategy | PS | workers × devices |
 // images/sec (± stddev) | speed-up | scaling eff. | final loss | test accuracy.
+// A run with warnings (it did not learn) has "!" after its accuracy (AUC).
 // Columns are padded so the table also reads well as plain text.
 std::string FormatMarkdownTable(const std::vector<ReportRow>& rows);
 
@@ -73,7 +75,8 @@ struct ReportContext {
   bool chart = false;  // chart.svg/chart.png were drawn.
 };
 
-// results.md: a heading, what was compared, the table, the definitions of
+// results.md: a heading, what was compared, the table, each "!" row's
+// warnings under it, the definitions of
 // speed-up and efficiency, the settings every variant shared, failures and
 // links to the chart and the run directories.
 std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const ReportContext& context);

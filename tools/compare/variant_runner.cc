@@ -145,6 +145,7 @@ std::string StatusLine(const VariantOutcome& outcome, double seconds) {
   if (r.has_test_accuracy()) absl::StrAppend(&line, absl::StrFormat(", test accuracy %.2f%%", r.test_accuracy() * 100));
   if (r.has_test_auc()) absl::StrAppend(&line, absl::StrFormat(", test AUC %.4f", r.test_auc()));
   absl::StrAppend(&line, absl::StrFormat("  (%.1f s)", seconds));
+  for (const std::string& warning : r.warnings()) absl::StrAppend(&line, "\n    ! ", warning);
   return line;
 }
 

@@ -85,6 +85,7 @@ std::string FormatSummary(const ExperimentConfig& config, const std::string& res
     return out + FileText(result_path);
   }
   AddLine(out, ResultLine(*result));
+  for (const std::string& warning : result->warnings()) AddLine(out, absl::StrCat("WARNING: ", warning));
   for (const Recovery& recovery : result->recoveries()) {
     AddLine(out, absl::StrCat("recovered: restored step ", recovery.restored_step(), " after: ", recovery.failure()));
   }

@@ -47,16 +47,19 @@ void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recov
   std::vector<WorkerReport> workers = cluster.workers;
   std::sort(workers.begin(), workers.end(),
             [](const WorkerReport& a, const WorkerReport& b) { return a.worker() < b.worker(); });
-  double rate = 0, variance = 0, loss_sum = 0;
+  double rate = 0, variance = 0, loss_sum = 0, initial_sum = 0;
   for (const WorkerReport& r : workers) {
     *result->add_workers() = r;
     rate += r.images_per_sec();
     variance += r.images_per_sec_stddev() * r.images_per_sec_stddev();
     loss_sum += r.final_loss();
+    initial_sum += r.initial_loss();
+    for (const std::string& warning : r.warnings()) result->add_warnings(absl::StrCat("worker ", r.worker(), ": ", warning));
   }
   result->set_images_per_sec(rate);
   result->set_images_per_sec_stddev(std::sqrt(variance));
   result->set_final_loss(workers.empty() ? 0.0 : loss_sum / workers.size());
+  result->set_initial_loss(workers.empty() ? 0.0 : initial_sum / workers.size());
   for (const MembershipChange& change : cluster.membership) *result->add_membership() = change;
   if (cluster.ledger) *result->mutable_data_ledger() = *cluster.ledger;
 }

@@ -21,7 +21,8 @@ RunResult DescribeRun(const ExperimentConfig& config, const std::string& model_n
 
 // Adds every worker's report (sorted by worker), the shards' load and the
 // recoveries; images_per_sec is the sum over the workers (they run at the
-// same time), its stddev combines theirs, final_loss is their mean.
+// same time), its stddev combines theirs, final_loss is their mean; each
+// worker's warnings join `warnings` as "worker <i>: <warning>".
 // The membership changes and the data ledger's counts go in as reported.
 void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recoveries, RunResult* result);
 

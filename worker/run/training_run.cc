@@ -20,6 +20,7 @@
 #include "worker/emulation_report.h"
 #include "worker/run/evaluation.h"
 #include "worker/run/observers/cpu_sampling.h"
+#include "worker/run/observers/learning_check.h"
 #include "worker/run/observers/loss_scaling.h"
 #include "worker/run/observers/periodic_evaluation.h"
 #include "worker/run/observers/progress_lines.h"
@@ -52,8 +53,8 @@ void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t tot
                    "Variables:   %s\nOptimizer:   %s lr=%g\n==========\n"
                    "Step\tImg/sec\ttotal_loss\n",
                    worker_index, workers, worker_index == 0 ? " (chief)" : "", model.name(), config.data().source(),
-                   batch * workers * devices, batch, total_steps, devices, config.device(), strategy,
                    preprocessing.empty() ? "" : absl::StrCat("\nInput:       ", preprocessing),
+                   batch * workers * devices, batch, total_steps, devices, config.device(), strategy,
                    config.optimizer().name(), config.optimizer().learning_rate())
             << std::flush;
 }
@@ -226,6 +227,17 @@ absl::Status TrainingRun::AddObservers() {
   auto cpu = std::make_unique<CpuSampling>(config_.train().warmup_steps());
   cpu_ = cpu.get();
   observers_.push_back(std::move(cpu));
+  if (config_.train().learning_check_steps() > 0 && !emulated_ && !data_.train.random_labels) {
+    LearningCheck::Options check;
+    check.check_steps = config_.train().learning_check_steps();
+    check.total_steps = total_steps_;
+    check.stop = config_.train().stop_if_not_learning();
+    check.worker = worker_index_;
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LearningCheck> learning,
+                             LearningCheck::Create(check, ChanceOf(data_.train), options_.metrics, std::cout));
+    learning_ = learning.get();
+    observers_.push_back(std::move(learning));
+  }
   const LossScaler* scaler = nullptr;
   if (ScalesLoss(config_.loss_scaling())) {
     PSTRAIN_ASSIGN_OR_RETURN(LossScaler loss_scaler, LossScaler::Create(config_.loss_scaling()));
@@ -286,6 +298,10 @@ absl::Status TrainingRun::StepLoop() {
     for (auto& observer : observers_) observer->OnStepStart(step);
     PSTRAIN_ASSIGN_OR_RETURN(const StepOutcome outcome, RunStep(step));
     for (auto& observer : observers_) observer->OnStepEnd(outcome);
+    if (learning_ != nullptr && learning_->stop()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker ", worker_index_, ": ", *learning_->warning(), " (train.stop_if_not_learning)"));
+    }
     if (outcome.ok()) {
       ++steps_run_;
       examples_ += int64_t{config_.train().batch_size_per_device()} * devices_;
@@ -484,6 +500,10 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
                                  final.result.correct, final.result.examples, final.result.mean_loss)
               << std::endl;
     RecordClickMetrics(final.result, data_.test.planted_auc, &result);
+    if (std::optional<std::string> warning = TestAtChance(final, ChanceOf(data_.test))) {
+      std::cout << "WARNING: chief: " << *warning << std::endl;
+      result.add_warnings(absl::StrCat("chief: ", *warning));
+    }
   }
   std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec(),
                                result.images_per_sec_stddev(), result.num_workers(), devices_)

@@ -40,6 +40,7 @@
 namespace pstrain {
 
 class CpuSampling;
+class LearningCheck;
 class ProgressLines;
 
 class TrainingRun {
@@ -123,6 +124,7 @@ class TrainingRun {
   std::vector<std::unique_ptr<StepObserver>> observers_;
   ProgressLines* progress_ = nullptr;  // among observers_
   CpuSampling* cpu_ = nullptr;         // among observers_
+  LearningCheck* learning_ = nullptr;  // among observers_; null when off
 
   // Per replica: the batch buffers and the strategy's hooks as the
   // observers wrapped them.

@@ -16,7 +16,11 @@ absl::StatusOr<Datasets> Load(const ExperimentConfig& config, bool with_test) {
   const int classes = mc.has_num_classes() ? mc.num_classes() : 10;
   Datasets data;
   data.train = MakeSyntheticDataset(dc.synthetic_examples(), shape, classes, dc.shuffle_seed());
-  if (with_test) data.test = MakeSyntheticDataset(dc.synthetic_examples(), shape, classes, dc.shuffle_seed() + 1);
+  data.train.random_labels = true;
+  if (with_test) {
+    data.test = MakeSyntheticDataset(dc.synthetic_examples(), shape, classes, dc.shuffle_seed() + 1);
+    data.test.random_labels = true;
+  }
   return data;
 }
 

@@ -14,6 +14,7 @@ void ProgressLines::OnStepEnd(const StepOutcome& outcome) {
   if (!outcome.ok()) return;
   throughput_.RecordStep(outcome.step, outcome.seconds());
   recent_losses_.push_back(outcome.loss);
+  if (first_losses_.size() < kFinalLossSteps) first_losses_.push_back(outcome.loss);
   if (recent_losses_.size() > kFinalLossSteps) recent_losses_.pop_front();
   const int64_t done = outcome.step + 1;
   if (done % display_every_ == 0 || done == total_steps_) {
@@ -24,9 +25,13 @@ void ProgressLines::OnStepEnd(const StepOutcome& outcome) {
 void ProgressLines::AddToReport(WorkerReport* report) const {
   report->set_images_per_sec(throughput_.mean_images_per_sec() * time_scale_);
   report->set_images_per_sec_stddev(throughput_.stddev() * time_scale_);
-  double final_loss = 0;
-  for (float l : recent_losses_) final_loss += l;
-  report->set_final_loss(recent_losses_.empty() ? 0.0 : final_loss / recent_losses_.size());
+  auto mean = [](const auto& losses) {
+    double sum = 0;
+    for (float l : losses) sum += l;
+    return losses.empty() ? 0.0 : sum / losses.size();
+  };
+  report->set_initial_loss(mean(first_losses_));
+  report->set_final_loss(mean(recent_losses_));
 }
 
 }  // namespace pstrain

@@ -1,12 +1,14 @@
 // ProgressLines: the tf_cnn_benchmarks-style progress line every
 // `display_every` steps and at the last one ("step  images/sec: X +/- U
 // (jitter = J)  loss"), the worker's throughput (warm-up steps excluded) and
-// its final loss (the mean of the last 10 steps' losses).
+// its initial and final loss (the means of the first and of the last 10
+// steps' losses).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <ostream>
+#include <vector>
 
 #include "common/metrics/throughput.h"
 #include "worker/run/step_observer.h"
@@ -22,7 +24,7 @@ class ProgressLines : public StepObserver {
                 double time_scale, std::ostream& out);
 
   void OnStepEnd(const StepOutcome& outcome) override;
-  // images_per_sec (+ stddev), x time_scale; final_loss.
+  // images_per_sec (+ stddev), x time_scale; initial_loss, final_loss.
   void AddToReport(WorkerReport* report) const override;
 
   // The rate measured on this machine, without time_scale.
@@ -36,6 +38,7 @@ class ProgressLines : public StepObserver {
   const double time_scale_;
   std::ostream& out_;
   std::deque<float> recent_losses_;
+  std::vector<float> first_losses_;  // at most kFinalLossSteps
 };
 
 }  // namespace pstrain
