@@ -154,11 +154,19 @@ Registry<PartPlanner>& Planners() {
 
 std::vector<std::string> PlacementPolicies() { return Planners().Names(); }
 
+int64_t AutoPartitionBytes(const std::vector<VariableShape>& variables, int num_shards) {
+  if (num_shards <= 1) return kLargestAutoPartition;
+  int64_t total = 0;
+  for (const VariableShape& v : variables) total += BytesOf(v);
+  return std::clamp(total / (4 * int64_t{num_shards}), kSmallestAutoPartition, kLargestAutoPartition);
+}
+
 absl::StatusOr<std::vector<VariablePart>> PlanPlacement(const std::vector<VariableShape>& variables, int num_shards,
                                                         const std::string& policy, int64_t partition_bytes) {
   if (num_shards <= 0) return absl::InvalidArgumentError(absl::StrCat("placement: ", num_shards, " shards"));
   absl::StatusOr<PartPlanner> planner = Planners().Find(policy);
   if (!planner.ok()) return absl::InvalidArgumentError(planner.status().message());
+  if (partition_bytes == 0) partition_bytes = AutoPartitionBytes(variables, num_shards);
   return (*planner)(variables, num_shards, partition_bytes);
 }
 

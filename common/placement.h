@@ -56,8 +56,17 @@ struct VariableShape {
 // The policies PlanPlacement knows (config validation's allowed values).
 std::vector<std::string> PlacementPolicies();
 
+// partition_bytes 0 (the config's default): a quarter of each shard's share
+// of the model's bytes, within [64 KiB, 8 MiB] (8 MiB with one shard), so
+// a small model's one large layer is cut too and the shards' loads stay
+// within a slice of each other.
+inline constexpr int64_t kSmallestAutoPartition = int64_t{64} << 10;
+inline constexpr int64_t kLargestAutoPartition = int64_t{8} << 20;
+int64_t AutoPartitionBytes(const std::vector<VariableShape>& variables, int num_shards);
+
 // The parts of every variable, in model order (a partitioned variable's parts
-// in offset order). policy: round_robin | greedy | partitioned.
+// in offset order). policy: one of PlacementPolicies(); partition_bytes > 0,
+// or 0 for AutoPartitionBytes.
 absl::StatusOr<std::vector<VariablePart>> PlanPlacement(const std::vector<VariableShape>& variables, int num_shards,
                                                         const std::string& policy, int64_t partition_bytes);
 

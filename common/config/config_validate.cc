@@ -129,7 +129,7 @@ absl::Status CheckPlacementAndDevices(const ConfigChecker& ck, const ExperimentC
         Num::Num(c.replicas_to_aggregate()));
   }
   PSTRAIN_RETURN_IF_ERROR(ck.OneOf("placement", c.placement(), PlacementPolicies()));
-  PSTRAIN_RETURN_IF_ERROR(ck.Positive("partition_bytes", c.partition_bytes()));
+  PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("partition_bytes", c.partition_bytes()));
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("fusion_threshold_bytes", c.fusion_threshold_bytes()));
   PSTRAIN_RETURN_IF_ERROR(ck.Registered("compression", c.compression(), CompressionRegistry()));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("topk_ratio", c.topk_ratio(), 0, false, 1, true));

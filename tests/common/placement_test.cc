@@ -1,5 +1,6 @@
 #include "common/placement.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "gtest/gtest.h"
@@ -84,7 +85,31 @@ TEST(PlanPlacementTest, BalancedSlicesEveryLargeVariableAndEvensTheLoad) {
   auto again = PlanPlacement(Shapes(sizes), 4, "balanced", slice_bytes);
   ASSERT_TRUE(again.ok());
   for (size_t i = 0; i < parts->size(); ++i) EXPECT_EQ((*parts)[i].shard, (*again)[i].shard);
-  EXPECT_FALSE(PlanPlacement(Shapes(sizes), 4, "balanced", 0).ok());
+  EXPECT_FALSE(PlanPlacement(Shapes(sizes), 4, "balanced", -1).ok());
+}
+
+// partition_bytes 0 (the default): slices of a quarter of a shard's share,
+// within [64 KiB, 8 MiB], so the demo MLP's one large layer is cut and its
+// two shards carry within 2x of each other (greedy: 22x).
+TEST(PlanPlacementTest, AutoPartitionsCutASmallModelsLargeLayerAndEvenTheShards) {
+  const std::vector<int64_t> mlp = {784 * 128, 128, 128 * 32, 32, 32 * 10, 10};
+  auto parts = PlanPlacement(Shapes(mlp), 2, "balanced", 0);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  const std::vector<int64_t> bytes = ShardBytes(*parts, 2);
+  const double mean = (bytes[0] + bytes[1]) / 2.0;
+  for (int64_t b : bytes) {
+    EXPECT_GE(b, 0.5 * mean);
+    EXPECT_LE(b, 2 * mean);
+  }
+  EXPECT_LT(std::max(bytes[0], bytes[1]), 1.25 * std::min(bytes[0], bytes[1]));
+  auto greedy = PlanPlacement(Shapes(mlp), 2, "greedy", 0);
+  ASSERT_TRUE(greedy.ok());
+  const std::vector<int64_t> greedy_bytes = ShardBytes(*greedy, 2);
+  EXPECT_GT(std::max(greedy_bytes[0], greedy_bytes[1]), 20 * std::min(greedy_bytes[0], greedy_bytes[1]));
+  EXPECT_EQ(AutoPartitionBytes(Shapes(mlp), 2), kSmallestAutoPartition);  // 421 KB / 8 is under it
+  EXPECT_EQ(AutoPartitionBytes(Shapes(mlp), 1), kLargestAutoPartition);
+  EXPECT_EQ(AutoPartitionBytes(Shapes({25'000'000}), 4), 6'250'000);  // 100 MB / 16
+  EXPECT_EQ(AutoPartitionBytes(Shapes({25'000'000}), 2), kLargestAutoPartition);
 }
 
 TEST(PlanPlacementTest, WholeVariablePoliciesMatchPlaceVariables) {
@@ -94,7 +119,7 @@ TEST(PlanPlacementTest, WholeVariablePoliciesMatchPlaceVariables) {
   EXPECT_EQ((*parts)[2].shard, 0);  // largest first onto shard 0
   EXPECT_EQ((*parts)[1].shard, 1);
   EXPECT_EQ((*parts)[0].shard, 1);
-  EXPECT_FALSE(PlanPlacement(Shapes({5}), 2, "partitioned", 0).ok());
+  EXPECT_FALSE(PlanPlacement(Shapes({5}), 2, "partitioned", -1).ok());
   EXPECT_FALSE(PlanPlacement(Shapes({5}), 2, "random", 1).ok());
 }
 

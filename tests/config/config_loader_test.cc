@@ -147,7 +147,11 @@ TEST(ParseExperimentYaml, UnsetFieldsKeepSchemaDefaults) {
   EXPECT_EQ(c->consistency(), "sync");
   EXPECT_EQ(c->variable_update(), "parameter_server");
   EXPECT_EQ(c->transport(), "grpc");
-  EXPECT_EQ(c->placement(), "round_robin");
+  EXPECT_EQ(c->placement(), "balanced");
+  EXPECT_EQ(c->partition_bytes(), 0);
+  EXPECT_EQ(c->data().augmentation(), "auto");
+  EXPECT_EQ(c->data().normalization().preset(), "auto");
+  EXPECT_EQ(c->train().learning_check_steps(), 200);
   EXPECT_EQ(c->max_message_bytes(), 2147483647);
   EXPECT_EQ(c->model().name(), "mlp");
   EXPECT_EQ(c->data().source(), "fashion_mnist");
@@ -524,10 +528,12 @@ TEST(ValidateExperimentConfig, EveryRule) {
        "cluster has 2 workers), got -1"},
       {"placement", [](auto* c) { c->set_placement("random"); },
        "field 'placement': expected one of balanced, greedy, partitioned, round_robin, got 'random'"},
-      {"partition_bytes", [](auto* c) { c->set_partition_bytes(0); },
-       "field 'partition_bytes': expected a number > 0, got 0"},
+      {"partition_bytes", [](auto* c) { c->set_partition_bytes(-1); },
+       "field 'partition_bytes': expected a number >= 0, got -1"},
       {"device", [](auto* c) { c->set_device("tpu"); },
        "field 'device': expected one of cpu, emulated, gpu, got 'tpu'"},
+      {"learning_check_steps", [](auto* c) { c->mutable_train()->set_learning_check_steps(-5); },
+       "field 'train.learning_check_steps': expected a number >= 0, got -5"},
       {"lpd gpu for allreduce",
        [](auto* c) {
          c->set_device("gpu");
