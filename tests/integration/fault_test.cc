@@ -2,7 +2,11 @@
 // malformed pushes, over every real transport of the build (grpc, and ucx
 // where built). Nothing may hang: every wait here has a deadline well above
 // the product's own (worker_lost_seconds: 5).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -228,6 +232,31 @@ TEST(BadFlagsTest, MalformedHostFlagExitsTwo) {
   std::optional<int> status = WaitForExit(role.pid, seconds(30));
   EXPECT_TRUE(Exited(status, 2)) << role.err();
   EXPECT_TRUE(absl::StrContains(role.err(), "99999")) << role.err();
+}
+
+// A PS whose port another process holds says so in one line, naming the
+// address and the cause, and exits non-zero (gRPC's own lines kept out).
+TEST(BadFlagsTest, APsOnATakenPortSaysSoInOneLine) {
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string port = std::to_string(ntohs(address.sin_port));
+  TempDir dir;
+  Subprocess ps = Spawn({BinDir() + "/pstrain-ps", "--config=" + SourcePath("configs/fashion_mnist_mlp_sync.yaml"),
+                         "--index=0", "--ps_hosts=localhost:" + port, "--worker_hosts=localhost:1"},
+                        dir.path());
+  std::optional<int> status = WaitForExit(ps.pid, seconds(60));
+  close(holder);
+  EXPECT_TRUE(ExitedNonZero(status)) << ps.err();
+  const std::string printed = ps.out() + ps.err();
+  EXPECT_EQ(std::count(printed.begin(), printed.end(), '\n'), 1) << printed;
+  EXPECT_TRUE(absl::StrContains(printed, ":" + port + ": address in use")) << printed;
 }
 
 // ---- A real PS process, driven by hand-made requests over gRPC. ----

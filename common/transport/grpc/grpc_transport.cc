@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/transport/grpc/grpc_log.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -417,9 +418,14 @@ class GrpcTransport : public Transport {
     builder.SetMaxSendMessageSize(ClampToInt(options_.max_message_bytes));
     builder.RegisterCallbackGenericService(service.get());
     SetBulkTransferArgs(options_, [&builder](const char* key, int value) { builder.AddChannelArgument(key, value); });
-    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-    if (server == nullptr || port == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " (address in use or invalid?)"));
+    std::unique_ptr<grpc::Server> server;
+    {
+      GrpcLogCapture capture;  // a bind failure is said once, below
+      server = builder.BuildAndStart();
+      if (server == nullptr || port == 0) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot listen on ", address, ": ", ListenFailureCause(capture.text())));
+      }
     }
     return std::unique_ptr<Server>(new GrpcServer(std::move(service), std::move(server), port));
   }
@@ -436,6 +442,7 @@ const bool kRegistered = RegisterTransport(
 }  // namespace
 
 std::unique_ptr<Transport> CreateGrpcTransport(const TransportOptions& options) {
+  RouteGrpcLogs();
   return std::make_unique<GrpcTransport>(options);
 }
 
