@@ -15,6 +15,7 @@
 #include "common/data/records/image_example.h"
 #include "common/status_macros.h"
 #include "tools/data/convert_folder.h"
+#include "tools/data/folder_writer.h"
 #include "tools/data/shard_writer.h"
 
 namespace pstrain::data_tool {
@@ -47,7 +48,7 @@ absl::StatusOr<data::ImageExample> EncodeExample(const Dataset& d, int64_t i, co
     PSTRAIN_ASSIGN_OR_RETURN(example.encoded, image::EncodeJpeg(img, o.jpeg_quality));
     example.format = "JPEG";
   }
-  example.label = d.labels[i];
+  example.label = d.labels[i] + o.first_label;
   example.height = img.height;
   example.width = img.width;
   example.channels = img.channels;
@@ -59,12 +60,19 @@ absl::Status ConvertFashionMnist(const ConvertOptions& o, ConvertReport* report)
   PSTRAIN_ASSIGN_OR_RETURN(const Dataset test, LoadFashionMnist(o.path, "test"));
   const SplitSource t{"train", train.num_examples, [&](int64_t i) { return EncodeExample(train, i, o); }};
   const SplitSource v{"validation", test.num_examples, [&](int64_t i) { return EncodeExample(test, i, o); }};
-  PSTRAIN_ASSIGN_OR_RETURN(const int64_t train_bytes, WriteShards(t, o.train_shards, o.out));
-  PSTRAIN_ASSIGN_OR_RETURN(const int64_t validation_bytes, WriteShards(v, o.validation_shards, o.out));
-  report->bytes_written += train_bytes + validation_bytes;
   report->train_examples = train.num_examples;
   report->validation_examples = test.num_examples;
   report->num_classes = 10;
+  if (o.format == "folder") {
+    const std::vector<std::string> classes(std::begin(kFashionMnistClasses), std::end(kFashionMnistClasses));
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t train_bytes, WriteClassFolders(t, classes, o.out));
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t validation_bytes, WriteClassFolders(v, classes, o.out));
+    report->bytes_written += train_bytes + validation_bytes;
+    return absl::OkStatus();
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t train_bytes, WriteShards(t, o.train_shards, o.out));
+  PSTRAIN_ASSIGN_OR_RETURN(const int64_t validation_bytes, WriteShards(v, o.validation_shards, o.out));
+  report->bytes_written += train_bytes + validation_bytes;
   std::ofstream labels(fs::path(o.out) / "labels.txt");
   for (const char* name : kFashionMnistClasses) labels << name << "\n";
   return labels ? absl::OkStatus() : absl::InternalError(absl::StrCat("cannot write ", o.out, "/labels.txt"));
@@ -82,12 +90,21 @@ absl::StatusOr<ConvertReport> Convert(const ConvertOptions& o) {
   if (o.train_shards < 1 || o.validation_shards < 1) {
     return absl::InvalidArgumentError("--shards and --validation_shards must be >= 1");
   }
+  if (o.format != "tfrecord" && o.format != "folder") {
+    return absl::InvalidArgumentError(absl::StrCat("--format must be tfrecord or folder, got '", o.format, "'"));
+  }
+  if (o.format == "folder" && o.source != "fashion_mnist") {
+    return absl::InvalidArgumentError("--format folder converts --source fashion_mnist only (an image folder is one)");
+  }
+  if (o.format == "folder" && o.first_label != 0) {
+    return absl::InvalidArgumentError("--first_label applies to --format tfrecord (folders' order is their labels)");
+  }
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec) return absl::InvalidArgumentError(absl::StrCat("cannot create --out ", o.out, ": ", ec.message()));
   for (const auto& entry : fs::directory_iterator(o.out)) {
     const std::string n = entry.path().filename().string();
-    if (n.rfind("train-", 0) == 0 || n.rfind("validation-", 0) == 0) {
+    if (n.rfind("train-", 0) == 0 || n.rfind("validation-", 0) == 0 || n == "train" || n == "validation") {
       return absl::AlreadyExistsError(absl::StrCat("--out ", o.out, " already holds ", n, "; use an empty directory"));
     }
   }

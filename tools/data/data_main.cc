@@ -1,8 +1,8 @@
-// pstrain-data: image datasets as TFRecords (docs/DATA.md).
+// pstrain-data: image datasets as TFRecords or class folders (docs/DATA.md).
 //
 //   pstrain-data convert --source fashion_mnist|image_folder --path DIR --out DIR
-//                        [--format tfrecord] [--image_format jpeg|png] [--quality 95]
-//                        [--shards 4] [--validation_shards 1]
+//                        [--format tfrecord|folder] [--image_format jpeg|png] [--quality 95]
+//                        [--shards 4] [--validation_shards 1] [--first_label 0]
 //   pstrain-data validate --files 'DIR/train-*' [--decode]
 //
 // Exit codes: 0 done (validate: no bad record), 1 failed (validate: bad
@@ -18,7 +18,8 @@
 DEFINE_string(source, "", "convert: fashion_mnist or image_folder");
 DEFINE_string(path, "", "convert: the source's directory");
 DEFINE_string(out, "", "convert: the output directory (created; must hold no TFRecords yet)");
-DEFINE_string(format, "tfrecord", "convert: the output format (tfrecord only)");
+DEFINE_string(format, "tfrecord", "convert: tfrecord, or folder (class folders of image files; fashion_mnist only)");
+DEFINE_int32(first_label, 0, "convert --format tfrecord: the label stored for class 0 (1: ImageNet's 1-based labels)");
 DEFINE_string(image_format, "jpeg", "convert --source fashion_mnist: jpeg or png");
 DEFINE_int32(quality, 95, "convert: JPEG quality, 1..100");
 DEFINE_int32(shards, 4, "convert: training shards");
@@ -35,15 +36,13 @@ int Usage() {
 }
 
 int RunConvert() {
-  if (FLAGS_format != "tfrecord") {
-    std::cerr << "pstrain-data: --format must be tfrecord, got '" << FLAGS_format << "'\n";
-    return 2;
-  }
   if (FLAGS_path.empty() || FLAGS_out.empty()) return Usage();
   pstrain::data_tool::ConvertOptions o;
   o.source = FLAGS_source;
   o.path = FLAGS_path;
   o.out = FLAGS_out;
+  o.format = FLAGS_format;
+  o.first_label = FLAGS_first_label;
   o.image_format = FLAGS_image_format;
   o.jpeg_quality = FLAGS_quality;
   o.train_shards = FLAGS_shards;
