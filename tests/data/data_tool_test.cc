@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/data/image/codec.h"
+#include "common/data/image_folder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/util/process_test_util.h"
@@ -51,6 +52,52 @@ TEST(DataToolTest, FashionMnistConvertsToJpegTfRecordsThatValidate) {
   // A second conversion into the same directory is refused.
   absl::StatusOr<ConvertReport> again = Convert(o);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// --first_label 1: the labels TensorFlow's ImageNet scripts would store.
+TEST(DataToolTest, FirstLabelShiftsTheStoredLabels) {
+  TempDir dir;
+  ConvertOptions o;
+  o.source = "fashion_mnist";
+  o.path = kFashionMnist;
+  o.out = dir.path() + "/fm";
+  o.train_shards = 1;
+  o.first_label = 1;
+  ASSERT_TRUE(Convert(o).ok());
+  absl::StatusOr<ValidateReport> v = Validate({o.out + "/validation-*", /*decode=*/false});
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_EQ(v->per_label.size(), 10u);
+  EXPECT_EQ(v->per_label.begin()->first, 1);
+  EXPECT_EQ(v->per_label.rbegin()->first, 10);
+}
+
+// --format folder: the same images as class folders, in label order by
+// name, which the image_folder source lists back.
+TEST(DataToolTest, FashionMnistConvertsToClassFoldersTheImageFolderSourceReads) {
+  TempDir dir;
+  ConvertOptions o;
+  o.source = "fashion_mnist";
+  o.path = kFashionMnist;
+  o.out = dir.path() + "/fm";
+  o.format = "folder";
+  absl::StatusOr<ConvertReport> r = Convert(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->train_examples, 60000);
+  absl::StatusOr<ImageFolder> folder = ListImageFolder(o.out);
+  ASSERT_TRUE(folder.ok()) << folder.status();
+  ASSERT_EQ(folder->classes.size(), 10u);
+  EXPECT_EQ(folder->classes[0], "00-T-shirt_top");
+  EXPECT_EQ(folder->classes[9], "09-Ankle_boot");
+  EXPECT_EQ(folder->train.size(), 60000u);
+  EXPECT_EQ(folder->validation.size(), 10000u);
+  std::vector<int> per_class(10, 0);
+  for (const LabelledFile& f : folder->validation) ++per_class[f.label];
+  for (int c = 0; c < 10; ++c) EXPECT_EQ(per_class[c], 1000) << "class " << c;
+  absl::StatusOr<image::ImageInfo> info = image::ReadImageInfo(ReadFile(folder->train.front().path));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->channels, 1);
+  EXPECT_EQ(info->width, 28);
+  EXPECT_EQ(Convert(o).status().code(), absl::StatusCode::kAlreadyExists) << "a second conversion into it";
 }
 
 // A w x h image of one grey level, as JPEG or PNG.
@@ -124,6 +171,14 @@ TEST(DataToolTest, BadOptionsAndSourcesAreNamed) {
   EXPECT_THAT(std::string(Convert(o).status().message()), HasSubstr("is not a directory"));
   o.jpeg_quality = 0;
   EXPECT_THAT(std::string(Convert(o).status().message()), HasSubstr("--quality"));
+  o.jpeg_quality = 95;
+  o.format = "lmdb";
+  EXPECT_THAT(std::string(Convert(o).status().message()), HasSubstr("--format must be tfrecord or folder, got 'lmdb'"));
+  o.format = "folder";
+  EXPECT_THAT(std::string(Convert(o).status().message()), HasSubstr("--format folder converts --source fashion_mnist"));
+  o.source = "fashion_mnist";
+  o.first_label = 1;
+  EXPECT_THAT(std::string(Convert(o).status().message()), HasSubstr("--first_label applies to --format tfrecord"));
   EXPECT_EQ(Validate({dir.path() + "/none-*", false}).status().code(), absl::StatusCode::kNotFound);
 }
 
