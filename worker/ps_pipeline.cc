@@ -290,27 +290,37 @@ absl::Duration PsPipeline::wait_time() const {
 
 namespace {
 
+// Why the pipeline cannot run `c`'s traffic ("" when it can), as the config
+// check says it: what was expected, and what the config has.
+std::pair<std::string, std::string> PipelineRefusal(const ExperimentConfig& c) {
+  const absl::StatusOr<StrategyNeeds> needs = NeedsOf(c);
+  if (needs.ok() && !needs->parameter_servers) {
+    return {"false with a variable_update without parameter servers",
+            absl::StrCat("true with variable_update ", c.variable_update())};
+  }
+  if (c.consistency() != "sync" && c.consistency() != "async") {
+    return {"consistency sync or async (ssp holds pulls back by step)", absl::StrCat("consistency ", c.consistency())};
+  }
+  if (c.device() == "gpu") return {"device cpu or emulated (GPU replicas are not pipelined yet)", "device gpu"};
+  return {};
+}
+
 // ps_scheduling: the pipeline schedules parameter-server traffic of sync or
-// async runs on host variables (cpu or emulated devices).
+// async runs on host variables (cpu or emulated devices); asked for
+// anywhere else, it is refused.
 const bool kConfigCheck =
     ConfigCheckRegistry().Register("ps_scheduling", [](const ExperimentConfig& c, const ConfigChecker& ck) {
       PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("ps_scheduling.window_bytes", c.ps_scheduling().window_bytes()));
       if (!c.ps_scheduling().pipeline()) return absl::OkStatus();
-      const absl::StatusOr<StrategyNeeds> needs = NeedsOf(c);
-      if (needs.ok() && !needs->parameter_servers) {
-        return ck.Fail("ps_scheduling.pipeline", "false with a variable_update without parameter servers",
-                       absl::StrCat("true with variable_update ", c.variable_update()));
-      }
-      if (c.consistency() != "sync" && c.consistency() != "async") {
-        return ck.Fail("ps_scheduling.pipeline", "consistency sync or async (ssp holds pulls back by step)",
-                       absl::StrCat("consistency ", c.consistency()));
-      }
-      if (c.device() == "gpu") {
-        return ck.Fail("ps_scheduling.pipeline", "device cpu or emulated (GPU replicas are not pipelined yet)",
-                       "device gpu");
-      }
-      return absl::OkStatus();
+      const auto [expected, got] = PipelineRefusal(c);
+      return expected.empty() ? absl::OkStatus() : ck.Fail("ps_scheduling.pipeline", expected, got);
     });
 
 }  // namespace
+
+bool PipelineOn(const ExperimentConfig& config) {
+  if (config.ps_scheduling().has_pipeline()) return config.ps_scheduling().pipeline();
+  return PipelineRefusal(config).first.empty();
+}
+
 }  // namespace pstrain

@@ -42,6 +42,12 @@
 
 namespace pstrain {
 
+// Whether `config` runs the pipeline: ps_scheduling.pipeline when the config
+// sets it (true is refused where the pipeline does not apply), else on
+// wherever it applies: a strategy with parameter servers, consistency sync
+// or async, device cpu or emulated.
+bool PipelineOn(const ExperimentConfig& config);
+
 class PsPipeline {
  public:
   // `client` and `replicas` (host variables) outlive the pipeline;

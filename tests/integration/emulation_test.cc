@@ -65,9 +65,11 @@ emulation: {workers_per_host: 2, link_gbps: 1, images_per_second: 64}
 // links at 1 Gbit/s, devices that take no time: a sync step pulls 100 MB
 // and pushes 100 MB, 0.8 s each (bytes / rate; TCP and Ethernet headers add
 // about 5%). Time scale 4: the links run at 0.25 Gbit/s, and rates are
-// reported x 4, so the answer is the same.
+// reported x 4, so the answer is the same. Unpipelined (the pipeline
+// overlaps the pull with the push on a full-duplex link).
 constexpr char kHundredMegabyteModel[] = R"(
 cluster: {ps_hosts: ["p:1"], worker_hosts: ["w:1"]}
+ps_scheduling: {pipeline: false}
 model: {name: mlp, hidden_units: [32000]}
 data: {source: synthetic, synthetic_examples: 256}
 optimizer: {name: sgd, learning_rate: 0.001}

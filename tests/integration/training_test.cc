@@ -123,8 +123,10 @@ TEST_P(CompressedSyncTest, HalfTheBytesAndTheTargetAccuracy) {
   for (const ShardLoad& load : result.ps_load()) shard_bytes_in += load.bytes_in();
   for (const WorkerReport& w : result.workers()) {
     EXPECT_EQ(w.bytes_pushed(), result.steps() * float32_push / 2) << "worker " << w.worker();
-    EXPECT_GT(w.bytes_pulled(), 0);
-    EXPECT_EQ(w.bytes_pulled() % (float32_push / 2), 0) << "pulls of whole 16-bit models";
+    // A whole 16-bit model each step, and the join's first read: whole, or
+    // the part of the shards that had the chief's values when it asked.
+    EXPECT_GE(w.bytes_pulled(), result.steps() * float32_push / 2) << "worker " << w.worker();
+    EXPECT_LE(w.bytes_pulled(), (result.steps() + 1) * float32_push / 2) << "worker " << w.worker();
   }
   // The shards received the chief's float32 init and every 16-bit push.
   EXPECT_EQ(shard_bytes_in, float32_push + 2 * result.steps() * float32_push / 2);

@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> ParameterServerStrategy::Create(const 
       PlanPlacement(shapes, config.cluster().ps_hosts_size(), config.placement(), config.partition_bytes()));
   PSTRAIN_ASSIGN_OR_RETURN(strategy->client_, PsClient::Create(config, context.worker_index, context.transport,
                                                                &variables, std::move(parts)));
-  if (config.ps_scheduling().pipeline()) {
+  if (PipelineOn(config)) {
     strategy->pipeline_ =
         std::make_unique<PsPipeline>(strategy->client_.get(), context.replicas, config, context.timeline);
   }
