@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/allocator_tuning.h"
+#include "common/command_line/command_line.h"
 #include "common/config/config_loader.h"
 #include "common/config/launcher_hosts.h"
 #include "common/config/time_dilation.h"
@@ -89,8 +90,15 @@ std::string RunOtherBinary(const Role& role, const ClusterConfig& cluster, const
 }
 
 void ParseFlagsAndStartLogging(int* argc, char*** argv) {
-  gflags::SetUsageMessage("--config=FILE --index=N [--ps_hosts=... --worker_hosts=... --run_dir=DIR] [--check_config]");
-  gflags::ParseCommandLineFlags(argc, argv, true);
+  const std::string program = std::filesystem::path((*argv)[0]).filename().string();
+  ParseCommandLine({.program = program,
+                    .usage = "--config=FILE [--index=N] [--ps_hosts=H:P,... --worker_hosts=H:P,...] [--run_dir=DIR]\n"
+                    "Runs one role of the experiment in FILE (docs/CONFIG.md, \"Cluster and role\").\n"
+                    "--check_config checks FILE as this role would on this machine (worker 0 without --index)\n"
+                    "and exits 0, or 2 naming what is wrong.",
+                    .own_files = {"role_main"},
+                    .shows = nullptr},
+                   argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging((*argv)[0]);
 }
@@ -121,6 +129,12 @@ Role ResolveProcessRole(RoleKind binary_role, ExperimentConfig* config) {
   absl::StatusOr<std::vector<LaunchRank>> launched =
       LaunchRanksFromEnvironment([](const char* name) { return std::getenv(name); });
   if (!launched.ok()) Fail(FLAGS_config + ": " + std::string(launched.status().message()));
+  // Checking a config needs no role: the first of its kind (worker 0, the
+  // chief, has the most to check).
+  if (FLAGS_check_config && launched->empty() && FLAGS_index < 0 && FLAGS_task_index < 0 &&
+      std::getenv("TF_CONFIG") == nullptr) {
+    FLAGS_index = 0;
+  }
   std::string how;
   const auto getenv = [](const char* name) { return std::getenv(name); };
   absl::StatusOr<Role> role = ResolveRole(
@@ -210,7 +224,7 @@ std::string RunDir(const ExperimentConfig& config) {
 
 }  // namespace
 
-RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
+RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const MachineCheck& machine_check) {
   TuneAllocatorForBulkTraffic();
   const std::vector<std::string> original_args(*argv, *argv + *argc);
   ParseFlagsAndStartLogging(argc, argv);
@@ -229,6 +243,9 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role) {
   DilateTimeouts(&setup.config);
   if (setup.role.kind == RoleKind::kWorker && setup.role.index == 0) CheckChiefDirectories(setup.config);
   setup.security = LoadSecurity(setup.config);
+  if (machine_check) {
+    if (absl::Status s = machine_check(setup.config); !s.ok()) Fail(FLAGS_config + ": " + std::string(s.message()));
+  }
   if (FLAGS_check_config) {
     setup.check_only = true;
     std::cout << "config ok: " << FLAGS_config << " (" << RoleToString(setup.role) << ")" << std::endl;

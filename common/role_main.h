@@ -12,6 +12,7 @@
 // pstrain-launch asks of every role before it starts any).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -53,11 +54,19 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> StartMetricsEndpoint(const Ro
 // (a transport this build lacks) is a config matter: exit kExitBadConfig.
 absl::StatusOr<std::unique_ptr<Transport>> CreateRoleTransport(const RoleSetup& setup);
 
-// Parses flags (gflags) and sets up logging. On a bad config or bad flags it
-// prints one message naming what was wrong and exits with code 2.
-// The config is validated by the checks of the modules the binary links
-// (common/config/config_checks.h).
-RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role);
+// What this machine must have for `config` (a GPU for device gpu): checked
+// at start-up and by --check_config, after the config itself. An error is
+// said as a bad config is (exit 2), prefixed with the config file.
+using MachineCheck = std::function<absl::Status(const ExperimentConfig& config)>;
+
+// Parses flags (common/command_line/command_line.h: --help, --helpfull, a
+// bad flag exits 2) and sets up logging. On a bad config it prints one
+// message naming what was wrong and exits with code 2. The config is
+// validated by the checks of the modules the binary links
+// (common/config/config_checks.h), then by `machine_check` when given.
+// --check_config without --index, TF_CONFIG or a launcher's rank checks as
+// role 0 of the binary's kind.
+RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const MachineCheck& machine_check = {});
 
 // "runs/<experiment>-<YYYYmmdd-HHMMSS>": where a run's outputs go by default
 // (pstrain-launch uses the same shape).

@@ -116,7 +116,7 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCpuContext(int ordinal) {
 
 const bool kCpuRegistered =
     DeviceRegistry().Register("cpu", {"the host's cores, through oneDNN", DeviceKind::kCpu, /*holds_variables=*/true,
-                                      CreateCpuContext, /*stands_for=*/""});
+                                      CreateCpuContext, /*stands_for=*/"", /*present=*/nullptr});
 
 #ifdef PSTRAIN_WITH_CUDA
 absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCudaContext(int ordinal) {
@@ -124,9 +124,17 @@ absl::StatusOr<std::unique_ptr<DeviceContext>> CreateCudaContext(int ordinal) {
   return std::unique_ptr<DeviceContext>(std::move(ctx));
 }
 
+absl::Status CudaDevicePresent() {
+  if (cuda::DeviceCount() > 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      "no CUDA device is usable on this machine (no NVIDIA GPU, or no driver: nvidia-smi says which); "
+      "run it on a GPU machine, or use device cpu");
+}
+
 const bool kGpuRegistered =
     DeviceRegistry().Register("gpu", {"NVIDIA GPUs, through CUDA, cuDNN, cuBLAS and NCCL", DeviceKind::kCuda,
-                                      /*holds_variables=*/true, CreateCudaContext, /*stands_for=*/""});
+                                      /*holds_variables=*/true, CreateCudaContext, /*stands_for=*/"",
+                                      CudaDevicePresent});
 #else
 const bool kGpuUnavailable = DeviceRegistry().RegisterUnavailable(
     "gpu", "this pstrain was built without CUDA: install the CUDA toolkit and configure with -DPSTRAIN_WITH_CUDA=ON");

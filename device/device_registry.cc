@@ -19,6 +19,14 @@ absl::StatusOr<DeviceKind> DeviceKindOf(absl::string_view name) {
   return entry.kind;
 }
 
+absl::Status CheckDevicePresent(absl::string_view name) {
+  const absl::StatusOr<DeviceEntry> entry = DeviceRegistry().Find(name);
+  if (!entry.ok() || !entry->present) return absl::OkStatus();
+  const absl::Status present = entry->present();
+  if (present.ok()) return present;
+  return absl::Status(present.code(), absl::StrCat("device ", name, ": ", present.message()));
+}
+
 namespace {
 
 // device: a registered device; local_parameter_device: one that holds

@@ -32,8 +32,17 @@ struct DeviceEntry {
   // Another device it may stand for as local_parameter_device (emulated:
   // "gpu", where its own config check allows it); "" for none.
   std::string stands_for;
+  // Whether this machine has the device (a GPU); null: always. Its error
+  // says what is missing.
+  std::function<absl::Status()> present;
 };
 Registry<DeviceEntry>& DeviceRegistry();
+
+// OK when this machine has what device `name` computes on (or `name` is not
+// registered: the config check says so); else the entry's error, as
+// "device <name>: <what is missing>". The worker's start-up (and
+// --check_config) asks it.
+absl::Status CheckDevicePresent(absl::string_view name);
 
 // The kind device `name` computes on: NotFound listing the known names, or
 // FailedPrecondition with the reason for one this build lacks.

@@ -97,7 +97,7 @@ const bool kConfigCheck = ConfigCheckRegistry().Register("emulation", CheckEmula
 // for GPUs as local_parameter_device inside an emulated host topology.
 const bool kDeviceRegistered = DeviceRegistry().Register(
     "emulated", {"a device of published throughput, modelled on the CPU (emulation:)", DeviceKind::kCpu,
-                 /*holds_variables=*/false, /*create=*/nullptr, /*stands_for=*/"gpu"});
+                 /*holds_variables=*/false, /*create=*/nullptr, /*stands_for=*/"gpu", /*present=*/nullptr});
 
 }  // namespace
 

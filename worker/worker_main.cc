@@ -7,12 +7,14 @@
 
 #include "common/role_main.h"
 #include "common/transport/transport.h"
+#include "device/device_registry.h"
 #include "worker/strategy.h"
 #include "worker/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace pstrain;
-  RoleSetup setup = InitRole(&argc, &argv, RoleKind::kWorker);
+  RoleSetup setup = InitRole(&argc, &argv, RoleKind::kWorker,
+                             [](const ExperimentConfig& config) { return CheckDevicePresent(config.device()); });
   if (setup.check_only) {
     absl::StatusOr<StrategyNeeds> needs = NeedsOf(setup.config);
     if (needs.ok() && needs->launched_by_mpirun) std::cout << "needs: mpirun" << std::endl;

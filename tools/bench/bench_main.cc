@@ -57,15 +57,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/allocator_tuning.h"
+#include "common/command_line/command_line.h"
 #include "common/config/config_loader.h"
 #include "common/transport/security.h"
 #include "gflags/gflags.h"
@@ -105,7 +109,7 @@ DEFINE_string(control, "", "ps-role: internal; the control socket of the bench t
 DEFINE_string(security_config, "",
               "ps: an experiment config whose security section (TLS, token) every shard and worker uses "
               "(default: plaintext)");
-DEFINE_bool(json, false, "print one JSON object on stdout instead of the table");
+DEFINE_bool(json, false, "every subcommand: print one JSON object on stdout instead of the table");
 DEFINE_bool(profile, false,
             "ps: also print each phase's CPU, page faults and context switches; model: also time forward/backward "
             "per layer type (oneDNN verbose). On stderr with --json");
@@ -499,30 +503,17 @@ void PrintSubcommands(std::ostream& os) {
   for (const Subcommand& c : kSubcommands) {
     if (c.summary != nullptr) os << "  " << c.name << "\t" << c.summary << "\n";
   }
-  os << "flags: pstrain-bench <subcommand> --helpon=bench_main" << std::endl;
+  os << "flags: pstrain-bench <subcommand> --help" << std::endl;
 }
 
-// gflags exits 1 on an unknown flag; usage errors here exit 2, so unknown
-// flags are caught first. Returns the first unknown flag, or "".
-std::string FirstUnknownFlag(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;
-    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    const bool has_value = arg.find('=') != std::string_view::npos;
-    std::string name(arg.substr(0, arg.find('=')));
-    gflags::CommandLineFlagInfo info;
-    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
-      if (!has_value && info.type != "bool") ++i;  // "--flag value": skip the value (it may be "-1")
-      continue;
-    }
-    if (name.rfind("no", 0) == 0 && gflags::GetCommandLineFlagInfo(name.c_str() + 2, &info) && info.type == "bool") {
-      continue;
-    }
-    return std::string(argv[i]);
-  }
-  return "";
+// What `pstrain-bench <name> --help` shows: the flags whose description
+// begins with "<name>: " (or names it after a "; "), and those of every
+// subcommand.
+std::function<bool(const std::string&)> FlagsOf(const std::string& name) {
+  return [prefix = name + ": "](const std::string& description) {
+    return absl::StartsWith(description, prefix) || absl::StrContains(description, "; " + prefix) ||
+           absl::StartsWith(description, "every subcommand");
+  };
 }
 
 }  // namespace
@@ -549,14 +540,12 @@ int main(int argc, char** argv) {
   --argc;
   argv[argc] = nullptr;
 
-  gflags::SetUsageMessage(
-      "pstrain-bench <subcommand> [--flags]; subcommands: ps, model, allreduce, timeline, input, embedding");
-  if (std::string unknown = FirstUnknownFlag(argc, argv); !unknown.empty()) {
-    std::cerr << "pstrain-bench " << name << ": unknown flag " << unknown << std::endl;
-    return kExitUsage;
-  }
+  const std::string usage =
+      command->summary == nullptr ? "(internal)" : absl::StrCat("[--flags]\n", command->summary, ".");
+  pstrain::ParseCommandLine(
+      {.program = "pstrain-bench " + name, .usage = usage, .own_files = {"bench_main"}, .shows = FlagsOf(name)}, &argc,
+      &argv);
   FLAGS_logtostderr = true;  // stdout carries only results
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   if (argc > 1) {
     std::cerr << "pstrain-bench " << name << ": unexpected argument '" << argv[1] << "'" << std::endl;
     return kExitUsage;

@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/command_line/command_line.h"
 #include "tools/compare/chart.h"
 #include "tools/compare/matrix.h"
 #include "tools/compare/report.h"
@@ -88,14 +89,16 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 
 // The MATRIX argument after the flags; InvalidArgument for a usage error.
 absl::StatusOr<std::string> ParseArgs(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "MATRIX.yaml [--out DIR] [--bin_dir DIR] [--dry_run] [--timeout_s N] [--require_chart]\n"
-      "Runs every variant of a comparison matrix through pstrain-launch and writes "
-      "results.csv, results.md and chart.svg/chart.png (see docs/COMPARE.md).");
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  pstrain::ParseCommandLine({.program = "pstrain-compare",
+                    .usage = "MATRIX.yaml [--out DIR] [--dry_run] [--timeout_s N] [--require_chart]\n"
+                    "Runs every variant of a comparison matrix through pstrain-launch and writes results.csv, "
+                    "results.md and\nchart.svg/chart.png (docs/COMPARE.md).",
+                    .own_files = {"compare_main"},
+                    .shows = nullptr},
+                   &argc, &argv);
   if (argc != 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("expected exactly one MATRIX argument\nusage: ", argv[0], " ", gflags::ProgramUsage()));
+        absl::StrCat("expected exactly one MATRIX argument, got ", argc - 1, " (see --help)"));
   }
   if (FLAGS_timeout_s < 0) return absl::InvalidArgumentError("--timeout_s must be >= 0");
   return std::string(argv[1]);

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <string>
 
+#include "common/command_line/command_line.h"
 #include "tools/data/convert.h"
 #include "tools/data/validate.h"
 
@@ -72,8 +73,14 @@ int RunValidate() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("pstrain-data convert|validate (see docs/DATA.md)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  pstrain::ParseCommandLine({.program = "pstrain-data",
+                             .usage = "convert --source fashion_mnist|image_folder --path DIR --out DIR [...]\n"
+                             "       pstrain-data validate --files 'DIR/train-*' [--decode]\n"
+                             "Image datasets as TFRecords or class folders, and checks of TFRecord sets "
+                             "(docs/DATA.md).",
+                             .own_files = {"data_main"},
+                             .shows = nullptr},
+                            &argc, &argv);
   if (argc != 2) return Usage();
   const std::string command = argv[1];
   if (command == "convert") return RunConvert();

@@ -2,7 +2,7 @@
 //
 //   pstrain-launch CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N]
 //                  [--grace_s N] [--check_timeout_s N] [--max_restarts N]
-//                  [-- extra args passed to every role]
+//                  [--check_config] [-- extra args passed to every role]
 //
 // Reads CONFIG with the config library and checks its host lists
 // (ValidateHosts), gives every role a free loopback port, then runs each role
@@ -32,6 +32,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/command_line/command_line.h"
 #include "tools/launch/launch_plan.h"
 #include "tools/launch/launch_report.h"
 #include "tools/launch/process_group.h"
@@ -47,6 +49,9 @@ DEFINE_int32(grace_s, 5, "Seconds between SIGTERM and SIGKILL, and that PS may o
 DEFINE_int32(check_timeout_s, 30,
              "Deadline in seconds of each role binary's --check_config run, "
              "before anything starts");
+DEFINE_bool(check_config, false,
+            "Check CONFIG as every role would on this machine (each role binary's --check_config: the config, "
+            "a GPU for device gpu, mpirun for collective mpi), say so and exit 0 (or 2); start nothing");
 DEFINE_int32(max_restarts, 0,
              "Times each role is started again after it dies or exits non-zero (not 2, a config error); "
              "workers rejoin, and with timeouts.ps_recover_seconds the chief restores a restarted PS shard "
@@ -109,15 +114,17 @@ absl::StatusOr<LaunchArgs> ParseArgs(int argc, char** argv) {
   int own_argc = static_cast<int>(own_args.size());
   own_args.push_back(nullptr);
   char** own_argv = own_args.data();
-  gflags::SetUsageMessage(
-      "CONFIG [--run_dir DIR] [--bin_dir DIR] [--timeout_s N] [--grace_s N] "
-      "[--check_timeout_s N] [--max_restarts N] [-- extra role args]\n"
-      "Checks CONFIG with every role binary (--check_config), then starts every PS "
-      "and worker of its cluster on this machine.");
-  gflags::ParseCommandLineFlags(&own_argc, &own_argv, /*remove_flags=*/true);
+  pstrain::ParseCommandLine({.program = "pstrain-launch",
+                             .usage = "CONFIG [--check_config] [--run_dir DIR] [--timeout_s N] [--max_restarts N] "
+                             "[-- extra role args]\n"
+                             "Checks CONFIG with every role binary (--check_config), then starts every PS and "
+                             "worker of its cluster on this machine\n(docs/CONFIG.md, \"pstrain-launch\").",
+                             .own_files = {"launch_main"},
+                             .shows = nullptr},
+                            &own_argc, &own_argv);
   if (own_argc != 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("expected exactly one CONFIG argument\nusage: ", argv[0], " ", gflags::ProgramUsage()));
+        absl::StrCat("expected exactly one CONFIG argument, got ", own_argc - 1, " (see --help)"));
   }
   args.config = own_argv[1];
   args.run_dir = FLAGS_run_dir;
@@ -126,6 +133,7 @@ absl::StatusOr<LaunchArgs> ParseArgs(int argc, char** argv) {
   args.grace_s = FLAGS_grace_s;
   args.check_timeout_s = FLAGS_check_timeout_s;
   args.max_restarts = FLAGS_max_restarts;
+  args.check_only = FLAGS_check_config;
   if (absl::Status status = pstrain::launch::ValidateLaunchArgs(args); !status.ok()) return status;
   return args;
 }
@@ -143,7 +151,11 @@ int RunCluster(const LaunchPlan& plan) {
     return outcome.exit_code;
   }
   const std::string result = (std::filesystem::path(plan.run_dir) / "result.json").string();
-  Print(absl::StrCat("launch: all ", plan.roles.size(), " roles finished; result: ", result));
+  // An mpirun role is its ranks.
+  size_t roles = 0;
+  for (const pstrain::launch::RoleSpec& role : plan.roles) roles += role.ranks > 0 ? role.ranks : 1;
+  Print(absl::StrCat("launch: all ", roles, " roles finished", plan.workers_under_mpirun ? " (the workers as the ranks of one mpirun)" : "",
+                     "; result: ", result));
   std::cout << pstrain::launch::FormatSummary(plan.experiment, result, outcome) << std::flush;
   return 0;
 }
@@ -160,6 +172,11 @@ int main(int argc, char** argv) {
   // Read, place, check: nothing runs until every role binary accepts.
   absl::StatusOr<LaunchPlan> plan = pstrain::launch::PrepareLaunch(*args);
   if (!plan.ok()) return Fail(plan.status());
+  if (args->check_only) {
+    Print(absl::StrCat("launch: config ok: ", plan->config, " (the ", absl::StrJoin(plan->accepted_by, " and "),
+                       " checks on this machine accept it); nothing started"));
+    return 0;
+  }
   plan->options.interrupt_fd = InstallSignalPipe();
   if (plan->options.interrupt_fd < 0) {
     return Fail(absl::InternalError(absl::StrCat("cannot create signal pipe: ", std::strerror(errno))));

@@ -127,6 +127,7 @@ absl::StatusOr<LaunchPlan> PrepareLaunch(const LaunchArgs& args) {
                            CheckRoles(commands.Checks(num_ps, num_workers), absl::Seconds(args.check_timeout_s)));
   plan.accepted_by = checks.accepted_by;
   if (checks.workers_need_mpirun) PSTRAIN_RETURN_IF_ERROR(RunWorkersUnderMpirun(commands, plan));
+  if (args.check_only) return plan;
   PSTRAIN_RETURN_IF_ERROR(CreateRunDir(plan.run_dir));
   plan.options = Supervision(args, plan);
   return plan;

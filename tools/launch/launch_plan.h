@@ -25,6 +25,7 @@ struct LaunchArgs {
   int grace_s = 5;                     // --grace_s
   int check_timeout_s = 30;            // --check_timeout_s
   int max_restarts = 0;                // --max_restarts
+  bool check_only = false;             // --check_config: check, start nothing
   std::vector<std::string> role_args;  // after "--": given to every role
 };
 
@@ -62,7 +63,8 @@ absl::Status ValidateLaunchArgs(const LaunchArgs& args);
 // roles (ShareCoresAmongRoles), ask every role binary to check the config
 // (CheckRoles), run the workers under one mpirun when they need it (saying so
 // on stdout; InvalidArgument with emulation, which cannot place them), and
-// create the run directory. Any error means nothing was started.
+// create the run directory (not with check_only). Any error means nothing
+// was started.
 absl::StatusOr<LaunchPlan> PrepareLaunch(const LaunchArgs& args);
 
 }  // namespace pstrain::launch

@@ -39,6 +39,7 @@ absl::StatusOr<RoleSpec> MpirunRole(int workers, const std::string& worker_binar
   char resolved[PATH_MAX];
   RoleSpec role;
   role.name = "workers";
+  role.ranks = workers;
   role.binary = realpath(mpirun.c_str(), resolved) != nullptr ? std::string(resolved) : mpirun;
   role.args = {"-np", absl::StrCat(workers), "--oversubscribe", "--bind-to", "none", "--tag-output"};
   if (geteuid() == 0) role.args.push_back("--allow-run-as-root");

@@ -60,6 +60,9 @@ struct RoleSpec {
   bool is_ps = false;             // PS roles are expected to exit once the workers have
   std::string binary;             // executable path, run with execv (no PATH search)
   std::vector<std::string> args;  // argv[1..]; argv[0] is `binary`
+  // An mpirun of this many worker ranks (mpirun.h): its --tag-output lines
+  // are echoed per rank, "[worker<rank>] <line>" (tagged_output.h). 0: none.
+  int ranks = 0;
 };
 
 struct ClusterOptions {
