@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "tools/launch/child_exec.h"
+#include "tools/launch/tagged_output.h"
 
 namespace pstrain::launch {
 namespace {
@@ -51,6 +52,7 @@ struct ClusterProcesses::Role {
   int pipe_fd = -1;  // read end of the child's stdout+stderr; -1 once closed
   int log_fd = -1;
   std::string partial;  // bytes of an unfinished line
+  std::unique_ptr<TaggedOutput> tagged;  // an mpirun's ranks (spec.ranks > 0)
   bool reaped = false;
   int wait_status = 0;
   int restarts = 0;  // times this role was started again after failing
@@ -90,6 +92,7 @@ absl::Status ClusterProcesses::Start(const std::vector<RoleSpec>& specs) {
     auto role = std::make_unique<Role>();
     role->spec = spec;
     role->prefix = absl::StrCat("[", spec.name, "] ");
+    if (spec.ranks > 0) role->tagged = std::make_unique<TaggedOutput>("worker");
     if (!options_.log_dir.empty()) {
       const std::string path = absl::StrCat(options_.log_dir, "/", spec.name, ".log");
       role->log_fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -189,6 +192,10 @@ bool ClusterProcesses::ReadFromRole(Role& role) {
         done += w;
       }
     }
+    if (role.tagged != nullptr) {  // each rank's whole lines, under its own name
+      WriteOut(role.tagged->Feed(absl::string_view(buf, n)));
+      continue;
+    }
     // Whole lines go out together, in one write per read. A line longer than
     // kMaxLineBytes goes out in pieces of exactly kMaxLineBytes, however the
     // pipe happened to chunk it.
@@ -219,6 +226,7 @@ void ClusterProcesses::ClosePipe(Role& role) {
   if (role.pipe_fd < 0) return;
   close(role.pipe_fd);
   role.pipe_fd = -1;
+  if (role.tagged != nullptr) WriteOut(role.tagged->Flush());
   if (!role.partial.empty()) {
     EmitLine(role, role.partial);
     role.partial.clear();
