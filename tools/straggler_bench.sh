@@ -29,5 +29,5 @@ YAML
   done
   wait "$launch"
   end=$(date +%s.%N)
-  echo "$sharding: wall $(echo "$end - $start" | bc) s; $(grep -o 'worker . total images/sec: [0-9.]*' "$dir/$sharding.out" | sort | tr '\n' ';')"
+  echo "$sharding: wall $(echo "$end - $start" | bc) s; $(grep -o 'worker . images/sec: [0-9.]*' "$dir/$sharding.out" | sort | tr '\n' ';')"
 done

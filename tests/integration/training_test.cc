@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/data/criteo/criteo_reader.h"
@@ -179,6 +181,62 @@ TEST(TrainingTest, AllReduceOverMpiReachesTarget) {
   EXPECT_EQ(result.num_workers(), 2);
   ASSERT_TRUE(result.has_test_accuracy());
   EXPECT_GE(result.test_accuracy(), 0.85);
+}
+
+// Under mpirun every progress line comes out whole, as the rank's own
+// ("[worker1] 300\timages/sec: ..."), and the launcher counts the ranks.
+TEST(TrainingTest, MpirunRanksPrintWholeLinesUnderTheirNames) {
+  TempDir dir;
+  const std::string config = SourcePath("configs/fashion_mnist_mlp_allreduce_mpi.yaml");
+  Subprocess check = Spawn({BinDir() + "/pstrain-worker", "--config=" + config, "--check_config"}, dir.path());
+  std::optional<int> checked = WaitForExit(check.pid, std::chrono::seconds(30));
+  if (checked && WIFEXITED(*checked) && WEXITSTATUS(*checked) == 2 &&
+      absl::StrContains(check.err(), "built without Open MPI")) {
+    GTEST_SKIP() << "built without Open MPI";
+  }
+  TempDir run;
+  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", config, "--run_dir", run.path() + "/run"}, run.path());
+  std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
+  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << launch.out() << launch.err();
+  const std::string out = launch.out();
+  int progress[2] = {0, 0};
+  const std::regex whole(R"(\[worker([01])\] [0-9]+\timages/sec: [0-9.]+ \+/- [0-9.]+ \(jitter = [0-9.]+\)\t[0-9.]+)");
+  for (const std::string& line : std::vector<std::string>(absl::StrSplit(out, '\n'))) {
+    if (!absl::StrContains(line, "\timages/sec: ")) continue;  // a progress line (tf_cnn_benchmarks' tab)
+    std::smatch rank;
+    ASSERT_TRUE(std::regex_match(line, rank, whole)) << "not a whole progress line of one rank: " << line;
+    ++progress[rank[1] == "1" ? 1 : 0];
+  }
+  EXPECT_GE(progress[0], 10) << out;
+  EXPECT_EQ(progress[0], progress[1]) << out;
+  EXPECT_TRUE(absl::StrContains(out, "launch: all 2 roles finished (the workers as the ranks of one mpirun)")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "<stdout>:")) << out;
+}
+
+// The async MLP as a user runs it: the launcher's final loss is the one
+// docs/RESULTS.md defines (result.json's, the workers' mean of their last 10
+// steps' means) and says so; every "+/-" printed says what it is.
+TEST(TrainingTest, AsyncMlpSummarySaysWhatItsFiguresAre) {
+  TempDir dir;
+  Subprocess launch = Spawn({BinDir() + "/pstrain-launch", SourcePath("configs/fashion_mnist_mlp_async.yaml"),
+                             "--run_dir", dir.path() + "/run"},
+                            dir.path());
+  std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
+  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << launch.out() << launch.err();
+  absl::StatusOr<RunResult> result = ReadResultJson(dir.path() + "/run/result.json");
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->workers_size(), 2);
+  const double mean = (result->workers(0).final_loss() + result->workers(1).final_loss()) / 2;
+  EXPECT_NEAR(result->final_loss(), mean, 1e-12);
+  const std::string out = launch.out();
+  EXPECT_TRUE(absl::StrContains(
+      out, absl::StrFormat("| final loss %.4f (the workers' mean over their last 10 steps) |", result->final_loss())))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "[worker0] Step\tImg/sec +/- its standard error (jitter = robust spread)"))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, absl::StrFormat("[worker0] total images/sec: %.2f +/- %.2f (std. dev.; 2 workers",
+                                                     result->images_per_sec(), result->images_per_sec_stddev())))
+      << out;
 }
 
 // The shipped sync MLP with `overrides`, checked by pstrain-worker

@@ -22,12 +22,13 @@ std::string FileText(const std::string& path) {
   return text.str();
 }
 
-// "accuracy | images/sec (workers x devices) | final loss | seconds".
+// "accuracy | images/sec (workers x devices) | final loss (its meaning) | seconds".
 std::string ResultLine(const RunResult& result) {
   std::string line = "summary:";
   if (result.has_test_accuracy())
     absl::StrAppend(&line, absl::StrFormat(" test accuracy %.4f |", result.test_accuracy()));
-  absl::StrAppend(&line, absl::StrFormat(" %.1f images/sec (%d workers x %d devices) | final loss %.4f | %.1f s",
+  absl::StrAppend(&line, absl::StrFormat(" %.1f images/sec (%d workers x %d devices) | final loss %.4f (the "
+                                         "workers' mean over their last 10 steps) | %.1f s",
                                          result.images_per_sec(), result.num_workers(), result.devices_per_worker(),
                                          result.final_loss(), result.wall_seconds()));
   return line;

@@ -51,7 +51,7 @@ void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t tot
                    "Worker:      %d of %d%s\nModel:       %s\nDataset:     %s%s\nMode:        training\n"
                    "Batch size:  %d global (%d per device)\nNum batches: %d\nDevices:     %d x %s\n"
                    "Variables:   %s\nOptimizer:   %s lr=%g\n==========\n"
-                   "Step\tImg/sec\ttotal_loss\n",
+                   "Step\tImg/sec +/- its standard error (jitter = robust spread)\ttotal_loss of the step\n",
                    worker_index, workers, worker_index == 0 ? " (chief)" : "", model.name(), config.data().source(),
                    preprocessing.empty() ? "" : absl::StrCat("\nInput:       ", preprocessing),
                    batch * workers * devices, batch, total_steps, devices, config.device(), strategy,
@@ -456,7 +456,8 @@ void TrainingRun::PrintSummary(const WorkerReport& report) const {
   const double wait = absl::ToDoubleSeconds(strategy_->wait_time());
   const int64_t dropped = strategy_->dropped_gradients();
   std::vector<std::string> lines = {
-      absl::StrFormat("worker %d total images/sec: %.2f%s", worker_index_, progress_->measured_images_per_sec(),
+      absl::StrFormat("worker %d images/sec: %.2f (its mean over its steps, warm-up excluded)%s", worker_index_,
+                      progress_->measured_images_per_sec(),
                       dropped > 0 ? absl::StrCat(" (", dropped, " stale gradients dropped)") : ""),
       absl::StrFormat("worker %d time waiting for others: %.2f s (%.1f%% of the run)", worker_index_, wait,
                       100.0 * wait / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start_))),
@@ -505,7 +506,8 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
       result.add_warnings(absl::StrCat("chief: ", *warning));
     }
   }
-  std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (%d workers x %d devices)", result.images_per_sec(),
+  std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (std. dev.; %d workers x %d devices)",
+                               result.images_per_sec(),
                                result.images_per_sec_stddev(), result.num_workers(), devices_)
             << std::endl;
   if (config_.has_emulation()) {

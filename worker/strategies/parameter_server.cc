@@ -51,8 +51,11 @@ std::string ParameterServerStrategy::Describe() const {
   const ExperimentConfig& c = *context_.config;
   std::string consistency = c.consistency();
   if (consistency == "ssp") absl::StrAppend(&consistency, " staleness ", c.staleness());
+  // How a worker's devices combine their gradients: said only when it has several.
+  const std::string local_reduce =
+      c.devices_per_worker() > 1 ? absl::StrCat(", local reduce ", local_reduce_spec_) : std::string();
   return absl::StrCat(name_, " (", consistency, ", ", c.cluster().ps_hosts_size(), " PS, ", c.transport(),
-                      ", placement ", c.placement(), ", local reduce ", local_reduce_spec_,
+                      ", placement ", c.placement(), local_reduce,
                       c.compression() == "none" ? "" : absl::StrCat(", compression ", c.compression()),
                       pipeline_ != nullptr ? ", pipeline" : "", ")");
 }
@@ -345,7 +348,6 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
     if (s0.done_size() + s0.lost_size() + s0.absent_size() >= context_.num_workers - 1) {
       for (const WorkerReport& r : s0.done()) report.workers.push_back(r);
       report.lost_workers.assign(s0.lost().begin(), s0.lost().end());
-      for (const StatsResponse& s : stats) report.ps_load.push_back(s.load());
       AddMembership(s0, &report);
       break;
     }
@@ -360,6 +362,11 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
     PSTRAIN_RETURN_IF_ERROR(SaveCheckpoint(context_.ledger != nullptr ? version : context_.total_steps));
   }
   if (context_.before_chief_done) context_.before_chief_done();  // heartbeats still going
+  // The shards' load as they end it, the final read and evaluation included
+  // (what each shard logs as it exits).
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<StatsResponse> final_stats, client_->Stats());
+  report.ps_load.clear();
+  for (const StatsResponse& s : final_stats) report.ps_load.push_back(s.load());
   StopHeartbeats();
   PSTRAIN_RETURN_IF_ERROR(client_->Done(mine));
   return report;
