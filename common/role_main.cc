@@ -91,14 +91,15 @@ std::string RunOtherBinary(const Role& role, const ClusterConfig& cluster, const
 
 void ParseFlagsAndStartLogging(int* argc, char*** argv) {
   const std::string program = std::filesystem::path((*argv)[0]).filename().string();
-  ParseCommandLine({.program = program,
-                    .usage = "--config=FILE [--index=N] [--ps_hosts=H:P,... --worker_hosts=H:P,...] [--run_dir=DIR]\n"
-                    "Runs one role of the experiment in FILE (docs/CONFIG.md, \"Cluster and role\").\n"
-                    "--check_config checks FILE as this role would on this machine (worker 0 without --index)\n"
-                    "and exits 0, or 2 naming what is wrong.",
-                    .own_files = {"role_main"},
-                    .shows = nullptr},
-                   argc, argv);
+  ParseCommandLine(
+      {.program = program,
+       .usage = "--config=FILE [--index=N] [--ps_hosts=H:P,... --worker_hosts=H:P,...] [--run_dir=DIR]\n"
+                "Runs one role of the experiment in FILE (docs/CONFIG.md, \"Cluster and role\").\n"
+                "--check_config checks FILE as this role would on this machine (worker 0 without --index)\n"
+                "and exits 0, or 2 naming what is wrong.",
+       .own_files = {"role_main"},
+       .shows = nullptr},
+      argc, argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging((*argv)[0]);
 }

@@ -131,10 +131,9 @@ absl::Status CudaDevicePresent() {
       "run it on a GPU machine, or use device cpu");
 }
 
-const bool kGpuRegistered =
-    DeviceRegistry().Register("gpu", {"NVIDIA GPUs, through CUDA, cuDNN, cuBLAS and NCCL", DeviceKind::kCuda,
-                                      /*holds_variables=*/true, CreateCudaContext, /*stands_for=*/"",
-                                      CudaDevicePresent});
+const bool kGpuRegistered = DeviceRegistry().Register(
+    "gpu", {"NVIDIA GPUs, through CUDA, cuDNN, cuBLAS and NCCL", DeviceKind::kCuda,
+            /*holds_variables=*/true, CreateCudaContext, /*stands_for=*/"", CudaDevicePresent});
 #else
 const bool kGpuUnavailable = DeviceRegistry().RegisterUnavailable(
     "gpu", "this pstrain was built without CUDA: install the CUDA toolkit and configure with -DPSTRAIN_WITH_CUDA=ON");

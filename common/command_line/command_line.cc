@@ -48,8 +48,8 @@ std::string HelpText(const CommandLineSpec& spec, bool full) {
       others.push_back(FlagLine(flag));
     }
   }
-  std::string text = absl::StrCat("usage: ", spec.program, " ", spec.usage, "\n\nflags:\n", absl::StrJoin(own, "\n"),
-                                  "\n");
+  std::string text =
+      absl::StrCat("usage: ", spec.program, " ", spec.usage, "\n\nflags:\n", absl::StrJoin(own, "\n"), "\n");
   if (full) {
     absl::StrAppend(&text, "\nthe libraries' flags (glog, gflags):\n", absl::StrJoin(others, "\n"), "\n");
   } else {
@@ -81,8 +81,8 @@ std::string FirstBadFlag(int argc, char** argv) {
       return absl::StrCat("--", name, " needs a value (", info.type, ")");
     }
     if (gflags::SetCommandLineOption(name.c_str(), value.c_str()).empty()) {
-      return absl::StrCat("--", name, ": '", value, "' is not ", info.type == "int32" || info.type == "int64" ? "an " : "a ",
-                          info.type);
+      return absl::StrCat("--", name, ": '", value, "' is not ",
+                          info.type == "int32" || info.type == "int64" ? "an " : "a ", info.type);
     }
   }
   return "";

@@ -125,7 +125,8 @@ absl::StatusOr<StoredImages> SampleStoredImages(int64_t count,
     absl::StatusOr<image::ImageInfo> info =
         bytes.ok() ? image::ReadImageInfo(*bytes) : absl::StatusOr<image::ImageInfo>(bytes.status());
     if (!info.ok()) {  // the decoder names (or skips) it when a batch needs it
-      if (first_error.ok()) first_error = absl::Status(info.status().code(), absl::StrCat(name(i), ": ", info.status().message()));
+      if (first_error.ok())
+        first_error = absl::Status(info.status().code(), absl::StrCat(name(i), ": ", info.status().message()));
       continue;
     }
     stored.channels = std::max(stored.channels, info->channels);
@@ -154,8 +155,8 @@ absl::StatusOr<ImageTransform> ChooseTransform(const DataConfig& data, const Sha
   std::string norm_why, crop_why;
   PSTRAIN_ASSIGN_OR_RETURN(t.normalization, ChooseNormalization(data.normalization(), channels, stored, &norm_why));
   t.random_crop = ChooseCrop(data.augmentation(), stored, &crop_why);
-  t.description = absl::StrCat(stored.channels == 1 ? "grey" : "colour", " images -> ", absl::StrJoin(example_shape, "x"),
-                               ": ", norm_why, ", ", crop_why);
+  t.description = absl::StrCat(stored.channels == 1 ? "grey" : "colour", " images -> ",
+                               absl::StrJoin(example_shape, "x"), ": ", norm_why, ", ", crop_why);
   return t;
 }
 

@@ -21,8 +21,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const CommandLineSpec kSpec{
-    .program = "pstrain-test", .usage = "[--flags]\nA test of the command line.", .own_files = {"command_line_test"}, .shows = nullptr};
+const CommandLineSpec kSpec{.program = "pstrain-test",
+                            .usage = "[--flags]\nA test of the command line.",
+                            .own_files = {"command_line_test"},
+                            .shows = nullptr};
 
 // FirstBadFlag over `args` (argv[0] added).
 std::string BadFlag(std::vector<std::string> args) {

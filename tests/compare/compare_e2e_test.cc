@@ -3,7 +3,6 @@
 // a fake launcher: a bad variant (exit 2, nothing runs), a failing variant
 // (recorded, the rest still run, exit 1) and --dry_run.
 #include <sys/wait.h>
-
 #include <zlib.h>
 
 #include <algorithm>

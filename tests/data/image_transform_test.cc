@@ -149,9 +149,9 @@ TEST(ImageTransformTest, ImageNetStatisticsForAOneChannelInputAreRefusedNamingTh
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("data.normalization imagenet"));
   EXPECT_THAT(t.status().message(), HasSubstr("model's input has 1 channel"));
-  absl::StatusOr<ImageTransform> wrong = ChooseTransform(
-      Data("{source: tfrecord, normalization: {mean: [0.1, 0.2, 0.3], std: [1, 1, 1]}}"), {1, 28, 28},
-      Sample({Encoded(1, 28, 28, 0, false)}));
+  absl::StatusOr<ImageTransform> wrong =
+      ChooseTransform(Data("{source: tfrecord, normalization: {mean: [0.1, 0.2, 0.3], std: [1, 1, 1]}}"), {1, 28, 28},
+                      Sample({Encoded(1, 28, 28, 0, false)}));
   ASSERT_FALSE(wrong.ok());
   EXPECT_THAT(wrong.status().message(), HasSubstr("3 mean/std values for a model input of 1 channels"));
 }

@@ -32,8 +32,8 @@ namespace {
 namespace fs = std::filesystem;
 
 enum class Kind {
-  kImages,  // image classification: accuracy
-  kClicks,  // click model: AUC
+  kImages,    // image classification: accuracy
+  kClicks,    // click model: AUC
   kModelled,  // device emulated: runs and reports, learns nothing
 };
 
@@ -126,8 +126,8 @@ TEST_P(ShippedConfigTest, RunsAndLearnsWithItsDefaults) {
   const std::string run_dir = dir.path() + "/run";
   Subprocess launch = Spawn({BinDir() + "/pstrain-launch", path, "--run_dir", run_dir}, dir.path());
   std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(8));
-  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
-      << config << ": launch failed:\n" << launch.out() << launch.err();
+  ASSERT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << config << ": launch failed:\n"
+                                                                         << launch.out() << launch.err();
   absl::StatusOr<RunResult> result = ReadResultJson(run_dir + "/result.json");
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->warnings_size(), 0) << config << ": " << absl::StrJoin(result->warnings(), "; ");

@@ -232,8 +232,7 @@ TEST(TrainingTest, AsyncMlpSummarySaysWhatItsFiguresAre) {
   EXPECT_TRUE(absl::StrContains(
       out, absl::StrFormat("| final loss %.4f (the workers' mean over their last 10 steps) |", result->final_loss())))
       << out;
-  EXPECT_TRUE(absl::StrContains(out, "[worker0] Step\tImg/sec +/- its standard error (jitter = robust spread)"))
-      << out;
+  EXPECT_TRUE(absl::StrContains(out, "[worker0] Step\tImg/sec +/- its standard error (jitter = robust spread)")) << out;
   EXPECT_TRUE(absl::StrContains(out, absl::StrFormat("[worker0] total images/sec: %.2f +/- %.2f (std. dev.; 2 workers",
                                                      result->images_per_sec(), result->images_per_sec_stddev())))
       << out;

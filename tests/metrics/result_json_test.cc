@@ -164,7 +164,8 @@ TEST(ResultJsonTest, WarningsRoundTripAndOtherListsAreRefused) {
   r.add_warnings("worker 0: not learning: loss \"2.3\"");
   r.add_warnings("chief: at chance");
   const std::string json = ToJson(r);
-  EXPECT_THAT(json, HasSubstr("  \"warnings\": [\"worker 0: not learning: loss \\\"2.3\\\"\", \"chief: at chance\"],\n"));
+  EXPECT_THAT(json,
+              HasSubstr("  \"warnings\": [\"worker 0: not learning: loss \\\"2.3\\\"\", \"chief: at chance\"],\n"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ASSERT_EQ(back->warnings_size(), 2);

@@ -60,19 +60,17 @@ TEST_P(HelpTest, ABadFlagExitsTwoWithOneLineNamingIt) {
   EXPECT_THAT(ran.err, HasSubstr("unknown flag --no_such_flag"));
 }
 
-INSTANTIATE_TEST_SUITE_P(Binaries, HelpTest,
-                         ::testing::Values(std::vector<std::string>{"pstrain-launch"},
-                                           std::vector<std::string>{"pstrain-compare"},
-                                           std::vector<std::string>{"pstrain-ps"},
-                                           std::vector<std::string>{"pstrain-worker"},
-                                           std::vector<std::string>{"pstrain-data"},
-                                           std::vector<std::string>{"pstrain-bench", "ps"},
-                                           std::vector<std::string>{"pstrain-bench", "model"}),
-                         [](const auto& info) {
-                           std::string name = info.param[0].substr(8);
-                           if (info.param.size() > 1) name += "_" + info.param[1];
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Binaries, HelpTest,
+    ::testing::Values(std::vector<std::string>{"pstrain-launch"}, std::vector<std::string>{"pstrain-compare"},
+                      std::vector<std::string>{"pstrain-ps"}, std::vector<std::string>{"pstrain-worker"},
+                      std::vector<std::string>{"pstrain-data"}, std::vector<std::string>{"pstrain-bench", "ps"},
+                      std::vector<std::string>{"pstrain-bench", "model"}),
+    [](const auto& info) {
+      std::string name = info.param[0].substr(8);
+      if (info.param.size() > 1) name += "_" + info.param[1];
+      return name;
+    });
 
 TEST(HelpTest, HelpfullAddsTheLibrariesFlags) {
   const Ran ran = RunBinary({"pstrain-worker", "--helpfull"});
@@ -107,8 +105,8 @@ TEST(CheckConfigTest, TheLauncherChecksEveryRoleAndStartsNothing) {
     EXPECT_EQ(gpu.code, 2) << gpu.out << gpu.err;
     EXPECT_THAT(gpu.err, HasSubstr("device gpu: no CUDA device is usable on this machine")) << gpu.err;
   }
-  const Ran worker = RunBinary({"pstrain-worker", "--config=" + source + "/configs/fashion_mnist_mlp_sync.yaml",
-                          "--check_config"});
+  const Ran worker =
+      RunBinary({"pstrain-worker", "--config=" + source + "/configs/fashion_mnist_mlp_sync.yaml", "--check_config"});
   EXPECT_EQ(worker.code, 0) << worker.err;
   EXPECT_THAT(worker.out, HasSubstr("config ok: ")) << "no --index needed: worker 0";
   EXPECT_THAT(worker.out, HasSubstr("(worker 0)"));

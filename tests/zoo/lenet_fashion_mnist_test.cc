@@ -71,8 +71,9 @@ TEST(LenetFashionMnistTest, SyncLenetReachesTargetAccuracyWithinThreeEpochs) {
 // added (--format, --first_label).
 void Convert(const std::string& out, const std::vector<std::string>& flags) {
   TempDir logs;
-  std::vector<std::string> argv = {BinDir() + "/pstrain-data", "convert", "--source", "fashion_mnist", "--path",
-                                   "/usr/share/datasets/fashion-mnist", "--out", out};
+  std::vector<std::string> argv = {
+      BinDir() + "/pstrain-data",          "convert", "--source", "fashion_mnist", "--path",
+      "/usr/share/datasets/fashion-mnist", "--out",   out};
   argv.insert(argv.end(), flags.begin(), flags.end());
   Subprocess convert = Spawn(argv, logs.path());
   std::optional<int> converted = WaitForExit(convert.pid, std::chrono::minutes(5));
@@ -104,9 +105,8 @@ TEST(LenetFashionMnistTest, SyncLenetOnOneBasedTfRecordsWithLabelOffsetReachesTa
   TempDir data;
   Convert(data.path() + "/fm", {"--format", "tfrecord", "--first_label", "1"});
   std::string log;
-  ExpectTarget(
-      RunLenet("", &log, "data:\n  source: tfrecord\n  path: " + data.path() + "/fm\n  label_offset: 1\n"), log,
-      "lenet sync, 1-based JPEG TFRecords, label_offset 1");
+  ExpectTarget(RunLenet("", &log, "data:\n  source: tfrecord\n  path: " + data.path() + "/fm\n  label_offset: 1\n"),
+               log, "lenet sync, 1-based JPEG TFRecords, label_offset 1");
 }
 
 // The same images as class folders of JPEG files (data.source image_folder),

@@ -89,13 +89,14 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 
 // The MATRIX argument after the flags; InvalidArgument for a usage error.
 absl::StatusOr<std::string> ParseArgs(int argc, char** argv) {
-  pstrain::ParseCommandLine({.program = "pstrain-compare",
-                    .usage = "MATRIX.yaml [--out DIR] [--dry_run] [--timeout_s N] [--require_chart]\n"
-                    "Runs every variant of a comparison matrix through pstrain-launch and writes results.csv, "
-                    "results.md and\nchart.svg/chart.png (docs/COMPARE.md).",
-                    .own_files = {"compare_main"},
-                    .shows = nullptr},
-                   &argc, &argv);
+  pstrain::ParseCommandLine(
+      {.program = "pstrain-compare",
+       .usage = "MATRIX.yaml [--out DIR] [--dry_run] [--timeout_s N] [--require_chart]\n"
+                "Runs every variant of a comparison matrix through pstrain-launch and writes results.csv, "
+                "results.md and\nchart.svg/chart.png (docs/COMPARE.md).",
+       .own_files = {"compare_main"},
+       .shows = nullptr},
+      &argc, &argv);
   if (argc != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected exactly one MATRIX argument, got ", argc - 1, " (see --help)"));

@@ -315,9 +315,10 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
         FormatSpeedup(row.speedup),
         FormatPercent(row.scaling_efficiency),
         std::isfinite(r.final_loss()) ? absl::StrFormat("%.4f", r.final_loss()) : std::string(kDash),
-        absl::StrCat(auc                                                         ? AucCell(r)
-                     : r.has_test_accuracy() && std::isfinite(r.test_accuracy()) ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
-                                                                                 : std::string(kDash),
+        absl::StrCat(auc ? AucCell(r)
+                     : r.has_test_accuracy() && std::isfinite(r.test_accuracy())
+                         ? absl::StrFormat("%.2f%%", r.test_accuracy() * 100)
+                         : std::string(kDash),
                      flag),
     });
   }

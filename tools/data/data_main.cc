@@ -75,9 +75,9 @@ int RunValidate() {
 int main(int argc, char** argv) {
   pstrain::ParseCommandLine({.program = "pstrain-data",
                              .usage = "convert --source fashion_mnist|image_folder --path DIR --out DIR [...]\n"
-                             "       pstrain-data validate --files 'DIR/train-*' [--decode]\n"
-                             "Image datasets as TFRecords or class folders, and checks of TFRecord sets "
-                             "(docs/DATA.md).",
+                                      "       pstrain-data validate --files 'DIR/train-*' [--decode]\n"
+                                      "Image datasets as TFRecords or class folders, and checks of TFRecord sets "
+                                      "(docs/DATA.md).",
                              .own_files = {"data_main"},
                              .shows = nullptr},
                             &argc, &argv);

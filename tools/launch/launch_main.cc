@@ -116,9 +116,9 @@ absl::StatusOr<LaunchArgs> ParseArgs(int argc, char** argv) {
   char** own_argv = own_args.data();
   pstrain::ParseCommandLine({.program = "pstrain-launch",
                              .usage = "CONFIG [--check_config] [--run_dir DIR] [--timeout_s N] [--max_restarts N] "
-                             "[-- extra role args]\n"
-                             "Checks CONFIG with every role binary (--check_config), then starts every PS and "
-                             "worker of its cluster on this machine\n(docs/CONFIG.md, \"pstrain-launch\").",
+                                      "[-- extra role args]\n"
+                                      "Checks CONFIG with every role binary (--check_config), then starts every PS and "
+                                      "worker of its cluster on this machine\n(docs/CONFIG.md, \"pstrain-launch\").",
                              .own_files = {"launch_main"},
                              .shows = nullptr},
                             &own_argc, &own_argv);
@@ -154,7 +154,8 @@ int RunCluster(const LaunchPlan& plan) {
   // An mpirun role is its ranks.
   size_t roles = 0;
   for (const pstrain::launch::RoleSpec& role : plan.roles) roles += role.ranks > 0 ? role.ranks : 1;
-  Print(absl::StrCat("launch: all ", roles, " roles finished", plan.workers_under_mpirun ? " (the workers as the ranks of one mpirun)" : "",
+  Print(absl::StrCat("launch: all ", roles, " roles finished",
+                     plan.workers_under_mpirun ? " (the workers as the ranks of one mpirun)" : "",
                      "; result: ", result));
   std::cout << pstrain::launch::FormatSummary(plan.experiment, result, outcome) << std::flush;
   return 0;

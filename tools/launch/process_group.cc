@@ -51,7 +51,7 @@ struct ClusterProcesses::Role {
   pid_t pid = -1;
   int pipe_fd = -1;  // read end of the child's stdout+stderr; -1 once closed
   int log_fd = -1;
-  std::string partial;  // bytes of an unfinished line
+  std::string partial;                   // bytes of an unfinished line
   std::unique_ptr<TaggedOutput> tagged;  // an mpirun's ranks (spec.ranks > 0)
   bool reaped = false;
   int wait_status = 0;

@@ -32,8 +32,8 @@ class TaggedOutput {
   void Append(int rank, absl::string_view text, std::string* out);
 
   const std::string rank_name_;
-  std::string pending_;              // an incomplete tag at the end of the last chunk
-  int rank_ = -1;                    // the rank the current bytes belong to; -1: mpirun itself
+  std::string pending_;               // an incomplete tag at the end of the last chunk
+  int rank_ = -1;                     // the rank the current bytes belong to; -1: mpirun itself
   std::map<int, std::string> lines_;  // per rank, its unfinished line
 };
 

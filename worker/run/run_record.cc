@@ -54,7 +54,8 @@ void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recov
     variance += r.images_per_sec_stddev() * r.images_per_sec_stddev();
     loss_sum += r.final_loss();
     initial_sum += r.initial_loss();
-    for (const std::string& warning : r.warnings()) result->add_warnings(absl::StrCat("worker ", r.worker(), ": ", warning));
+    for (const std::string& warning : r.warnings())
+      result->add_warnings(absl::StrCat("worker ", r.worker(), ": ", warning));
   }
   result->set_images_per_sec(rate);
   result->set_images_per_sec_stddev(std::sqrt(variance));

@@ -507,8 +507,7 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
     }
   }
   std::cout << absl::StrFormat("total images/sec: %.2f +/- %.2f (std. dev.; %d workers x %d devices)",
-                               result.images_per_sec(),
-                               result.images_per_sec_stddev(), result.num_workers(), devices_)
+                               result.images_per_sec(), result.images_per_sec_stddev(), result.num_workers(), devices_)
             << std::endl;
   if (config_.has_emulation()) {
     *result.mutable_emulation() =

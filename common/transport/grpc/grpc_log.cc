@@ -30,8 +30,8 @@ void LogLine(gpr_log_func_args* args) {
     absl::StrAppend(captured, line, "\n");
     return;
   }
-  const std::string text =
-      absl::StrCat("grpc: ", gpr_log_severity_string(args->severity), ": ", line, " (", args->file, ":", args->line, ")\n");
+  const std::string text = absl::StrCat("grpc: ", gpr_log_severity_string(args->severity), ": ", line, " (", args->file,
+                                        ":", args->line, ")\n");
   std::fputs(text.c_str(), stderr);
 }
 

@@ -13,8 +13,8 @@ namespace pstrain {
 namespace {
 
 constexpr size_t kLargestWindow = 50;
-constexpr double kNearChance = 0.01;    // relative: a loss within 1% of chance's
-constexpr double kLeastFall = 0.01;     // relative: the loss must fall by 1%
+constexpr double kNearChance = 0.01;  // relative: a loss within 1% of chance's
+constexpr double kLeastFall = 0.01;   // relative: the loss must fall by 1%
 constexpr double kAccuracyMargin = 0.02;
 constexpr double kAucMargin = 0.02;
 constexpr char kHint[] = " (check the learning rate, the labels and data.normalization)";
@@ -55,8 +55,9 @@ std::optional<std::string> TestAtChance(const Evaluation& evaluation, const Chan
                            kHint);
   }
   if (evaluation.accuracy() > test.best_constant_accuracy + kAccuracyMargin) return std::nullopt;
-  return absl::StrFormat("not learning: test accuracy %.4f after %d steps is at chance (a constant guess scores %.4f)%s",
-                         evaluation.accuracy(), evaluation.step, test.best_constant_accuracy, kHint);
+  return absl::StrFormat(
+      "not learning: test accuracy %.4f after %d steps is at chance (a constant guess scores %.4f)%s",
+      evaluation.accuracy(), evaluation.step, test.best_constant_accuracy, kHint);
 }
 
 absl::StatusOr<std::unique_ptr<LearningCheck>> LearningCheck::Create(const Options& options, const Chance& train,
@@ -98,11 +99,10 @@ std::optional<std::string> LearningCheck::Judge(int64_t step) const {
   const double recent = Mean(losses_.end() - w, losses_.end());
   const int64_t from = step - static_cast<int64_t>(w) + 1;
   const std::string what = absl::StrFormat("training loss %.4f over steps %d-%d", recent, from, step);
-  for (const auto& [loss, name] : {std::pair(chance_.uniform_loss, absl::StrFormat("ln(%d) = %.4f, a uniform guess",
-                                                                                   chance_.num_classes,
-                                                                                   chance_.uniform_loss)),
-                                   std::pair(chance_.prior_loss, absl::StrFormat("%.4f, the entropy of the labels",
-                                                                                 chance_.prior_loss))}) {
+  for (const auto& [loss, name] :
+       {std::pair(chance_.uniform_loss,
+                  absl::StrFormat("ln(%d) = %.4f, a uniform guess", chance_.num_classes, chance_.uniform_loss)),
+        std::pair(chance_.prior_loss, absl::StrFormat("%.4f, the entropy of the labels", chance_.prior_loss))}) {
     if (std::isfinite(loss) && loss > 0 && std::abs(recent - loss) <= kNearChance * loss) {
       return absl::StrCat("not learning: ", what, " is within 1% of ", name, kHint);
     }
