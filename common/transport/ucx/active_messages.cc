@@ -1,5 +1,5 @@
 // The engine's wire side: messages sent as active messages, and received
-// back into whole messages (active_messages.h).
+// back into whole messages (ActiveMessages, active_messages.h).
 #include "common/transport/ucx/active_messages.h"
 
 #include <cstring>
@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/transport/ucx/engine.h"
+#include "common/transport/ucx/workers.h"
 #include "glog/logging.h"
 
 namespace pstrain::ucx {
@@ -73,7 +74,8 @@ absl::StatusOr<IncomingFrame> FrameOf(const ReceivedMessage& message) {
 
 // ---------------------------------------------------------------- sending
 
-void Engine::SendAm(ucp_ep_h ep, AmHeader header, std::string text, OutgoingFrame frame) {
+void ActiveMessages::Send(ucp_ep_h ep, AmHeader header, std::string text, OutgoingFrame frame) {
+  engine_.progress().AssertHeld();
   auto message = std::make_shared<OutgoingMessage>();
   header.text_bytes = static_cast<uint32_t>(text.size());
   message->text = std::move(text);
@@ -94,7 +96,7 @@ void Engine::SendAm(ucp_ep_h ep, AmHeader header, std::string text, OutgoingFram
   header.parts = static_cast<uint32_t>(spans.size());
   for (size_t p = 0; p < spans.size(); ++p) {
     auto op = std::make_unique<SendOp>();
-    op->engine = this;
+    op->messages = this;
     op->header = header;
     op->header.part = static_cast<uint32_t>(p);
     if (p > 0) op->header.text_bytes = 0;  // the text starts part 0
@@ -104,11 +106,12 @@ void Engine::SendAm(ucp_ep_h ep, AmHeader header, std::string text, OutgoingFram
   }
 }
 
-void Engine::SendPart(ucp_ep_h ep, std::unique_ptr<SendOp> op) {
+void ActiveMessages::SendPart(ucp_ep_h ep, std::unique_ptr<SendOp> op) {
+  engine_.progress().AssertHeld();
   ucp_request_param_t param{};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS;
-  param.cb.send = &Engine::OnSendDone;
+  param.cb.send = &ActiveMessages::OnSendDone;
   param.user_data = op.get();
   param.flags = UCP_AM_SEND_FLAG_REPLY;  // the receiver learns its endpoint to us
   const void* data = nullptr;
@@ -131,27 +134,26 @@ void Engine::SendPart(ucp_ep_h ep, std::unique_ptr<SendOp> op) {
     SendFinished(std::move(op), UCS_PTR_STATUS(request));
   } else {
     op.release();  // owned by UCX until OnSendDone
-    ++outstanding_;
+    engine_.RequestStarted();
   }
 }
 
-void Engine::OnSendDone(void* request, ucs_status_t status, void* user_data) {
+void ActiveMessages::OnSendDone(void* request, ucs_status_t status, void* user_data) {
   std::unique_ptr<SendOp> op(static_cast<SendOp*>(user_data));
-  Engine* engine = op->engine;
-  engine->progress_.AssertHeld();
+  ActiveMessages* messages = op->messages;
+  Engine& engine = messages->engine_;
+  engine.progress().AssertHeld();
   ucp_request_free(request);
-  --engine->outstanding_;
-  engine->Defer([engine, op = std::move(op), status]() mutable {
-    engine->progress_.AssertHeld();
-    engine->SendFinished(std::move(op), status);
-  });
+  engine.RequestDone();
+  engine.Defer([messages, op = std::move(op), status]() mutable { messages->SendFinished(std::move(op), status); });
 }
 
-void Engine::SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) {
+void ActiveMessages::SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) {
+  engine_.progress().AssertHeld();
   // A failed send fails its call; the endpoint's error callback usually
   // follows with the same news for the other calls on it.
   if (status != UCS_OK && op->header.kind == static_cast<uint16_t>(Kind::kRequest)) {
-    RequestSendFailed(op->header.call_id, op->message->text, status);
+    engine_.clients().RequestSendFailed(op->header.call_id, op->message->text, status);
   } else if (status != UCS_OK) {
     VLOG(1) << "ucx: sending a message of kind " << op->header.kind << " failed: " << UcsText(status);
   }
@@ -160,16 +162,15 @@ void Engine::SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status) {
 
 // ---------------------------------------------------------------- receiving
 
-ucs_status_t Engine::OnAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
-                          const ucp_am_recv_param_t* param) {
-  auto* w = static_cast<UcpWorker*>(arg);
-  Engine* engine = w->engine;
-  engine->progress_.AssertHeld();
-  return engine->ReceiveAm(w->worker, header, header_length, data, length, param);
+ucs_status_t ActiveMessages::OnAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                  const ucp_am_recv_param_t* param) {
+  const auto* w = static_cast<const UcpWorker*>(arg);
+  return w->messages->Receive(w->worker, header, header_length, data, length, param);
 }
 
-ucs_status_t Engine::ReceiveAm(ucp_worker_h worker, const void* header, size_t header_length, void* data, size_t length,
-                               const ucp_am_recv_param_t* param) {
+ucs_status_t ActiveMessages::Receive(ucp_worker_h worker, const void* header, size_t header_length, void* data,
+                                     size_t length, const ucp_am_recv_param_t* param) {
+  engine_.progress().AssertHeld();
   const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
   ucp_ep_h reply_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
   const std::optional<AmHeader> parsed = ParseAmHeader(header, header_length, reply_ep != nullptr);
@@ -178,24 +179,25 @@ ucs_status_t Engine::ReceiveAm(ucp_worker_h worker, const void* header, size_t h
   if (std::string why = Malformed(h, length); !why.empty()) {
     LOG_EVERY_N(WARNING, 100) << "ucx: malformed message: " << why;
     if (h.kind == static_cast<uint16_t>(Kind::kRequest) && h.call_id != 0) {
-      Defer([this, reply_ep, call_id = h.call_id, why] {
-        progress_.AssertHeld();
-        RejectRequest(reply_ep, call_id, absl::InvalidArgumentError(absl::StrCat("ucx: malformed request: ", why)));
+      engine_.Defer([this, reply_ep, call_id = h.call_id, why] {
+        engine_.progress().AssertHeld();
+        engine_.servers().Reject(reply_ep, call_id,
+                                 absl::InvalidArgumentError(absl::StrCat("ucx: malformed request: ", why)));
       });
     }
     return UCS_OK;
   }
   switch (static_cast<Kind>(h.kind)) {
     case Kind::kHello:
-      Defer([this, reply_ep] {
-        progress_.AssertHeld();
-        AcknowledgeHello(reply_ep);
+      engine_.Defer([this, reply_ep] {
+        engine_.progress().AssertHeld();
+        engine_.servers().AcknowledgeHello(reply_ep);
       });
       return UCS_OK;
     case Kind::kHelloAck:
-      Defer([this, reply_ep] {
-        progress_.AssertHeld();
-        Connected(reply_ep);
+      engine_.Defer([this, reply_ep] {
+        engine_.progress().AssertHeld();
+        engine_.clients().Connected(reply_ep);
       });
       return UCS_OK;
     case Kind::kRequest:
@@ -205,12 +207,12 @@ ucs_status_t Engine::ReceiveAm(ucp_worker_h worker, const void* header, size_t h
   return UCS_OK;
 }
 
-ucs_status_t Engine::ReceiveData(ucp_worker_h worker, const AmHeader& h, ucp_ep_h reply_ep, void* data, size_t length,
-                                 bool rndv) {
+ucs_status_t ActiveMessages::ReceiveData(ucp_worker_h worker, const AmHeader& h, ucp_ep_h reply_ep, void* data,
+                                         size_t length, bool rndv) {
   uint64_t server_conn_id = 0;
   if (!Admit(h, reply_ep, length, &server_conn_id)) return UCS_OK;  // a rendezvous descriptor is dropped with it
   auto op = std::make_unique<RecvOp>();
-  op->engine = this;
+  op->messages = this;
   op->worker = worker;
   op->header = h;
   op->reply_ep = reply_ep;
@@ -224,44 +226,43 @@ ucs_status_t Engine::ReceiveData(ucp_worker_h worker, const AmHeader& h, ucp_ep_
   return UCS_OK;
 }
 
-bool Engine::Admit(const AmHeader& h, ucp_ep_h reply_ep, size_t length, uint64_t* server_conn_id) {
+bool ActiveMessages::Admit(const AmHeader& h, ucp_ep_h reply_ep, size_t length, uint64_t* server_conn_id) {
+  engine_.progress().AssertHeld();
   const bool request = h.kind == static_cast<uint16_t>(Kind::kRequest);
   const ucx_parts::MessageKey key{reply_ep, h.kind, h.call_id};
-  if (!request && calls_.count(h.call_id) == 0) {
+  if (!request && !engine_.clients().Expects(h.call_id)) {
     if (h.parts > 1) assembler_.Forget(key);  // parts that arrived before it completed
     return false;                             // late answer: its call completed
   }
   if (request) {
-    auto owner = eps_.find(reply_ep);
-    if (owner == eps_.end() || owner->second.client) {
+    const EpOwner* owner = engine_.OwnerOf(reply_ep);
+    if (owner == nullptr || owner->client) {
       LOG_EVERY_N(WARNING, 100) << "ucx: dropped a request that came on no open server connection";
       return false;
     }
-    *server_conn_id = owner->second.conn_id;
+    *server_conn_id = owner->conn_id;
   }
   absl::Status refusal;
   bool quiet = false;
   if (h.parts > 1) {
     refusal = assembler_.Announce(key, h.part, h.parts, length, &quiet);
-  } else if (static_cast<int64_t>(length) > max_message_bytes_) {
-    refusal = absl::ResourceExhaustedError(absl::StrCat("ucx: received a message of ", length,
-                                                        " bytes, larger than max_message_bytes ", max_message_bytes_));
+  } else if (static_cast<int64_t>(length) > engine_.max_message_bytes()) {
+    refusal = absl::ResourceExhaustedError(absl::StrCat(
+        "ucx: received a message of ", length, " bytes, larger than max_message_bytes ", engine_.max_message_bytes()));
   }
   if (refusal.ok()) return true;
   if (!quiet) {
-    Defer([this, h, reply_ep, refusal] {
-      progress_.AssertHeld();
-      RefuseMessage(h, reply_ep, refusal);
-    });
+    engine_.Defer([this, h, reply_ep, refusal] { Refuse(h, reply_ep, refusal); });
   }
   return false;
 }
 
-ucs_status_t Engine::ReceiveRendezvous(std::unique_ptr<RecvOp> op, void* data) {
+ucs_status_t ActiveMessages::ReceiveRendezvous(std::unique_ptr<RecvOp> op, void* data) {
+  engine_.progress().AssertHeld();
   // Pull the data into our buffer.
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  param.cb.recv_am = &Engine::OnRecvDone;
+  param.cb.recv_am = &ActiveMessages::OnRecvDone;
   param.user_data = op.get();
   void* buffer = op->data.get();
   void* request_handle = ucp_am_recv_data_nbx(op->worker, data, buffer, op->length, &param);
@@ -271,40 +272,39 @@ ucs_status_t Engine::ReceiveRendezvous(std::unique_ptr<RecvOp> op, void* data) {
     const std::string why = absl::StrCat("ucx: receiving a message failed: ", UcsText(UCS_PTR_STATUS(request_handle)));
     LOG(WARNING) << why;
     if (op->header.kind != static_cast<uint16_t>(Kind::kRequest)) {
-      Defer([this, call_id = op->header.call_id, why] {
-        progress_.AssertHeld();
-        Complete(call_id, absl::UnavailableError(why));
+      engine_.Defer([this, call_id = op->header.call_id, why] {
+        engine_.progress().AssertHeld();
+        engine_.clients().Complete(call_id, absl::UnavailableError(why));
       });
     }
   } else {
     op.release();  // owned by UCX until OnRecvDone
-    ++outstanding_;
+    engine_.RequestStarted();
   }
   return UCS_INPROGRESS;  // UCX owns the descriptor now
 }
 
-void Engine::OnRecvDone(void* request, ucs_status_t status, size_t length, void* user_data) {
+void ActiveMessages::OnRecvDone(void* request, ucs_status_t status, size_t length, void* user_data) {
   std::unique_ptr<RecvOp> op(static_cast<RecvOp*>(user_data));
-  Engine* engine = op->engine;
-  engine->progress_.AssertHeld();
+  ActiveMessages* messages = op->messages;
+  messages->engine_.progress().AssertHeld();
   ucp_request_free(request);
-  --engine->outstanding_;
+  messages->engine_.RequestDone();
   if (status != UCS_OK) {
     // The sender's endpoint failed or was closed; its error handling covers the call.
     VLOG(1) << "ucx: receiving a message failed: " << UcsText(status);
     return;
   }
-  engine->DeferReceived(std::move(op));
+  messages->DeferReceived(std::move(op));
 }
 
-void Engine::DeferReceived(std::unique_ptr<RecvOp> op) {
-  Defer([this, op = std::move(op)]() mutable {
-    progress_.AssertHeld();
-    Received(std::move(op));
-  });
+void ActiveMessages::DeferReceived(std::unique_ptr<RecvOp> op) {
+  engine_.progress().AssertHeld();
+  engine_.Defer([this, op = std::move(op)]() mutable { Received(std::move(op)); });
 }
 
-void Engine::Received(std::unique_ptr<RecvOp> op) {
+void ActiveMessages::Received(std::unique_ptr<RecvOp> op) {
+  engine_.progress().AssertHeld();
   ReceivedMessage message;
   message.header = op->header;
   message.reply_ep = op->reply_ep;
@@ -319,13 +319,14 @@ void Engine::Received(std::unique_ptr<RecvOp> op) {
     message.parts.push_back(std::move(part));
   }
   if (message.header.kind == static_cast<uint16_t>(Kind::kRequest)) {
-    DeliverRequest(std::move(message));
+    engine_.servers().Deliver(std::move(message));
   } else {
-    DeliverResponse(std::move(message));
+    engine_.clients().Deliver(std::move(message));
   }
 }
 
-void Engine::RefuseMessage(const AmHeader& h, ucp_ep_h reply_ep, const absl::Status& refusal) {
+void ActiveMessages::Refuse(const AmHeader& h, ucp_ep_h reply_ep, const absl::Status& refusal) {
+  engine_.progress().AssertHeld();
   const bool request = h.kind == static_cast<uint16_t>(Kind::kRequest);
   absl::Status status = refusal;
   if (refusal.code() == absl::StatusCode::kInvalidArgument) {
@@ -334,9 +335,9 @@ void Engine::RefuseMessage(const AmHeader& h, ucp_ep_h reply_ep, const absl::Sta
                      : absl::InternalError(absl::StrCat("ucx: malformed answer: ", refusal.message()));
   }
   if (request) {
-    RejectRequest(reply_ep, h.call_id, status);
+    engine_.servers().Reject(reply_ep, h.call_id, status);
   } else {
-    Complete(h.call_id, status);
+    engine_.clients().Complete(h.call_id, status);
   }
 }
 

@@ -1,8 +1,8 @@
 // The wire side of the ucx transport: one message (a request, a response, a
 // hello) sent as one or more active messages, and received back into a
 // whole message (the protocol: ucx_wire in ucx_transport.h; the split into
-// parts: message_parts.h). Engine's functions of this side are defined in
-// active_messages.cc; these are the objects they hand to UCX and get back.
+// parts: message_parts.h): class ActiveMessages, and the objects it hands
+// to UCX and gets back.
 //
 // Sending. Every chunk of at least 256 KiB is a part of its own, sent from
 // its contiguous buffer so that UCX can move it zero-copy; the pieces between
@@ -20,6 +20,12 @@
 // can (RDMA read/write on InfiniBand/RoCE, cross-memory attach within a host,
 // a pipeline over TCP). UCX callbacks only record what happened and defer the
 // work (Engine::Defer): nothing re-enters our state from inside UCX.
+//
+// A whole message goes to its side: a response to the client's calls
+// (client.h), a request to the servers (server.h), a hello to the servers,
+// its acknowledgement to the client. A malformed message never reaches
+// either: a request is answered INVALID_ARGUMENT, anything else is logged
+// and dropped.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -30,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/transport/frame.h"
 #include "common/transport/ucx/message_parts.h"
@@ -37,6 +44,7 @@
 
 namespace pstrain::ucx {
 
+class ActiveMessages;
 class Engine;
 
 // One message being sent, shared by its parts (message_parts.h): owns the
@@ -51,7 +59,7 @@ struct OutgoingMessage {
 // reads until the send completes (the header and I/O vector too: UCX 1.13
 // reads them until then).
 struct SendOp {
-  Engine* engine = nullptr;
+  ActiveMessages* messages = nullptr;
   ucx_wire::AmHeader header;
   std::shared_ptr<const OutgoingMessage> message;
   std::vector<ucp_dt_iov_t> iov;
@@ -59,7 +67,7 @@ struct SendOp {
 
 // One message being received (by rendezvous, or copied from an eager one).
 struct RecvOp {
-  Engine* engine = nullptr;
+  ActiveMessages* messages = nullptr;
   ucp_worker_h worker = nullptr;  // the worker it arrived on, which pulls a rendezvous
   ucx_wire::AmHeader header;
   ucp_ep_h reply_ep = nullptr;
@@ -83,5 +91,52 @@ struct ReceivedMessage {
 // The wire frame that follows the text in `message`'s parts; the frame keeps
 // the parts' buffers alive.
 absl::StatusOr<IncomingFrame> FrameOf(const ReceivedMessage& message);
+
+// Sends and receives the messages of one engine. Every function runs on
+// the engine's progress thread only (the UCX callbacks are called there by
+// ucp_worker_progress); each starts with engine.progress().AssertHeld().
+class ActiveMessages {
+ public:
+  ActiveMessages(Engine& engine, int64_t max_message_bytes) : engine_(engine), assembler_(max_message_bytes) {}
+
+  // Sends `text`, then `frame` (requests, and responses with status code 0)
+  // to `ep` as one or more parts. A failed request send fails its call.
+  void Send(ucp_ep_h ep, ucx_wire::AmHeader header, std::string text, OutgoingFrame frame);
+  // Forgets the parts of messages that came on `ep` (being closed).
+  void ForgetEndpoint(ucp_ep_h ep) { assembler_.ForgetEndpoint(ep); }
+
+  // The AM handler of every worker (its argument: the UcpWorker, workers.h).
+  static ucs_status_t OnAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                           const ucp_am_recv_param_t* param);
+
+ private:
+  static void OnSendDone(void* request, ucs_status_t status, void* user_data);
+  static void OnRecvDone(void* request, ucs_status_t status, size_t length, void* user_data);
+  // Sends one part of a message Send split.
+  void SendPart(ucp_ep_h ep, std::unique_ptr<SendOp> op);
+  void SendFinished(std::unique_ptr<SendOp> op, ucs_status_t status);
+  // A message that arrived on `worker`.
+  ucs_status_t Receive(ucp_worker_h worker, const void* header, size_t header_length, void* data, size_t length,
+                       const ucp_am_recv_param_t* param);
+  ucs_status_t ReceiveData(ucp_worker_h worker, const ucx_wire::AmHeader& header, ucp_ep_h reply_ep, void* data,
+                           size_t length, bool rndv);
+  // Whether the data of a request or response whose AM header is `h` is to
+  // be received: not a late answer, a request on an open server connection
+  // (*server_conn_id), a size and part the limits allow. Otherwise the
+  // message is dropped (refused where it is answered).
+  bool Admit(const ucx_wire::AmHeader& h, ucp_ep_h reply_ep, size_t length, uint64_t* server_conn_id);
+  // Pulls the data of a message that came by rendezvous (`data`: UCX's
+  // descriptor, of op's worker) into op's buffer.
+  ucs_status_t ReceiveRendezvous(std::unique_ptr<RecvOp> op, void* data);
+  void DeferReceived(std::unique_ptr<RecvOp> op);
+  void Received(std::unique_ptr<RecvOp> op);
+  // A message could not be taken (too large, or PartAssembler::Announce's
+  // refusal): a request is answered with it, an answer completes its call
+  // with it (INTERNAL where the answer was malformed).
+  void Refuse(const ucx_wire::AmHeader& h, ucp_ep_h reply_ep, const absl::Status& refusal);
+
+  Engine& engine_;
+  ucx_parts::PartAssembler assembler_;
+};
 
 }  // namespace pstrain::ucx

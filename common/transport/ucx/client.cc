@@ -1,5 +1,5 @@
-// The engine's client side: calls, and the connection state machine of each
-// channel (client.h).
+// The client side: calls, and the connection state machine of each channel
+// (ClientCalls, client.h).
 #include "common/transport/ucx/client.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/transport/ucx/engine.h"
+#include "common/transport/ucx/workers.h"
 #include "glog/logging.h"
 
 namespace pstrain::ucx {
@@ -18,17 +19,18 @@ using ucx_wire::Kind;
 
 // ---------------------------------------------------------------- calls
 
-void Engine::StartCall(uint64_t call_id, std::unique_ptr<PendingCall> call, const std::string& address,
-                       const SocketAddress& peer) {
+void ClientCalls::Start(uint64_t call_id, std::unique_ptr<PendingCall> call, const std::string& address,
+                        const SocketAddress& peer) {
+  engine_.progress().AssertHeld();
   if (call->deadline <= absl::Now()) {
     const std::string message = absl::StrCat("ucx: ", call->method, " to ", address, " not started: its deadline ",
                                              absl::FormatTime(call->deadline), " had passed");
-    RunCallback([completion = std::move(call->completion), message]() mutable {
+    engine_.RunCallback([completion = std::move(call->completion), message]() mutable {
       completion.Run(absl::DeadlineExceededError(message), {});
     });
     return;
   }
-  auto [conn_it, created] = client_conns_.try_emplace(call->conn_id);
+  auto [conn_it, created] = conns_.try_emplace(call->conn_id);
   ClientConn& conn = conn_it->second;
   if (created) {
     conn.address = address;
@@ -40,7 +42,7 @@ void Engine::StartCall(uint64_t call_id, std::unique_ptr<PendingCall> call, cons
   SendOrQueue(conn_it->first, conn, call_id, wait_for_ready);
 }
 
-void Engine::SendOrQueue(uint64_t conn_id, ClientConn& conn, uint64_t call_id, bool wait_for_ready) {
+void ClientCalls::SendOrQueue(uint64_t conn_id, ClientConn& conn, uint64_t call_id, bool wait_for_ready) {
   switch (conn.state) {
     case ClientConn::State::kReady:
       SendRequest(conn, call_id);
@@ -64,7 +66,8 @@ void Engine::SendOrQueue(uint64_t conn_id, ClientConn& conn, uint64_t call_id, b
   }
 }
 
-void Engine::SendRequest(ClientConn& conn, uint64_t call_id) {
+void ClientCalls::SendRequest(ClientConn& conn, uint64_t call_id) {
+  engine_.progress().AssertHeld();
   auto it = calls_.find(call_id);
   if (it == calls_.end()) return;  // completed meanwhile
   PendingCall& call = *it->second;
@@ -72,23 +75,23 @@ void Engine::SendRequest(ClientConn& conn, uint64_t call_id) {
   AmHeader header;
   header.kind = static_cast<uint16_t>(Kind::kRequest);
   header.call_id = call_id;
-  SendAm(conn.ep, header, call.method, std::move(call.request));
+  engine_.messages().Send(conn.ep, header, call.method, std::move(call.request));
 }
 
-void Engine::RequestSendFailed(uint64_t call_id, const std::string& method, ucs_status_t status) {
+void ClientCalls::RequestSendFailed(uint64_t call_id, const std::string& method, ucs_status_t status) {
   auto it = calls_.find(call_id);
   if (it == calls_.end()) return;
-  auto conn = client_conns_.find(it->second->conn_id);
-  const std::string address = conn == client_conns_.end() ? std::string("?") : conn->second.address;
+  auto conn = conns_.find(it->second->conn_id);
+  const std::string address = conn == conns_.end() ? std::string("?") : conn->second.address;
   Complete(call_id, absl::UnavailableError(
                         absl::StrCat("ucx: sending ", method, " to ", address, " failed: ", UcsText(status))));
 }
 
-void Engine::DeliverResponse(ReceivedMessage message) {
+void ClientCalls::Deliver(ReceivedMessage message) {
   const uint64_t call_id = message.header.call_id;
   auto it = calls_.find(call_id);
   if (it == calls_.end()) return;  // completed meanwhile (deadline)
-  const ClientConn& conn = client_conns_.at(it->second->conn_id);
+  const ClientConn& conn = conns_.at(it->second->conn_id);
   if (conn.ep != message.reply_ep) {
     LOG_EVERY_N(WARNING, 100) << "ucx: dropped an answer to call " << call_id << " that came from another endpoint";
     return;
@@ -109,27 +112,27 @@ void Engine::DeliverResponse(ReceivedMessage message) {
   Complete(call_id, absl::OkStatus(), *std::move(frame));
 }
 
-void Engine::Complete(uint64_t call_id, absl::Status status, IncomingFrame frame) {
+void ClientCalls::Complete(uint64_t call_id, absl::Status status, IncomingFrame frame) {
   auto node = calls_.extract(call_id);
   if (node.empty()) return;
   std::unique_ptr<PendingCall> call = std::move(node.mapped());
-  if (auto conn = client_conns_.find(call->conn_id); conn != client_conns_.end()) {
+  if (auto conn = conns_.find(call->conn_id); conn != conns_.end()) {
     conn->second.waiting.erase(call_id);
     conn->second.sent.erase(call_id);
   }
-  RunCallback([completion = std::move(call->completion), status = std::move(status),
-               frame = std::move(frame)]() mutable { completion.Run(std::move(status), std::move(frame)); });
+  engine_.RunCallback([completion = std::move(call->completion), status = std::move(status),
+                       frame = std::move(frame)]() mutable { completion.Run(std::move(status), std::move(frame)); });
   // An unsent request (and its chunk owners) is released here.
 }
 
-void Engine::ExpireCalls(absl::Time now) {
+void ClientCalls::ExpireCalls(absl::Time now) {
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const uint64_t call_id = deadlines_.begin()->second;
     deadlines_.erase(deadlines_.begin());
     auto it = calls_.find(call_id);
     if (it == calls_.end()) continue;
     const PendingCall& call = *it->second;
-    const ClientConn& conn = client_conns_.at(call.conn_id);
+    const ClientConn& conn = conns_.at(call.conn_id);
     std::string message = absl::StrCat("ucx: ", call.method, " to ", conn.address, " exceeded its deadline ",
                                        absl::FormatTime(call.deadline), " (",
                                        absl::FormatDuration(call.deadline - call.started), " after it started)");
@@ -141,9 +144,16 @@ void Engine::ExpireCalls(absl::Time now) {
   }
 }
 
+absl::Time ClientCalls::NextWake(absl::Time wake) const {
+  if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
+  for (const auto& [id, conn] : conns_) wake = std::min(wake, conn.retry_at);
+  return wake;
+}
+
 // ---------------------------------------------------------------- connections
 
-void Engine::Connect(uint64_t conn_id, ClientConn& conn) {
+void ClientCalls::Connect(uint64_t conn_id, ClientConn& conn) {
+  engine_.progress().AssertHeld();
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -152,22 +162,22 @@ void Engine::Connect(uint64_t conn_id, ClientConn& conn) {
   params.sockaddr.addrlen = conn.peer.length;
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = &Engine::OnEpError;
-  params.err_handler.arg = this;
+  params.err_handler.arg = &engine_;
   ucp_ep_h ep = nullptr;
-  const ucs_status_t status = ucp_ep_create(WorkerFor(conn.peer, conn.address), &params, &ep);
+  const ucs_status_t status = ucp_ep_create(engine_.workers().For(conn.peer, conn.address), &params, &ep);
   if (status != UCS_OK) {
     ConnectFailed(conn, absl::StrCat("ucx: cannot reach ", conn.address, ": ", UcsText(status)));
     return;
   }
   conn.ep = ep;
   conn.state = ClientConn::State::kConnecting;
-  eps_[ep] = EpOwner{/*client=*/true, conn_id};
+  engine_.AddEndpoint(ep, EpOwner{/*client=*/true, conn_id});
   AmHeader hello;
   hello.kind = static_cast<uint16_t>(Kind::kHello);
-  SendAm(ep, hello, "", {});
+  engine_.messages().Send(ep, hello, "", {});
 }
 
-void Engine::ConnectFailed(ClientConn& conn, const std::string& why) {
+void ClientCalls::ConnectFailed(ClientConn& conn, const std::string& why) {
   conn.ep = nullptr;
   conn.state = ClientConn::State::kIdle;
   conn.last_error = why;
@@ -185,10 +195,11 @@ void Engine::ConnectFailed(ClientConn& conn, const std::string& why) {
   conn.backoff = std::min(conn.backoff * 2, kMaxBackoff);
 }
 
-void Engine::Connected(ucp_ep_h ep) {
-  auto owner = eps_.find(ep);
-  if (owner == eps_.end() || !owner->second.client) return;
-  ClientConn& conn = client_conns_.at(owner->second.conn_id);
+void ClientCalls::Connected(ucp_ep_h ep) {
+  engine_.progress().AssertHeld();
+  const EpOwner* owner = engine_.OwnerOf(ep);
+  if (owner == nullptr || !owner->client) return;
+  ClientConn& conn = conns_.at(owner->conn_id);
   if (conn.state != ClientConn::State::kConnecting) return;
   conn.state = ClientConn::State::kReady;
   conn.backoff = kFirstBackoff;
@@ -198,17 +209,17 @@ void Engine::Connected(ucp_ep_h ep) {
   for (uint64_t id : waiting) SendRequest(conn, id);
 }
 
-void Engine::RetryConnections(absl::Time now) {
-  for (auto& [id, conn] : client_conns_) {
+void ClientCalls::RetryConnections(absl::Time now) {
+  for (auto& [id, conn] : conns_) {
     if (conn.state != ClientConn::State::kIdle || conn.retry_at > now) continue;
     conn.retry_at = absl::InfiniteFuture();
     if (!conn.waiting.empty()) Connect(id, conn);
   }
 }
 
-void Engine::ClientEndpointFailed(uint64_t conn_id, ucs_status_t status) {
-  auto it = client_conns_.find(conn_id);
-  if (it == client_conns_.end()) return;
+void ClientCalls::EndpointFailed(uint64_t conn_id, ucs_status_t status) {
+  auto it = conns_.find(conn_id);
+  if (it == conns_.end()) return;
   ClientConn& conn = it->second;
   if (conn.state == ClientConn::State::kConnecting) {
     ConnectFailed(conn, absl::StrCat("ucx: cannot reach ", conn.address, ": ", UcsText(status)));
@@ -221,32 +232,30 @@ void Engine::ClientEndpointFailed(uint64_t conn_id, ucs_status_t status) {
   for (uint64_t id : sent) Complete(id, absl::UnavailableError(why));
 }
 
-void Engine::CloseClientConn(uint64_t conn_id) {
-  auto it = client_conns_.find(conn_id);
-  if (it == client_conns_.end()) return;
+void ClientCalls::CloseConn(uint64_t conn_id) {
+  engine_.progress().AssertHeld();
+  auto it = conns_.find(conn_id);
+  if (it == conns_.end()) return;
   ClientConn& conn = it->second;
   std::vector<uint64_t> calls(conn.waiting.begin(), conn.waiting.end());
   calls.insert(calls.end(), conn.sent.begin(), conn.sent.end());
   for (uint64_t id : calls) {
     Complete(id, absl::CancelledError(absl::StrCat("ucx: the channel to ", conn.address, " was destroyed")));
   }
-  if (conn.ep != nullptr) {
-    DropEndpoint(conn.ep);
-    CloseEndpoint(conn.ep, /*force=*/false);
-  }
-  client_conns_.erase(it);
+  if (conn.ep != nullptr) engine_.CloseEndpoint(conn.ep, /*force=*/false);
+  conns_.erase(it);
 }
 
-void Engine::CloseAllClientConns() {
-  for (auto& [id, conn] : client_conns_) {
+void ClientCalls::CloseAll() {
+  engine_.progress().AssertHeld();
+  for (auto& [id, conn] : conns_) {
     if (conn.ep != nullptr) {
-      DropEndpoint(conn.ep);
-      CloseEndpoint(conn.ep, /*force=*/true);
+      engine_.CloseEndpoint(conn.ep, /*force=*/true);
       conn.ep = nullptr;
     }
   }
   while (!calls_.empty()) Complete(calls_.begin()->first, absl::UnavailableError("ucx: the transport shut down"));
-  client_conns_.clear();
+  conns_.clear();
 }
 
 }  // namespace pstrain::ucx

@@ -1,6 +1,6 @@
-// The client side of the ucx transport: the calls of a Channel, and the
-// connection state machine of its endpoint. Engine's functions of this side
-// are defined in client.cc; these are the objects they keep.
+// The client side of the ucx transport: the calls of every Channel of one
+// engine, and the connection state machine of each channel's endpoint
+// (class ClientCalls).
 //
 // Connecting. A channel connects on its first call. A client first exchanges
 // a hello with the server on each new endpoint (kHello, answered kHelloAck),
@@ -15,14 +15,16 @@
 // and goes back to kIdle: the next call reconnects. Destroying the channel
 // completes its calls CANCELLED and closes its endpoint.
 //
-// Deadlines. Every call with a finite deadline is in the engine's deadline
-// queue; the progress loop completes it DEADLINE_EXCEEDED when it passes (an
-// answer that arrives later is dropped).
+// Deadlines. Every call with a finite deadline is in the deadline queue;
+// the progress loop completes it DEADLINE_EXCEEDED when it passes (an answer
+// that arrives later is dropped).
 #pragma once
 
 #include <ucp/api/ucp.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -30,9 +32,12 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/transport/transport.h"
+#include "common/transport/ucx/active_messages.h"
 #include "common/transport/ucx/address.h"
 
 namespace pstrain::ucx {
+
+class Engine;
 
 // Reconnection backoff for wait_for_ready calls (doubling from the first).
 inline constexpr absl::Duration kFirstBackoff = absl::Milliseconds(20);
@@ -82,6 +87,52 @@ struct ClientConn {
   absl::Time retry_at = absl::InfiniteFuture();
   absl::Duration backoff = kFirstBackoff;
   std::string last_error;  // why the last attempt failed
+};
+
+// The calls and client connections of one engine. Every function runs on
+// the engine's progress thread only and starts with
+// engine.progress().AssertHeld(); completions run on callback threads.
+class ClientCalls {
+ public:
+  explicit ClientCalls(Engine& engine) : engine_(engine) {}
+
+  // Starts `call` on its channel's connection (call->conn_id; made on first
+  // use for `address`, `peer`): sent now, queued until connected, or failed.
+  void Start(uint64_t call_id, std::unique_ptr<PendingCall> call, const std::string& address,
+             const SocketAddress& peer);
+  // The channel was destroyed: its calls complete CANCELLED, its endpoint closes.
+  void CloseConn(uint64_t conn_id);
+  // Whether an answer to `call_id` would be taken (the call is pending).
+  bool Expects(uint64_t call_id) const { return calls_.count(call_id) > 0; }
+  // The server acknowledged the hello on `ep`: the waiting calls are sent.
+  void Connected(ucp_ep_h ep);
+  // Sending the request of `call_id` (method `method`) failed.
+  void RequestSendFailed(uint64_t call_id, const std::string& method, ucs_status_t status);
+  // An answer arrived.
+  void Deliver(ReceivedMessage message);
+  // Completes the call (if still pending) on a callback thread.
+  void Complete(uint64_t call_id, absl::Status status, IncomingFrame frame = {});
+  // The progress loop's turn: calls whose deadline passed complete, and
+  // connections whose backoff ended are tried again.
+  void ExpireCalls(absl::Time now);
+  void RetryConnections(absl::Time now);
+  // The earlier of `wake` and the next deadline or retry.
+  absl::Time NextWake(absl::Time wake) const;
+  // The endpoint of connection `conn_id` failed (its owner forgot it).
+  void EndpointFailed(uint64_t conn_id, ucs_status_t status);
+  // Teardown: closes every client endpoint and fails every call.
+  void CloseAll();
+
+ private:
+  void SendOrQueue(uint64_t conn_id, ClientConn& conn, uint64_t call_id, bool wait_for_ready);
+  void Connect(uint64_t conn_id, ClientConn& conn);
+  void ConnectFailed(ClientConn& conn, const std::string& why);
+  void SendRequest(ClientConn& conn, uint64_t call_id);
+
+  Engine& engine_;
+  std::map<uint64_t, std::unique_ptr<PendingCall>> calls_;
+  std::multimap<absl::Time, uint64_t> deadlines_;  // may name completed calls
+  std::map<uint64_t, ClientConn> conns_;
 };
 
 }  // namespace pstrain::ucx

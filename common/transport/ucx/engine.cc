@@ -1,5 +1,5 @@
-// The engine's core: UCX start-up and teardown, the progress loop, the task
-// queue, endpoints (engine.h).
+// The engine: UCX start-up and teardown, the progress loop, the task queue,
+// endpoints (engine.h).
 #include "common/transport/ucx/engine.h"
 
 #include <poll.h>
@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,8 +16,6 @@
 
 namespace pstrain::ucx {
 namespace {
-
-using ucx_wire::AmHeader;
 
 // The longest the progress thread sleeps without looking at UCX.
 constexpr absl::Duration kMaxSleep = absl::Seconds(1);
@@ -68,8 +65,7 @@ class BusyWatch {
 
 Engine::Engine(const TransportOptions& options)
     : max_message_bytes_(options.max_message_bytes),
-      callbacks_(std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 4, 16)),
-      network_tls_(TransportsWithoutSharedMemory(std::getenv("UCX_TLS"))) {}
+      callbacks_(std::clamp<int>(static_cast<int>(std::thread::hardware_concurrency()), 4, 16)) {}
 
 void Engine::Start() {
   thread_ = std::thread([this] { Run(); });
@@ -123,8 +119,8 @@ void Engine::ProgressUntilStopped() {
     const absl::Time now = absl::Now();
     if (ran || pass.active) last_active = now;
     busy.Observe(pass.full, pass.deferred, now);
-    ExpireCalls(now);
-    RetryConnections(now);
+    clients_.ExpireCalls(now);
+    clients_.RetryConnections(now);
     if (stop) return;
     // Traffic comes in bursts (a step's pushes, then its pulls): right after
     // activity, keep polling for spin_ instead of paying a sleep and a
@@ -133,7 +129,7 @@ void Engine::ProgressUntilStopped() {
       sched_yield();
       continue;
     }
-    WaitForEvents(NextWake(now));
+    WaitForEvents(clients_.NextWake(now + kMaxSleep));
   }
 }
 
@@ -155,8 +151,7 @@ bool Engine::RunTasks(bool* ran) {
 Engine::Pass Engine::Progress() {
   Pass pass;
   for (int call = 0; call < kProgressCallsPerPass; ++call) {
-    bool busy = ucp_worker_progress(local_.worker) != 0;
-    if (network_ != nullptr) busy = (ucp_worker_progress(network_->worker) != 0) || busy;
+    const bool busy = workers_.Progress();
     std::vector<Task> deferred;
     deferred.swap(deferred_);
     pass.deferred += static_cast<int>(deferred.size());
@@ -168,18 +163,11 @@ Engine::Pass Engine::Progress() {
   return pass;
 }
 
-absl::Time Engine::NextWake(absl::Time now) const {
-  absl::Time wake = now + kMaxSleep;
-  if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
-  for (const auto& [id, conn] : client_conns_) wake = std::min(wake, conn.retry_at);
-  return wake;
-}
-
 void Engine::WaitForEvents(absl::Time wake_at) {
   if (!deferred_.empty()) return;
   absl::Duration wait = std::max(wake_at - absl::Now(), absl::ZeroDuration());
   std::vector<pollfd> fds;
-  for (UcpWorker* w : Workers()) {
+  for (const UcpWorker* w : workers_.all()) {
     const ucs_status_t armed = ucp_worker_arm(w->worker);
     if (armed == UCS_ERR_BUSY) return;  // events arrived meanwhile: progress again
     if (armed != UCS_OK) {
@@ -199,117 +187,14 @@ void Engine::WaitForEvents(absl::Time wake_at) {
   }
 }
 
-std::vector<UcpWorker*> Engine::Workers() {
-  std::vector<UcpWorker*> workers = {&local_};
-  if (network_ != nullptr) workers.push_back(network_.get());
-  return workers;
-}
-
-ucp_worker_h Engine::WorkerFor(const SocketAddress& peer, const std::string& address) {
-  if (network_tls_.empty() || InThisNetworkNamespace(peer)) return local_.worker;
-  if (network_ == nullptr && !network_tried_) {
-    network_tried_ = true;
-    auto w = std::make_unique<UcpWorker>();
-    if (absl::Status made = CreateWorker(*w, {network_tls_, NetworkRendezvousScheme()}); !made.ok()) {
-      DestroyWorker(*w);
-      LOG(WARNING) << "ucx: cannot start UCX without shared memory (UCX_TLS=" << network_tls_ << ") for peers outside "
-                   << "this network namespace, such as " << address << ": " << made.message()
-                   << "; they share the local worker";
-    } else {
-      network_ = std::move(w);
-      VLOG(1) << "ucx: peers outside this network namespace (first " << address
-              << ") are reached without shared memory (UCX_TLS=" << network_tls_ << ")";
-    }
-  }
-  return network_ != nullptr ? network_->worker : local_.worker;
-}
-
 // ---------------------------------------------------------------- start-up and teardown
 
 absl::Status Engine::InitUcx() {
   if (absl::Status hooks = CheckMemoryHooksForSanitizers(); !hooks.ok()) return hooks;
   SetProcessDefaults();
-  absl::Status made = CreateWorker(local_, ContextSettings());
-  if (!made.ok()) {
-    DestroyWorker(local_);
-    return made;
-  }
-  worker_ = local_.worker;
+  if (absl::Status made = workers_.StartLocal(); !made.ok()) return made;
+  worker_ = workers_.local();
   return absl::OkStatus();
-}
-
-absl::Status Engine::CreateWorker(UcpWorker& w, const ContextSettings& settings) {
-  w.engine = this;
-  if (absl::Status context = CreateContext(w, settings); !context.ok()) return context;
-  ucp_worker_params_t worker_params{};
-  worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  worker_params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread uses it
-  ucs_status_t status = ucp_worker_create(w.context, &worker_params, &w.worker);
-  if (status != UCS_OK) {
-    w.worker = nullptr;
-    return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_create: ", UcsText(status)));
-  }
-  ucp_worker_attr_t attr{};
-  attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
-  status = ucp_worker_query(w.worker, &attr);
-  if (status == UCS_OK && attr.max_am_header < sizeof(AmHeader)) {
-    return absl::UnavailableError(absl::StrCat("ucx: the transports allow AM headers of ", attr.max_am_header,
-                                               " bytes, pstrain needs ", sizeof(AmHeader)));
-  }
-  status = ucp_worker_get_efd(w.worker, &w.event_fd);
-  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_get_efd: ", UcsText(status)));
-  return SetAmHandler(w);
-}
-
-absl::Status Engine::CreateContext(UcpWorker& w, const ContextSettings& settings) {
-  // Every UCX_* variable of the environment (UCX_TLS, UCX_NET_DEVICES, ...),
-  // then this context's own settings.
-  ucp_config_t* config = nullptr;
-  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
-  if (status != UCS_OK) return absl::UnavailableError(absl::StrCat("ucx: ucp_config_read: ", UcsText(status)));
-  for (const auto& [name, value] : {std::pair{"TLS", settings.tls}, std::pair{"RNDV_SCHEME", settings.rndv_scheme}}) {
-    if (value.empty()) continue;
-    status = ucp_config_modify(config, name, value.c_str());
-    if (status != UCS_OK) {
-      ucp_config_release(config);
-      return absl::UnavailableError(absl::StrCat("ucx: UCX_", name, "=", value, ": ", UcsText(status)));
-    }
-  }
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-  params.name = "pstrain";
-  status = ucp_init(&params, config, &w.context);
-  ucp_config_release(config);
-  if (status != UCS_OK) {
-    w.context = nullptr;
-    return absl::UnavailableError(absl::StrCat("ucx: cannot initialise UCX (ucp_init): ", UcsText(status),
-                                               " (check UCX_TLS and UCX_NET_DEVICES)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Engine::SetAmHandler(UcpWorker& w) {
-  ucp_am_handler_param_t handler{};
-  handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
-                       UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-  handler.id = ucx_wire::kAmId;
-  handler.cb = &Engine::OnAm;
-  handler.arg = &w;
-  handler.flags = UCP_AM_FLAG_WHOLE_MSG;
-  const ucs_status_t status = ucp_worker_set_am_recv_handler(w.worker, &handler);
-  if (status != UCS_OK) {
-    return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_set_am_recv_handler: ", UcsText(status)));
-  }
-  return absl::OkStatus();
-}
-
-void Engine::DestroyWorker(UcpWorker& w) {
-  if (w.worker != nullptr) ucp_worker_destroy(w.worker);
-  w.worker = nullptr;
-  w.event_fd = -1;
-  if (w.context != nullptr) ucp_cleanup(w.context);
-  w.context = nullptr;
 }
 
 void Engine::DestroyUcx() {
@@ -318,14 +203,12 @@ void Engine::DestroyUcx() {
     accepting_tasks_ = false;
   }
   worker_ = nullptr;
-  if (network_ != nullptr) DestroyWorker(*network_);
-  network_.reset();
-  DestroyWorker(local_);
+  workers_.Destroy();
 }
 
 void Engine::ShutdownAll() {
-  CloseAllClientConns();
-  CloseAllServers();
+  clients_.CloseAll();
+  servers_.CloseAll();
   WaitForOutstanding();
 }
 
@@ -345,7 +228,14 @@ void Engine::WaitForOutstanding() {
 
 // ---------------------------------------------------------------- endpoints
 
+const EpOwner* Engine::OwnerOf(ucp_ep_h ep) const {
+  auto it = eps_.find(ep);
+  return it == eps_.end() ? nullptr : &it->second;
+}
+
 void Engine::CloseEndpoint(ucp_ep_h ep, bool force) {
+  eps_.erase(ep);
+  messages_.ForgetEndpoint(ep);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;  // 0: flush what is in flight first
@@ -377,15 +267,14 @@ void Engine::OnEpError(void* arg, ucp_ep_h ep, ucs_status_t status) {
 }
 
 void Engine::EndpointFailed(ucp_ep_h ep, ucs_status_t status) {
-  auto it = eps_.find(ep);
-  if (it == eps_.end()) return;  // closed by us meanwhile
-  const EpOwner owner = it->second;
-  DropEndpoint(ep);
+  const EpOwner* found = OwnerOf(ep);
+  if (found == nullptr) return;  // closed by us meanwhile
+  const EpOwner owner = *found;
   CloseEndpoint(ep, /*force=*/true);
   if (owner.client) {
-    ClientEndpointFailed(owner.conn_id, status);
+    clients_.EndpointFailed(owner.conn_id, status);
   } else {
-    ServerEndpointFailed(owner.conn_id);
+    servers_.EndpointFailed(owner.conn_id);
   }
 }
 

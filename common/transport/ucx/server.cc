@@ -1,5 +1,5 @@
-// The engine's server side: listeners, accepted connections, requests handed
-// to the Handler and their responders (server.h).
+// The server side: listeners, accepted connections, requests handed to the
+// Handler and their responders (Servers, server.h).
 #include "common/transport/ucx/server.h"
 
 #include <atomic>
@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/transport/ucx/address.h"
 #include "common/transport/ucx/engine.h"
+#include "common/transport/ucx/workers.h"
 #include "glog/logging.h"
 
 namespace pstrain::ucx {
@@ -38,7 +39,7 @@ struct ResponderState {
       e->Post([e = e.get(), conn_id = conn_id, call_id = call_id, status = std::move(status),
                response = std::move(response)]() mutable {
         e->progress().AssertHeld();
-        e->SendResponse(conn_id, call_id, std::move(status), std::move(response));
+        e->servers().SendResponse(conn_id, call_id, std::move(status), std::move(response));
       });
     }
     absl::MutexLock lock(&server->mu);
@@ -69,19 +70,20 @@ void CallHandler(ServerState& state, const std::string& method, IncomingFrame fr
 
 // ---------------------------------------------------------------- listeners and connections
 
-absl::StatusOr<int> Engine::Listen(uint64_t server_id, std::shared_ptr<ServerState> state,
-                                   const SocketAddress& address) {
+absl::StatusOr<int> Servers::Listen(uint64_t server_id, std::shared_ptr<ServerState> state,
+                                    const SocketAddress& address) {
+  engine_.progress().AssertHeld();
   ServerRecord& server = servers_[server_id];
-  server.engine = this;
+  server.servers = this;
   server.id = server_id;
   server.state = std::move(state);
   ucp_listener_params_t params{};
   params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
   params.sockaddr.addr = address.get();
   params.sockaddr.addrlen = address.length;
-  params.conn_handler.cb = &Engine::OnConnRequest;
-  params.conn_handler.arg = &server;  // std::map: stable until RemoveServer, after the listener is gone
-  ucs_status_t status = ucp_listener_create(local_.worker, &params, &server.listener);
+  params.conn_handler.cb = &Servers::OnConnRequest;
+  params.conn_handler.arg = &server;  // std::map: stable until Remove, after the listener is gone
+  ucs_status_t status = ucp_listener_create(engine_.workers().local(), &params, &server.listener);
   if (status != UCS_OK) {
     const std::string address_text = server.state->address;
     servers_.erase(server_id);
@@ -98,19 +100,17 @@ absl::StatusOr<int> Engine::Listen(uint64_t server_id, std::shared_ptr<ServerSta
   return PortOf(attr.sockaddr);
 }
 
-void Engine::OnConnRequest(ucp_conn_request_h request, void* arg) {
-  auto* server = static_cast<ServerRecord*>(arg);
-  Engine* engine = server->engine;
-  engine->progress_.AssertHeld();
+void Servers::OnConnRequest(ucp_conn_request_h request, void* arg) {
+  const auto* server = static_cast<const ServerRecord*>(arg);
+  Servers* servers = server->servers;
+  servers->engine_.progress().AssertHeld();
   // Runs right after this ucp_worker_progress call, before any task could
   // destroy the listener.
-  engine->Defer([engine, server_id = server->id, request] {
-    engine->progress_.AssertHeld();
-    engine->Accept(server_id, request);
-  });
+  servers->engine_.Defer([servers, server_id = server->id, request] { servers->Accept(server_id, request); });
 }
 
-void Engine::Accept(uint64_t server_id, ucp_conn_request_h request) {
+void Servers::Accept(uint64_t server_id, ucp_conn_request_h request) {
+  engine_.progress().AssertHeld();
   auto it = servers_.find(server_id);
   if (it == servers_.end() || it->second.listener == nullptr) {
     LOG(WARNING) << "ucx: a connection request arrived for a server that is gone";
@@ -132,90 +132,89 @@ void Engine::Accept(uint64_t server_id, ucp_conn_request_h request) {
   params.conn_request = request;
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = &Engine::OnEpError;
-  params.err_handler.arg = this;
+  params.err_handler.arg = &engine_;
   ucp_ep_h ep = nullptr;
   // On the listener's worker, as UCX requires; lanes are those both ends
   // offer, so a client from another network namespace gets no shared memory.
-  const ucs_status_t status = ucp_ep_create(local_.worker, &params, &ep);
+  const ucs_status_t status = ucp_ep_create(engine_.workers().local(), &params, &ep);
   if (status != UCS_OK) {
     LOG(WARNING) << "ucx: cannot accept a connection on " << server.state->address << ": " << UcsText(status);
     return;
   }
-  const uint64_t conn_id = NewId();
-  server_conns_[conn_id] = ServerConn{server_id, ep};
+  const uint64_t conn_id = engine_.NewId();
+  conns_[conn_id] = ServerConn{server_id, ep};
   server.conns.insert(conn_id);
-  eps_[ep] = EpOwner{/*client=*/false, conn_id};
+  engine_.AddEndpoint(ep, EpOwner{/*client=*/false, conn_id});
 }
 
-void Engine::AcknowledgeHello(ucp_ep_h ep) {
-  if (eps_.count(ep) == 0) return;  // closed meanwhile
+void Servers::AcknowledgeHello(ucp_ep_h ep) {
+  engine_.progress().AssertHeld();
+  if (engine_.OwnerOf(ep) == nullptr) return;  // closed meanwhile
   AmHeader ack;
   ack.kind = static_cast<uint16_t>(Kind::kHelloAck);
-  SendAm(ep, ack, "", {});
+  engine_.messages().Send(ep, ack, "", {});
 }
 
-void Engine::ServerEndpointFailed(uint64_t conn_id) {
-  auto it = server_conns_.find(conn_id);
-  if (it == server_conns_.end()) return;
+void Servers::EndpointFailed(uint64_t conn_id) {
+  auto it = conns_.find(conn_id);
+  if (it == conns_.end()) return;
   if (auto server = servers_.find(it->second.server_id); server != servers_.end()) {
     server->second.conns.erase(conn_id);
   }
-  server_conns_.erase(it);
+  conns_.erase(it);
 }
 
-void Engine::StopListening(uint64_t server_id) {
+void Servers::StopListening(uint64_t server_id) {
   auto it = servers_.find(server_id);
   if (it == servers_.end() || it->second.listener == nullptr) return;
   ucp_listener_destroy(it->second.listener);
   it->second.listener = nullptr;
 }
 
-void Engine::CloseServerConns(uint64_t server_id) {
+void Servers::CloseConns(uint64_t server_id) {
+  engine_.progress().AssertHeld();
   auto it = servers_.find(server_id);
   if (it == servers_.end()) return;
   for (uint64_t conn_id : it->second.conns) {
-    auto conn = server_conns_.find(conn_id);
-    if (conn == server_conns_.end()) continue;
-    DropEndpoint(conn->second.ep);
-    CloseEndpoint(conn->second.ep, /*force=*/false);  // answers already queued go out first
-    server_conns_.erase(conn);
+    auto conn = conns_.find(conn_id);
+    if (conn == conns_.end()) continue;
+    engine_.CloseEndpoint(conn->second.ep, /*force=*/false);  // answers already queued go out first
+    conns_.erase(conn);
   }
   it->second.conns.clear();
 }
 
-void Engine::RemoveServer(uint64_t server_id) {
+void Servers::Remove(uint64_t server_id) {
   StopListening(server_id);
-  CloseServerConns(server_id);
+  CloseConns(server_id);
   servers_.erase(server_id);
 }
 
-void Engine::CloseAllServers() {
+void Servers::CloseAll() {
+  engine_.progress().AssertHeld();
   for (auto& [id, server] : servers_) {
     if (server.listener != nullptr) ucp_listener_destroy(server.listener);
     server.listener = nullptr;
   }
-  for (auto& [id, conn] : server_conns_) {
-    DropEndpoint(conn.ep);
-    CloseEndpoint(conn.ep, /*force=*/true);
-  }
-  server_conns_.clear();
+  for (auto& [id, conn] : conns_) engine_.CloseEndpoint(conn.ep, /*force=*/true);
+  conns_.clear();
   servers_.clear();
 }
 
 // ---------------------------------------------------------------- requests and answers
 
-void Engine::DeliverRequest(ReceivedMessage message) {
+void Servers::Deliver(ReceivedMessage message) {
   const uint64_t conn_id = message.server_conn_id;
-  auto conn = server_conns_.find(conn_id);
-  if (conn == server_conns_.end()) return;  // the client went away meanwhile
+  auto conn = conns_.find(conn_id);
+  if (conn == conns_.end()) return;  // the client went away meanwhile
   std::shared_ptr<ServerState> state = servers_.at(conn->second.server_id).state;
   const uint64_t call_id = message.header.call_id;
   std::string method = message.text();
   absl::StatusOr<IncomingFrame> frame = FrameOf(message);
   if (!frame.ok()) {
-    RejectRequest(message.reply_ep, call_id,
-                  absl::InvalidArgumentError(absl::StrCat("ucx: malformed request for ", method, " on ", state->address,
-                                                          ": ", frame.status().message())));
+    Reject(message.reply_ep, call_id,
+           absl::InvalidArgumentError(absl::StrCat("ucx: malformed request for ", method, " on ", state->address, ": ",
+                                                   frame.status().message())));
     return;
   }
   bool accepting;
@@ -225,28 +224,30 @@ void Engine::DeliverRequest(ReceivedMessage message) {
     if (accepting) ++state->unanswered;
   }
   if (!accepting) {
-    RejectRequest(message.reply_ep, call_id,
-                  absl::UnavailableError(absl::StrCat("ucx: the server at ", state->address, " is shutting down")));
+    Reject(message.reply_ep, call_id,
+           absl::UnavailableError(absl::StrCat("ucx: the server at ", state->address, " is shutting down")));
     return;
   }
   Responder respond = MakeResponder(state, conn_id, call_id);
-  RunCallback([state, method = std::move(method), frame = *std::move(frame), respond = std::move(respond)]() mutable {
-    CallHandler(*state, method, std::move(frame), std::move(respond));
-  });
+  engine_.RunCallback(
+      [state, method = std::move(method), frame = *std::move(frame), respond = std::move(respond)]() mutable {
+        CallHandler(*state, method, std::move(frame), std::move(respond));
+      });
 }
 
-void Engine::RejectRequest(ucp_ep_h ep, uint64_t call_id, absl::Status status) {
-  if (eps_.count(ep) == 0) return;  // closed meanwhile
+void Servers::Reject(ucp_ep_h ep, uint64_t call_id, absl::Status status) {
+  engine_.progress().AssertHeld();
+  if (engine_.OwnerOf(ep) == nullptr) return;  // closed meanwhile
   AmHeader header;
   header.kind = static_cast<uint16_t>(Kind::kResponse);
   header.call_id = call_id;
   header.status_code = static_cast<int32_t>(status.code());
-  SendAm(ep, header, std::string(status.message()), {});
+  engine_.messages().Send(ep, header, std::string(status.message()), {});
 }
 
-Responder Engine::MakeResponder(std::shared_ptr<ServerState> state, uint64_t conn_id, uint64_t call_id) {
+Responder Servers::MakeResponder(std::shared_ptr<ServerState> state, uint64_t conn_id, uint64_t call_id) {
   auto shared = std::make_shared<ResponderState>();
-  shared->engine = weak_from_this();
+  shared->engine = engine_.weak_from_this();
   shared->server = std::move(state);
   shared->conn_id = conn_id;
   shared->call_id = call_id;
@@ -254,14 +255,15 @@ Responder Engine::MakeResponder(std::shared_ptr<ServerState> state, uint64_t con
       [shared](absl::Status status, OutgoingFrame response) { shared->Answer(std::move(status), std::move(response)); };
 }
 
-void Engine::SendResponse(uint64_t conn_id, uint64_t call_id, absl::Status status, OutgoingFrame frame) {
-  auto it = server_conns_.find(conn_id);
-  if (it == server_conns_.end()) return;  // the client went away: drop the answer
+void Servers::SendResponse(uint64_t conn_id, uint64_t call_id, absl::Status status, OutgoingFrame frame) {
+  engine_.progress().AssertHeld();
+  auto it = conns_.find(conn_id);
+  if (it == conns_.end()) return;  // the client went away: drop the answer
   if (status.ok()) {
     const size_t bytes = EncodeWireHeader(frame.header).size() + frame.payload_bytes();
-    if (static_cast<int64_t>(bytes) > max_message_bytes_) {
+    if (static_cast<int64_t>(bytes) > engine_.max_message_bytes()) {
       status = absl::ResourceExhaustedError(
-          absl::StrCat("ucx: answer of ", bytes, " bytes exceeds max_message_bytes ", max_message_bytes_));
+          absl::StrCat("ucx: answer of ", bytes, " bytes exceeds max_message_bytes ", engine_.max_message_bytes()));
     }
   }
   AmHeader header;
@@ -269,7 +271,7 @@ void Engine::SendResponse(uint64_t conn_id, uint64_t call_id, absl::Status statu
   header.call_id = call_id;
   header.status_code = static_cast<int32_t>(status.code());
   if (!status.ok()) frame = OutgoingFrame();  // an error carries no frame (as with gRPC)
-  SendAm(it->second.ep, header, std::string(status.message()), std::move(frame));
+  engine_.messages().Send(it->second.ep, header, std::string(status.message()), std::move(frame));
 }
 
 }  // namespace pstrain::ucx

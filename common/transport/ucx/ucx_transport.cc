@@ -58,7 +58,7 @@ class UcxChannel : public Channel {
     Engine* engine = engine_.get();
     engine_->Post([engine, conn_id = conn_id_] {
       engine->progress().AssertHeld();
-      engine->CloseClientConn(conn_id);
+      engine->clients().CloseConn(conn_id);
     });
   }
 
@@ -88,7 +88,7 @@ class UcxChannel : public Channel {
     const uint64_t call_id = engine_->NewId();
     Task task = [engine, call_id, call = std::move(call), address = address_, peer = *peer]() mutable {
       engine->progress().AssertHeld();
-      engine->StartCall(call_id, std::move(call), address, peer);
+      engine->clients().Start(call_id, std::move(call), address, peer);
     };
     if (!engine_->Post(std::move(task))) {
       // The transport is gone: `task` is destroyed on return, and with it the
@@ -136,7 +136,7 @@ class UcxServer : public Server {
     Engine* engine = engine_.get();
     engine_->Post([engine, id = id_] {
       engine->progress().AssertHeld();
-      engine->RemoveServer(id);
+      engine->servers().Remove(id);
     });
   }
 
@@ -156,12 +156,12 @@ class UcxServer : public Server {
     Engine* engine = engine_.get();
     RunOnProgressThread(*engine_, [engine, id = id_] {
       engine->progress().AssertHeld();
-      engine->StopListening(id);
+      engine->servers().StopListening(id);
     });
     DrainRequests(deadline);
     RunOnProgressThread(*engine_, [engine, id = id_] {
       engine->progress().AssertHeld();
-      engine->CloseServerConns(id);
+      engine->servers().CloseConns(id);
     });
   }
 
@@ -227,7 +227,7 @@ class UcxTransport : public Transport {
     Engine* engine = engine_.get();
     RunOnProgressThread(*engine_, [engine, id, state, &resolved, &port] {
       engine->progress().AssertHeld();
-      port = engine->Listen(id, state, *resolved);
+      port = engine->servers().Listen(id, state, *resolved);
     });
     if (!port.ok()) return port.status();
     return std::unique_ptr<Server>(new UcxServer(engine_, id, std::move(state), *port));
