@@ -1,5 +1,5 @@
 // The file a PS shard writes for a checkpoint (docs/CHECKPOINTS.md), read
-// and written here for the shards (ps/shard_checkpoint.h) and for the chief,
+// and written here for the shards (ps/shard/shard_checkpoint.h) and for the chief,
 // which reshards a checkpoint onto another shard count
 // (worker/checkpoint_reshard.h):
 //

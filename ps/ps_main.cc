@@ -4,7 +4,7 @@
 // message names it) or the shard fails, 2 on a bad config.
 #include <iostream>
 
-#include "common/role_main.h"
+#include "common/role/role_main.h"
 #include "common/transport/transport.h"
 #include "glog/logging.h"
 #include "ps/ps_runner.h"

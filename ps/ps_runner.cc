@@ -11,7 +11,7 @@
 #include "glog/logging.h"
 #include "ps/ps_metrics.h"
 #include "ps/ps_service.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 namespace pstrain {
 namespace {
@@ -45,7 +45,7 @@ PsShardOptions ShardOptions(const ExperimentConfig& config, int shard_index) {
   shard_options.timeouts = config.timeouts();
   const int min_workers = config.elastic().min_workers();
   shard_options.workers_join = min_workers > 0 && min_workers < shard_options.num_workers;
-  shard_options.continue_without_lost = config.elastic().on_worker_lost() == "continue";
+  shard_options.continue_without_lost = config.elastic().on_worker_lost() == ElasticConfig::continue_;
   shard_options.tables = RunEmbeddingTables(config);
   shard_options.num_shards = config.cluster().ps_hosts_size();
   shard_options.seed = config.train().init_seed();

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "common/transport/transport.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 namespace pstrain {
 

@@ -28,7 +28,7 @@
 #include "common/registry.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
-#include "ps/shard_variable.h"
+#include "ps/variable/shard_variable.h"
 
 namespace pstrain {
 

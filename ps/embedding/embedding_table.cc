@@ -11,12 +11,6 @@
 
 namespace pstrain {
 
-absl::StatusOr<Eviction> ParseEviction(const std::string& name, const std::string& table) {
-  if (name == "lru") return Eviction::kLeastRecentlyUsed;
-  if (name == "lfu") return Eviction::kLeastOftenUsed;
-  return absl::InvalidArgumentError(absl::StrCat("table '", table, "': eviction '", name, "' is not one of lru, lfu"));
-}
-
 absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(const EmbeddingTableOptions& options) {
   if (options.dim < 1 || options.dim > 4096) {
     return absl::InvalidArgumentError(

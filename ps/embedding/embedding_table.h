@@ -137,7 +137,4 @@ class EmbeddingTable {
   int64_t pushed_rows_ = 0;
 };
 
-// "lru" or "lfu"; InvalidArgument naming the table otherwise.
-absl::StatusOr<Eviction> ParseEviction(const std::string& name, const std::string& table);
-
 }  // namespace pstrain

@@ -29,14 +29,15 @@ absl::StatusOr<std::unique_ptr<SparseTables>> SparseTables::Create(const SparseT
     }
     Table table;
     table.config = config;
-    PSTRAIN_ASSIGN_OR_RETURN(table.dtype, EmbeddingWireDType(config));
+    table.dtype = EmbeddingWireDType(config);
     EmbeddingTableOptions o{.name = config.name(),
                             .dim = config.dim(),
                             .init_scale = config.init_scale(),
                             .seed = options.seed,
                             .optimizer = config.has_optimizer() ? config.optimizer() : options.default_optimizer,
                             .total_steps = options.total_steps};
-    PSTRAIN_ASSIGN_OR_RETURN(o.eviction, ParseEviction(config.eviction(), config.name()));
+    o.eviction =
+        config.eviction() == EmbeddingTableConfig::lfu ? Eviction::kLeastOftenUsed : Eviction::kLeastRecentlyUsed;
     // The table's limit, split evenly over the shards (rounded up).
     if (config.max_rows() > 0) o.max_rows = (config.max_rows() + options.num_shards - 1) / options.num_shards;
     PSTRAIN_ASSIGN_OR_RETURN(table.rows, EmbeddingTable::Create(o));

@@ -71,7 +71,7 @@ class SparseTables {
   // Each table's part on this shard, in config order.
   std::vector<TableStats> Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A checkpoint's view of every table (ps/shard_checkpoint.h writes it).
+  // A checkpoint's view of every table (ps/shard/shard_checkpoint.h writes it).
   struct Snapshot {
     ShardCheckpointHeader::Table header;
     EmbeddingTable::Rows rows;

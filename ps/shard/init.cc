@@ -8,9 +8,9 @@
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "glog/logging.h"
-#include "ps/shard.h"
 #include "ps/shard/request_checks.h"
-#include "ps/shard_checkpoint.h"
+#include "ps/shard/shard.h"
+#include "ps/shard/shard_checkpoint.h"
 
 namespace pstrain {
 namespace {
@@ -61,7 +61,7 @@ absl::Status PsShard::InstallVariables(const InitRequest& request, IncomingFrame
     if (installs) PSTRAIN_RETURN_IF_ERROR(RestoreInPlace(request, payload, generation));
     response->set_already_initialized(true);
   }
-  if (installs && ledger) ledger_ = std::move(ledger);
+  if (installs && ledger) members_.SetLedger(*std::move(ledger));
   response->set_generation(store_.generation());
   return absl::OkStatus();
 }
@@ -95,7 +95,7 @@ absl::Status PsShard::PublishVariables(const InitRequest& request, IncomingFrame
                            LearningRateSchedule::Create(options_.optimizer, request.total_steps()));
   // The tables first: a restore fills them too.
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SparseTables> tables,
-                           SparseTables::Create(SparseOptions(request.total_steps())));
+                           SparseTables::Create(SparseOptionsOf(options_, request.total_steps())));
   PSTRAIN_ASSIGN_OR_RETURN(VariableMap variables,
                            BuildVariables(request, payload, optimizer->num_slots(), tables.get()));
   sparse_ = std::move(tables);
@@ -118,7 +118,7 @@ absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& 
   PSTRAIN_RETURN_IF_ERROR(store_.Replace(std::move(fresh), generation, *policy_));
   const int64_t step = request.has_restore() ? request.restore().step() : 0;
   ResumeAt(step);
-  roster_.ForgetRepeats();
+  members_.roster().ForgetRepeats();
   LOG(INFO) << "shard " << options_.shard_index << ": restored " << store_.variables().size()
             << " variables at generation " << generation << " from "
             << (request.has_restore() ? absl::StrCat(request.restore().path(), " (step ", step, ")")
@@ -129,7 +129,7 @@ absl::Status PsShard::RestoreInPlace(const InitRequest& request, IncomingFrame& 
 void PsShard::ResumeAt(int64_t step) {
   resumed_step_ = step;
   // Every worker resumes at that step.
-  roster_.ResumeAt(step);
+  members_.roster().ResumeAt(step);
 }
 
 }  // namespace pstrain

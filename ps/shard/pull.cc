@@ -8,7 +8,7 @@
 #include "common/compression/compression.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 namespace pstrain {
 namespace {
@@ -32,6 +32,20 @@ absl::StatusOr<std::vector<ShardVariable*>> PullVariables(const PullRequest& req
   return vars;
 }
 
+// `var`'s current value in `dtype` (16-bit), encoded once per version.
+std::shared_ptr<Buffer> EncodedValue(ShardVariable& var, WireDType dtype) ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu) {
+  const int64_t version = var.version.load();
+  if (var.encoded == nullptr || var.encoded_dtype != dtype || var.encoded_version != version) {
+    // A new buffer each time: pulls of the previous version may still hold
+    // the old one.
+    var.encoded = Buffer::AllocateUninitialized(static_cast<size_t>(var.n) * WireDTypeSize(dtype));
+    EncodeFloats(dtype, static_cast<const float*>(var.value->data()), static_cast<size_t>(var.n), var.encoded->data());
+    var.encoded_dtype = dtype;
+    var.encoded_version = version;
+  }
+  return var.encoded;
+}
+
 }  // namespace
 
 void PsShard::Pull(const PullRequest& request, Responder respond) {
@@ -44,7 +58,7 @@ void PsShard::Pull(const PullRequest& request, Responder respond) {
   {
     // Check-and-park under mu_, so an update that lands in between wakes us.
     absl::MutexLock lock(&mu_);
-    NoteWorker(request.worker(), request.incarnation());
+    members_.Note(request.worker(), request.incarnation(), store_.NewestVersion());
     state = TryServePull(request, &response);
     if (state.ok() && *state != PullState::kReady) {
       parked_.Park(request, std::move(respond), *state, absl::Now());
@@ -72,7 +86,7 @@ absl::StatusOr<PullState> PsShard::TryServePull(const PullRequest& request, Outg
   if (WireDTypeSize(dtype) == 0) {
     return absl::InvalidArgumentError(absl::StrCat("pull: unknown value_dtype ", dtype));
   }
-  if (!policy_->PullBlockers(request, roster_.progress()).empty()) return PullState::kBlockedByPolicy;
+  if (!policy_->PullBlockers(request, members_.roster().progress()).empty()) return PullState::kBlockedByPolicy;
   WritePullResponse(request, vars, dtype, response);
   return PullState::kReady;
 }
@@ -99,24 +113,11 @@ void PsShard::WritePullResponse(const PullRequest& request, const std::vector<Sh
   header.set_resumed_step(resumed_step_);
   header.set_generation(store_.generation());
   if (request.min_generation() > 0) {  // a worker joining: where it stands
-    header.set_rejoined(roster_.rejoined(request.worker()));
-    header.set_worker_steps(roster_.progress().completed_steps[request.worker()]);
+    header.set_rejoined(members_.roster().rejoined(request.worker()));
+    header.set_worker_steps(members_.roster().progress().completed_steps[request.worker()]);
   }
   header.SerializeToString(&response->header);
   bytes_out_ += response->payload_bytes();
-}
-
-std::shared_ptr<Buffer> PsShard::EncodedValue(ShardVariable& var, WireDType dtype) {
-  const int64_t version = var.version.load();
-  if (var.encoded == nullptr || var.encoded_dtype != dtype || var.encoded_version != version) {
-    // A new buffer each time: pulls of the previous version may still hold
-    // the old one.
-    var.encoded = Buffer::AllocateUninitialized(static_cast<size_t>(var.n) * WireDTypeSize(dtype));
-    EncodeFloats(dtype, static_cast<const float*>(var.value->data()), static_cast<size_t>(var.n), var.encoded->data());
-    var.encoded_dtype = dtype;
-    var.encoded_version = version;
-  }
-  return var.encoded;
 }
 
 void PsShard::WakePulls() {
@@ -164,7 +165,7 @@ std::string PsShard::DescribeWait(const PullRequest& request) const {
     return absl::StrCat("the chief's restore of this shard (generation ", request.min_generation(), "; now ",
                         store_.generation(), ")");
   }
-  if (std::vector<int> blockers = policy_->PullBlockers(request, roster_.progress()); !blockers.empty()) {
+  if (std::vector<int> blockers = policy_->PullBlockers(request, members_.roster().progress()); !blockers.empty()) {
     return policy_->DescribeBlockers(request, blockers);
   }
   for (const auto& [name, var] : store_.variables()) {

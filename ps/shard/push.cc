@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "ps/push_decoder.h"
-#include "ps/shard.h"
+#include "ps/shard/push_decoder.h"
 #include "ps/shard/request_checks.h"
+#include "ps/shard/shard.h"
 
 namespace pstrain {
 namespace {
@@ -90,8 +90,8 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
 
 int64_t PsShard::NotePusher(const PushRequest& request) {
   absl::MutexLock lock(&mu_);
-  NoteWorker(request.worker(), request.incarnation());
-  return roster_.repeats_below(request.worker());
+  members_.Note(request.worker(), request.incarnation(), store_.NewestVersion());
+  return members_.roster().repeats_below(request.worker());
 }
 
 absl::StatusOr<std::vector<bool>> PsShard::CheckPushAgainstState(const std::vector<ShardVariable*>& vars, int worker,
@@ -162,7 +162,7 @@ absl::StatusOr<PushOutcome> PsShard::ApplyGradient(ShardVariable& var, const Pus
 
 void PsShard::NotePushed(const PushRequest& request) {
   absl::MutexLock lock(&mu_);
-  roster_.Pushed(request.worker(), absl::Now(), request.step(), request.local_step());
+  members_.roster().Pushed(request.worker(), absl::Now(), request.step(), request.local_step());
 }
 
 }  // namespace pstrain

@@ -3,21 +3,21 @@
 // (ps/embedding/sparse_tables.h holds the rules).
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 namespace pstrain {
 
-SparseTablesOptions PsShard::SparseOptions(int64_t total_steps) const {
+SparseTablesOptions SparseOptionsOf(const PsShardOptions& options, int64_t total_steps) {
   SparseTablesOptions o;
-  o.shard_index = options_.shard_index;
-  o.num_shards = options_.num_shards;
-  o.num_workers = options_.num_workers;
-  o.sync = options_.consistency == "sync";
-  o.tables = options_.tables;
-  o.default_optimizer = options_.optimizer;
-  o.seed = options_.seed;
+  o.shard_index = options.shard_index;
+  o.num_shards = options.num_shards;
+  o.num_workers = options.num_workers;
+  o.sync = options.consistency == "sync";
+  o.tables = options.tables;
+  o.default_optimizer = options.optimizer;
+  o.seed = options.seed;
   o.total_steps = total_steps;
-  o.default_timeout = absl::Seconds(options_.timeouts.rpc_seconds());
+  o.default_timeout = absl::Seconds(options.timeouts.rpc_seconds());
   return o;
 }
 

@@ -28,7 +28,7 @@
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "ps/consistency/consistency_policy.h"
-#include "ps/shard_variable.h"
+#include "ps/variable/shard_variable.h"
 
 namespace pstrain {
 

@@ -3,7 +3,7 @@
 // worker/checkpoint_manager.h; resharding, worker/checkpoint_reshard.h, when
 // the manifest places the variables otherwise) and the shards' checkpoint
 // files (DecodeShardCheckpoint, common/shard_checkpoint_file.h, through
-// LoadShardCheckpoint, ps/shard_checkpoint.h, reached as a PS reaches it:
+// LoadShardCheckpoint, ps/shard/shard_checkpoint.h, reached as a PS reaches it:
 // an Init that restores). The shards hold no embedding table, so a file's
 // tables section is decoded (and bounds-checked) and then refused.
 //
@@ -34,7 +34,7 @@
 #include "absl/strings/match.h"
 #include "common/durable_file.h"
 #include "proto/ps.pb.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/ps_fuzz_shard.h"
 #include "worker/checkpoint_manager.h"

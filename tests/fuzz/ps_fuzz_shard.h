@@ -10,7 +10,7 @@
 #include "common/placement.h"
 #include "common/transport/frame.h"
 #include "proto/ps.pb.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace pstrain::fuzz {

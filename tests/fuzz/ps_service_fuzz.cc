@@ -13,7 +13,7 @@
 // inside a scratch directory: a Checkpoint's path and an Init's
 // restore.path are replaced by one file there (so a Checkpoint then an
 // Init of a newer generation restores what was written). The Init sets up a
-// small data ledger, so Chunk requests reach it (ps/data_ledger.h). After the last
+// small data ledger, so Chunk requests reach it (ps/shard/data_ledger.h). After the last
 // request the shard's periodic Check runs a year ahead (expiring every
 // parked pull) and CancelPendingPulls answers the rest, so nothing parks
 // past its input and nothing accumulates across inputs.
@@ -35,7 +35,7 @@
 #include "absl/time/clock.h"
 #include "common/ps_rpc.h"
 #include "ps/ps_service.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/ps_fuzz_shard.h"
 

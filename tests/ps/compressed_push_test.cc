@@ -9,7 +9,7 @@
 #include "common/compression/compression.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 #include "tests/ps/ps_test_util.h"
 
 namespace pstrain {

@@ -1,7 +1,7 @@
-// DataLedger on its own (ps/data_ledger.h): chunks handed out in order, each
+// DataLedger on its own (ps/shard/data_ledger.h): chunks handed out in order, each
 // counted once when its holder reports it, a lost worker's chunk handed to
 // another, late reports refused, the run's end, and checkpoint state.
-#include "ps/data_ledger.h"
+#include "ps/shard/data_ledger.h"
 
 #include <map>
 #include <random>

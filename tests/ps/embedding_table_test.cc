@@ -185,7 +185,6 @@ TEST(EmbeddingTableTest, BadOptionsAreRefusedNamingTheTable) {
   EXPECT_THAT(EmbeddingTable::Create(o).status().message(), HasSubstr("table 't': dim 0"));
   o = Options("no_such_optimizer");
   EXPECT_EQ(EmbeddingTable::Create(o).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(ParseEviction("fifo", "t").status().message(), HasSubstr("'fifo' is not one of lru, lfu"));
 }
 
 }  // namespace

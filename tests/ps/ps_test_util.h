@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "proto/ps.pb.h"
 #include "ps/ps_service.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 namespace pstrain::ps_testing {
 

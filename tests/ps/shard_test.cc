@@ -1,7 +1,7 @@
 // PsShard driven through PsService over the in-process transport: Init,
 // Pull, Push validation, sync/async consistency, deadlines, lost workers,
-// Done/Stats (ps/shard.h, ps/ps_service.h).
-#include "ps/shard.h"
+// Done/Stats (ps/shard/shard.h, ps/ps_service.h).
+#include "ps/shard/shard.h"
 
 #include <atomic>
 #include <functional>

@@ -1,4 +1,4 @@
-// Embedding tables in a shard's checkpoint (ps/shard_checkpoint.h,
+// Embedding tables in a shard's checkpoint (ps/shard/shard_checkpoint.h,
 // common/shard_checkpoint_file.h): a shard restored from the file answers
 // the same rows at the same version and, its optimizer slots restored too,
 // moves them as the original does; a file whose tables are not the run's is
@@ -12,7 +12,7 @@
 #include "common/shard_checkpoint_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 #include "tests/ps/table_shard_test_util.h"
 #include "tests/util/process_test_util.h"
 

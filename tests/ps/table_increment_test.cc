@@ -1,4 +1,4 @@
-// Incremental checkpoints of a shard's embedding tables (ps/shard_checkpoint.h,
+// Incremental checkpoints of a shard's embedding tables (ps/shard/shard_checkpoint.h,
 // ps/embedding/sparse_tables.h, common/table_chain.h): a checkpoint
 // asked to build on an earlier one holds only the rows changed since; a
 // shard restored from the chain (whole file, then increments) has every row,
@@ -15,7 +15,7 @@
 #include "common/shard_checkpoint_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 #include "tests/ps/table_shard_test_util.h"
 #include "tests/util/process_test_util.h"
 

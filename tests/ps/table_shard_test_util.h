@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 namespace pstrain::table_test {
 
@@ -29,7 +29,7 @@ inline PsShardOptions TableShardOptions(int dim = kDim, int64_t max_rows = 0) {
   t.set_dim(dim);
   if (max_rows > 0) {
     t.set_max_rows(max_rows);
-    t.set_eviction("lru");
+    t.set_eviction(EmbeddingTableConfig::lru);
   }
   return o;
 }

@@ -1,4 +1,4 @@
-#include "ps/shard_checkpoint.h"
+#include "ps/shard/shard_checkpoint.h"
 
 #include <cstring>
 

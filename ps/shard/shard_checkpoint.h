@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "proto/ps.pb.h"
 #include "ps/embedding/sparse_tables.h"
-#include "ps/shard_variable.h"
+#include "ps/variable/shard_variable.h"
 
 namespace pstrain {
 

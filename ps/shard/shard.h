@@ -9,10 +9,11 @@
 // and progress, parks pulls until they can be answered, and reports load.
 //
 // PsShard is the facade over its parts (ps/shard/): VariableStore (the
-// variables and the generation they belong to), WorkerRoster (what it knows
-// of each worker) and ParkedPulls (pulls waiting to be answered). Its own
-// code is split by concern: Init and generations in shard/init.cc, pulls in
-// shard/pull.cc, pushes in shard/push.cc, workers, Check and Stats in
+// variables and the generation they belong to), ShardMembership (who takes
+// part: the roster of workers, membership changes, the data ledger) and
+// ParkedPulls (pulls waiting to be answered). Its own code is split by
+// concern: Init and generations in init.cc, pulls in pull.cc, pushes in
+// push.cc, embedding tables in sparse.cc, workers, Check and Stats in
 // shard.cc.
 //
 // A malformed request (unknown variable, wrong dtype, shape or byte count,
@@ -27,7 +28,6 @@
 
 #include <atomic>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,12 +39,11 @@
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
 #include "ps/consistency/consistency_policy.h"
-#include "ps/data_ledger.h"
 #include "ps/embedding/sparse_tables.h"
+#include "ps/shard/membership.h"
 #include "ps/shard/parked_pulls.h"
 #include "ps/shard/variable_store.h"
-#include "ps/shard/worker_roster.h"
-#include "ps/shard_variable.h"
+#include "ps/variable/shard_variable.h"
 
 namespace pstrain {
 
@@ -87,10 +86,10 @@ class PsShard {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Heartbeat(const HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes this shard's variables, optimizer slots and versions to
-  // request.path (ps/shard_checkpoint.h). FAILED_PRECONDITION before Init.
+  // request.path (ps/shard/shard_checkpoint.h). FAILED_PRECONDITION before Init.
   absl::StatusOr<CheckpointResponse> Checkpoint(const CheckpointRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Done(const DoneRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
-  // data.sharding dynamic (ps/data_ledger.h): the worker's finished chunks
+  // data.sharding dynamic (ps/shard/data_ledger.h): the worker's finished chunks
   // and its next one. FAILED_PRECONDITION on a shard without a ledger (none
   // but shard 0 has one, after the chief's Init).
   absl::StatusOr<ChunkResponse> Chunk(const ChunkRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
@@ -127,16 +126,6 @@ class PsShard {
   absl::Status ValidateWorker(int worker, const char* what) const;
 
   // Workers (shard.cc).
-  // A request from `worker` (process `incarnation`): an absent worker
-  // joins, a new incarnation rejoins (NoteIncarnation); both are recorded.
-  void NoteWorker(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records `worker`'s process incarnation; a new one means the worker was
-  // restarted and rejoins (logged; a lost worker counts again).
-  void NoteIncarnation(int worker, uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A membership change, logged and kept for Stats.
-  void RecordChange(int worker, const std::string& change, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `worker` left: its data chunk goes back to the ledger.
-  void ReleaseChunk(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker left (done or finished pushing): let the policy apply what no
   // longer waits for it, then wake pulls.
   void OnDeparted(int worker) ABSL_LOCKS_EXCLUDED(mu_);
@@ -179,9 +168,6 @@ class PsShard {
   // and, for a joining worker, the worker stand.
   void WritePullResponse(const PullRequest& request, const std::vector<ShardVariable*>& vars, WireDType dtype,
                          OutgoingFrame* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `var`'s current value in `dtype` (16-bit), encoded once per version.
-  static std::shared_ptr<Buffer> EncodedValue(ShardVariable& var, WireDType dtype)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(var.mu);
   // Answers the parked pulls that can be answered now.
   void WakePulls() ABSL_LOCKS_EXCLUDED(mu_);
   // Answers the parked pulls whose deadline has come, saying what they
@@ -190,8 +176,6 @@ class PsShard {
   std::string DescribeWait(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Embedding tables (ps/shard/sparse.cc).
-  // The tables' options for a run of `total_steps` global steps.
-  SparseTablesOptions SparseOptions(int64_t total_steps) const;
   // The tables, or FAILED_PRECONDITION naming `what` before the first Init.
   absl::StatusOr<SparseTables*> Tables(const char* what) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -231,15 +215,11 @@ class PsShard {
   // Acquired before any variable's lock.
   mutable absl::Mutex mu_;
   ParkedPulls parked_ ABSL_GUARDED_BY(mu_);
-  // Liveness, progress, incarnations, reports and departures of the workers
-  // (its departed flags, atomics, are what the policy reads through
-  // ConsistencyOptions::departed, under any lock).
-  WorkerRoster roster_ ABSL_GUARDED_BY(mu_);
-  // Who joined and left, in order.
-  std::vector<MembershipChange> membership_ ABSL_GUARDED_BY(mu_);
-  const absl::Time created_ = absl::Now();
-  // data.sharding dynamic, shard 0: set by the chief's Init.
-  std::optional<DataLedger> ledger_ ABSL_GUARDED_BY(mu_);
+  // The workers (liveness, progress, incarnations, reports, departures:
+  // the roster's departed flags, atomics, are what the policy reads through
+  // ConsistencyOptions::departed, under any lock), membership changes and
+  // the data ledger (data.sharding dynamic, shard 0: set by the chief's Init).
+  ShardMembership members_ ABSL_GUARDED_BY(mu_);
   // The embedding tables: created by the first Init, then kept (a restore
   // leaves them as they are); SparseTables locks itself.
   std::unique_ptr<SparseTables> sparse_ ABSL_GUARDED_BY(mu_);
@@ -251,5 +231,9 @@ class PsShard {
   std::atomic<int64_t> dropped_gradients_{0};
   std::atomic<int64_t> apply_nanos_{0};
 };
+
+// The embedding tables' options of `options`'s shard for a run of
+// `total_steps` global steps.
+SparseTablesOptions SparseOptionsOf(const PsShardOptions& options, int64_t total_steps);
 
 }  // namespace pstrain

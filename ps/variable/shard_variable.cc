@@ -1,4 +1,4 @@
-#include "ps/shard_variable.h"
+#include "ps/variable/shard_variable.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "ps/data_ledger.h"
+#include "ps/shard/data_ledger.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "common/metrics/memory_usage.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
-#include "ps/shard_checkpoint.h"
+#include "ps/shard/shard_checkpoint.h"
 
 namespace pstrain {
 
@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<PsShard>> PsShard::Create(const PsShardOptions& o
   std::unique_ptr<PsShard> shard(new PsShard(options, std::move(policy), std::move(roster)));
   // The tables are created at Init (when the run's length is known); a bad
   // table config is refused now.
-  PSTRAIN_RETURN_IF_ERROR(SparseTables::Create(shard->SparseOptions(0)).status());
+  PSTRAIN_RETURN_IF_ERROR(SparseTables::Create(SparseOptionsOf(options, 0)).status());
   return shard;
 }
 
@@ -43,7 +43,7 @@ PsShard::PsShard(const PsShardOptions& options, std::unique_ptr<ConsistencyPolic
       policy_(std::move(policy)),
       store_(options.shard_index),
       parked_(options.shard_index, absl::Seconds(options.timeouts.rpc_seconds())),
-      roster_(std::move(roster)) {}
+      members_(options.shard_index, std::move(roster)) {}
 
 PsShard::~PsShard() { CancelPendingPulls(absl::CancelledError("PS shard shutting down")); }
 
@@ -55,52 +55,14 @@ absl::Status PsShard::ValidateWorker(int worker, const char* what) const {
   return absl::OkStatus();
 }
 
-void PsShard::NoteWorker(int worker, uint64_t incarnation) {
-  if (roster_.Arrive(worker, absl::Now())) {
-    RecordChange(worker, "joined", absl::StrCat("first request; ", roster_.Present().size(), " workers present"));
-  }
-  NoteIncarnation(worker, incarnation);
-}
-
-void PsShard::RecordChange(int worker, const std::string& change, const std::string& why) {
-  MembershipChange entry;
-  entry.set_step(store_.initialized() ? store_.NewestVersion() : 0);
-  entry.set_worker(worker);
-  entry.set_change(change);
-  entry.set_why(why);
-  entry.set_seconds(absl::ToDoubleSeconds(absl::Now() - created_));
-  LOG(WARNING) << "shard " << options_.shard_index << ": membership: worker " << worker << " " << change << " at step "
-               << entry.step() << " (" << why << ")";
-  membership_.push_back(std::move(entry));
-}
-
-void PsShard::ReleaseChunk(int worker) {
-  if (ledger_) ledger_->Release(worker);
-}
-
-void PsShard::NoteIncarnation(int worker, uint64_t incarnation) {
-  if (!roster_.NoteIncarnation(worker, incarnation)) return;
-  // Gradients the old process pushed for steps still being aggregated may
-  // arrive again from the new one (the same step, the same data): they are
-  // dropped, not refused as duplicates.
-  const int64_t newest = store_.NewestVersion();
-  const bool was_lost = roster_.Rejoin(worker, newest + 1, absl::Now());
-  LOG(WARNING) << "shard " << options_.shard_index << ": worker " << worker
-               << " rejoined (a new process); its repeated gradients for steps below " << newest + 1 << " are dropped"
-               << (was_lost ? "; it is no longer lost" : "");
-  // The old process's chunk is not coming back.
-  ReleaseChunk(worker);
-  RecordChange(worker, "rejoined", was_lost ? "a new process of a lost worker" : "a new process");
-}
-
 absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "heartbeat"));
   bool departed = false;
   {
     absl::MutexLock lock(&mu_);
-    NoteWorker(request.worker(), request.incarnation());
-    roster_.Heard(request.worker(), absl::Now(), request.step());
-    departed = request.finished_pushing() && roster_.FinishedPushing(request.worker());
+    members_.Note(request.worker(), request.incarnation(), store_.NewestVersion());
+    members_.roster().Heard(request.worker(), absl::Now(), request.step());
+    departed = request.finished_pushing() && members_.roster().FinishedPushing(request.worker());
   }
   if (departed) OnDeparted(request.worker());
   return absl::OkStatus();
@@ -140,7 +102,7 @@ absl::Status PsShard::Done(const DoneRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(worker, "done"));
   {
     absl::MutexLock lock(&mu_);
-    if (!roster_.Done(worker, request.report())) return absl::OkStatus();
+    if (!members_.roster().Done(worker, request.report())) return absl::OkStatus();
     LOG(INFO) << "shard " << options_.shard_index << ": worker " << worker << " done after " << request.report().steps()
               << " steps";
   }
@@ -161,13 +123,14 @@ void PsShard::OnDeparted(int worker) {
 absl::StatusOr<ChunkResponse> PsShard::Chunk(const ChunkRequest& request) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "chunk"));
   absl::MutexLock lock(&mu_);
-  if (!ledger_) {
+  DataLedger* ledger = members_.ledger();
+  if (ledger == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "chunk: shard ", options_.shard_index,
         " keeps no data ledger (data.sharding dynamic: shard 0 keeps it once the chief's Init sets it up)"));
   }
-  NoteWorker(request.worker(), request.incarnation());
-  return ledger_->Exchange(request.worker(), request);
+  members_.Note(request.worker(), request.incarnation(), store_.NewestVersion());
+  return ledger->Exchange(request.worker(), request);
 }
 
 StatsResponse PsShard::Stats(const StatsRequest& request, bool with_ledger_state) const {
@@ -175,15 +138,7 @@ StatsResponse PsShard::Stats(const StatsRequest& request, bool with_ledger_state
   ShardLoad* load = stats.mutable_load();
   {
     absl::MutexLock lock(&mu_);
-    for (const WorkerReport& r : roster_.reports()) *stats.add_done() = r;
-    for (int w : roster_.Lost()) stats.add_lost(w);
-    for (int w : roster_.Present()) stats.add_present(w);
-    for (int w : roster_.Absent()) stats.add_absent(w);
-    for (const MembershipChange& c : membership_) *stats.add_membership() = c;
-    if (ledger_) {
-      *stats.mutable_ledger() = ledger_->Report();
-      if (with_ledger_state) *stats.mutable_ledger_state() = ledger_->State(request.ledger_before_step());
-    }
+    members_.Report(&stats, request.ledger_before_step(), with_ledger_state);
   }
   stats.set_generation(store_.generation());
   load->set_shard(options_.shard_index);
@@ -234,17 +189,16 @@ absl::Status PsShard::CheckLostWorkers(absl::Time now) {
   std::vector<std::pair<absl::Duration, std::string>> fatal;
   {
     absl::MutexLock lock(&mu_);
-    for (WorkerRoster::Silent& s : roster_.SilentWorkers(now, absl::Seconds(options_.timeouts.worker_lost_seconds()),
-                                                         absl::Seconds(options_.timeouts.startup_seconds()))) {
+    for (WorkerRoster::Silent& s :
+         members_.roster().SilentWorkers(now, absl::Seconds(options_.timeouts.worker_lost_seconds()),
+                                         absl::Seconds(options_.timeouts.startup_seconds()))) {
       if (policy_->LostWorkerIsFatal() && !options_.continue_without_lost) {
         fatal.emplace_back(s.silent, std::move(s.what));
         continue;
       }
-      roster_.Lose(s.worker);
-      ReleaseChunk(s.worker);
+      members_.Lose(s.worker, store_.NewestVersion(),
+                    absl::StrCat(s.what, "; ", options_.consistency, " training continues without it"));
       newly_lost.push_back(s.worker);
-      RecordChange(s.worker, "lost",
-                   absl::StrCat(s.what, "; ", options_.consistency, " training continues without it"));
     }
   }
   if (!fatal.empty()) {
@@ -258,14 +212,14 @@ absl::Status PsShard::CheckLostWorkers(absl::Time now) {
 
 bool PsShard::Finished() const {
   absl::MutexLock lock(&mu_);
-  return roster_.AllDoneOrLost();
+  return members_.roster().AllDoneOrLost();
 }
 
 int64_t PsShard::MinVersion() const { return store_.MinVersion(); }
 
 std::vector<int> PsShard::LostWorkers() const {
   absl::MutexLock lock(&mu_);
-  return roster_.Lost();
+  return members_.roster().Lost();
 }
 
 }  // namespace pstrain

@@ -1,4 +1,4 @@
-#include "ps/push_decoder.h"
+#include "ps/shard/push_decoder.h"
 
 #include <cstring>
 #include <memory>
