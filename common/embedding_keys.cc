@@ -30,19 +30,25 @@ int EmbeddingKeyShard(uint64_t key, int num_shards) {
   return static_cast<int>(MixBits(key ^ kShardSalt) % static_cast<uint64_t>(num_shards));
 }
 
-absl::StatusOr<WireDType> EmbeddingWireDType(const EmbeddingTableConfig& table) {
-  if (table.wire_dtype() == "fp32") return DT_FLOAT32;
-  if (table.wire_dtype() == "fp16") return DT_FLOAT16;
-  if (table.wire_dtype() == "bf16") return DT_BFLOAT16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("table '", table.name(), "': wire_dtype '", table.wire_dtype(), "' is not one of fp32, fp16, bf16"));
+WireDType EmbeddingWireDType(const EmbeddingTableConfig& table) {
+  switch (table.wire_dtype()) {
+    case EmbeddingTableConfig::fp16:
+      return DT_FLOAT16;
+    case EmbeddingTableConfig::bf16:
+      return DT_BFLOAT16;
+    case EmbeddingTableConfig::fp32:
+      break;
+  }
+  return DT_FLOAT32;
 }
 
 std::vector<EmbeddingTableConfig> RunEmbeddingTables(const ExperimentConfig& config) {
   std::vector<EmbeddingTableConfig> tables(config.model().tables().begin(), config.model().tables().end());
   const std::string& compression = config.compression();
   for (EmbeddingTableConfig& t : tables) {
-    if (!t.has_wire_dtype() && (compression == "fp16" || compression == "bf16")) t.set_wire_dtype(compression);
+    if (t.has_wire_dtype()) continue;
+    if (compression == "fp16") t.set_wire_dtype(EmbeddingTableConfig::fp16);
+    if (compression == "bf16") t.set_wire_dtype(EmbeddingTableConfig::bf16);
   }
   return tables;
 }

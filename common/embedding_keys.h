@@ -30,9 +30,8 @@ int EmbeddingKeyShard(uint64_t key, int num_shards);
 // initial values.
 uint64_t EmbeddingTableDigest(std::string_view table_name);
 
-// The table's rows on the wire (its wire_dtype: fp32, fp16 or bf16);
-// InvalidArgument naming the table otherwise.
-absl::StatusOr<WireDType> EmbeddingWireDType(const EmbeddingTableConfig& table);
+// The table's rows on the wire (its wire_dtype: fp32, fp16 or bf16).
+WireDType EmbeddingWireDType(const EmbeddingTableConfig& table);
 
 // The run's tables as workers and shards both use them: a table that names
 // no wire_dtype gets the run's `compression` when that is fp16 or bf16

@@ -15,26 +15,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/tensor.h"
+#include "device/precision.h"
 
 namespace pstrain {
 
-// The arithmetic of the compute-bound layers (convolutions, dense): fp32
-// throughout, or mixed precision: their inputs, weights and incoming
-// gradients rounded to bf16 (fp16) for the product, accumulated and written
-// in fp32. Everything else stays fp32: activations between layers, the
-// variables (master weights), their gradients, optimizer state.
-enum class Precision { kFp32, kBf16, kFp16 };
-// The names configs give them (`precision:`): "fp32", "bf16", "fp16".
-std::vector<std::string> PrecisionNames();
-std::string PrecisionName(Precision precision);
-// InvalidArgument listing PrecisionNames() for any other name.
-absl::StatusOr<Precision> ParsePrecision(absl::string_view name);
 // OK when contexts of `kind` can compute in `precision` in this build on
-// this machine; otherwise FailedPrecondition (the processor lacks it,
-// naming what it has) or Unimplemented, saying what would be needed. bf16
-// on the CPU needs AVX-512 BF16 or AMX as oneDNN sees them (its effective
-// ISA, which ONEDNN_MAX_CPU_ISA may lower); fp16 needs a GPU. On GPUs both
-// need a CUDA build and tensor cores (cuda::CheckHalfPrecisionSupport).
+// this machine (fp32 always); otherwise the device entry's reason
+// (DeviceEntry::supports): bf16 on the CPU needs AVX-512 BF16 or AMX as
+// oneDNN sees them, fp16 a GPU; on GPUs both need a CUDA build and tensor
+// cores.
 absl::Status CheckPrecision(DeviceKind kind, Precision precision);
 
 // Per-device execution state (oneDNN engine and stream on CPU; handles and a
@@ -85,8 +74,9 @@ class DeviceContext {
 
 // Creates the context for `device`.
 absl::StatusOr<std::unique_ptr<DeviceContext>> CreateDeviceContext(Device device);
-// Devices of `kind` this process can use: 1 for the CPU; the visible GPUs
-// for CUDA (0 in a build without CUDA, or without a GPU or driver).
+// Devices of `kind` this process can use (its entry's count): 1 for the
+// CPU; the visible GPUs for CUDA (0 in a build without CUDA, or without a
+// GPU or driver).
 int CountDevices(DeviceKind kind);
 
 }  // namespace pstrain

@@ -1,7 +1,8 @@
 // Device kinds by config name (`device`, `local_parameter_device`), each
-// registered where what it computes on is made: "cpu" and "gpu" beside
-// CreateDeviceContext (device_context.cc; "gpu" unavailable, with the
-// reason, in a build without CUDA), "emulated" in worker/emulated_device.cc
+// registered where what it computes on is made: "cpu" in device/cpu/
+// cpu_device.cc, "gpu" in device/cuda/cuda_device.cc (unavailable, with the
+// reason, in a build without CUDA: device/no_cuda/), "emulated" in
+// worker/emulated_device.cc
 // (a modelled device whose replicas compute on the CPU). Registering also
 // makes config validation accept the name (in the binaries that link the
 // device layer: workers, not parameter servers).
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "common/registry.h"
 #include "common/tensor.h"
+#include "device/precision.h"
 
 namespace pstrain {
 
@@ -35,6 +37,12 @@ struct DeviceEntry {
   // Whether this machine has the device (a GPU); null: always. Its error
   // says what is missing.
   std::function<absl::Status()> present;
+  // How many of it this process can use; null: one.
+  std::function<int()> count;
+  // OK when its contexts compute in `precision` in this build on this
+  // machine; else FailedPrecondition (the machine lacks it, naming what it
+  // has) or Unimplemented, saying what would be needed. Null: fp32 only.
+  std::function<absl::Status(Precision precision)> supports;
 };
 Registry<DeviceEntry>& DeviceRegistry();
 

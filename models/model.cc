@@ -108,19 +108,18 @@ const bool kConfigCheck =
 // own check runs on the machine it trains on).
 [[maybe_unused]] const bool kPrecisionCheckRegistered =
     ConfigCheckRegistry().Register("precision", [](const ExperimentConfig& config, const ConfigChecker& ck) {
-      PSTRAIN_RETURN_IF_ERROR(ck.OneOf("precision", config.precision(), PrecisionNames()));
-      const Precision precision = *ParsePrecision(config.precision());
+      const std::string& name = ExperimentConfig::Precision_Name(config.precision());
+      const Precision precision = *ParsePrecision(name);
       if (precision == Precision::kFp32) return absl::OkStatus();
       // Only devices that compute for real (not emulated ones, which borrow the CPU).
       const absl::StatusOr<DeviceEntry> device = DeviceRegistry().Find(config.device());
       if (!device.ok() || device->create == nullptr) {
-        return ck.Fail("precision", absl::StrCat("fp32 with device ", config.device()),
-                       absl::StrCat("'", config.precision(), "'"));
+        return ck.Fail("precision", absl::StrCat("fp32 with device ", config.device()), absl::StrCat("'", name, "'"));
       }
       const absl::Status supported = CheckPrecision(device->kind, precision);
       if (supported.ok()) return supported;
       return ck.Fail("precision", absl::StrCat("a precision device ", config.device(), " can compute in here"),
-                     absl::StrCat("'", config.precision(), "' (", supported.message(), ")"));
+                     absl::StrCat("'", name, "' (", supported.message(), ")"));
     });
 
 }  // namespace

@@ -27,27 +27,13 @@ bool AllFinite(const float* x, int64_t n) {
   return !std::isnan(probe);
 }
 
-namespace {
-
-constexpr std::pair<const char*, LossScaler::Mode> kModes[] = {
-    {"none", LossScaler::Mode::kNone}, {"static", LossScaler::Mode::kStatic}, {"dynamic", LossScaler::Mode::kDynamic}};
-
-}  // namespace
-
-std::vector<std::string> LossScaler::ModeNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, mode] : kModes) names.push_back(name);
-  return names;
-}
-
-bool ScalesLoss(const LossScalingConfig& config) { return config.mode() != "none"; }
+bool ScalesLoss(const LossScalingConfig& config) { return config.mode() != LossScalingConfig::none; }
 
 absl::Status CheckLossScalingConfig(const LossScalingConfig& config, const ConfigChecker& ck) {
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("loss_scaling.mode", config.mode(), LossScaler::ModeNames()));
   if (!ScalesLoss(config)) return absl::OkStatus();
   PSTRAIN_RETURN_IF_ERROR(ck.InRange("loss_scaling.initial_scale", config.initial_scale(), LossScaler::kMinScale, true,
                                      LossScaler::kMaxScale, true));
-  if (config.mode() == "static") return absl::OkStatus();
+  if (config.mode() == LossScalingConfig::static_) return absl::OkStatus();
   const float growth = config.growth_factor();
   if (!std::isfinite(growth) || growth <= 1) {
     return ck.Fail("loss_scaling.growth_factor", "a number > 1", ConfigChecker::Num(growth));
@@ -59,8 +45,16 @@ absl::Status CheckLossScalingConfig(const LossScalingConfig& config, const Confi
 absl::StatusOr<LossScaler> LossScaler::Create(const LossScalingConfig& config) {
   PSTRAIN_RETURN_IF_ERROR(CheckLossScalingConfig(config, ConfigChecker("config")));
   LossScaler scaler;
-  for (const auto& [name, mode] : kModes) {
-    if (config.mode() == name) scaler.mode_ = mode;
+  switch (config.mode()) {
+    case LossScalingConfig::none:
+      scaler.mode_ = Mode::kNone;
+      break;
+    case LossScalingConfig::static_:
+      scaler.mode_ = Mode::kStatic;
+      break;
+    case LossScalingConfig::dynamic:
+      scaler.mode_ = Mode::kDynamic;
+      break;
   }
   if (scaler.mode_ == Mode::kNone) return scaler;
   scaler.scale_ = config.initial_scale();

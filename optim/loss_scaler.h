@@ -45,8 +45,6 @@ class LossScaler {
   static constexpr float kMinScale = 1.0f;
   static constexpr float kMaxScale = 0x1p+120f;
 
-  // "none", "static", "dynamic".
-  static std::vector<std::string> ModeNames();
   // CheckLossScalingConfig's error for a config it refuses.
   static absl::StatusOr<LossScaler> Create(const LossScalingConfig& config);
 

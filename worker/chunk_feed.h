@@ -1,6 +1,6 @@
 // ChunkFeed: a worker's batches under data.sharding dynamic (docs/ELASTIC.md).
 //
-// The ledger on PS shard 0 (ps/data_ledger.h) leases the worker one chunk of
+// The ledger on PS shard 0 (ps/shard/data_ledger.h) leases the worker one chunk of
 // an epoch's permutation at a time; the feed hands the chunk out a batch at
 // a time (chunks are whole batches), and when it is used up reports it done
 // with the request for the next. A chunk is reported only once the step

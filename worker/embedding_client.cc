@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingClient>> EmbeddingClient::Create(const E
   std::unique_ptr<EmbeddingClient> client(
       new EmbeddingClient(worker_index, absl::Seconds(config.timeouts().rpc_seconds())));
   for (const EmbeddingTableConfig& t : RunEmbeddingTables(config)) {
-    PSTRAIN_ASSIGN_OR_RETURN(const WireDType dtype, EmbeddingWireDType(t));
+    const WireDType dtype = EmbeddingWireDType(t);
     client->tables_.push_back(Table{t, dtype});
   }
   for (const std::string& address : config.cluster().ps_hosts()) {

@@ -58,7 +58,6 @@ absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) 
     return absl::OkStatus();
   }
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("emulation.workers_per_host", e.workers_per_host()));
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("emulation.ps_placement", e.ps_placement(), {"separate", "colocated"}));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("emulation.link_gbps", e.link_gbps(), 0, true, 400, true));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("emulation.time_scale", e.time_scale(), 1, true, 1000, true));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("emulation.images_per_second", e.images_per_second(), 0, true, 1e7, true));

@@ -39,7 +39,7 @@ SparseStage::SparseStage(const ExperimentConfig& config, std::unique_ptr<Embeddi
   input_width_ = dense_features_;
   for (const EmbeddingTableConfig& t : config_.model().tables()) {
     row_offset_.push_back(input_width_);
-    mean_.push_back(t.pooling() == "mean");
+    mean_.push_back(t.pooling() == EmbeddingTableConfig::mean);
     input_width_ += t.dim();
   }
   sync_ = config_.consistency() == "sync";

@@ -1,12 +1,12 @@
 #include "worker/strategy.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "optim/loss_scaler.h"
-#include "worker/tables_beside.h"
 
 namespace pstrain {
 namespace {
@@ -45,15 +45,16 @@ absl::Status CheckNoElastic(const ExperimentConfig& c, const ConfigChecker& ck) 
   const std::string why = absl::StrCat(" for variable_update ", c.variable_update(),
                                        " (membership changes and the data ledger need parameter servers; "
                                        "all-reduce groups do not re-form at step boundaries yet)");
-  if (c.data().sharding() != "static") {
-    return ck.Fail("data.sharding", absl::StrCat("static", why), absl::StrCat("'", c.data().sharding(), "'"));
+  if (c.data().sharding() != DataConfig::static_) {
+    return ck.Fail("data.sharding", absl::StrCat("static", why),
+                   absl::StrCat("'", DataConfig::Sharding_Name(c.data().sharding()), "'"));
   }
   if (c.elastic().min_workers() != 0 && c.elastic().min_workers() != c.cluster().worker_hosts_size()) {
     return ck.Fail("elastic.min_workers", absl::StrCat("unset", why), absl::StrCat(c.elastic().min_workers()));
   }
-  if (c.elastic().on_worker_lost() != "stop") {
+  if (c.elastic().on_worker_lost() != ElasticConfig::stop) {
     return ck.Fail("elastic.on_worker_lost", absl::StrCat("stop", why),
-                   absl::StrCat("'", c.elastic().on_worker_lost(), "'"));
+                   absl::StrCat("'", ElasticConfig::OnWorkerLost_Name(c.elastic().on_worker_lost()), "'"));
   }
   return absl::OkStatus();
 }
@@ -74,7 +75,7 @@ absl::Status CheckLossScaling(const ExperimentConfig& c, const StrategyNeeds& ne
                    " and local_parameter_device ", c.local_parameter_device(),
                    " (loss scaling unscales the gradients on the host, or on the GPUs in the NCCL strategies; "
                    "this one keeps them on the GPUs, where it does not unscale them)"),
-      absl::StrCat("'", c.loss_scaling().mode(), "'"));
+      absl::StrCat("'", LossScalingConfig::Mode_Name(c.loss_scaling().mode()), "'"));
 }
 
 // The strategies that run a model with embedding tables under `c`: those
@@ -200,15 +201,23 @@ absl::StatusOr<StrategyNeeds> NeedsOf(const ExperimentConfig& config, absl::stri
   return CheckAgainstStrategy(config, ConfigChecker(source));
 }
 
+std::map<std::string, StrategyWrapper>& StrategyWrappers() {
+  static auto* wrappers = new std::map<std::string, StrategyWrapper>;
+  return *wrappers;
+}
+
+bool RegisterStrategyWrapper(const std::string& name, StrategyWrapper wrap) {
+  return StrategyWrappers().emplace(name, std::move(wrap)).second;
+}
+
 absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyContext& context) {
   PSTRAIN_RETURN_IF_ERROR(NeedsOf(*context.config).status());
-  const ExperimentConfig& config = *context.config;
-  PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(config.variable_update()));
+  PSTRAIN_ASSIGN_OR_RETURN(const StrategyEntry entry, StrategyRegistry().Find(context.config->variable_update()));
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy, entry.create(context));
-  if (config.model().tables_size() == 0 || entry.needs(config).parameter_servers) return strategy;
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TableSession> tables,
-                           TableSession::Create(config, context.worker_index, context.transport));
-  return WithTablesBeside(std::move(strategy), std::move(tables), context);
+  for (const auto& [name, wrap] : StrategyWrappers()) {
+    PSTRAIN_ASSIGN_OR_RETURN(strategy, wrap(context, entry, std::move(strategy)));
+  }
+  return strategy;
 }
 
 }  // namespace pstrain

@@ -5,7 +5,8 @@
 // outside worker/strategies/ spells a strategy's name.
 //
 // The trainer drives every strategy the same way:
-//   Start()                       once; the chief's replica 0 holds the initial values
+//   Start()                       once; the chief's replica 0 holds the initial
+//                                 values; says the first step
 //   for each step t:
 //     BeforeStep(t)               make the replicas' variables current (e.g. pull)
 //     every replica: forward/backward on its slice of the global batch
@@ -68,31 +69,49 @@ struct ClusterReport {
   std::optional<LedgerReport> ledger;
 };
 
+// What a strategy has done so far, for the worker's report, its summary and
+// its metrics.
+struct StrategyTraffic {
+  // Payload bytes as they travelled: pushed to and pulled from parameter
+  // servers, handed to the collective (each all-reduce of B bytes counts B).
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
+  int64_t bytes_allreduced = 0;
+  // Time spent waiting for others (pulls, all-reduces).
+  absl::Duration wait;
+  // Gradients the parameter servers dropped as stale (sync with backup workers).
+  int64_t dropped_gradients = 0;
+};
+
+// What only a strategy whose state lives on parameter-server shards does
+// (the PS strategies; embedding tables beside an all-reduce): the training
+// loop asks Strategy::shards() for it, null for every other strategy.
+class ShardSession {
+ public:
+  virtual ~ShardSession() = default;
+  // The generation of the shards' state the worker works on: the sparse
+  // stage's requests carry it.
+  virtual int64_t generation() const = 0;
+  // BeforeStep or AfterStep failed with `failure`: recovers if it can (waits
+  // for a restarted shard and the chief's restore) and returns the step to
+  // continue from, whose values are then in place (the next BeforeStep pulls
+  // nothing); else `failure`.
+  virtual absl::StatusOr<int64_t> Recover(const absl::Status& failure) = 0;
+  // Chief: the recoveries of the run so far, in order.
+  virtual std::vector<Recovery> recoveries() const = 0;
+  // data.sharding dynamic: reports this worker's finished chunks and asks
+  // for its next one (the ledger lives on PS shard 0).
+  virtual absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) = 0;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
-  virtual absl::Status Start() = 0;
-  // The first step this worker trains (after Start): 0, or the step of the
-  // checkpoint the run resumed from.
-  virtual int64_t start_step() const { return 0; }
+  // Returns the first step this worker trains: 0, or the step of the
+  // checkpoint (or the running run) it joined.
+  virtual absl::StatusOr<int64_t> Start() = 0;
   virtual absl::Status BeforeStep(int64_t step) = 0;
   virtual absl::Status AfterStep(int64_t step) = 0;
-  // BeforeStep or AfterStep failed with `failure`: recovers if the strategy
-  // can (parameter servers: waits for a restarted shard and the chief's
-  // restore) and returns the step to continue from, whose values are then
-  // in place (the next BeforeStep pulls nothing). Default: `failure`.
-  virtual absl::StatusOr<int64_t> Recover(const absl::Status& failure) { return failure; }
-  // The generation of the PS shards' state the worker now works on (0:
-  // none, or not a PS strategy): the sparse stage's requests carry it.
-  virtual int64_t shard_generation() const { return 0; }
-  // Chief: the recoveries of the run so far, in order.
-  virtual std::vector<Recovery> recoveries() const { return {}; }
-  // data.sharding dynamic: reports this worker's finished chunks and asks
-  // for its next one (the ledger lives on PS shard 0). Default:
-  // FAILED_PRECONDITION (the strategy has no parameter servers).
-  virtual absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) {
-    return absl::FailedPreconditionError("data.sharding dynamic needs a parameter-server strategy");
-  }
   // Non-chief workers return only their own report.
   virtual absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) = 0;
   // A line for the progress banner, e.g. "parameter_server (sync, 2 PS, grpc)".
@@ -101,13 +120,10 @@ class Strategy {
   // becomes final, so communication can overlap the rest of backward. Null:
   // the strategy does all its work in AfterStep.
   virtual GradientReadyHook HookFor(int replica) { return nullptr; }
-  // Gradients dropped by the PS as stale so far (sync with backup workers).
-  virtual int64_t dropped_gradients() const { return 0; }
-  // Time spent waiting for others so far (pulls, all-reduces).
-  virtual absl::Duration wait_time() const { return absl::ZeroDuration(); }
-  // Adds the bytes this worker has moved so far (bytes_pushed, bytes_pulled,
-  // bytes_allreduced) to `report`.
-  virtual void FillTraffic(WorkerReport* report) const {}
+  // Its traffic and waiting so far.
+  virtual StrategyTraffic traffic() const { return {}; }
+  // Its parameter-server shards' session; null without one.
+  virtual ShardSession* shards() { return nullptr; }
 };
 
 using StrategyFactory = std::function<absl::StatusOr<std::unique_ptr<Strategy>>(const StrategyContext&)>;
@@ -164,7 +180,7 @@ struct StrategyEntry {
   StrategyFactory create;
   // Without parameter servers of its own, it may run a model with embedding
   // tables: the tables on the cluster.ps_hosts shards, the dense variables
-  // its way (worker/tables_beside.h). Others refuse model.tables.
+  // its way (worker/tables_beside.cc). Others refuse model.tables.
   bool tables_beside = false;
 };
 
@@ -177,8 +193,18 @@ Registry<StrategyEntry>& StrategyRegistry();
 // naming the field, NotFound for an unknown strategy.
 absl::StatusOr<StrategyNeeds> NeedsOf(const ExperimentConfig& config, absl::string_view source = "config");
 
+// Something every strategy may be wrapped in, registered where it is made
+// (worker/tables_beside.cc: embedding tables on PS shards beside a strategy
+// without parameter servers): given the created strategy and its entry, it
+// returns the strategy to run (the same one when it does not apply).
+using StrategyWrapper = std::function<absl::StatusOr<std::unique_ptr<Strategy>>(
+    const StrategyContext& context, const StrategyEntry& entry, std::unique_ptr<Strategy> strategy)>;
+// Registers `wrap` under `name` (wrappers apply in name order); true, for a
+// static initialiser.
+bool RegisterStrategyWrapper(const std::string& name, StrategyWrapper wrap);
+
 // Creates context.config->variable_update()'s strategy (the config is
-// checked as NeedsOf does first).
+// checked as NeedsOf does first), then lets every registered wrapper wrap it.
 absl::StatusOr<std::unique_ptr<Strategy>> CreateStrategy(const StrategyContext& context);
 
 }  // namespace pstrain

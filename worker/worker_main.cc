@@ -5,11 +5,11 @@
 // a bad config.
 #include <iostream>
 
-#include "common/role_main.h"
+#include "common/role/role_main.h"
 #include "common/transport/transport.h"
 #include "device/device_registry.h"
+#include "worker/run/trainer.h"
 #include "worker/strategy.h"
-#include "worker/trainer.h"
 
 int main(int argc, char** argv) {
   using namespace pstrain;

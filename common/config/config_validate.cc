@@ -66,7 +66,6 @@ absl::Status CheckEmbeddingTable(const ConfigChecker& ck, const std::string& pat
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
   });
   if (!word) return ck.Fail(path + ".name", "letters, digits and underscores", absl::StrCat("'", t.name(), "'"));
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf(path + ".pooling", t.pooling(), {"sum", "mean"}));
   PSTRAIN_RETURN_IF_ERROR(ck.InRange(path + ".dim", t.dim(), 1, true, 4096, true));
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative(path + ".cardinality", t.cardinality()));
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative(path + ".init_scale", t.init_scale()));
@@ -74,8 +73,7 @@ absl::Status CheckEmbeddingTable(const ConfigChecker& ck, const std::string& pat
   if (t.max_rows() > 0 && t.cardinality() > 0) {
     return ck.Fail(path + ".max_rows", "0 for a fixed-size table (cardinality > 0)", Num::Num(t.max_rows()));
   }
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf(path + ".eviction", t.eviction(), {"lru", "lfu"}));
-  return ck.OneOf(path + ".wire_dtype", t.wire_dtype(), {"fp32", "fp16", "bf16"});
+  return absl::OkStatus();
 }
 
 absl::Status CheckEmbeddingTables(const ConfigChecker& ck, const ModelConfig& m) {
@@ -172,19 +170,17 @@ absl::Status CheckTimeline(const ConfigChecker& ck, const TimelineConfig& t) {
 // Membership and data sharding (docs/ELASTIC.md); which strategies support
 // them is the strategy check's (worker/strategy.cc).
 absl::Status CheckElastic(const ConfigChecker& ck, const ExperimentConfig& c) {
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("data.sharding", c.data().sharding(), {"static", "dynamic"}));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("data.chunk_batches", c.data().chunk_batches()));
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("elastic.on_worker_lost", c.elastic().on_worker_lost(), {"stop", "continue"}));
   const int workers = c.cluster().worker_hosts_size();
   PSTRAIN_RETURN_IF_ERROR(
       ck.InRange<long long>("elastic.min_workers", c.elastic().min_workers(), 0, true, workers, true));
   const int min_workers = c.elastic().min_workers();
-  if (min_workers > 0 && min_workers < workers && c.data().sharding() != "dynamic") {
+  if (min_workers > 0 && min_workers < workers && c.data().sharding() != DataConfig::dynamic) {
     return ck.Fail("data.sharding",
                    absl::StrCat("dynamic when elastic.min_workers (", min_workers, ") is below the ", workers,
                                 " listed workers (with static sharding an absent worker's examples are never "
                                 "trained, and a joining one's slice is fixed)"),
-                   absl::StrCat("'", c.data().sharding(), "'"));
+                   absl::StrCat("'", DataConfig::Sharding_Name(c.data().sharding()), "'"));
   }
   return absl::OkStatus();
 }

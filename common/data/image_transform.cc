@@ -18,16 +18,6 @@ constexpr int64_t kSampleImages = 16;
 // Fashion-MNIST accuracy lost).
 constexpr int kMinCropSide = 64;
 
-const std::vector<std::string>& AugmentationNames() {
-  static const std::vector<std::string> names = {"auto", "crop", "resize"};
-  return names;
-}
-
-const std::vector<std::string>& NormalizationPresets() {
-  static const std::vector<std::string> names = {"auto", "imagenet", "none"};
-  return names;
-}
-
 absl::Status CheckStatistics(const NormalizationConfig& n, const ConfigChecker& ck) {
   if (n.mean_size() != n.std_size()) {
     return ck.Fail("data.normalization", "mean and std of the same length",
@@ -36,8 +26,9 @@ absl::Status CheckStatistics(const NormalizationConfig& n, const ConfigChecker& 
   if (n.mean_size() != 0 && n.mean_size() != 1 && n.mean_size() != 3) {
     return ck.Fail("data.normalization.mean", "1 or 3 values (one per channel)", absl::StrCat(n.mean_size()));
   }
-  if (n.mean_size() > 0 && n.preset() != "auto") {
-    return ck.Fail("data.normalization.preset", "auto (unset) beside mean and std", absl::StrCat("'", n.preset(), "'"));
+  if (n.mean_size() > 0 && n.preset() != NormalizationConfig::auto_) {
+    return ck.Fail("data.normalization.preset", "auto (unset) beside mean and std",
+                   absl::StrCat("'", NormalizationConfig::Preset_Name(n.preset()), "'"));
   }
   for (int c = 0; c < n.std_size(); ++c) {
     PSTRAIN_RETURN_IF_ERROR(ck.Positive(absl::StrCat("data.normalization.std[", c, "]"), n.std(c)));
@@ -69,7 +60,7 @@ absl::StatusOr<image::Normalization> ChooseNormalization(const NormalizationConf
                         "] (the config's)");
     return OwnStatistics(n, channels);
   }
-  if (n.preset() == "imagenet") {
+  if (n.preset() == NormalizationConfig::imagenet) {
     if (channels != 3) {
       return absl::InvalidArgumentError(absl::StrCat(
           "data.normalization imagenet: ImageNet's statistics are per RGB channel, but the model's input has ",
@@ -78,7 +69,7 @@ absl::StatusOr<image::Normalization> ChooseNormalization(const NormalizationConf
     *why = "normalization imagenet (the config's)";
     return image::kImageNetNormalization;
   }
-  if (n.preset() == "none") {
+  if (n.preset() == NormalizationConfig::none) {
     *why = "normalization none: pixel / 255 (the config's)";
     return image::kNoNormalization;
   }
@@ -93,10 +84,10 @@ absl::StatusOr<image::Normalization> ChooseNormalization(const NormalizationConf
 }
 
 // data.augmentation: true for the random-resized crop.
-bool ChooseCrop(const std::string& augmentation, const StoredImages& stored, std::string* why) {
-  if (augmentation != "auto") {
-    *why = absl::StrCat("augmentation ", augmentation, " (the config's)");
-    return augmentation == "crop";
+bool ChooseCrop(DataConfig::Augmentation augmentation, const StoredImages& stored, std::string* why) {
+  if (augmentation != DataConfig::auto_) {
+    *why = absl::StrCat("augmentation ", DataConfig::Augmentation_Name(augmentation), " (the config's)");
+    return augmentation == DataConfig::crop;
   }
   if (stored.shorter_side >= kMinCropSide) {
     *why = absl::StrCat("augmentation crop (auto: images of ", stored.shorter_side,
@@ -142,8 +133,6 @@ absl::StatusOr<StoredImages> SampleStoredImages(int64_t count,
 absl::Status CheckDecodeFields(const DataConfig& d, const ConfigChecker& ck) {
   PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("data.decode_threads", d.decode_threads()));
   PSTRAIN_RETURN_IF_ERROR(ck.Positive("data.prefetch_batches", d.prefetch_batches()));
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("data.augmentation", d.augmentation(), AugmentationNames()));
-  PSTRAIN_RETURN_IF_ERROR(ck.OneOf("data.normalization.preset", d.normalization().preset(), NormalizationPresets()));
   return CheckStatistics(d.normalization(), ck);
 }
 

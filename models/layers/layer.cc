@@ -7,11 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/registry.h"
 #include "glog/logging.h"
-#include "models/layers/cpu/softmax_cross_entropy.h"
 #include "models/layers/layer_rules.h"
-#ifdef PSTRAIN_WITH_CUDA
-#include "models/layers/cuda/softmax_cross_entropy.h"
-#endif
 
 namespace pstrain {
 namespace {
@@ -25,6 +21,11 @@ Registry<LayerEntry>& LayerRegistry(DeviceKind kind) {
   static auto* cpu = new Registry<LayerEntry>("layer type for cpu");
   static auto* cuda = new Registry<LayerEntry>("layer type for cuda");
   return kind == DeviceKind::kCpu ? *cpu : *cuda;
+}
+
+std::map<DeviceKind, LossFactory>& Losses() {
+  static auto* losses = new std::map<DeviceKind, LossFactory>;
+  return *losses;
 }
 
 }  // namespace
@@ -72,13 +73,17 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, Device
   return entry.create(spec);
 }
 
+bool RegisterSoftmaxCrossEntropy(DeviceKind kind, LossFactory factory) {
+  return Losses().emplace(kind, std::move(factory)).second;
+}
+
 absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind) {
-  if (kind == DeviceKind::kCpu) return cpu::NewSoftmaxCrossEntropy();
-#ifdef PSTRAIN_WITH_CUDA
-  return cuda::NewSoftmaxCrossEntropy();
-#else
-  return absl::UnimplementedError("softmax cross-entropy on cuda: built without CUDA");
-#endif
+  const auto it = Losses().find(kind);
+  if (it == Losses().end()) {
+    return absl::UnimplementedError(
+        absl::StrCat("softmax cross-entropy on ", Device{kind, 0}.ToString(), ": not in this build (CUDA?)"));
+  }
+  return it->second();
 }
 
 }  // namespace pstrain

@@ -188,6 +188,12 @@ absl::StatusOr<std::unique_ptr<Layer>> CreateLayer(const LayerSpec& spec, Device
 std::vector<std::string> RegisteredLayerTypes(DeviceKind kind);
 // What `type` reads on `kind`; NotFound for a type not registered there.
 absl::StatusOr<LayerAttributes> AttributesOf(const std::string& type, DeviceKind kind);
+// The loss of every model, registered per device kind where it is
+// implemented (models/layers/cpu/ and cuda/softmax_cross_entropy.cc).
+using LossFactory = std::function<std::unique_ptr<LossLayer>()>;
+bool RegisterSoftmaxCrossEntropy(DeviceKind kind, LossFactory factory);
+// Unimplemented naming the device kind when none is registered for it (a
+// build without CUDA).
 absl::StatusOr<std::unique_ptr<LossLayer>> CreateSoftmaxCrossEntropy(DeviceKind kind);
 
 // PSTRAIN_REGISTER_LAYER("conv2d", DeviceKind::kCpu, Conv2d, {.ints = {"filters", ...}, .floats = {}});

@@ -149,8 +149,8 @@ TEST(ParseExperimentYaml, UnsetFieldsKeepSchemaDefaults) {
   EXPECT_EQ(c->transport(), "grpc");
   EXPECT_EQ(c->placement(), "balanced");
   EXPECT_EQ(c->partition_bytes(), 0);
-  EXPECT_EQ(c->data().augmentation(), "auto");
-  EXPECT_EQ(c->data().normalization().preset(), "auto");
+  EXPECT_EQ(c->data().augmentation(), DataConfig::auto_);
+  EXPECT_EQ(c->data().normalization().preset(), NormalizationConfig::auto_);
   EXPECT_EQ(c->train().learning_check_steps(), 200);
   EXPECT_EQ(c->max_message_bytes(), 2147483647);
   EXPECT_EQ(c->model().name(), "mlp");
@@ -164,17 +164,57 @@ TEST(ParseExperimentYaml, UnsetFieldsKeepSchemaDefaults) {
   EXPECT_FALSE(c->has_train());
 }
 
+// Every closed choice of the schema is an enum: a value it lacks is refused
+// at parse time, naming the field and listing every valid value.
+struct ClosedChoice {
+  std::string yaml;      // the field set to a value it does not have
+  std::string expected;  // the error's tail
+};
+
+class ClosedChoiceTest : public ::testing::TestWithParam<ClosedChoice> {};
+
+TEST_P(ClosedChoiceTest, AValueItLacksIsRefusedListingTheValidOnes) {
+  EXPECT_THAT(ErrorOf(GetParam().yaml), HasSubstr(GetParam().expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Enums, ClosedChoiceTest,
+    ::testing::Values(
+        ClosedChoice{"model: {tables: [{name: a, pooling: max}]}\n",
+                     "field 'model.tables[0].pooling': expected one of sum, mean, got 'max'"},
+        ClosedChoice{"model: {tables: [{name: a, eviction: fifo}]}\n",
+                     "field 'model.tables[0].eviction': expected one of lru, lfu, got 'fifo'"},
+        ClosedChoice{"model: {tables: [{name: a, wire_dtype: int8}]}\n",
+                     "field 'model.tables[0].wire_dtype': expected one of fp32, fp16, bf16, got 'int8'"},
+        ClosedChoice{"data: {augmentation: mixup}\n",
+                     "field 'data.augmentation': expected one of auto, crop, resize, got 'mixup'"},
+        ClosedChoice{"data: {sharding: random}\n",
+                     "field 'data.sharding': expected one of static, dynamic, got 'random'"},
+        ClosedChoice{"data: {normalization: cifar}\n",
+                     "field 'data.normalization.preset': expected one of auto, imagenet, none, got 'cifar'"},
+        ClosedChoice{"loss_scaling: {mode: adaptive}\n",
+                     "field 'loss_scaling.mode': expected one of none, static, dynamic, got 'adaptive'"},
+        ClosedChoice{"emulation: {ps_placement: nearby}\n",
+                     "field 'emulation.ps_placement': expected one of separate, colocated, got 'nearby'"},
+        ClosedChoice{"precision: fp8\n", "field 'precision': expected one of fp32, bf16, fp16, got 'fp8'"},
+        ClosedChoice{"elastic: {on_worker_lost: ignore}\n",
+                     "field 'elastic.on_worker_lost': expected one of stop, continue, got 'ignore'"}),
+    [](const ::testing::TestParamInfo<ClosedChoice>& info) {
+      std::string name = info.param.yaml.substr(0, info.param.yaml.find(':'));
+      return absl::StrCat(name, info.index);
+    });
+
 // A message whose schema names a yaml_scalar_field may be written as that
 // one scalar (data.normalization: none) or as a map of its fields; a list is
 // neither, and the error says what was expected.
 TEST(ParseExperimentYaml, AMessageMayBeWrittenAsItsScalar) {
   absl::StatusOr<ExperimentConfig> preset = ParseExperimentYaml("data: {normalization: none}\n", "exp.yaml");
   ASSERT_TRUE(preset.ok()) << preset.status();
-  EXPECT_EQ(preset->data().normalization().preset(), "none");
+  EXPECT_EQ(preset->data().normalization().preset(), NormalizationConfig::none);
   absl::StatusOr<ExperimentConfig> own =
       ParseExperimentYaml("data:\n  normalization: {mean: [0.5], std: [0.25]}\n", "exp.yaml");
   ASSERT_TRUE(own.ok()) << own.status();
-  EXPECT_EQ(own->data().normalization().preset(), "auto");
+  EXPECT_EQ(own->data().normalization().preset(), NormalizationConfig::auto_);
   EXPECT_FLOAT_EQ(own->data().normalization().std(0), 0.25f);
   EXPECT_EQ(ErrorOf("data:\n  normalization: [1, 2]\n"),
             "exp.yaml:2: field 'data.normalization': expected a map of NormalizationConfig fields, got a list");
@@ -617,18 +657,12 @@ TEST(ValidateExperimentConfig, EmbeddingTableFields) {
        "field 'model.tables[1].name': expected a name no other table has, got 'ads'"},
       {"dim", [&](auto* c) { table(c)->set_dim(0); },
        "field 'model.tables[0].dim': expected a number in [1, 4096], got 0"},
-      {"pooling", [&](auto* c) { table(c)->set_pooling("max"); },
-       "field 'model.tables[0].pooling': expected one of sum, mean, got 'max'"},
       {"fixed and limited",
        [&](auto* c) {
          table(c)->set_cardinality(10);
          c->mutable_model()->mutable_tables(0)->set_max_rows(5);
        },
        "field 'model.tables[0].max_rows': expected 0 for a fixed-size table (cardinality > 0), got 5"},
-      {"eviction", [&](auto* c) { table(c)->set_eviction("fifo"); },
-       "field 'model.tables[0].eviction': expected one of lru, lfu, got 'fifo'"},
-      {"wire", [&](auto* c) { table(c)->set_wire_dtype("int8"); },
-       "field 'model.tables[0].wire_dtype': expected one of fp32, fp16, bf16, got 'int8'"},
       {"schedule", [&](auto* c) { table(c)->mutable_optimizer()->set_lr_schedule("linear"); },
        "field 'model.tables[0].optimizer.lr_schedule': expected one of constant, cosine, step, got 'linear'"},
       {"independent",
@@ -666,7 +700,7 @@ TEST(ValidateExperimentConfig, EmbeddingTableFields) {
             "OK");
   EXPECT_EQ(ValidationError([&](auto* c) {
               table(c)->set_max_rows(1000);
-              c->mutable_model()->mutable_tables(0)->set_eviction("lfu");
+              c->mutable_model()->mutable_tables(0)->set_eviction(EmbeddingTableConfig::lfu);
               c->mutable_model()->mutable_tables(0)->mutable_optimizer()->set_name("ftrl");
             }),
             "OK");
@@ -674,12 +708,8 @@ TEST(ValidateExperimentConfig, EmbeddingTableFields) {
 
 TEST(ValidateExperimentConfig, ElasticFields) {
   const std::vector<Case> cases = {
-      {"sharding", [](auto* c) { c->mutable_data()->set_sharding("random"); },
-       "field 'data.sharding': expected one of static, dynamic, got 'random'"},
       {"chunk", [](auto* c) { c->mutable_data()->set_chunk_batches(0); },
        "field 'data.chunk_batches': expected a number > 0, got 0"},
-      {"lost", [](auto* c) { c->mutable_elastic()->set_on_worker_lost("ignore"); },
-       "field 'elastic.on_worker_lost': expected one of stop, continue, got 'ignore'"},
       {"too many", [](auto* c) { c->mutable_elastic()->set_min_workers(3); },
        "field 'elastic.min_workers': expected a number in [0, 2], got 3"},
       {"joins need dynamic", [](auto* c) { c->mutable_elastic()->set_min_workers(1); },
@@ -689,14 +719,14 @@ TEST(ValidateExperimentConfig, ElasticFields) {
       {"all-reduce",
        [](auto* c) {
          c->set_variable_update("allreduce");
-         c->mutable_data()->set_sharding("dynamic");
+         c->mutable_data()->set_sharding(DataConfig::dynamic);
        },
        "field 'data.sharding': expected static for variable_update allreduce (membership changes and the data "
        "ledger need parameter servers; all-reduce groups do not re-form at step boundaries yet), got 'dynamic'"},
       {"all-reduce lost",
        [](auto* c) {
          c->set_variable_update("allreduce");
-         c->mutable_elastic()->set_on_worker_lost("continue");
+         c->mutable_elastic()->set_on_worker_lost(ElasticConfig::continue_);
        },
        "field 'elastic.on_worker_lost': expected stop for variable_update allreduce (membership changes and the "
        "data ledger need parameter servers; all-reduce groups do not re-form at step boundaries yet), got "
@@ -706,9 +736,9 @@ TEST(ValidateExperimentConfig, ElasticFields) {
     EXPECT_EQ(ValidationError(tc.mutate), std::string("exp.yaml: ") + tc.message) << tc.label;
   }
   EXPECT_EQ(ValidationError([](auto* c) {
-              c->mutable_data()->set_sharding("dynamic");
+              c->mutable_data()->set_sharding(DataConfig::dynamic);
               c->mutable_elastic()->set_min_workers(1);
-              c->mutable_elastic()->set_on_worker_lost("continue");
+              c->mutable_elastic()->set_on_worker_lost(ElasticConfig::continue_);
             }),
             "OK");
 }

@@ -50,8 +50,8 @@ ExperimentConfig Config(const std::string& dir) {
   ExperimentConfig c;
   c.mutable_data()->set_source("image_folder");
   c.mutable_data()->set_path(dir);
-  c.mutable_data()->set_augmentation("resize");
-  c.mutable_data()->mutable_normalization()->set_preset("none");
+  c.mutable_data()->set_augmentation(DataConfig::resize);
+  c.mutable_data()->mutable_normalization()->set_preset(NormalizationConfig::none);
   for (int d : {3, 4, 4}) c.mutable_model()->add_input_shape(d);
   return c;
 }

@@ -29,8 +29,8 @@
 #include "models/layers/layer.h"
 #include "models/model.h"
 #include "tests/models/gradient_checker.h"
+#include "worker/run/trainer.h"
 #include "worker/strategy.h"
-#include "worker/trainer.h"
 
 namespace pstrain {
 namespace {
@@ -118,9 +118,9 @@ class ExtensionSgd final : public Strategy {
   explicit ExtensionSgd(const StrategyContext& context)
       : context_(context), learning_rate_(context.config->optimizer().learning_rate()) {}
 
-  absl::Status Start() override {
+  absl::StatusOr<int64_t> Start() override {
     context_.replicas->BroadcastValues(0);
-    return absl::OkStatus();
+    return 0;
   }
   absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }
   absl::Status AfterStep(int64_t) override {

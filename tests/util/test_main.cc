@@ -4,7 +4,7 @@
 // orders: a deadlock waiting to happen) aborts the test with both stacks,
 // even when the interleaving that deadlocks never occurs in the run. The
 // lock orders the code documents (e.g. a PS shard's mutex before its
-// variables', ps/shard.h) are thereby checked on every test run.
+// variables', ps/shard/shard.h) are thereby checked on every test run.
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,5 +1,5 @@
 // Checkpoints of a PS cluster (worker/checkpoint_manager.h,
-// ps/shard_checkpoint.h): a sync run resumed from a checkpoint ends exactly
+// ps/shard/shard_checkpoint.h): a sync run resumed from a checkpoint ends exactly
 // where an uninterrupted run ends, also on another shard count (embedding
 // tables included); a damaged newest checkpoint is skipped for the previous
 // one; a checkpoint of another model is refused.

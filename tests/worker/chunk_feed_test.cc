@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "ps/data_ledger.h"
+#include "ps/shard/data_ledger.h"
 
 namespace pstrain {
 namespace {

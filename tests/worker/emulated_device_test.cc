@@ -75,8 +75,6 @@ TEST(EmulatedDevice, TheSectionIsCheckedNamingTheField) {
               HasSubstr("field 'emulation.time_scale': expected 1 unless device is emulated"));
   EXPECT_THAT(Refusal("emulation: {link_gbps: -1}\n"), HasSubstr("field 'emulation.link_gbps'"));
   EXPECT_THAT(Refusal("emulation: {workers_per_host: 0}\n"), HasSubstr("field 'emulation.workers_per_host'"));
-  EXPECT_THAT(Refusal("emulation: {ps_placement: rack}\n"),
-              HasSubstr("field 'emulation.ps_placement': expected one of separate, colocated, got 'rack'"));
   EXPECT_THAT(Refusal("device: emulated\ntrain: {eval_every_steps: 10}\nemulation: {device_profile: p100}\n"),
               HasSubstr("field 'train.eval_every_steps': expected 0 with device emulated"));
   const absl::Status valid = ValidateExperimentConfig(

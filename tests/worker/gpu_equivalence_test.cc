@@ -129,7 +129,7 @@ class GpuLossScalingTest : public ::testing::Test {
 // updates would be 1024 times too large.
 TEST_F(GpuLossScalingTest, APowerOfTwoScaleTrainsLikeNoScaling) {
   ExperimentConfig config = NcclOnOneGpu(8);
-  config.mutable_loss_scaling()->set_mode("static");
+  config.mutable_loss_scaling()->set_mode(LossScalingConfig::static_);
   config.mutable_loss_scaling()->set_initial_scale(1024);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
   ASSERT_TRUE(run.ok()) << run.status();
@@ -144,8 +144,8 @@ TEST_F(GpuLossScalingTest, APowerOfTwoScaleTrainsLikeNoScaling) {
 // (x 2^-10 per overflow) until the gradients fit.
 TEST_F(GpuLossScalingTest, OverflowedStepsAreSkippedAndTheScaleBacksOff) {
   ExperimentConfig config = NcclOnOneGpu(8);
-  config.set_precision("fp16");
-  config.mutable_loss_scaling()->set_mode("dynamic");
+  config.set_precision(ExperimentConfig::fp16);
+  config.mutable_loss_scaling()->set_mode(LossScalingConfig::dynamic);
   config.mutable_loss_scaling()->set_initial_scale(0x1p40f);
   config.mutable_loss_scaling()->set_backoff_factor(0x1p-10f);
   absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
@@ -166,9 +166,11 @@ TEST_F(GpuLossScalingTest, MixedPrecisionTrainsLikeFp32) {
   for (const char* precision : {"bf16", "fp16"}) {
     SCOPED_TRACE(precision);
     ExperimentConfig config = NcclOnOneGpu(8);
-    config.set_precision(precision);
+    ExperimentConfig::Precision proto_precision;
+    ASSERT_TRUE(ExperimentConfig::Precision_Parse(precision, &proto_precision));
+    config.set_precision(proto_precision);
     if (std::string(precision) == "fp16") {
-      config.mutable_loss_scaling()->set_mode("dynamic");
+      config.mutable_loss_scaling()->set_mode(LossScalingConfig::dynamic);
       config.mutable_loss_scaling()->set_initial_scale(1024);
     }
     absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
@@ -176,7 +178,7 @@ TEST_F(GpuLossScalingTest, MixedPrecisionTrainsLikeFp32) {
     const double difference = MaxRelativeDifference(run->final_params, CpuReference(8));
     EXPECT_LT(difference, 1e-2);
     EXPECT_GT(difference, 0) << "16-bit products rounded nothing";
-    if (config.loss_scaling().mode() == "dynamic") {
+    if (config.loss_scaling().mode() == LossScalingConfig::dynamic) {
       EXPECT_EQ(run->chief.workers(0).overflow_steps(), 0);
     }
   }

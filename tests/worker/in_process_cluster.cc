@@ -8,7 +8,7 @@
 #include "glog/logging.h"
 #include "ps/ps_runner.h"
 #include "tools/launch/free_ports.h"
-#include "worker/trainer.h"
+#include "worker/run/trainer.h"
 
 namespace pstrain {
 

@@ -184,7 +184,9 @@ ExperimentConfig CaseConfig(const ScalingCase& c) {
   config.set_variable_update(c.variable_update);
   config.set_all_reduce_spec(c.all_reduce_spec);
   config.set_devices_per_worker(c.devices);
-  config.set_precision(c.precision);
+  ExperimentConfig::Precision precision = ExperimentConfig::fp32;
+  ExperimentConfig::Precision_Parse(c.precision, &precision);
+  config.set_precision(precision);
   config.mutable_train()->set_batch_size_per_device(8);
   SetInProcessHosts(&config, c.num_ps, c.workers);
   if (std::string(c.variable_update) == "allreduce") {
@@ -202,7 +204,7 @@ TEST_P(ClusterLossScalingTest, PowerOfTwoScalingLeavesTheParametersUnchanged) {
     GTEST_SKIP() << bf16.message();
   }
   ExperimentConfig scaled = CaseConfig(c);
-  scaled.mutable_loss_scaling()->set_mode("dynamic");
+  scaled.mutable_loss_scaling()->set_mode(LossScalingConfig::dynamic);
   scaled.mutable_loss_scaling()->set_initial_scale(65536);
   scaled.mutable_loss_scaling()->set_growth_interval(2);
   absl::StatusOr<ClusterRun> with = RunInProcessCluster(scaled);
@@ -232,7 +234,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ClusterLossScalingTest,
 TEST(LossScalingConfigTest, BadFieldsAndGpuResidentGradientsAreRefused) {
   ExperimentConfig config = EquivalenceConfig("loss_scaling");
   SetInProcessHosts(&config, 1, 1);
-  config.mutable_loss_scaling()->set_mode("dynamic");
+  config.mutable_loss_scaling()->set_mode(LossScalingConfig::dynamic);
   config.mutable_loss_scaling()->set_backoff_factor(2);
   EXPECT_THAT(NeedsOf(config, "exp.yaml").status().message(),
               HasSubstr("exp.yaml: field 'loss_scaling.backoff_factor': expected a number in (0, 1), got 2"));
@@ -247,12 +249,12 @@ TEST(LossScalingConfigTest, BadFieldsAndGpuResidentGradientsAreRefused) {
   const absl::Status refused = NeedsOf(config, "exp.yaml").status();
   EXPECT_THAT(refused.message(), HasSubstr("field 'loss_scaling.mode': expected none for variable_update "
                                            "parameter_server and local_parameter_device gpu"));
-  config.mutable_loss_scaling()->set_mode("none");
+  config.mutable_loss_scaling()->set_mode(LossScalingConfig::none);
   EXPECT_TRUE(NeedsOf(config, "exp.yaml").ok()) << NeedsOf(config, "exp.yaml").status();
 
   // The NCCL strategies keep the gradients on the GPUs and unscale them
   // there (worker/strategies/nccl_allreduce.cc).
-  config.mutable_loss_scaling()->set_mode("dynamic");
+  config.mutable_loss_scaling()->set_mode(LossScalingConfig::dynamic);
   config.set_local_parameter_device("cpu");
   config.set_variable_update("replicated");
   config.set_all_reduce_spec("nccl");

@@ -12,7 +12,7 @@
 #include "common/transport/inproc/inproc_transport.h"
 #include "gtest/gtest.h"
 #include "tests/worker/equivalence_util.h"
-#include "worker/trainer.h"
+#include "worker/run/trainer.h"
 
 namespace pstrain {
 namespace {

@@ -59,8 +59,8 @@ ExperimentConfig BagConfig() {
   config.set_name("sparse_equivalence_bags");
   CtrDataConfig* ctr = config.mutable_data()->mutable_ctr();
   for (int f = 0; f < 26; ++f) ctr->add_bag_sizes(f == 0 ? 4 : f == 1 ? 3 : 1);
-  config.mutable_model()->mutable_tables(0)->set_pooling("mean");
-  config.mutable_model()->mutable_tables(2)->set_pooling("mean");
+  config.mutable_model()->mutable_tables(0)->set_pooling(EmbeddingTableConfig::mean);
+  config.mutable_model()->mutable_tables(2)->set_pooling(EmbeddingTableConfig::mean);
   return config;
 }
 
@@ -79,7 +79,7 @@ TEST(SparseBagsTest, TwoWorkersTimesTwoDevicesEqualOneDeviceWithBagsOfIds) {
   // Summing C1's bag where it was averaged moves the run clearly: the
   // pooling reaches the parameters compared above.
   ExperimentConfig summed = BagConfig();
-  summed.mutable_model()->mutable_tables(0)->set_pooling("sum");
+  summed.mutable_model()->mutable_tables(0)->set_pooling(EmbeddingTableConfig::sum);
   absl::StatusOr<ClusterRun> other = RunOnOneDevice(summed, 4 * kBatch);
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_GT(MaxRelativeDifference(other->final_params, single->final_params), 1e-4);

@@ -4,7 +4,7 @@
 #include "common/metrics/result_json.h"
 #include "common/transport/frame.h"
 #include "gtest/gtest.h"
-#include "ps/shard.h"
+#include "ps/shard/shard.h"
 #include "tests/worker/in_process_cluster.h"
 
 namespace pstrain {

@@ -331,7 +331,7 @@ TEST(TimelinePhasesTest, RecordsEachTracedStepsPhasesAndFlushesAfterIt) {
 // reads traffic and waiting through.
 class FixedTrafficStrategy : public Strategy {
  public:
-  absl::Status Start() override { return absl::OkStatus(); }
+  absl::StatusOr<int64_t> Start() override { return 0; }
   absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }
   absl::Status AfterStep(int64_t) override { return absl::OkStatus(); }
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override {
@@ -340,11 +340,13 @@ class FixedTrafficStrategy : public Strategy {
     return report;
   }
   std::string Describe() const override { return "fixed traffic"; }
-  absl::Duration wait_time() const override { return wait; }
-  void FillTraffic(WorkerReport* report) const override {
-    report->set_bytes_pushed(report->bytes_pushed() + pushed);
-    report->set_bytes_pulled(report->bytes_pulled() + pulled);
-    report->set_bytes_allreduced(report->bytes_allreduced() + allreduced);
+  StrategyTraffic traffic() const override {
+    StrategyTraffic traffic;
+    traffic.bytes_pushed = pushed;
+    traffic.bytes_pulled = pulled;
+    traffic.bytes_allreduced = allreduced;
+    traffic.wait = wait;
+    return traffic;
   }
 
   int64_t pushed = 0, pulled = 0, allreduced = 0;
@@ -366,7 +368,7 @@ TEST(WorkerMetricsTest, StepsMoveTheGaugesAndCountersFailedStepsDoNot) {
   MetricRegistry registry;
   FixedTrafficStrategy strategy;
   LossScalingConfig scaling;
-  scaling.set_mode("dynamic");
+  scaling.set_mode(LossScalingConfig::dynamic);
   scaling.set_initial_scale(1024);
   absl::StatusOr<LossScaler> scaler = LossScaler::Create(scaling);
   ASSERT_TRUE(scaler.ok()) << scaler.status();
@@ -541,7 +543,7 @@ TEST(LossScalingObserverTest, OverflowBacksOffCleanStepsGrowFailedStepsChangeNot
   std::unique_ptr<ReplicaSet> replicas = MlpReplica();
   ASSERT_NE(replicas, nullptr);
   LossScalingConfig config;
-  config.set_mode("dynamic");
+  config.set_mode(LossScalingConfig::dynamic);
   config.set_initial_scale(1024);
   config.set_growth_interval(2);
   absl::StatusOr<LossScaler> scaler = LossScaler::Create(config);
@@ -587,7 +589,7 @@ TEST(LossScalingObserverTest, AnOverflowOnAnyReplicaIsTheStepsOverflow) {
   replicas.InitializeVariables(42);
   replicas.BroadcastValues(0);
   LossScalingConfig config;
-  config.set_mode("static");
+  config.set_mode(LossScalingConfig::static_);
   config.set_initial_scale(256);
   absl::StatusOr<LossScaler> scaler = LossScaler::Create(config);
   ASSERT_TRUE(scaler.ok()) << scaler.status();
@@ -739,7 +741,7 @@ TEST(RunRecordTest, DescribeRunTakesTheConfigsFields) {
   config.mutable_train()->set_batch_size_per_device(16);
   for (int w = 0; w < 3; ++w) config.mutable_cluster()->add_worker_hosts(absl::StrCat("worker", w, ":1"));
   config.mutable_cluster()->add_ps_hosts("ps0:1");
-  config.mutable_loss_scaling()->set_mode("dynamic");
+  config.mutable_loss_scaling()->set_mode(LossScalingConfig::dynamic);
   const RunResult result = DescribeRun(config, "mlp", "gloo", 120);
   EXPECT_EQ(result.experiment(), "describe");
   EXPECT_EQ(result.model(), "mlp");

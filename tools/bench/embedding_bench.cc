@@ -23,6 +23,14 @@
 namespace pstrain::bench {
 namespace {
 
+// --wire_dtype's name as the config's enum (checked by ValidateOptions: fp32
+// otherwise).
+EmbeddingTableConfig::WireDtype WireDtypeOf(const std::string& name) {
+  EmbeddingTableConfig::WireDtype dtype = EmbeddingTableConfig::fp32;
+  EmbeddingTableConfig::WireDtype_Parse(name, &dtype);
+  return dtype;
+}
+
 constexpr char kTable[] = "bench";
 constexpr float kLearningRate = 0.01f;
 
@@ -128,7 +136,7 @@ ExperimentConfig ClusterConfig(const EmbeddingBenchOptions& o, const std::vector
   EmbeddingTableConfig* table = config.mutable_model()->add_tables();
   table->set_name(kTable);
   table->set_dim(o.dim);
-  table->set_wire_dtype(o.wire_dtype);
+  table->set_wire_dtype(WireDtypeOf(o.wire_dtype));
   TimeoutConfig* t = config.mutable_timeouts();
   t->set_rpc_seconds(600);
   t->set_worker_lost_seconds(1e7);
@@ -184,9 +192,8 @@ absl::Status ValidateEmbeddingBenchOptions(const EmbeddingBenchOptions& o) {
   if (!(o.zipf > 0) || !std::isfinite(o.zipf)) return bad("--zipf must be > 0");
   if (!(o.seconds > 0)) return bad("--seconds must be > 0");
   if (o.warmup_rounds < 0) return bad("--warmup_rounds must be >= 0");
-  EmbeddingTableConfig table;
-  table.set_wire_dtype(o.wire_dtype);
-  if (!EmbeddingWireDType(table).ok()) {
+  EmbeddingTableConfig::WireDtype dtype;
+  if (!EmbeddingTableConfig::WireDtype_Parse(o.wire_dtype, &dtype)) {
     return bad(absl::StrCat("--wire_dtype must be fp32, fp16 or bf16, got '", o.wire_dtype, "'"));
   }
   if (!TransportRegistry().Find(o.transport).ok()) {
@@ -313,8 +320,8 @@ absl::StatusOr<EmbeddingBenchResult> RunEmbeddingBench(const EmbeddingBenchOptio
   }
   PSTRAIN_ASSIGN_OR_RETURN(r.shards, cluster.Finish());
   EmbeddingTableConfig table;
-  table.set_wire_dtype(options.wire_dtype);
-  const double row_bits = 8.0 * options.dim * WireDTypeSize(*EmbeddingWireDType(table));
+  table.set_wire_dtype(WireDtypeOf(options.wire_dtype));
+  const double row_bits = 8.0 * options.dim * WireDTypeSize(EmbeddingWireDType(table));
   r.unique_fraction = ids > 0 ? static_cast<double>(timed_pulled) / ids : 0;
   r.pulled_rows_per_sec = timed_pulled / slowest;
   r.pushed_rows_per_sec = timed_pushed / slowest;

@@ -85,7 +85,7 @@ ClusterOptions Supervision(const LaunchArgs& args, const LaunchPlan& plan) {
   options.grace *= TimeDilation(plan.experiment);
   options.timeout = absl::Seconds(args.timeout_s);
   options.max_restarts = args.max_restarts;
-  options.workers_may_leave = plan.experiment.elastic().on_worker_lost() == "continue";
+  options.workers_may_leave = plan.experiment.elastic().on_worker_lost() == ElasticConfig::continue_;
   return options;
 }
 

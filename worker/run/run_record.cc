@@ -36,8 +36,8 @@ RunResult DescribeRun(const ExperimentConfig& config, const std::string& model_n
   result.set_steps(total_steps);
   result.set_compression(config.compression());
   result.set_collective(collective);
-  result.set_precision(config.precision());
-  result.set_loss_scaling(config.loss_scaling().mode());
+  result.set_precision(ExperimentConfig::Precision_Name(config.precision()));
+  result.set_loss_scaling(LossScalingConfig::Mode_Name(config.loss_scaling().mode()));
   return result;
 }
 

@@ -112,39 +112,8 @@ absl::StatusOr<RunResult> TrainingRun::Run() {
 // ---------------------------------------------------------------- set-up
 
 absl::Status TrainingRun::LoadData() {
-  PSTRAIN_ASSIGN_OR_RETURN(data_, LoadDatasets(config_, evaluate_));
-  const int num_workers = config_.cluster().worker_hosts_size();
-  const int batch = config_.train().batch_size_per_device();
-  // Replica r of worker w is "device" w * devices + r of the whole job.
-  for (int r = 0; r < devices_; ++r) {
-    PSTRAIN_ASSIGN_OR_RETURN(ShardedBatcher batcher,
-                             ShardedBatcher::Create(&data_.train, worker_index_ * devices_ + r, num_workers * devices_,
-                                                    batch, config_.data().shuffle_seed(), config_.data().shuffle()));
-    batchers_.push_back(std::move(batcher));
-  }
-  if (data_.train.encoded() || data_.test.encoded()) {
-    decode_pool_ = std::make_unique<DecodePool>(DecodeThreads(config_.data().decode_threads()));
-  }
-  // Dynamic sharding decodes each batch when the ledger names it.
-  if (data_.train.encoded() && config_.data().sharding() != "dynamic") {
-    for (int r = 0; r < devices_; ++r) {
-      prefetchers_.push_back(
-          std::make_unique<BatchPrefetcher>(&batchers_[r], decode_pool_.get(), config_.data().prefetch_batches()));
-    }
-  }
-  Shape image_shape = {batch};
-  image_shape.insert(image_shape.end(), data_.train.example_shape.begin(), data_.train.example_shape.end());
-  for (int r = 0; r < devices_; ++r) images_.emplace_back(image_shape);
-  labels_.resize(devices_);
-  total_steps_ = TotalSteps(config_, data_.train.num_examples);
-  if (config_.data().sharding() == "dynamic") {
-    const int64_t worker_batch = int64_t{batch} * devices_;
-    ledger_spec_.set_examples_per_epoch(data_.train.num_examples / worker_batch * worker_batch);
-    ledger_spec_.set_chunk_examples(worker_batch * config_.data().chunk_batches());
-    const int64_t total = total_steps_ * worker_batch * num_workers;
-    ledger_spec_.set_epochs((total + ledger_spec_.examples_per_epoch() - 1) / ledger_spec_.examples_per_epoch());
-    ledger_spec_.set_total_examples(total);
-  }
+  PSTRAIN_ASSIGN_OR_RETURN(input_, InputPipeline::Create(config_, worker_index_, evaluate_));
+  total_steps_ = input_->total_steps();
   return absl::OkStatus();
 }
 
@@ -154,7 +123,7 @@ absl::Status TrainingRun::CreateReplicas() {
   options.worker_index = worker_index_;
   options.host_mirrors = needs_.host_mirrors;
   options.download_gradients = needs_.download_gradients;
-  PSTRAIN_ASSIGN_OR_RETURN(options.precision, ParsePrecision(config_.precision()));
+  PSTRAIN_ASSIGN_OR_RETURN(options.precision, ParsePrecision(ExperimentConfig::Precision_Name(config_.precision())));
   // Parameter servers apply whatever they are sent: an overflowed gradient
   // goes to them as zeros. Strategies that update on the worker skip the
   // step instead (LocalOptimizer).
@@ -172,7 +141,8 @@ absl::Status TrainingRun::CreateReplicas() {
       return model;
     };
   }
-  PSTRAIN_ASSIGN_OR_RETURN(replicas_, ReplicaSet::Create(ResolveModelConfig(config_, data_.train), devices_, options));
+  PSTRAIN_ASSIGN_OR_RETURN(replicas_,
+                           ReplicaSet::Create(ResolveModelConfig(config_, input_->train()), devices_, options));
   return absl::OkStatus();
 }
 
@@ -187,8 +157,7 @@ absl::Status TrainingRun::CreateStrategy() {
   context.replicas = replicas_.get();
   context.listen_address = options_.listen_address;
   context.timeline = timeline_.get();
-  const bool dynamic = config_.data().sharding() == "dynamic";
-  if (dynamic) context.ledger = &ledger_spec_;
+  context.ledger = input_->ledger();
   // A sparse model's final evaluation reads the tables: while the shards
   // are still up.
   if (config_.model().tables_size() > 0 && evaluate_) {
@@ -197,20 +166,16 @@ absl::Status TrainingRun::CreateStrategy() {
   PSTRAIN_ASSIGN_OR_RETURN(strategy_, pstrain::CreateStrategy(context));
   if (config_.model().tables_size() > 0) {
     PSTRAIN_ASSIGN_OR_RETURN(sparse_, SparseStage::Create(config_, worker_index_, transport_, replicas_.get(),
-                                                          NumElements(data_.train.example_shape)));
+                                                          NumElements(input_->train().example_shape)));
     composed_.resize(devices_);
   }
-  if (dynamic) {
-    ChunkFeed::Options feed;
-    feed.batch_examples = int64_t{config_.train().batch_size_per_device()} * devices_;
-    feed.may_wait = config_.consistency() != "sync";
+  if (input_->ledger() != nullptr) {
     const TimeoutConfig& t = config_.timeouts();
-    feed.wait_limit = absl::Seconds(2 * t.worker_lost_seconds() + t.rpc_seconds());
-    feed_ = std::make_unique<ChunkFeed>(
-        [strategy = strategy_.get()](const std::vector<CompletedChunk>& completed) {
-          return strategy->ExchangeChunks(completed);
+    input_->ConnectLedger(
+        [shards = strategy_->shards()](const std::vector<CompletedChunk>& completed) {
+          return shards->ExchangeChunks(completed);
         },
-        feed);
+        /*may_wait=*/config_.consistency() != "sync", absl::Seconds(2 * t.worker_lost_seconds() + t.rpc_seconds()));
   }
   return absl::OkStatus();
 }
@@ -227,22 +192,23 @@ absl::Status TrainingRun::AddObservers() {
   auto cpu = std::make_unique<CpuSampling>(config_.train().warmup_steps());
   cpu_ = cpu.get();
   observers_.push_back(std::move(cpu));
-  if (config_.train().learning_check_steps() > 0 && !emulated_ && !data_.train.random_labels) {
+  if (config_.train().learning_check_steps() > 0 && !emulated_ && !input_->train().random_labels) {
     LearningCheck::Options check;
     check.check_steps = config_.train().learning_check_steps();
     check.total_steps = total_steps_;
     check.stop = config_.train().stop_if_not_learning();
     check.worker = worker_index_;
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<LearningCheck> learning,
-                             LearningCheck::Create(check, ChanceOf(data_.train), options_.metrics, std::cout));
+                             LearningCheck::Create(check, ChanceOf(input_->train()), options_.metrics, std::cout));
     learning_ = learning.get();
     observers_.push_back(std::move(learning));
   }
   const LossScaler* scaler = nullptr;
   if (ScalesLoss(config_.loss_scaling())) {
     PSTRAIN_ASSIGN_OR_RETURN(LossScaler loss_scaler, LossScaler::Create(config_.loss_scaling()));
-    auto scaling = std::make_unique<LossScaling>(std::move(loss_scaler), config_.loss_scaling().mode(), replicas_.get(),
-                                                 worker_index_);
+    auto scaling = std::make_unique<LossScaling>(std::move(loss_scaler),
+                                                 LossScalingConfig::Mode_Name(config_.loss_scaling().mode()),
+                                                 replicas_.get(), worker_index_);
     scaler = &scaling->scaler();
     observers_.push_back(std::move(scaling));
   }
@@ -269,14 +235,14 @@ absl::Status TrainingRun::AddObservers() {
 
 absl::Status TrainingRun::Start() {
   if (chief_) replicas_->InitializeVariables(config_.train().init_seed());
-  PSTRAIN_RETURN_IF_ERROR(strategy_->Start());
+  PSTRAIN_ASSIGN_OR_RETURN(start_step_, strategy_->Start());
   for (int r = 0; r < devices_; ++r) {
     GradientReadyHook hook = strategy_->HookFor(r);
     for (auto& observer : observers_) hook = observer->WrapHook(r, std::move(hook));
     hooks_.push_back(std::move(hook));
   }
   PrintBanner(config_, replicas_->model(0), total_steps_, worker_index_, strategy_->Describe(),
-              data_.train.preprocessing);
+              input_->train().preprocessing);
   if (emulated_) {
     const double scale = TimeDilation(config_);
     std::cout << absl::StrFormat("Emulated:    %.1f images/sec per device, time scale %g%s", device_images_per_sec_,
@@ -292,9 +258,12 @@ absl::Status TrainingRun::Start() {
 }
 
 absl::Status TrainingRun::StepLoop() {
-  for (int64_t step = strategy_->start_step();; ++step) {
-    PSTRAIN_ASSIGN_OR_RETURN(const bool more, NextBatch(step));
-    if (!more) break;
+  for (int64_t step = start_step_;; ++step) {
+    absl::StatusOr<bool> more = input_->Next(step);
+    if (!more.ok()) {
+      return absl::Status(more.status().code(), absl::StrCat("worker ", worker_index_, ": ", more.status().message()));
+    }
+    if (!*more) break;
     for (auto& observer : observers_) observer->OnStepStart(step);
     PSTRAIN_ASSIGN_OR_RETURN(const StepOutcome outcome, RunStep(step));
     for (auto& observer : observers_) observer->OnStepEnd(outcome);
@@ -310,53 +279,28 @@ absl::Status TrainingRun::StepLoop() {
     // A restarted peer: continue from where the strategy recovered to (the
     // data order is a function of the step, so it continues too; a dynamic
     // feed's chunk went back to the restored ledger).
-    PSTRAIN_ASSIGN_OR_RETURN(const int64_t resume, strategy_->Recover(outcome.status));
-    if (feed_ != nullptr) feed_->Forget();
+    // A restarted shard: the strategy's shards say where to go on from (a
+    // strategy without shards cannot recover: the step's failure ends it).
+    ShardSession* shards = strategy_->shards();
+    if (shards == nullptr) return outcome.status;
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t resume, shards->Recover(outcome.status));
+    input_->Forget();
     for (auto& observer : observers_) observer->OnRecovery(resume);
     step = resume - 1;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> TrainingRun::NextBatch(int64_t step) {
-  if (feed_ == nullptr) return step < total_steps_;
-  absl::StatusOr<std::optional<ChunkFeed::Batch>> batch = feed_->Next(step);
-  if (!batch.ok()) {
-    return absl::Status(batch.status().code(),
-                        absl::StrCat("worker ", worker_index_, ": data ledger: ", batch.status().message()));
-  }
-  if (!batch->has_value()) return false;
-  next_batch_ = **batch;
-  return true;
-}
-
-absl::Status TrainingRun::FillInput(int r, int64_t step) {
-  if (feed_ != nullptr) {
-    // The ledger's positions; replica r takes its slice of the worker's batch.
-    const int64_t first = next_batch_.first + int64_t{r} * config_.train().batch_size_per_device();
-    return batchers_[r].FillPositions(next_batch_.epoch, first, &images_[r], &labels_[r], decode_pool_.get());
-  }
-  return prefetchers_.empty() ? batchers_[r].Fill(step, &images_[r], &labels_[r])
-                              : prefetchers_[r]->Next(step, &images_[r], &labels_[r]);
-}
-
 absl::Status TrainingRun::PullSparseRows(int64_t step) {
   std::vector<std::vector<int64_t>> examples(devices_);
-  for (int r = 0; r < devices_; ++r) {
-    if (feed_ == nullptr) {
-      examples[r] = batchers_[r].ExampleIndices(step);
-    } else {  // the ledger's positions, as FillInput reads them
-      const int64_t batch = config_.train().batch_size_per_device();
-      examples[r] = batchers_[r].EpochPositions(next_batch_.epoch, next_batch_.first + r * batch, batch);
-    }
-  }
-  sparse_->SetGeneration(strategy_->shard_generation());
-  return sparse_->Pull(step, data_.train, examples);
+  for (int r = 0; r < devices_; ++r) examples[r] = input_->ExampleIndices(r, step);
+  sparse_->SetGeneration(strategy_->shards() != nullptr ? strategy_->shards()->generation() : 0);
+  return sparse_->Pull(step, input_->train(), examples);
 }
 
 const Tensor& TrainingRun::ModelInput(int r) {
-  if (!sparse_) return images_[r];
-  sparse_->Compose(r, images_[r], &composed_[r]);
+  if (!sparse_) return input_->images(r);
+  sparse_->Compose(r, input_->images(r), &composed_[r]);
   return composed_[r];
 }
 
@@ -382,9 +326,9 @@ absl::StatusOr<StepOutcome> TrainingRun::RunStep(int64_t step) {
   outcome.compute.resize(devices_);
   replicas_->ForEach([&](int r) {
     outcome.compute[r].start = absl::Now();
-    inputs[r] = FillInput(r, step);
+    inputs[r] = input_->Fill(r, step);
     waits[r] = absl::Now() - outcome.compute[r].start;
-    if (inputs[r].ok()) losses[r] = replicas_->TrainStep(r, ModelInput(r), labels_[r].data(), hooks_[r]);
+    if (inputs[r].ok()) losses[r] = replicas_->TrainStep(r, ModelInput(r), input_->labels(r), hooks_[r]);
     outcome.compute[r].end = absl::Now();
   });
   for (const absl::Status& s : inputs) {
@@ -414,11 +358,11 @@ Evaluation TrainingRun::Evaluate(int64_t steps_done) {
   InputComposer compose;
   if (sparse_) {
     compose = [this](int64_t first, int64_t count, const Tensor& dense, Tensor* input) {
-      return sparse_->ComposeBatch(data_.test, first, count, dense, input);
+      return sparse_->ComposeBatch(input_->test(), first, count, dense, input);
     };
   }
-  evaluation.result =
-      EvaluateOn(replicas_->model(0), data_.test, config_.train().eval_batch_size(), decode_pool_.get(), compose);
+  evaluation.result = EvaluateOn(replicas_->model(0), input_->test(), config_.train().eval_batch_size(),
+                                 input_->decode_pool(), compose);
   evaluation.end = absl::Now();
   for (auto& observer : observers_) observer->OnEvaluation(evaluation);
   if (steps_done < total_steps_) {
@@ -436,7 +380,7 @@ Evaluation TrainingRun::Evaluate(int64_t steps_done) {
 WorkerReport TrainingRun::Report() const {
   WorkerReport report;
   report.set_worker(worker_index_);
-  report.set_steps(feed_ != nullptr ? steps_run_ : total_steps_);
+  report.set_steps(input_->ledger() != nullptr ? steps_run_ : total_steps_);
   report.set_examples(examples_);
   for (const auto& observer : observers_) observer->AddToReport(&report);
   report.set_peak_rss_bytes(PeakRssBytes());
@@ -448,13 +392,17 @@ WorkerReport TrainingRun::Report() const {
   report.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
   report.set_input_wait_seconds(absl::ToDoubleSeconds(input_wait_));
   report.set_input_wait_share(report.input_wait_seconds() / std::max(1e-9, report.wall_seconds()));
-  strategy_->FillTraffic(&report);
+  const StrategyTraffic traffic = strategy_->traffic();
+  report.set_bytes_pushed(traffic.bytes_pushed);
+  report.set_bytes_pulled(traffic.bytes_pulled);
+  report.set_bytes_allreduced(traffic.bytes_allreduced);
   return report;
 }
 
 void TrainingRun::PrintSummary(const WorkerReport& report) const {
-  const double wait = absl::ToDoubleSeconds(strategy_->wait_time());
-  const int64_t dropped = strategy_->dropped_gradients();
+  const StrategyTraffic traffic = strategy_->traffic();
+  const double wait = absl::ToDoubleSeconds(traffic.wait);
+  const int64_t dropped = traffic.dropped_gradients;
   std::vector<std::string> lines = {
       absl::StrFormat("worker %d images/sec: %.2f (its mean over its steps, warm-up excluded)%s", worker_index_,
                       progress_->measured_images_per_sec(),
@@ -484,7 +432,8 @@ void TrainingRun::PrintSummary(const WorkerReport& report) const {
 
 absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const ClusterReport& cluster) {
   RunResult result = DescribeRun(config_, replicas_->model(0).name(), needs_.collective, total_steps_);
-  AddReports(cluster, strategy_->recoveries(), &result);
+  AddReports(cluster, strategy_->shards() != nullptr ? strategy_->shards()->recoveries() : std::vector<Recovery>(),
+             &result);
   if (!chief_) {
     result.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
     return result;
@@ -500,8 +449,8 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
     std::cout << absl::StrFormat("Accuracy @ 1 = %.4f (%d of %d test examples), test loss %.4f", final.accuracy(),
                                  final.result.correct, final.result.examples, final.result.mean_loss)
               << std::endl;
-    RecordClickMetrics(final.result, data_.test.planted_auc, &result);
-    if (std::optional<std::string> warning = TestAtChance(final, ChanceOf(data_.test))) {
+    RecordClickMetrics(final.result, input_->test().planted_auc, &result);
+    if (std::optional<std::string> warning = TestAtChance(final, ChanceOf(input_->test()))) {
       std::cout << "WARNING: chief: " << *warning << std::endl;
       result.add_warnings(absl::StrCat("chief: ", *warning));
     }

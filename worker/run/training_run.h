@@ -1,7 +1,8 @@
 // TrainingRun: one worker's whole run, as stages:
 //
-//   Create          set up: data and batchers, replicas (emulated devices
-//                   wrapped), the strategy, the timeline, and the step
+//   Create          set up: the input pipeline (worker/run/input_pipeline.h),
+//                   replicas (emulated devices wrapped), the strategy, the
+//                   timeline, and the step
 //                   observers (worker/run/observers/) the config asks for
 //   Run:
 //     Start         the chief initialises the variables; the strategy starts
@@ -24,18 +25,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/data/batcher.h"
-#include "common/data/data_source.h"
-#include "common/data/decode_pool.h"
-#include "common/data/prefetcher.h"
 #include "proto/results.pb.h"
-#include "worker/chunk_feed.h"
 #include "worker/replica_set.h"
-#include "worker/run/step_observer.h"
+#include "worker/run/input_pipeline.h"
+#include "worker/run/observers/step_observer.h"
+#include "worker/run/trainer.h"
 #include "worker/sparse_stage.h"
 #include "worker/strategy.h"
 #include "worker/timeline.h"
-#include "worker/trainer.h"
 
 namespace pstrain {
 
@@ -64,12 +61,6 @@ class TrainingRun {
   // ---- the run
   absl::Status Start();
   absl::Status StepLoop();
-  // Dynamic sharding: takes the batch of `step` from the feed into
-  // next_batch_; false when the data has ended for this worker. Static:
-  // true while step < total_steps_.
-  absl::StatusOr<bool> NextBatch(int64_t step);
-  // Copies replica `r`'s examples of `step` into its buffers.
-  absl::Status FillInput(int r, int64_t step);
   // Sparse models: pulls the rows of the step's examples (every replica's).
   absl::Status PullSparseRows(int64_t step);
   // Replica r's model input: its batch, or what the sparse stage composed.
@@ -97,11 +88,7 @@ class TrainingRun {
   const absl::Time start_;
 
   StrategyNeeds needs_;
-  Datasets data_;
-  std::vector<ShardedBatcher> batchers_;  // one per replica
-  // Encoded datasets: the decode threads, and one prefetcher per replica.
-  std::unique_ptr<DecodePool> decode_pool_;
-  std::vector<std::unique_ptr<BatchPrefetcher>> prefetchers_;
+  std::unique_ptr<InputPipeline> input_;
   absl::Duration input_wait_;         // the steps' waits for their batch
   double device_images_per_sec_ = 0;  // emulated devices: one device's rate
   std::unique_ptr<ReplicaSet> replicas_;
@@ -113,10 +100,8 @@ class TrainingRun {
   std::unique_ptr<SparseStage> sparse_;
   std::vector<Tensor> composed_;
   std::optional<Evaluation> final_evaluation_;  // made while the shards were up
-  // data.sharding dynamic: the ledger the chief installs, and this worker's
-  // chunks (null with static sharding).
-  LedgerSpec ledger_spec_;
-  std::unique_ptr<ChunkFeed> feed_;
+  // The first step this worker trains (Strategy::Start says it).
+  int64_t start_step_ = 0;
   // Steps this worker trained, and their examples.
   int64_t steps_run_ = 0;
   int64_t examples_ = 0;
@@ -126,12 +111,8 @@ class TrainingRun {
   CpuSampling* cpu_ = nullptr;         // among observers_
   LearningCheck* learning_ = nullptr;  // among observers_; null when off
 
-  // Per replica: the batch buffers and the strategy's hooks as the
-  // observers wrapped them.
-  std::vector<Tensor> images_;
-  std::vector<std::vector<int32_t>> labels_;
+  // Per replica: the strategy's hook as the observers wrapped it.
   std::vector<GradientReadyHook> hooks_;
-  ChunkFeed::Batch next_batch_;
 };
 
 }  // namespace pstrain

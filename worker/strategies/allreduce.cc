@@ -63,13 +63,13 @@ class AllReduceStrategy : public Strategy {
     collective_.reset();
   }
 
-  absl::Status Start() override {
+  absl::StatusOr<int64_t> Start() override {
     // Everyone starts from the chief's replica 0.
     for (Variable& v : context_.replicas->variables(0)) {
       PSTRAIN_RETURN_IF_ERROR(collective_->Broadcast(v.value.data(), v.value.num_elements(), 0));
     }
     context_.replicas->BroadcastValues(0);
-    return absl::OkStatus();
+    return 0;
   }
 
   absl::Status BeforeStep(int64_t step) override {
@@ -108,8 +108,12 @@ class AllReduceStrategy : public Strategy {
                         " reduced in place", c.compression() == "none" ? "" : absl::StrCat(", as ", c.compression()),
                         ")");
   }
-  absl::Duration wait_time() const override { return wait_; }
-  void FillTraffic(WorkerReport* report) const override { report->set_bytes_allreduced(reducer_->bytes_allreduced()); }
+  StrategyTraffic traffic() const override {
+    StrategyTraffic traffic;
+    traffic.bytes_allreduced = reducer_->bytes_allreduced();
+    traffic.wait = wait_;
+    return traffic;
+  }
 
  private:
   explicit AllReduceStrategy(const StrategyContext& context) : context_(context) {}

@@ -27,9 +27,9 @@ absl::StatusOr<std::unique_ptr<Strategy>> LocalReplicasStrategy::Create(const St
   return std::unique_ptr<Strategy>(std::move(s));
 }
 
-absl::Status LocalReplicasStrategy::Start() {
+absl::StatusOr<int64_t> LocalReplicasStrategy::Start() {
   context_.replicas->BroadcastValues(0);
-  return absl::OkStatus();
+  return 0;
 }
 
 absl::Status LocalReplicasStrategy::AfterStep(int64_t step) {

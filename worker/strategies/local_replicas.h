@@ -29,7 +29,7 @@ class LocalReplicasStrategy : public Strategy {
                                                           std::optional<std::string> reduce_spec,
                                                           std::string description);
 
-  absl::Status Start() override;
+  absl::StatusOr<int64_t> Start() override;
   absl::Status BeforeStep(int64_t) override { return absl::OkStatus(); }
   absl::Status AfterStep(int64_t step) override;
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;

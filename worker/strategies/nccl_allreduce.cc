@@ -80,8 +80,11 @@ class NcclAllReduceStrategy : public Strategy {
     cluster_store_.reset();
   }
 
-  absl::Status Start() override {
-    if (!syncs()) return CopyReplicaZeroValues();
+  absl::StatusOr<int64_t> Start() override {
+    if (!syncs()) {
+      PSTRAIN_RETURN_IF_ERROR(CopyReplicaZeroValues());
+      return 0;
+    }
     // Everyone starts from rank 0's values (the chief's replica 0).
     std::vector<absl::Status> errors(replicas().size());
     replicas().ForEach([&](int r) {
@@ -95,7 +98,8 @@ class NcclAllReduceStrategy : public Strategy {
       }
       errors[r] = group_->Wait(r, ctx.stream());
     });
-    return FirstError(errors);
+    PSTRAIN_RETURN_IF_ERROR(FirstError(errors));
+    return 0;
   }
 
   absl::Status BeforeStep(int64_t) override {
@@ -174,7 +178,11 @@ class NcclAllReduceStrategy : public Strategy {
                               per_replica_.size(), " GPUs, ", plan_.buckets.size(),
                               " fusion buckets of <= ", context_.config->fusion_threshold_bytes(), " bytes)");
   }
-  absl::Duration wait_time() const override { return wait_; }
+  StrategyTraffic traffic() const override {
+    StrategyTraffic traffic;
+    traffic.wait = wait_;
+    return traffic;
+  }
 
  private:
   struct Replica {

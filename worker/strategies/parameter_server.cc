@@ -60,9 +60,13 @@ std::string ParameterServerStrategy::Describe() const {
                       pipeline_ != nullptr ? ", pipeline" : "", ")");
 }
 
-void ParameterServerStrategy::FillTraffic(WorkerReport* report) const {
-  report->set_bytes_pushed(client_->bytes_pushed());
-  report->set_bytes_pulled(client_->bytes_pulled());
+StrategyTraffic ParameterServerStrategy::traffic() const {
+  StrategyTraffic traffic;
+  traffic.bytes_pushed = client_->bytes_pushed();
+  traffic.bytes_pulled = client_->bytes_pulled();
+  traffic.wait = pipeline_ != nullptr ? pull_wait_ + pipeline_->wait_time() : pull_wait_;
+  traffic.dropped_gradients = dropped_;
+  return traffic;
 }
 
 absl::StatusOr<std::optional<RestorePoint>> ParameterServerStrategy::InstallState(absl::Duration wait,
@@ -105,7 +109,7 @@ absl::Status ParameterServerStrategy::JoinShards(int64_t min_generation, absl::D
   return absl::OkStatus();
 }
 
-absl::Status ParameterServerStrategy::Start() {
+absl::StatusOr<int64_t> ParameterServerStrategy::Start() {
   const ExperimentConfig& config = *context_.config;
   const absl::Duration startup = absl::Seconds(config.timeouts().startup_seconds());
   // The first pull waits for the PS to come up and the chief's Init, and
@@ -143,7 +147,7 @@ absl::Status ParameterServerStrategy::Start() {
     absl::Status s = client_->Heartbeat(current_step_.load(), finished_pushing_.load());
     if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
   });
-  return absl::OkStatus();
+  return start_step_;
 }
 
 absl::StatusOr<int64_t> ParameterServerStrategy::Recover(const absl::Status& failure) {

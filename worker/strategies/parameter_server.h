@@ -55,7 +55,7 @@
 
 namespace pstrain {
 
-class ParameterServerStrategy : public Strategy {
+class ParameterServerStrategy : public Strategy, public ShardSession {
  public:
   // `local_reduce_spec`: how the replicas' gradients are combined before the
   // push ("pscpu" or "none").
@@ -63,21 +63,19 @@ class ParameterServerStrategy : public Strategy {
                                                           std::string local_reduce_spec);
   ~ParameterServerStrategy() override;
 
-  absl::Status Start() override;
-  int64_t start_step() const override { return start_step_; }
+  absl::StatusOr<int64_t> Start() override;
   absl::Status BeforeStep(int64_t step) override;
   absl::Status AfterStep(int64_t step) override;
-  absl::StatusOr<int64_t> Recover(const absl::Status& failure) override;
-  std::vector<Recovery> recoveries() const override { return recoveries_; }
-  int64_t shard_generation() const override { return client_->generation(); }
   absl::StatusOr<ClusterReport> Finish(const WorkerReport& mine) override;
   std::string Describe() const override;
-  int64_t dropped_gradients() const override { return dropped_; }
   GradientReadyHook HookFor(int replica) override;
-  absl::Duration wait_time() const override {
-    return pipeline_ != nullptr ? pull_wait_ + pipeline_->wait_time() : pull_wait_;
-  }
-  void FillTraffic(WorkerReport* report) const override;
+  StrategyTraffic traffic() const override;
+  ShardSession* shards() override { return this; }
+
+  // ShardSession.
+  int64_t generation() const override { return client_->generation(); }
+  absl::StatusOr<int64_t> Recover(const absl::Status& failure) override;
+  std::vector<Recovery> recoveries() const override { return recoveries_; }
   absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) override;
 
  private:

@@ -1,7 +1,6 @@
 // Softmax cross-entropy over integer labels: oneDNN softmax forward, then
 // loss = mean_n(-log(max(p[n, label_n], kSoftmaxCrossEntropyMinProb))) and
 // d(loss)/d(logits) = (p - onehot(label)) / N.
-#include "models/layers/cpu/softmax_cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +8,7 @@
 #include <utility>
 
 #include "device/cpu/dnnl_util.h"
+#include "models/layers/layer.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cpu {
@@ -61,8 +61,8 @@ class SoftmaxCrossEntropy final : public LossLayer {
   std::map<Shape, Prims> cache_;  // by logits shape
 };
 
+const bool kRegistered =
+    RegisterSoftmaxCrossEntropy(DeviceKind::kCpu, [] { return std::make_unique<SoftmaxCrossEntropy>(); });
+
 }  // namespace
-
-std::unique_ptr<LossLayer> NewSoftmaxCrossEntropy() { return std::make_unique<SoftmaxCrossEntropy>(); }
-
 }  // namespace pstrain::cpu

@@ -61,8 +61,8 @@ class SoftmaxCrossEntropy final : public LossLayer {
   Tensor staged_labels_, staged_losses_;
 };
 
+const bool kRegistered =
+    RegisterSoftmaxCrossEntropy(DeviceKind::kCuda, [] { return std::make_unique<SoftmaxCrossEntropy>(); });
+
 }  // namespace
-
-std::unique_ptr<LossLayer> NewSoftmaxCrossEntropy() { return std::make_unique<SoftmaxCrossEntropy>(); }
-
 }  // namespace pstrain::cuda

@@ -1,23 +1,16 @@
-// The CUDA softmax cross-entropy loss; reach it through
-// CreateSoftmaxCrossEntropy(DeviceKind::kCuda).
+// The kernel of the CUDA softmax cross-entropy loss (softmax_cross_entropy.cc
+// registers the loss; reach it through CreateSoftmaxCrossEntropy(DeviceKind::kCuda)).
+// Kept free of layer.h: nvcc rejects some of its C++20 (common/tensor.h's
+// defaulted comparison).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <memory>
-
-// Declared, not included: the kernel file includes this header, and nvcc
-// rejects some of layer.h's C++20 (common/tensor.h's defaulted comparison).
-namespace pstrain {
-class LossLayer;
-}  // namespace pstrain
 
 namespace pstrain::cuda {
 
-std::unique_ptr<LossLayer> NewSoftmaxCrossEntropy();
-
-// The kernel behind it (softmax_cross_entropy_kernels.cu). For each of the
+// The kernel behind the loss (softmax_cross_entropy_kernels.cu). For each of the
 // `rows` > 0 rows of `logits` ([rows, classes] on the GPU), with p the row's
 // softmax (its maximum subtracted before exponentiating):
 //   losses[row] = -log(max(p[label], min_prob)), and when `grad` is non-null

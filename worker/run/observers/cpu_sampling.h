@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "common/metrics/cpu_usage.h"
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 
 namespace pstrain {
 

@@ -34,7 +34,7 @@
 #include "absl/status/statusor.h"
 #include "common/data/dataset.h"
 #include "common/telemetry/metric_registry.h"
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 
 namespace pstrain {
 

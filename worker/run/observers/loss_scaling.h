@@ -13,7 +13,7 @@
 
 #include "optim/loss_scaler.h"
 #include "worker/replica_set.h"
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 
 namespace pstrain {
 

@@ -7,7 +7,7 @@
 
 #include <functional>
 
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 
 namespace pstrain {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/metrics/throughput.h"
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 
 namespace pstrain {
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 #include "worker/timeline.h"
 
 namespace pstrain {

@@ -4,7 +4,7 @@
 // train/learning_rate (the schedule at that global step) every
 // `every_steps` steps; eval/test_accuracy and eval/test_loss after every
 // evaluation (periodic ones and the final one). A write that fails is logged once and the run goes on. A step
-// observer of the chief (worker/run/step_observer.h).
+// observer of the chief (worker/run/observers/step_observer.h).
 #pragma once
 
 #include <memory>
@@ -13,7 +13,7 @@
 #include "common/summary/event_writer.h"
 #include "optim/lr_schedule.h"
 #include "proto/config.pb.h"
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 
 namespace pstrain {
 

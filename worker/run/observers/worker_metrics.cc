@@ -51,12 +51,11 @@ void WorkerMetrics::OnStepEnd(const StepOutcome& outcome) {
   step_->Set(static_cast<double>(outcome.step + 1));
   loss_->Set(outcome.loss);
   images_per_sec_->Set(seconds > 0 ? examples_per_step_ / seconds : 0);
-  WorkerReport traffic;
-  strategy_->FillTraffic(&traffic);
-  pushed_->AdvanceTo(static_cast<double>(traffic.bytes_pushed()));
-  pulled_->AdvanceTo(static_cast<double>(traffic.bytes_pulled()));
-  allreduced_->AdvanceTo(static_cast<double>(traffic.bytes_allreduced()));
-  wait_->AdvanceTo(absl::ToDoubleSeconds(strategy_->wait_time()));
+  const StrategyTraffic traffic = strategy_->traffic();
+  pushed_->AdvanceTo(static_cast<double>(traffic.bytes_pushed));
+  pulled_->AdvanceTo(static_cast<double>(traffic.bytes_pulled));
+  allreduced_->AdvanceTo(static_cast<double>(traffic.bytes_allreduced));
+  wait_->AdvanceTo(absl::ToDoubleSeconds(traffic.wait));
   if (loss_scaler_ != nullptr) {
     loss_scale_->Set(loss_scaler_->scale());
     overflow_steps_->AdvanceTo(static_cast<double>(loss_scaler_->skipped_steps()));

@@ -8,7 +8,7 @@
 // shard or chief); with loss scaling, gauge pstrain_worker_loss_scale and
 // counter pstrain_worker_overflow_steps_total; the chief also
 // pstrain_worker_test_accuracy (its latest evaluation). A step observer
-// (worker/run/step_observer.h): the metrics move after every step.
+// (worker/run/observers/step_observer.h): the metrics move after every step.
 #pragma once
 
 #include <cmath>
@@ -18,15 +18,15 @@
 #include "common/telemetry/metric_registry.h"
 #include "optim/loss_scaler.h"
 #include "proto/ps.pb.h"
-#include "worker/run/step_observer.h"
+#include "worker/run/observers/step_observer.h"
 #include "worker/strategy.h"
 
 namespace pstrain {
 
 class WorkerMetrics : public StepObserver {
  public:
-  // Traffic and waiting come from `strategy` (Strategy::FillTraffic,
-  // wait_time) after each step; the loss scale from `loss_scaler` (null:
+  // Traffic and waiting come from `strategy` (Strategy::traffic) after each
+  // step; the loss scale from `loss_scaler` (null:
   // no loss scaling, the gauges stay 0). Both must outlive the metrics.
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Register(MetricRegistry* registry, int worker,
                                                                  const Strategy* strategy, int64_t examples_per_step,

@@ -1,4 +1,4 @@
-#include "common/role_main.h"
+#include "common/role/role_main.h"
 
 #include <unistd.h>
 

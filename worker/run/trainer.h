@@ -45,8 +45,4 @@ struct WorkerRunOptions {
 absl::StatusOr<RunResult> RunWorker(const ExperimentConfig& config, int worker_index, Transport* transport,
                                     const WorkerRunOptions& options = {});
 
-// Steps every worker runs: train.steps, or epochs over the shard-per-step
-// schedule when steps is 0.
-int64_t TotalSteps(const ExperimentConfig& config, int64_t train_examples);
-
 }  // namespace pstrain
