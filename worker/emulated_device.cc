@@ -95,8 +95,14 @@ const bool kConfigCheck = ConfigCheckRegistry().Register("emulation", CheckEmula
 // (models/emulated_model.h); it holds no variables of its own, but stands
 // for GPUs as local_parameter_device inside an emulated host topology.
 const bool kDeviceRegistered = DeviceRegistry().Register(
-    "emulated", {"a device of published throughput, modelled on the CPU (emulation:)", DeviceKind::kCpu,
-                 /*holds_variables=*/false, /*create=*/nullptr, /*stands_for=*/"gpu", /*present=*/nullptr});
+    "emulated", {.summary = "a device of published throughput, modelled on the CPU (emulation:)",
+                 .kind = DeviceKind::kCpu,
+                 .holds_variables = false,
+                 .create = nullptr,
+                 .stands_for = "gpu",
+                 .present = nullptr,
+                 .count = nullptr,
+                 .supports = nullptr});
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // The extension test: a throwaway strategy, layer (with a model that uses
-// it) and transport, each added the way a real one is -- registered from
-// this one file, with nothing else edited -- and each checked to be
+// it), transport and device, each added the way a real one is -- registered
+// from this one file, with nothing else edited -- and each checked to be
 //   listed     in its registry and wherever the product lists the names
 //              (config validation's "expected one of ...", a registry's
 //              "unknown ...; known: ..."),
@@ -8,11 +8,13 @@
 //              rules the part declares with its registration are enforced
 //              (the strategy's StrategyEntry, the layer's attributes, the
 //              transport's capabilities),
-//   usable     the strategy trains a model containing the layer through
-//              RunWorker over the transport; the transport carries a call.
+//   usable     the strategy trains a model containing the layer on the
+//              device through RunWorker over the transport; the transport
+//              carries a call.
 // It is the worked example of docs/ARCHITECTURE.md, "Adding things": if a
 // part cannot be added from one file, this test cannot be written.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -23,6 +25,7 @@
 #include "common/config/config_loader.h"
 #include "common/transport/inproc/inproc_transport.h"
 #include "common/transport/transport.h"
+#include "device/device_registry.h"
 #include "glog/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -148,7 +151,7 @@ class ExtensionSgd final : public Strategy {
 StrategyNeeds ExtensionSgdNeeds(const ExperimentConfig&) {
   StrategyNeeds needs;
   needs.max_workers = 1;
-  needs.devices = {"cpu"};
+  needs.devices = {"cpu", "extension_device"};
   return needs;
 }
 
@@ -195,6 +198,26 @@ const bool kTransportRegistered = RegisterTransport(
     "extension_pipe", [](const TransportOptions&) { return std::make_unique<ExtensionPipe>(); },
     TransportCapabilities{.security = false, .same_host_zero_copy = true, .rdma = false});
 
+// --------------------------------------------------------------- the device
+
+// extension_device: the host's cores under a name of its own (its replicas
+// compute on the cpu kind), which a test can unplug: its `present` says why,
+// as the gpu's says there is no GPU.
+std::atomic<bool> extension_device_plugged{true};
+
+const bool kDeviceRegistered = DeviceRegistry().Register(
+    "extension_device", {.summary = "the host's cores, under the extension test's name",
+                         .kind = DeviceKind::kCpu,
+                         .holds_variables = true,
+                         .create = nullptr,  // its replicas use the cpu kind's contexts, as emulated's do
+                         .stands_for = "",
+                         .present = []() -> absl::Status {
+                           if (extension_device_plugged.load()) return absl::OkStatus();
+                           return absl::UnavailableError("the extension device is unplugged");
+                         },
+                         .count = [] { return 1; },
+                         .supports = nullptr});
+
 // ------------------------------------------------------------------- tests
 
 constexpr char kFile[] = "extension.yaml";
@@ -240,8 +263,12 @@ ExperimentConfig WithTransport(ExperimentConfig c) {
   c.set_transport("extension_pipe");
   return c;
 }
+ExperimentConfig WithDevice(ExperimentConfig c) {
+  c.set_device("extension_device");
+  return c;
+}
 // Every throwaway part at once.
-ExperimentConfig ExtensionConfig() { return WithTransport(WithModel(WithStrategy(RealConfig()))); }
+ExperimentConfig ExtensionConfig() { return WithDevice(WithTransport(WithModel(WithStrategy(RealConfig())))); }
 
 // Config validation's message ("" when the config is valid), as a
 // std::string so that gtest prints it as text.
@@ -256,6 +283,7 @@ TEST(ExtensionTest, ConfigsNamingThePartsAreValid) {
   EXPECT_EQ(Problem(WithStrategy(RealConfig())), "");
   EXPECT_EQ(Problem(WithModel(RealConfig())), "");
   EXPECT_EQ(Problem(WithTransport(RealConfig())), "");
+  EXPECT_EQ(Problem(WithDevice(RealConfig())), "");
   EXPECT_EQ(Problem(ExtensionConfig()), "");
 }
 
@@ -311,6 +339,7 @@ TEST(ExtensionStrategyTest, TrainsAModelWithTheLayerThroughRunWorker) {
   EXPECT_EQ(result->variable_update(), "extension_sgd");
   EXPECT_EQ(result->transport(), "extension_pipe");
   EXPECT_EQ(result->model(), "extension_model");
+  EXPECT_EQ(result->device(), "extension_device");
   EXPECT_EQ(result->steps(), 4);
   EXPECT_TRUE(std::isfinite(result->final_loss())) << result->final_loss();
   EXPECT_TRUE(result->has_test_accuracy());
@@ -336,6 +365,25 @@ TEST(ExtensionStrategyTest, TrainsAModelWithTheLayerThroughRunWorker) {
     has_gain |= initial[v].name == "scale/gain";
   }
   EXPECT_TRUE(has_gain) << "extension_model has no scale/gain variable";
+}
+
+// --- the device
+
+TEST(ExtensionDeviceTest, IsListedAndCheckedAsItsEntrySays) {
+  EXPECT_THAT(DeviceRegistry().Names(), Contains("extension_device"));
+  ExperimentConfig typo = WithStrategy(RealConfig());
+  typo.set_device("extension_devcie");
+  EXPECT_THAT(Problem(typo), HasSubstr("field 'device': expected one of "));
+  EXPECT_THAT(Problem(typo), HasSubstr("extension_device"));
+  // Its kind decides where replicas compute; its `present` is what a worker checks at start-up.
+  absl::StatusOr<DeviceKind> kind = DeviceKindOf("extension_device");
+  ASSERT_TRUE(kind.ok()) << kind.status();
+  EXPECT_EQ(*kind, DeviceKind::kCpu);
+  EXPECT_TRUE(CheckDevicePresent("extension_device").ok());
+  extension_device_plugged = false;
+  EXPECT_EQ(Message(CheckDevicePresent("extension_device")),
+            "device extension_device: the extension device is unplugged");
+  extension_device_plugged = true;
 }
 
 // --- the layer
