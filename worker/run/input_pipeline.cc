@@ -64,34 +64,48 @@ absl::Status InputPipeline::CreateBatchers(int worker_index) {
   return absl::OkStatus();
 }
 
-// Whole epochs of whole worker batches, cut into chunks of chunk_batches,
-// for as many epochs as the run's steps take.
+// Epochs of whole worker batches, cut into chunks of chunk_batches. With
+// train.epochs the run trains exactly that many of them (every example of
+// each, the last epoch included; a fractional value ends part-way through
+// the last, at a whole worker batch), and total_steps becomes the global
+// steps that takes (the schedule's length; an upper bound per worker). With
+// train.steps, the examples of that many global batches.
 void InputPipeline::PlanLedger() {
   const int64_t worker_batch = int64_t{config_.train().batch_size_per_device()} * devices_;
-  ledger_spec_.set_examples_per_epoch(data_.train.num_examples / worker_batch * worker_batch);
+  const int64_t global_batch = worker_batch * config_.cluster().worker_hosts_size();
+  const int64_t per_epoch = data_.train.num_examples / worker_batch * worker_batch;
+  ledger_spec_.set_examples_per_epoch(per_epoch);
   ledger_spec_.set_chunk_examples(worker_batch * config_.data().chunk_batches());
-  const int64_t total = total_steps_ * worker_batch * config_.cluster().worker_hosts_size();
-  ledger_spec_.set_epochs((total + ledger_spec_.examples_per_epoch() - 1) / ledger_spec_.examples_per_epoch());
+  int64_t total = total_steps_ * global_batch;
+  if (config_.train().steps() <= 0) {
+    total = std::max(worker_batch, static_cast<int64_t>(config_.train().epochs() * static_cast<double>(per_epoch)) /
+                                       worker_batch * worker_batch);
+    total_steps_ = (total + global_batch - 1) / global_batch;
+  }
+  ledger_spec_.set_epochs((total + per_epoch - 1) / per_epoch);
   ledger_spec_.set_total_examples(total);
 }
 
-void InputPipeline::ConnectLedger(ChunkFeed::Exchange exchange, bool may_wait, absl::Duration wait_limit) {
+void InputPipeline::ConnectLedger(ChunkFeed::Exchange exchange, std::function<absl::Status()> pause,
+                                  std::function<absl::StatusOr<int64_t>(int64_t step)> resume,
+                                  absl::Duration wait_limit) {
   ChunkFeed::Options options;
   options.batch_examples = int64_t{config_.train().batch_size_per_device()} * devices_;
-  options.may_wait = may_wait;
   options.wait_limit = wait_limit;
+  options.pause = std::move(pause);
+  options.resume = std::move(resume);
   feed_ = std::make_unique<ChunkFeed>(std::move(exchange), options);
 }
 
-absl::StatusOr<bool> InputPipeline::Next(int64_t step) {
-  if (feed_ == nullptr) return step < total_steps_;
+absl::StatusOr<std::optional<int64_t>> InputPipeline::Next(int64_t step) {
+  if (feed_ == nullptr) return step < total_steps_ ? std::optional<int64_t>(step) : std::nullopt;
   absl::StatusOr<std::optional<ChunkFeed::Batch>> batch = feed_->Next(step);
   if (!batch.ok()) {
     return absl::Status(batch.status().code(), absl::StrCat("data ledger: ", batch.status().message()));
   }
-  if (!batch->has_value()) return false;
+  if (!batch->has_value()) return std::nullopt;
   batch_ = **batch;
-  return true;
+  return batch_.step;
 }
 
 absl::Status InputPipeline::Fill(int replica, int64_t step) {
