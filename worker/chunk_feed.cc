@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace pstrain {
 
@@ -18,35 +19,46 @@ absl::StatusOr<std::optional<ChunkFeed::Batch>> ChunkFeed::Next(int64_t step) {
       completed.push_back(done);
       chunk_.reset();
     }
-    const absl::Time give_up = absl::Now() + options_.wait_limit;
-    while (true) {
-      absl::StatusOr<ChunkResponse> answer = exchange_(completed);
-      if (!answer.ok()) return answer.status();
-      completed.clear();  // reported
-      if (answer->has_chunk()) {
-        if (answer->chunk().count() <= 0 || answer->chunk().count() % options_.batch_examples != 0) {
-          return absl::InternalError(absl::StrCat("data ledger: chunk ", answer->chunk().id(), " holds ",
-                                                  answer->chunk().count(), " examples, not whole batches of ",
-                                                  options_.batch_examples));
-        }
-        chunk_ = answer->chunk();
-        used_ = 0;
-        break;
-      }
-      if (answer->end() || !options_.may_wait) return std::nullopt;
-      if (absl::Now() > give_up) {
-        return absl::DeadlineExceededError(absl::StrCat("the data ledger (PS shard 0) said wait for ",
-                                                        absl::FormatDuration(options_.wait_limit),
-                                                        ": chunks held by other workers never came back"));
-      }
-      absl::SleepFor(options_.poll);
-    }
+    PSTRAIN_ASSIGN_OR_RETURN(const bool lent, Borrow(std::move(completed), &step));
+    if (!lent) return std::nullopt;
   }
-  const Batch batch{chunk_->epoch(), chunk_->first() + used_};
+  const Batch batch{chunk_->epoch(), chunk_->first() + used_, step};
   used_ += options_.batch_examples;
   last_step_ = step;
   examples_ += options_.batch_examples;
   return batch;
+}
+
+absl::StatusOr<bool> ChunkFeed::Borrow(std::vector<CompletedChunk> completed, int64_t* step) {
+  const absl::Time give_up = absl::Now() + options_.wait_limit;
+  bool paused = false;
+  while (true) {
+    absl::StatusOr<ChunkResponse> answer = exchange_(completed);
+    if (!answer.ok()) return answer.status();
+    completed.clear();  // reported
+    if (answer->has_chunk()) {
+      if (answer->chunk().count() <= 0 || answer->chunk().count() % options_.batch_examples != 0) {
+        return absl::InternalError(absl::StrCat("data ledger: chunk ", answer->chunk().id(), " holds ",
+                                                answer->chunk().count(), " examples, not whole batches of ",
+                                                options_.batch_examples));
+      }
+      if (paused && options_.resume) {
+        PSTRAIN_ASSIGN_OR_RETURN(*step, options_.resume(*step));
+      }
+      chunk_ = answer->chunk();
+      used_ = 0;
+      return true;
+    }
+    if (answer->end()) return false;
+    if (!paused && options_.pause) PSTRAIN_RETURN_IF_ERROR(options_.pause());
+    paused = true;
+    if (absl::Now() > give_up) {
+      return absl::DeadlineExceededError(absl::StrCat("the data ledger (PS shard 0) said wait for ",
+                                                      absl::FormatDuration(options_.wait_limit),
+                                                      ": chunks held by other workers never came back"));
+    }
+    absl::SleepFor(options_.poll);
+  }
 }
 
 void ChunkFeed::Forget() {

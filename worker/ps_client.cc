@@ -455,11 +455,12 @@ void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,
                          });
 }
 
-absl::Status PsClient::Heartbeat(int64_t step, bool finished_pushing) {
+absl::Status PsClient::Heartbeat(int64_t step, bool finished_pushing, bool paused) {
   HeartbeatRequest header;
   header.set_worker(worker_);
   header.set_step(step);
   header.set_finished_pushing(finished_pushing);
+  header.set_paused(paused);
   header.set_incarnation(incarnation_);
   std::vector<ShardCall> calls = CallsToEveryShard(header);
   CallOptions options;

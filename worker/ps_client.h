@@ -112,8 +112,9 @@ class PsClient {
   int64_t resumed_step() const { return resumed_step_; }
   // Where each variable part lives (the manifest of a checkpoint lists them).
   const std::vector<VariablePart>& parts() const { return parts_; }
-  // `finished_pushing`: this worker will push no more gradients.
-  absl::Status Heartbeat(int64_t step, bool finished_pushing = false);
+  // `finished_pushing`: this worker will push no more gradients; `paused`: it
+  // waits for data (HeartbeatRequest.paused).
+  absl::Status Heartbeat(int64_t step, bool finished_pushing = false, bool paused = false);
   absl::Status Done(const WorkerReport& report);
   // Stats of every shard, in shard order.
   absl::StatusOr<std::vector<StatsResponse>> Stats();

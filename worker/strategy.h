@@ -102,6 +102,15 @@ class ShardSession {
   // data.sharding dynamic: reports this worker's finished chunks and asks
   // for its next one (the ledger lives on PS shard 0).
   virtual absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) = 0;
+  // data.sharding dynamic, the ledger has no chunk for this worker while
+  // others still hold some. PauseSteps: until ResumeSteps, this worker's
+  // steps do not count (sync steps do not wait for it, ssp pulls are not held
+  // back by it); its last step's gradients are in first. ResumeSteps (a
+  // chunk came back): its steps count again; returns the step to train at
+  // (sync: the step being aggregated, whose values are then in place;
+  // otherwise `next_step`).
+  virtual absl::Status PauseSteps() = 0;
+  virtual absl::StatusOr<int64_t> ResumeSteps(int64_t next_step) = 0;
 };
 
 class Strategy {

@@ -56,6 +56,8 @@ class TablesBeside : public Strategy, public ShardSession {
   absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>&) override {
     return absl::FailedPreconditionError("data.sharding dynamic needs a parameter-server strategy");
   }
+  absl::Status PauseSteps() override { return ExchangeChunks({}).status(); }
+  absl::StatusOr<int64_t> ResumeSteps(int64_t) override { return ExchangeChunks({}).status(); }
 
  private:
   std::unique_ptr<Strategy> dense_;

@@ -48,6 +48,7 @@ struct WorkerProgress {
   std::vector<int64_t> completed_steps;  // steps each worker has pushed (ssp clocks)
   std::vector<bool> done;
   std::vector<bool> lost;
+  std::vector<bool> paused;  // waiting for data (HeartbeatRequest.paused): not waited for
 };
 
 enum class PushOutcome {

@@ -2,7 +2,8 @@
 // async, but a worker about to run local step t may pull only once every
 // live worker has completed at least t - staleness steps; until then its pull
 // waits (and the wait is reported in the shard's load). A lost worker stops
-// being waited for; the run goes on.
+// being waited for, and so does a paused one (waiting for data); the run
+// goes on.
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -25,13 +26,13 @@ class SspPolicy : public ConsistencyPolicy {
     return PushOutcome::kApplied;
   }
 
-  // Live workers (not done, not lost) that have completed fewer than
+  // Live workers (not done, lost or paused) that have completed fewer than
   // request.local_step - staleness steps.
   std::vector<int> PullBlockers(const PullRequest& request, const WorkerProgress& workers) const override {
     std::vector<int> laggards;
     const int64_t needed = request.local_step() - staleness_;
     for (int w = 0; w < num_workers_; ++w) {
-      if (w == request.worker() || workers.done[w] || workers.lost[w]) continue;
+      if (w == request.worker() || workers.done[w] || workers.lost[w] || workers.paused[w]) continue;
       if (workers.completed_steps[w] < needed) laggards.push_back(w);
     }
     return laggards;

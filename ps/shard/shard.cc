@@ -61,8 +61,22 @@ absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
   {
     absl::MutexLock lock(&mu_);
     members_.Note(request.worker(), request.incarnation(), store_.NewestVersion());
-    members_.roster().Heard(request.worker(), absl::Now(), request.step());
-    departed = request.finished_pushing() && members_.roster().FinishedPushing(request.worker());
+    WorkerRoster& roster = members_.roster();
+    roster.Heard(request.worker(), absl::Now(), request.step());
+    departed = request.finished_pushing() && roster.FinishedPushing(request.worker());
+    switch (roster.SetPaused(request.worker(), request.paused())) {
+      case WorkerRoster::Pause::kPaused:
+        departed = true;  // the steps under way stop waiting for it
+        LOG(INFO) << "shard " << options_.shard_index << ": worker " << request.worker() << " paused at step "
+                  << request.step() << " (it waits for a chunk of data)";
+        break;
+      case WorkerRoster::Pause::kResumed:
+        LOG(INFO) << "shard " << options_.shard_index << ": worker " << request.worker() << " resumed at step "
+                  << request.step();
+        break;
+      case WorkerRoster::Pause::kUnchanged:
+        break;
+    }
   }
   if (departed) OnDeparted(request.worker());
   return absl::OkStatus();

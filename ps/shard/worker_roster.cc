@@ -12,12 +12,14 @@ WorkerRoster::WorkerRoster(int num_workers, absl::Time start, bool start_absent)
       last_step_(num_workers, -1),
       seen_(num_workers, false),
       absent_(num_workers, start_absent),
+      finished_pushing_(num_workers, false),
       incarnation_(num_workers, 0),
       rejoined_(num_workers, false),
       rejoin_versions_(num_workers, 0) {
   progress_.completed_steps.assign(num_workers, 0);
   progress_.done.assign(num_workers, false);
   progress_.lost.assign(num_workers, false);
+  progress_.paused.assign(num_workers, false);
   for (int w = 0; w < num_workers; ++w) departed_[w] = start_absent;
 }
 
@@ -27,14 +29,18 @@ bool WorkerRoster::Arrive(int worker, absl::Time now) {
   seen_[worker] = true;
   absent_[worker] = false;
   departed_[worker] = false;
-  int64_t slowest = -1;
-  for (int w : Present()) {
-    if (w != worker)
-      slowest = slowest < 0 ? progress_.completed_steps[w] : std::min(slowest, progress_.completed_steps[w]);
-  }
-  progress_.completed_steps[worker] = std::max<int64_t>(slowest, 0);
+  progress_.completed_steps[worker] = std::max<int64_t>(SlowestOtherThan(worker), 0);
   last_seen_[worker] = now;
   return true;
+}
+
+int64_t WorkerRoster::SlowestOtherThan(int worker) const {
+  int64_t slowest = -1;
+  for (int w : Present()) {
+    if (w == worker || progress_.paused[w]) continue;
+    slowest = slowest < 0 ? progress_.completed_steps[w] : std::min(slowest, progress_.completed_steps[w]);
+  }
+  return slowest;
 }
 
 std::vector<int> WorkerRoster::Present() const {
@@ -80,17 +86,33 @@ bool WorkerRoster::Rejoin(int worker, int64_t repeats_below, absl::Time now) {
   rejoined_[worker] = true;
   rejoin_versions_[worker] = repeats_below;
   const bool was_lost = progress_.lost[worker];
-  if (was_lost) {
-    progress_.lost[worker] = false;
-    departed_[worker] = false;
-  }
+  // A new process: it neither waits for data nor has finished pushing.
+  progress_.lost[worker] = false;
+  progress_.paused[worker] = false;
+  finished_pushing_[worker] = false;
+  if (!progress_.done[worker]) departed_[worker] = false;
   last_seen_[worker] = now;
   return was_lost;
 }
 
 void WorkerRoster::ForgetRepeats() { rejoin_versions_.assign(size(), 0); }
 
-bool WorkerRoster::FinishedPushing(int worker) { return !departed_[worker].exchange(true); }
+bool WorkerRoster::FinishedPushing(int worker) {
+  finished_pushing_[worker] = true;
+  return !departed_[worker].exchange(true);
+}
+
+WorkerRoster::Pause WorkerRoster::SetPaused(int worker, bool paused) {
+  if (paused == progress_.paused[worker]) return Pause::kUnchanged;
+  progress_.paused[worker] = paused;
+  if (paused) {
+    departed_[worker] = true;
+    return Pause::kPaused;
+  }
+  if (!finished_pushing_[worker] && !progress_.done[worker] && !progress_.lost[worker]) departed_[worker] = false;
+  progress_.completed_steps[worker] = std::max(progress_.completed_steps[worker], SlowestOtherThan(worker));
+  return Pause::kResumed;
+}
 
 bool WorkerRoster::Done(int worker, const WorkerReport& report) {
   if (progress_.done[worker]) return false;

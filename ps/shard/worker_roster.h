@@ -2,7 +2,8 @@
 // last heard from and at which step (liveness), the steps it has pushed
 // (progress, the policies' WorkerProgress), its process incarnation and
 // whether a restarted process rejoined, the report it sent with Done, and
-// whether it departed (done, lost or finished pushing).
+// whether it departed (done, lost, finished pushing, or paused while it
+// waits for data).
 //
 // Elastic runs (elastic.min_workers below the listed workers) start with
 // every worker *absent*: departed, not waited for, never lost by silence.
@@ -71,8 +72,8 @@ class WorkerRoster {
   bool NoteIncarnation(int worker, uint64_t incarnation);
   // A restarted `worker` rejoins at `now`: its gradients for steps below
   // `repeats_below` repeat its previous process's and are to be dropped, and
-  // a lost worker counts again (no longer lost nor departed). True when it
-  // was lost.
+  // a lost worker counts again (no longer lost nor departed; a new process
+  // is neither paused nor finished pushing). True when it was lost.
   bool Rejoin(int worker, int64_t repeats_below, absl::Time now);
   // Whether `worker`'s process rejoined after a restart.
   bool rejoined(int worker) const { return rejoined_[worker]; }
@@ -84,6 +85,11 @@ class WorkerRoster {
   // Departures.
   // `worker` finished pushing; true the first time it departs.
   bool FinishedPushing(int worker);
+  // `worker` pauses (waits for data: departed, not waited for) or resumes
+  // (no longer departed unless it finished, is done or lost; its clock
+  // moves up to the slowest present worker's, as on arrival). What changed.
+  enum class Pause { kUnchanged, kPaused, kResumed };
+  Pause SetPaused(int worker, bool paused);
   // `worker` said Done with `report`: done and departed. False (nothing
   // changes) when it was already done.
   bool Done(int worker, const WorkerReport& report);
@@ -108,12 +114,17 @@ class WorkerRoster {
   std::vector<Silent> SilentWorkers(absl::Time now, absl::Duration lost_after, absl::Duration startup) const;
 
  private:
+  // The fewest steps a present worker other than `worker` (and not paused)
+  // has completed; -1 for none.
+  int64_t SlowestOtherThan(int worker) const;
+
   WorkerProgress progress_;
   std::unique_ptr<std::atomic<bool>[]> departed_;
   std::vector<absl::Time> last_seen_;
   std::vector<int64_t> last_step_;
   std::vector<bool> seen_;
   std::vector<bool> absent_;
+  std::vector<bool> finished_pushing_;
   // Per worker: its process's incarnation (0: unknown), whether a restarted
   // process rejoined, and the steps below which its repeats are dropped.
   std::vector<uint64_t> incarnation_;

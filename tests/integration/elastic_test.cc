@@ -1,12 +1,14 @@
 // Elastic training with real processes (docs/ELASTIC.md): a worker killed
-// for good under sync with on_worker_lost continue, a worker joining a run
-// under way, and an async worker stopped twice; with data.sharding dynamic,
-// the ledger must show every example of every epoch trained exactly once.
+// for good (sync with on_worker_lost continue, async, ssp), a worker joining
+// a run under way, and an async worker stopped twice; with data.sharding
+// dynamic, the ledger must show every example of every epoch, the last
+// included, trained exactly once.
 // Real pstrain-ps/pstrain-worker processes, gRPC, Fashion-MNIST; the first
 // test also runs with every role on its own emulated host (network
 // namespaces; skipped without root).
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -33,9 +35,11 @@ using std::chrono::seconds;
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
 // The default experiment's MLP on Fashion-MNIST, dynamic sharding, with
-// `extra` appended (YAML lines).
+// `extra` appended (YAML lines). Async and ssp apply every worker's gradient:
+// a smaller step (as configs/fashion_mnist_mlp_async.yaml).
 std::string ElasticConfig(int workers, const std::string& consistency, const std::string& extra,
                           const std::string& train = "batch_size_per_device: 64, epochs: 3") {
+  const char* learning_rate = consistency == "sync" ? "0.05" : "0.02";
   std::vector<std::string> hosts;
   for (int w = 0; w < workers; ++w) hosts.push_back(absl::StrCat("\"localhost:", 3000 + w, "\""));
   return absl::StrCat(R"(cluster: {ps_hosts: ["localhost:2998", "localhost:2999"], worker_hosts: [)",
@@ -43,7 +47,8 @@ std::string ElasticConfig(int workers, const std::string& consistency, const std
 model: {name: mlp, hidden_units: [128, 32]}
 data: {source: fashion_mnist, path: ")",
                       kFashionMnist, R"(", sharding: dynamic, chunk_batches: 4}
-optimizer: {name: momentum, learning_rate: 0.05, lr_schedule: cosine, momentum: 0.9}
+optimizer: {name: momentum, learning_rate: )",
+                      learning_rate, R"(, lr_schedule: cosine, momentum: 0.9}
 train: {)",
                       train, R"(, display_every: 50}
 variable_update: parameter_server
@@ -52,15 +57,18 @@ consistency: )",
                       consistency, "\n", extra);
 }
 
-// Every full epoch trained exactly once, and the run's examples in all.
-void ExpectEveryExampleOnce(const LedgerReport& ledger) {
+// Every epoch trained exactly once, the last one included, and the run's
+// examples in all. A run of train.epochs is whole epochs; one of
+// train.steps ends part-way through its last (the examples of its steps).
+void ExpectEveryExampleOnce(const LedgerReport& ledger, bool whole_epochs = true) {
   ASSERT_GT(ledger.examples_done_size(), 0);
+  if (whole_epochs) ASSERT_EQ(ledger.total_examples() % ledger.examples_per_epoch(), 0);
   int64_t done = 0;
   for (int e = 0; e < ledger.examples_done_size(); ++e) {
     done += ledger.examples_done(e);
-    if (e + 1 < ledger.examples_done_size()) {
-      EXPECT_EQ(ledger.examples_done(e), ledger.examples_per_epoch()) << e;
-    }
+    const int64_t planned =
+        std::min(ledger.examples_per_epoch(), ledger.total_examples() - int64_t{e} * ledger.examples_per_epoch());
+    EXPECT_EQ(ledger.examples_done(e), planned) << "epoch " << e;
   }
   EXPECT_EQ(done, ledger.total_examples());
   EXPECT_EQ(ledger.completions_refused(), 0);
@@ -116,19 +124,25 @@ class ElasticTest : public ::testing::Test {
     ASSERT_EQ(kill(pids[0], signal), 0);
   }
 
-  void KillWorkerTwoAndFinish(const std::string& name, const std::string& extra) {
-    const Run run =
-        Launch(name,
-               ElasticConfig(3, "sync",
-                             absl::StrCat("elastic: {on_worker_lost: continue}\n"
-                                          "timeouts: {heartbeat_seconds: 0.5, worker_lost_seconds: 3}\n",
-                                          extra)),
-               "[worker2] 100\timages/sec", [](const std::string& run_dir) { Signal(run_dir, 2, SIGKILL); });
+  // Kills worker 2 of 3 once it printed step `at`; the others finish.
+  void KillWorkerTwoAndFinish(const std::string& name, const std::string& consistency, const std::string& extra,
+                              int at = 100) {
+    // on_worker_lost continue: the launcher lets the others finish (and a
+    // sync PS goes on without the lost worker).
+    const std::string elastic =
+        absl::StrCat("elastic: {on_worker_lost: continue}\n", consistency == "ssp" ? "staleness: 2\n" : "");
+    const Run run = Launch(
+        name,
+        ElasticConfig(3, consistency,
+                      absl::StrCat(elastic, "timeouts: {heartbeat_seconds: 0.5, worker_lost_seconds: 3}\n", extra)),
+        absl::StrCat("[worker2] ", at, "\timages/sec"),
+        [](const std::string& run_dir) { Signal(run_dir, 2, SIGKILL); });
     ASSERT_TRUE(run.status && WIFEXITED(*run.status) && WEXITSTATUS(*run.status) == 0) << run.output;
     EXPECT_TRUE(absl::StrContains(run.output, "launch: worker2 was killed by signal 9")) << run.output;
     EXPECT_TRUE(absl::StrContains(run.output, "the run goes on without it")) << run.output;
     ASSERT_TRUE(run.result.ok()) << run.result.status() << "\n" << run.output;
-    EXPECT_GE(run.result->test_accuracy(), 0.85) << run.output;
+    // Measured 0.859 sync, 0.855 async, 0.860 ssp (kill at step 100).
+    EXPECT_GE(run.result->test_accuracy(), consistency == "sync" ? 0.85 : 0.83) << run.output;
     EXPECT_TRUE(HasChange(*run.result, 2, "lost")) << run.output;
     const LedgerReport& ledger = run.result->data_ledger();
     ExpectEveryExampleOnce(ledger);
@@ -140,12 +154,29 @@ class ElasticTest : public ::testing::Test {
   TempDir dir_;
 };
 
-// Must-show 1: kill -9 of worker 2, never restarted.
-TEST_F(ElasticTest, SyncRunLosesAWorkerAndStillTrainsEveryExampleOnce) { KillWorkerTwoAndFinish("lose_worker", ""); }
+// kill -9 of worker 2, never restarted: every epoch, the last included, is
+// trained once, under every consistency mode.
+TEST_F(ElasticTest, SyncRunLosesAWorkerAndStillTrainsEveryExampleOnce) {
+  KillWorkerTwoAndFinish("lose_worker", "sync", "");
+}
+
+TEST_F(ElasticTest, AsyncRunLosesAWorkerAndStillTrainsEveryExampleOnce) {
+  KillWorkerTwoAndFinish("lose_worker_async", "async", "");
+}
+
+TEST_F(ElasticTest, SspRunLosesAWorkerAndStillTrainsEveryExampleOnce) {
+  KillWorkerTwoAndFinish("lose_worker_ssp", "ssp", "");
+}
+
+// Late in the run the others may run out of free chunks while the lost
+// worker's is not back yet: they wait for it (paused) instead of ending.
+TEST_F(ElasticTest, SyncRunLosesAWorkerNearTheEndAndStillTrainsTheLastEpoch) {
+  KillWorkerTwoAndFinish("lose_worker_late", "sync", "", /*at=*/900);
+}
 
 TEST_F(ElasticTest, SyncRunLosesAWorkerBetweenEmulatedHosts) {
   if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) GTEST_SKIP() << s.message();
-  KillWorkerTwoAndFinish("lose_worker_hosts", "emulation: {workers_per_host: 1}\n");
+  KillWorkerTwoAndFinish("lose_worker_hosts", "sync", "emulation: {workers_per_host: 1}\n");
 }
 
 // Must-show 4: an async worker stopped for 10 s, twice: the others read
@@ -167,7 +198,7 @@ TEST_F(ElasticTest, AsyncWorkerStoppedTwiceSkipsAndDoublesNothing) {
   ASSERT_TRUE(run.status && WIFEXITED(*run.status) && WEXITSTATUS(*run.status) == 0) << run.output;
   ASSERT_TRUE(run.result.ok()) << run.result.status();
   const LedgerReport& ledger = run.result->data_ledger();
-  ExpectEveryExampleOnce(ledger);
+  ExpectEveryExampleOnce(ledger, /*whole_epochs=*/false);  // train.steps
   // The stopped worker read less than the others.
   ASSERT_EQ(ledger.examples_by_worker_size(), 3);
   EXPECT_LT(ledger.examples_by_worker(1), ledger.examples_by_worker(0)) << ledger.ShortDebugString();

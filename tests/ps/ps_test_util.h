@@ -266,10 +266,11 @@ class PsHarness {
     return PushRaw(header, payload, chunk_sizes);
   }
 
-  absl::Status Heartbeat(int worker, int64_t step = 0) {
+  absl::Status Heartbeat(int worker, int64_t step = 0, bool paused = false) {
     HeartbeatRequest header;
     header.set_worker(worker);
     header.set_step(step);
+    header.set_paused(paused);
     return Call("Heartbeat", OutgoingFrame::FromHeader(header), nullptr);
   }
 

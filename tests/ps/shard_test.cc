@@ -723,6 +723,43 @@ TEST(PsShardSyncTest, HeartbeatKeepsAWorkerAlive) {
   EXPECT_EQ(ps.Heartbeat(1).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// data.sharding dynamic: a worker waiting for data pauses; the sync step
+// under way goes on with the others, and the steps wait for it again once it
+// resumes.
+TEST(PsShardSyncTest, APausedWorkerIsNotWaitedForUntilItResumes) {
+  PsHarness ps(SgdOptions(2, "sync", 0.5f));
+  ASSERT_TRUE(ps.Init({kA}).ok());
+  ASSERT_TRUE(ps.Push(0, 0, {kGa0}).ok());
+  EXPECT_EQ(ps.shard()->MinVersion(), 0) << "step 0 waits for worker 1";
+  ASSERT_TRUE(ps.Heartbeat(1, 0, /*paused=*/true).ok());
+  EXPECT_EQ(ps.shard()->MinVersion(), 1) << "step 0 applied without the paused worker";
+  ASSERT_TRUE(ps.Heartbeat(1, 0, /*paused=*/true).ok());  // heartbeats repeat the state
+  ASSERT_TRUE(ps.Push(0, 1, {kGa0}).ok());
+  EXPECT_EQ(ps.shard()->MinVersion(), 2);
+  ASSERT_TRUE(ps.Heartbeat(1, 2, /*paused=*/false).ok());
+  ASSERT_TRUE(ps.Push(0, 2, {kGa0}).ok());
+  EXPECT_EQ(ps.shard()->MinVersion(), 2) << "step 2 waits for the resumed worker";
+  ASSERT_TRUE(ps.Push(1, 2, {kGa1}).ok());
+  EXPECT_EQ(ps.shard()->MinVersion(), 3);
+  // It still counts as present: the run does not end without it.
+  EXPECT_FALSE(ps.shard()->Finished());
+}
+
+// Under ssp a paused worker does not hold the others' pulls back.
+TEST(PsShardSspTest, APausedWorkerDoesNotHoldPullsBack) {
+  PsShardOptions options = SgdOptions(2, "ssp", 0.5f);
+  options.staleness = 1;
+  PsHarness ps(options);
+  ASSERT_TRUE(ps.Init({kA}).ok());
+  PullRequest ahead = PsHarness::PullHeader({}, 0, 2000, 0);
+  ahead.set_local_step(5);  // worker 1 has completed no step: 5 - 1 > 0
+  std::shared_ptr<ps_testing::PendingPull> blocked = ps.PullAsyncRaw(ahead);
+  EXPECT_FALSE(blocked->done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  ASSERT_TRUE(ps.Heartbeat(1, 0, /*paused=*/true).ok());
+  ASSERT_TRUE(blocked->done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(blocked->result.status.ok()) << blocked->result.status;
+}
+
 // Two worker threads run the sync protocol (pull version t, push step t).
 TEST(PsShardSyncTest, ConcurrentWorkersMatchSequentialResult) {
   const float lr = 0.125f;

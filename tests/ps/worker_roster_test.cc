@@ -1,5 +1,5 @@
 // WorkerRoster on its own (ps/shard/worker_roster.h): liveness limits,
-// progress, incarnations and rejoins, departures and reports.
+// progress, incarnations and rejoins, departures and reports, pauses.
 #include "ps/shard/worker_roster.h"
 
 #include <string>
@@ -204,6 +204,50 @@ TEST(WorkerRosterTest, WorkersThatNeverCameDoNotHoldUpTheEnd) {
   EXPECT_FALSE(roster.AllDoneOrLost());  // worker 1 is still training
   EXPECT_TRUE(roster.Done(1, Report(1, 10)));
   EXPECT_TRUE(roster.AllDoneOrLost());  // worker 2 never came
+}
+
+TEST(WorkerRosterTest, APausedWorkerIsDepartedUntilItResumesAtTheSlowestClock) {
+  WorkerRoster roster(3, kStart);
+  for (int w = 0; w < 3; ++w) roster.Heard(w, kStart, 0);
+  roster.Pushed(0, kStart, 4, 4);  // 5 steps completed
+  roster.Pushed(1, kStart, 6, 6);  // 7
+  roster.Pushed(2, kStart, 1, 1);  // 2: it pauses
+  EXPECT_EQ(roster.SetPaused(2, true), WorkerRoster::Pause::kPaused);
+  EXPECT_EQ(roster.SetPaused(2, true), WorkerRoster::Pause::kUnchanged);  // heartbeats repeat the state
+  EXPECT_TRUE(roster.departed()[2].load());
+  EXPECT_THAT(roster.progress().paused, ElementsAre(false, false, true));
+  EXPECT_THAT(roster.Present(), ElementsAre(0, 1, 2));  // still in the run
+  EXPECT_FALSE(roster.AllDoneOrLost());
+  EXPECT_EQ(roster.SetPaused(2, false), WorkerRoster::Pause::kResumed);
+  EXPECT_FALSE(roster.departed()[2].load());
+  // Its clock moves up to the slowest present worker's: nobody waits for it to catch up.
+  EXPECT_EQ(roster.progress().completed_steps[2], 5);
+}
+
+TEST(WorkerRosterTest, ResumingNeverUndoesAFinishOrALoss) {
+  WorkerRoster roster(3, kStart);
+  roster.SetPaused(0, true);
+  EXPECT_FALSE(roster.FinishedPushing(0));  // departed already, by the pause
+  EXPECT_EQ(roster.SetPaused(0, false), WorkerRoster::Pause::kResumed);
+  EXPECT_TRUE(roster.departed()[0].load()) << "it finished pushing";
+  roster.SetPaused(1, true);
+  roster.Lose(1);
+  roster.SetPaused(1, false);
+  EXPECT_TRUE(roster.departed()[1].load()) << "it is lost";
+  roster.SetPaused(2, true);
+  ASSERT_TRUE(roster.Done(2, Report(2, 9)));
+  roster.SetPaused(2, false);
+  EXPECT_TRUE(roster.departed()[2].load()) << "it is done";
+}
+
+TEST(WorkerRosterTest, ANewProcessOfAPausedWorkerIsNeitherPausedNorDeparted) {
+  WorkerRoster roster(2, kStart);
+  ASSERT_FALSE(roster.NoteIncarnation(1, 11));
+  roster.SetPaused(1, true);
+  ASSERT_TRUE(roster.NoteIncarnation(1, 12));
+  roster.Rejoin(1, 3, kStart + absl::Seconds(1));
+  EXPECT_FALSE(roster.progress().paused[1]);
+  EXPECT_FALSE(roster.departed()[1].load());
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // ChunkFeed (worker/chunk_feed.h) against a real DataLedger (the one PS
 // shard 0 keeps), exchanged in process: batches in chunk order, each chunk
 // reported once after its last batch with that batch's step, the end of the
-// data, waiting under async, and a recovery giving the chunk up.
+// data, pausing while others hold the last chunks (and resuming at the step
+// the resume hook names when a lost worker's chunk comes back), and a
+// recovery giving the chunk up.
 #include "worker/chunk_feed.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ps/shard/data_ledger.h"
 
@@ -30,10 +34,9 @@ ChunkFeed::Exchange With(DataLedger& ledger, int worker) {
   };
 }
 
-ChunkFeed::Options Batches(int64_t batch, bool may_wait = false) {
+ChunkFeed::Options Batches(int64_t batch) {
   ChunkFeed::Options options;
   options.batch_examples = batch;
-  options.may_wait = may_wait;
   options.poll = absl::Milliseconds(1);
   options.wait_limit = absl::Milliseconds(200);
   return options;
@@ -59,29 +62,84 @@ TEST(ChunkFeedTest, HandsOutEveryBatchOfTheRunThenEnds) {
   EXPECT_EQ(ledger->State(4).completed_size(), 2);  // chunks whose last batch trained at steps 1 and 3
 }
 
-TEST(ChunkFeedTest, UnderSyncAWorkerWithNoFreeChunkEndsAndUnderAsyncItWaits) {
+TEST(ChunkFeedTest, AWorkerWithNoFreeChunkPausesAndTrainsALostWorkersChunkWhereResumeSays) {
   absl::StatusOr<DataLedger> ledger = DataLedger::Create(Spec(20, 1, 10), 2);
   ASSERT_TRUE(ledger.ok());
-  ChunkFeed other(With(*ledger, 1), Batches(10));
-  ASSERT_TRUE(other.Next(0).ok());  // worker 1 holds chunk 0
-  ChunkFeed sync(With(*ledger, 0), Batches(10));
-  ASSERT_TRUE(sync.Next(0)->has_value());  // chunk 1
-  EXPECT_FALSE(sync.Next(1)->has_value()) << "sync must not wait for chunks others hold";
-
-  absl::StatusOr<DataLedger> again = DataLedger::Create(Spec(20, 1, 10), 2);
-  ASSERT_TRUE(again.ok());
-  ChunkFeed holder(With(*again, 1), Batches(10));
-  ASSERT_TRUE(holder.Next(0).ok());
-  ChunkFeed async(With(*again, 0), Batches(10, /*may_wait=*/true));
-  ASSERT_TRUE(async.Next(0)->has_value());
-  // Worker 1 never reports: the async feed waits, then says what it waited for.
-  absl::StatusOr<std::optional<ChunkFeed::Batch>> waited = async.Next(1);
-  EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded);
-  // Once worker 1 is lost, its chunk comes to worker 0.
-  again->Release(1);
-  absl::StatusOr<std::optional<ChunkFeed::Batch>> taken = async.Next(2);
-  ASSERT_TRUE(taken.ok() && taken->has_value());
+  ChunkFeed holder(With(*ledger, 1), Batches(10));
+  ASSERT_TRUE(holder.Next(0)->has_value());  // worker 1 holds chunk 0
+  std::vector<std::string> calls;
+  ChunkFeed::Options options = Batches(10);
+  options.pause = [&calls] {
+    calls.push_back("pause");
+    return absl::OkStatus();
+  };
+  options.resume = [&calls](int64_t step) -> absl::StatusOr<int64_t> {
+    calls.push_back("resume at " + std::to_string(step));
+    return step + 40;  // the others went on meanwhile (sync)
+  };
+  // Worker 1 is lost while worker 0 waits: on worker 0's third request.
+  int requests = 0;
+  ChunkFeed::Exchange exchange = [&](const std::vector<CompletedChunk>& completed) {
+    if (++requests == 4) ledger->Release(1);
+    return With(*ledger, 0)(completed);
+  };
+  ChunkFeed waiting(exchange, options);
+  ASSERT_TRUE(waiting.Next(0)->has_value());  // chunk 1
+  absl::StatusOr<std::optional<ChunkFeed::Batch>> taken = waiting.Next(1);
+  ASSERT_TRUE(taken.ok() && taken->has_value()) << taken.status();
   EXPECT_EQ((*taken)->first, 0);
+  EXPECT_EQ((*taken)->step, 41);
+  EXPECT_EQ(calls, (std::vector<std::string>{"pause", "resume at 1"}));
+  EXPECT_EQ(ledger->Report().chunks_reassigned(), 1);
+  // Reported with the step it trained at; then the data is done.
+  absl::StatusOr<std::optional<ChunkFeed::Batch>> end = waiting.Next(42);
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE(end->has_value());
+  EXPECT_EQ(ledger->Report().examples_done(0), 20);
+  EXPECT_EQ(ledger->State(42).completed_size(), 2);  // chunk 1 (step 0) and chunk 0 (step 41)
+  EXPECT_EQ(ledger->State(41).completed_size(), 1);
+}
+
+TEST(ChunkFeedTest, AWorkerWaitsNoLongerThanItsLimitSayingWhatItWaitedFor) {
+  absl::StatusOr<DataLedger> ledger = DataLedger::Create(Spec(20, 1, 10), 2);
+  ASSERT_TRUE(ledger.ok());
+  ChunkFeed holder(With(*ledger, 1), Batches(10));
+  ASSERT_TRUE(holder.Next(0)->has_value());
+  int pauses = 0;
+  ChunkFeed::Options options = Batches(10);
+  options.pause = [&pauses] {
+    ++pauses;
+    return absl::OkStatus();
+  };
+  ChunkFeed waiting(With(*ledger, 0), options);
+  ASSERT_TRUE(waiting.Next(0)->has_value());
+  absl::StatusOr<std::optional<ChunkFeed::Batch>> waited = waiting.Next(1);
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(waited.status().message()), ::testing::HasSubstr("chunks held by other workers"));
+  EXPECT_EQ(pauses, 1);
+}
+
+TEST(ChunkFeedTest, AWaitingWorkerEndsWhenTheHolderReports) {
+  absl::StatusOr<DataLedger> ledger = DataLedger::Create(Spec(20, 1, 10), 2);
+  ASSERT_TRUE(ledger.ok());
+  ChunkFeed holder(With(*ledger, 1), Batches(10));
+  ASSERT_TRUE(holder.Next(0)->has_value());
+  int pauses = 0;
+  ChunkFeed::Options options = Batches(10);
+  options.wait_limit = absl::Seconds(30);
+  options.pause = [&] {
+    ++pauses;
+    // Meanwhile the holder finishes its chunk and reports it.
+    EXPECT_FALSE(holder.Next(1)->has_value());
+    return absl::OkStatus();
+  };
+  ChunkFeed waiting(With(*ledger, 0), options);
+  ASSERT_TRUE(waiting.Next(0)->has_value());
+  absl::StatusOr<std::optional<ChunkFeed::Batch>> end = waiting.Next(1);
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE(end->has_value());
+  EXPECT_EQ(pauses, 1);
+  EXPECT_EQ(ledger->Report().examples_done(0), 20);
 }
 
 TEST(ChunkFeedTest, AfterARecoveryTheChunkInHandIsNotReported) {

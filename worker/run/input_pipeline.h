@@ -8,15 +8,17 @@
 //            encoded data under static sharding, the run's length
 //   Next     the step's batch: static sharding: every step below
 //            total_steps; data.sharding dynamic: the next batch of the chunk
-//            the data ledger lent (ConnectLedger), false once the run's data
-//            is done for this worker
+//            the data ledger lent (ConnectLedger), possibly at a later step
+//            (after a pause), none once the run's data is done
 //   Fill     a replica's examples of the step into its buffers
 //
 // Not thread-safe, but Fill may run for different replicas at once (each
 // touches its own batcher, prefetcher and buffers).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,12 +47,16 @@ class InputPipeline {
   // null with static sharding.
   const LedgerSpec* ledger() const { return dynamic_ ? &ledger_spec_ : nullptr; }
   // data.sharding dynamic: where finished chunks are reported and new ones
-  // come from (the strategy's shards). Before the first Next.
-  void ConnectLedger(ChunkFeed::Exchange exchange, bool may_wait, absl::Duration wait_limit);
+  // come from, and how the worker pauses while it waits for one (the
+  // strategy's shards; ChunkFeed::Options). Before the first Next.
+  void ConnectLedger(ChunkFeed::Exchange exchange, std::function<absl::Status()> pause,
+                     std::function<absl::StatusOr<int64_t>(int64_t step)> resume, absl::Duration wait_limit);
 
-  // Makes `step`'s batch the current one; false when this worker's data has
+  // Makes the batch of `step` the current one and returns the step it is
+  // trained at: `step`, or with dynamic sharding a later one when the worker
+  // paused for data meanwhile (ChunkFeed). None when this worker's data has
   // ended. Errors: the ledger's, prefixed "data ledger: ".
-  absl::StatusOr<bool> Next(int64_t step);
+  absl::StatusOr<std::optional<int64_t>> Next(int64_t step);
   // Replica `replica`'s examples of the current step (`step`) into
   // images(replica) and labels(replica). Errors: the decoder's, naming the
   // record.

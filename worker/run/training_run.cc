@@ -171,11 +171,11 @@ absl::Status TrainingRun::CreateStrategy() {
   }
   if (input_->ledger() != nullptr) {
     const TimeoutConfig& t = config_.timeouts();
+    ShardSession* shards = strategy_->shards();
     input_->ConnectLedger(
-        [shards = strategy_->shards()](const std::vector<CompletedChunk>& completed) {
-          return shards->ExchangeChunks(completed);
-        },
-        /*may_wait=*/config_.consistency() != "sync", absl::Seconds(2 * t.worker_lost_seconds() + t.rpc_seconds()));
+        [shards](const std::vector<CompletedChunk>& completed) { return shards->ExchangeChunks(completed); },
+        [shards] { return shards->PauseSteps(); }, [shards](int64_t step) { return shards->ResumeSteps(step); },
+        absl::Seconds(2 * t.worker_lost_seconds() + t.rpc_seconds()));
   }
   return absl::OkStatus();
 }
@@ -259,11 +259,12 @@ absl::Status TrainingRun::Start() {
 
 absl::Status TrainingRun::StepLoop() {
   for (int64_t step = start_step_;; ++step) {
-    absl::StatusOr<bool> more = input_->Next(step);
-    if (!more.ok()) {
-      return absl::Status(more.status().code(), absl::StrCat("worker ", worker_index_, ": ", more.status().message()));
+    absl::StatusOr<std::optional<int64_t>> next = input_->Next(step);
+    if (!next.ok()) {
+      return absl::Status(next.status().code(), absl::StrCat("worker ", worker_index_, ": ", next.status().message()));
     }
-    if (!*more) break;
+    if (!next->has_value()) break;
+    step = **next;  // later than asked after a pause for data (sync)
     for (auto& observer : observers_) observer->OnStepStart(step);
     PSTRAIN_ASSIGN_OR_RETURN(const StepOutcome outcome, RunStep(step));
     for (auto& observer : observers_) observer->OnStepEnd(outcome);

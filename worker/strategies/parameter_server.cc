@@ -47,6 +47,11 @@ void ParameterServerStrategy::StopHeartbeats() {
   if (heartbeats_ != nullptr) heartbeats_->Stop();
 }
 
+absl::Status ParameterServerStrategy::SendHeartbeat() {
+  absl::MutexLock lock(&heartbeat_mu_);
+  return client_->Heartbeat(current_step_.load(), finished_pushing_.load(), paused_.load());
+}
+
 std::string ParameterServerStrategy::Describe() const {
   const ExperimentConfig& c = *context_.config;
   std::string consistency = c.consistency();
@@ -144,7 +149,7 @@ absl::StatusOr<int64_t> ParameterServerStrategy::Start() {
   }
   const absl::Duration period = absl::Seconds(config.timeouts().heartbeat_seconds());
   heartbeats_ = std::make_unique<PeriodicThread>(period, [this] {
-    absl::Status s = client_->Heartbeat(current_step_.load(), finished_pushing_.load());
+    absl::Status s = SendHeartbeat();
     if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
   });
   return start_step_;
@@ -335,7 +340,7 @@ absl::StatusOr<ClusterReport> ParameterServerStrategy::Finish(const WorkerReport
   // No more pushes from here: tell the shards now, so sync steps with backup
   // workers stop waiting for this one. Heartbeats go on while the chief waits.
   finished_pushing_ = true;
-  PSTRAIN_RETURN_IF_ERROR(client_->Heartbeat(current_step_.load(), /*finished_pushing=*/true));
+  PSTRAIN_RETURN_IF_ERROR(SendHeartbeat());
   ClusterReport report;
   report.workers.push_back(mine);
   if (context_.worker_index != 0) {

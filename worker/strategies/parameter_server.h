@@ -77,11 +77,16 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   absl::StatusOr<int64_t> Recover(const absl::Status& failure) override;
   std::vector<Recovery> recoveries() const override { return recoveries_; }
   absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) override;
+  absl::Status PauseSteps() override;
+  absl::StatusOr<int64_t> ResumeSteps(int64_t next_step) override;
 
  private:
   ParameterServerStrategy(const StrategyContext& context, std::string name, std::string local_reduce_spec)
       : context_(context), name_(std::move(name)), local_reduce_spec_(std::move(local_reduce_spec)) {}
   void StopHeartbeats();
+  // A heartbeat to every shard with this worker's step and state (finished
+  // pushing, paused). One at a time, so the shards see the states in order.
+  absl::Status SendHeartbeat() ABSL_LOCKS_EXCLUDED(heartbeat_mu_);
   // Chief: every shard writes its state at `step`; the manifest commits it.
   absl::Status SaveCheckpoint(int64_t step);
   // Chief: installs the run's state on every shard (at a new generation)
@@ -133,6 +138,8 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   absl::Duration pull_wait_;
   std::atomic<int64_t> current_step_{0};
   std::atomic<bool> finished_pushing_{false};
+  std::atomic<bool> paused_{false};  // PauseSteps until ResumeSteps
+  absl::Mutex heartbeat_mu_;
   std::unique_ptr<PeriodicThread> heartbeats_;  // from Start on
 
   // Overlapped pushes of the current step (one replica only).

@@ -59,6 +59,40 @@ absl::StatusOr<ChunkResponse> ParameterServerStrategy::ExchangeChunks(const std:
   return client_->Chunk(completed);
 }
 
+absl::Status ParameterServerStrategy::PauseSteps() {
+  // This worker's last gradients count before the shards stop waiting for
+  // it: with the pipeline, its pushes are in once the next values arrived.
+  if (pipeline_ != nullptr) PSTRAIN_RETURN_IF_ERROR(pipeline_->WaitForPulls().status());
+  paused_ = true;
+  std::cout << "worker " << context_.worker_index << ": no chunk of data free while others hold the last ones; "
+            << "waiting for them (paused at step " << current_step_.load() << ")" << std::endl;
+  return SendHeartbeat();
+}
+
+absl::StatusOr<int64_t> ParameterServerStrategy::ResumeSteps(int64_t next_step) {
+  paused_ = false;
+  PSTRAIN_RETURN_IF_ERROR(SendHeartbeat());
+  if (context_.config->consistency() != "sync") {
+    std::cout << "worker " << context_.worker_index << ": a chunk came back; resuming at step " << next_step
+              << std::endl;
+    return next_step;
+  }
+  // The others went on meanwhile: train at the step being aggregated (at
+  // least the one after this worker's last, which counted), on its values
+  // (answers to pulls of the paused steps must not land on them).
+  if (pipeline_ != nullptr) pipeline_->Abandon();
+  const TimeoutConfig& t = context_.config->timeouts();
+  PSTRAIN_ASSIGN_OR_RETURN(pulled_version_,
+                           client_->Pull(next_step, absl::Seconds(t.sync_step_seconds() + t.rpc_seconds()),
+                                         /*wait_for_ready=*/false, next_step));
+  pulled_at_start_ = true;
+  context_.replicas->BroadcastValues(0);
+  if (pipeline_ != nullptr) pipeline_->ValuesInPlace(pulled_version_);
+  std::cout << "worker " << context_.worker_index << ": a chunk came back; resuming at step " << pulled_version_
+            << std::endl;
+  return pulled_version_;
+}
+
 void ParameterServerStrategy::AddMembership(const StatsResponse& shard0, ClusterReport* report) const {
   report->membership.assign(shard0.membership().begin(), shard0.membership().end());
   if (shard0.has_ledger()) report->ledger = shard0.ledger();
