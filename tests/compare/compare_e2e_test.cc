@@ -208,7 +208,9 @@ TEST(CompareE2eTest, ARunMadeNotToLearnIsFlaggedEverywhere) {
   EXPECT_THAT(md, ContainsRegex(R"(\| lr 1e-9 +\|.*% ! \|)")) << md;
   EXPECT_THAT(md, ContainsRegex(R"(\| labels shuffled +\|.*% ! \|)")) << md;
   for (const std::string& line : Lines(md)) {
-    if (line.find("| lr 0.05 (baseline)") == 0) EXPECT_THAT(line, Not(HasSubstr("!"))) << line;
+    if (line.find("| lr 0.05 (baseline)") == 0) {
+      EXPECT_THAT(line, Not(HasSubstr("!"))) << line;
+    }
   }
   EXPECT_THAT(md, HasSubstr("**!** lr 1e-9: worker 0: not learning")) << md;
   EXPECT_THAT(md, HasSubstr("**!** labels shuffled: chief: not learning: test accuracy")) << md;

@@ -62,7 +62,9 @@ consistency: )",
 // train.steps ends part-way through its last (the examples of its steps).
 void ExpectEveryExampleOnce(const LedgerReport& ledger, bool whole_epochs = true) {
   ASSERT_GT(ledger.examples_done_size(), 0);
-  if (whole_epochs) ASSERT_EQ(ledger.total_examples() % ledger.examples_per_epoch(), 0);
+  if (whole_epochs) {
+    ASSERT_EQ(ledger.total_examples() % ledger.examples_per_epoch(), 0);
+  }
   int64_t done = 0;
   for (int e = 0; e < ledger.examples_done_size(); ++e) {
     done += ledger.examples_done(e);
