@@ -1,5 +1,7 @@
 #include "ps/ps_metrics.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -56,6 +58,8 @@ absl::StatusOr<std::unique_ptr<PsMetrics>> PsMetrics::Register(MetricRegistry* r
                                 "Workers heard from and neither done, lost nor absent."));
   PSTRAIN_RETURN_IF_ERROR(counter(&m->membership_changes_, "pstrain_ps_membership_changes_total",
                                   "Workers that joined, rejoined or were lost."));
+  PSTRAIN_RETURN_IF_ERROR(gauge(&m->stragglers_, "pstrain_ps_stragglers",
+                                "Workers named slower than their peers now (busy time per step, 1.3x or more)."));
   for (const std::string& table : tables) {
     PSTRAIN_ASSIGN_OR_RETURN(TableMetrics t, RegisterTable(registry, shard, table));
     m->tables_.push_back(t);
@@ -78,6 +82,8 @@ void PsMetrics::Update(const StatsResponse& stats) {
   workers_lost_->Set(stats.lost_size());
   workers_present_->Set(stats.present_size());
   membership_changes_->AdvanceTo(stats.membership_size());
+  stragglers_->Set(static_cast<double>(std::count_if(stats.stragglers().begin(), stats.stragglers().end(),
+                                                     [](const Straggler& s) { return s.current(); })));
   // Before the chief's Init the shard lists no tables.
   for (int i = 0; i < stats.tables_size() && i < static_cast<int>(tables_.size()); ++i) {
     const TableStats& t = stats.tables(i);

@@ -5,7 +5,8 @@
 // pstrain_ps_ssp_blocked_pulls_total, pstrain_ps_ssp_wait_seconds_total,
 // pstrain_ps_membership_changes_total; gauges pstrain_ps_variables,
 // pstrain_ps_variable_bytes, pstrain_ps_workers_done, pstrain_ps_workers_lost,
-// pstrain_ps_workers_present. Per embedding table, labelled {shard, table}:
+// pstrain_ps_workers_present, pstrain_ps_stragglers (workers named slower
+// than their peers now). Per embedding table, labelled {shard, table}:
 // gauges pstrain_ps_table_rows, pstrain_ps_table_bytes; counters
 // pstrain_ps_table_evicted_rows_total, pstrain_ps_table_pulled_rows_total,
 // pstrain_ps_table_pushed_rows_total.
@@ -46,6 +47,7 @@ class PsMetrics {
   Gauge* workers_lost_ = nullptr;
   Gauge* workers_present_ = nullptr;
   Counter* membership_changes_ = nullptr;
+  Gauge* stragglers_ = nullptr;
   // One per embedding table, in config order.
   struct TableMetrics {
     Gauge* rows = nullptr;

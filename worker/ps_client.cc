@@ -326,6 +326,7 @@ int64_t PsClient::BatchBytes(int batch) const {
 absl::StatusOr<int64_t> PsClient::ReadBatchAnswer(int batch, IncomingFrame& response, PullResponse* header) {
   const int s = batches_[batch].shard;
   if (!response.ParseHeader(header)) return absl::InternalError("pull: malformed response header");
+  if (s == 0) pace_.SetStragglers({header->stragglers().begin(), header->stragglers().end()});
   if (header->tensors_size() != static_cast<int>(batches_[batch].parts.size())) {
     return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header->tensors_size(), " tensors"));
   }
@@ -408,6 +409,7 @@ absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
     header.set_local_step(local_step);
     header.set_generation(generation_.load());
     header.set_incarnation(incarnation_);
+    header.set_busy_seconds(pace_.busy_seconds());
     for (int i : batches_[b].parts) AddPushTensor(i, &header, &calls[b].request);
     header.SerializeToString(&calls[b].request.header);
   }
@@ -437,6 +439,7 @@ void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,
   header.set_local_step(local_step);
   header.set_generation(generation_.load());
   header.set_incarnation(incarnation_);
+  header.set_busy_seconds(pace_.busy_seconds());
   OutgoingFrame request;
   for (int i : b.parts) AddPushTensor(i, &header, &request);
   header.SerializeToString(&request.header);

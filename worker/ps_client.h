@@ -24,6 +24,7 @@
 #include "models/model.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
+#include "worker/step_pace.h"
 
 namespace pstrain {
 
@@ -129,6 +130,9 @@ class PsClient {
   // Payload bytes pushed and pulled so far, as they travelled.
   int64_t bytes_pushed() const { return bytes_pushed_.load(); }
   int64_t bytes_pulled() const { return bytes_pulled_.load(); }
+  // This worker's busy time per step, which its pushes carry, and the
+  // stragglers shard 0's pull answers name (worker/step_pace.h).
+  StepPace& pace() { return pace_; }
 
  private:
   PsClient(const ExperimentConfig& config, int worker_index, std::vector<Variable>* variables,
@@ -209,6 +213,7 @@ class PsClient {
   std::atomic<int64_t> generation_{0};
   std::atomic<int64_t> bytes_pushed_{0};
   std::atomic<int64_t> bytes_pulled_{0};
+  StepPace pace_;
 };
 
 }  // namespace pstrain

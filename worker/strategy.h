@@ -67,6 +67,8 @@ struct ClusterReport {
   // ledger counts.
   std::vector<MembershipChange> membership;
   std::optional<LedgerReport> ledger;
+  // Workers named slower than their peers during the run (PS shard 0's record).
+  std::vector<Straggler> stragglers;
 };
 
 // What a strategy has done so far, for the worker's report, its summary and
@@ -111,6 +113,9 @@ class ShardSession {
   // otherwise `next_step`).
   virtual absl::Status PauseSteps() = 0;
   virtual absl::StatusOr<int64_t> ResumeSteps(int64_t next_step) = 0;
+  // The workers shard 0 names slower than their peers now (from the busy
+  // time each step's pushes report; ps/shard/straggler_watch.h).
+  virtual std::vector<Straggler> stragglers() const = 0;
 };
 
 class Strategy {

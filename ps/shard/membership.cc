@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -20,15 +21,29 @@ void ShardMembership::Note(int worker, uint64_t incarnation, int64_t step) {
   LOG(WARNING) << "shard " << shard_index_ << ": worker " << worker
                << " rejoined (a new process); its repeated gradients for steps below " << step + 1 << " are dropped"
                << (was_lost ? "; it is no longer lost" : "");
-  // The old process's chunk is not coming back.
+  // The old process's chunk is not coming back, nor does its pace count.
   if (ledger_) ledger_->Release(worker);
+  stragglers_.Forget(worker);
   Record(worker, step, "rejoined", was_lost ? "a new process of a lost worker" : "a new process");
 }
 
 void ShardMembership::Lose(int worker, int64_t step, const std::string& why) {
   roster_.Lose(worker);
   if (ledger_) ledger_->Release(worker);
+  stragglers_.Forget(worker);
   Record(worker, step, "lost", why);
+}
+
+void ShardMembership::NotePace(int worker, int64_t local_step, double busy_seconds) {
+  if (!stragglers_.Observe(worker, local_step, busy_seconds)) return;
+  for (const Straggler& s : stragglers_.Current()) {
+    if (s.worker() != worker) continue;
+    LOG(WARNING) << "shard " << shard_index_ << ": worker " << worker << " is a straggler: its busy time per step is "
+                 << absl::StrFormat("%.2f", s.ratio()) << "x its peers' median (at its step " << local_step << ")";
+    return;
+  }
+  LOG(WARNING) << "shard " << shard_index_ << ": worker " << worker << " keeps pace again (at its step " << local_step
+               << ")";
 }
 
 void ShardMembership::Report(StatsResponse* stats, int64_t ledger_before_step, bool with_ledger_state) const {
@@ -37,6 +52,7 @@ void ShardMembership::Report(StatsResponse* stats, int64_t ledger_before_step, b
   for (int w : roster_.Present()) stats->add_present(w);
   for (int w : roster_.Absent()) stats->add_absent(w);
   for (const MembershipChange& c : changes_) *stats->add_membership() = c;
+  for (const Straggler& s : stragglers_.named()) *stats->add_stragglers() = s;
   if (ledger_) {
     *stats->mutable_ledger() = ledger_->Report();
     if (with_ledger_state) *stats->mutable_ledger_state() = ledger_->State(ledger_before_step);

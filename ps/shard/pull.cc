@@ -111,6 +111,7 @@ void PsShard::WritePullResponse(const PullRequest& request, const std::vector<Sh
     }
   }
   header.set_resumed_step(resumed_step_);
+  for (const Straggler& s : members_.stragglers().Current()) *header.add_stragglers() = s;
   header.set_generation(store_.generation());
   if (request.min_generation() > 0) {  // a worker joining: where it stands
     header.set_rejoined(members_.roster().rejoined(request.worker()));

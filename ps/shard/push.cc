@@ -91,6 +91,7 @@ absl::Status PsShard::Push(const PushRequest& request, IncomingFrame& payload, P
 int64_t PsShard::NotePusher(const PushRequest& request) {
   absl::MutexLock lock(&mu_);
   members_.Note(request.worker(), request.incarnation(), store_.NewestVersion());
+  members_.NotePace(request.worker(), request.local_step(), request.busy_seconds());
   return members_.roster().repeats_below(request.worker());
 }
 

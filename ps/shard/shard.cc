@@ -117,6 +117,7 @@ absl::Status PsShard::Done(const DoneRequest& request) {
   {
     absl::MutexLock lock(&mu_);
     if (!members_.roster().Done(worker, request.report())) return absl::OkStatus();
+    members_.stragglers().Finished(worker);
     LOG(INFO) << "shard " << options_.shard_index << ": worker " << worker << " done after " << request.report().steps()
               << " steps";
   }

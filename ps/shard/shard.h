@@ -180,8 +180,9 @@ class PsShard {
   absl::StatusOr<SparseTables*> Tables(const char* what) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Pushes (ps/shard/push.cc).
-  // Records the pushing worker's incarnation; returns the step below which
-  // its gradients repeat its previous process's.
+  // Records the pushing worker's incarnation and pace (the stragglers);
+  // returns the step below which its gradients repeat its previous
+  // process's.
   int64_t NotePusher(const PushRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // Push's checks that need the variables' locks (held by the caller). Per
   // variable: true when the gradient repeats one the worker's previous

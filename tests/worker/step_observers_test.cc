@@ -51,6 +51,7 @@ namespace {
 using ::pstrain::test::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 // A fixed moment, so no outcome depends on how fast this machine is.
 const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
@@ -754,6 +755,31 @@ TEST(RunRecordTest, DescribeRunTakesTheConfigsFields) {
   EXPECT_EQ(result.steps(), 120);
   EXPECT_EQ(result.collective(), "gloo");
   EXPECT_EQ(result.loss_scaling(), "dynamic");
+}
+
+TEST(RunRecordTest, StragglerSummarySaysWhatEachStragglerCost) {
+  RunResult result;
+  result.set_num_ps(2);
+  EXPECT_THAT(StragglerSummary(result, 100), ElementsAre("stragglers: none (every worker kept its peers' pace)"));
+  Straggler* s = result.add_stragglers();
+  s->set_worker(2);
+  s->set_ratio(1.52);
+  s->set_named_at_step(140);
+  s->set_excess_seconds(12.5);
+  s->set_current(true);
+  std::vector<std::string> lines = StragglerSummary(result, 100);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "straggler: worker 2, 1.52x its peers' busy time per step (named at its step 140, slow to the end); 12.5 s "
+            "beyond their pace (12.5% of the run: under sync, the others' wait)");
+  // With the data ledger: the share of the examples it read, against an even one.
+  for (int64_t n : {400, 400, 200}) result.mutable_data_ledger()->add_examples_by_worker(n);
+  lines = StragglerSummary(result, 100);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("; it read 20.0% of the examples (an even share: 33.3%)"));
+  // Without parameter servers the shards could not tell: nothing is said.
+  result.set_num_ps(0);
+  EXPECT_THAT(StragglerSummary(result, 100), IsEmpty());
 }
 
 TEST(RunRecordTest, EmulationSummarySaysLinksScaleAndVerdict) {

@@ -62,6 +62,7 @@ void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recov
   result->set_final_loss(workers.empty() ? 0.0 : loss_sum / workers.size());
   result->set_initial_loss(workers.empty() ? 0.0 : initial_sum / workers.size());
   for (const MembershipChange& change : cluster.membership) *result->add_membership() = change;
+  for (const Straggler& s : cluster.stragglers) *result->add_stragglers() = s;
   if (cluster.ledger) *result->mutable_data_ledger() = *cluster.ledger;
 }
 
@@ -80,6 +81,30 @@ std::vector<std::string> MembershipLines(const RunResult& result) {
       "worker was lost, %d late completions refused; per worker [%s]",
       done, l.total_examples(), l.examples_done_size(), l.chunk_examples(), l.chunks_reassigned(),
       l.completions_refused(), absl::StrJoin(l.examples_by_worker(), ",")));
+  return lines;
+}
+
+std::vector<std::string> StragglerSummary(const RunResult& result, double wall_seconds) {
+  if (result.num_ps() == 0) return {};
+  if (result.stragglers().empty()) return {"stragglers: none (every worker kept its peers' pace)"};
+  const LedgerReport& ledger = result.data_ledger();
+  int64_t read = 0;
+  for (int64_t n : ledger.examples_by_worker()) read += n;
+  std::vector<std::string> lines;
+  for (const Straggler& s : result.stragglers()) {
+    std::string line = absl::StrFormat(
+        "straggler: worker %d, %.2fx its peers' busy time per step (named at its step %d%s); %.1f s beyond their "
+        "pace (%.1f%% of the run: under sync, the others' wait)",
+        s.worker(), s.ratio(), s.named_at_step(),
+        s.current() ? ", slow to the end" : ", not at the end: it kept pace again or was lost", s.excess_seconds(),
+        100.0 * s.excess_seconds() / std::max(1e-9, wall_seconds));
+    if (read > 0 && s.worker() < ledger.examples_by_worker_size()) {
+      absl::StrAppendFormat(&line, "; it read %.1f%% of the examples (an even share: %.1f%%)",
+                            100.0 * ledger.examples_by_worker(s.worker()) / read,
+                            100.0 / ledger.examples_by_worker_size());
+    }
+    lines.push_back(std::move(line));
+  }
   return lines;
 }
 

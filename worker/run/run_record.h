@@ -31,6 +31,14 @@ void AddReports(const ClusterReport& cluster, const std::vector<Recovery>& recov
 // counts; none when neither happened.
 std::vector<std::string> MembershipLines(const RunResult& result);
 
+// The chief's summary of the workers named slower than their peers
+// (result.stragglers), with what each cost: its busy seconds beyond its
+// peers' pace (under sync, about how long the others waited for it; a share
+// of `wall_seconds`) and, with data.sharding dynamic, the share of the
+// examples it read against an even share. "stragglers: none" when every
+// worker kept pace and the shards could tell (parameter servers).
+std::vector<std::string> StragglerSummary(const RunResult& result, double wall_seconds);
+
 // One line for an emulated run: hosts, links, time scale, scaling efficiency
 // and whether this machine kept up.
 std::string EmulationSummary(const Emulation& emulation);

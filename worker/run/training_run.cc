@@ -24,6 +24,7 @@
 #include "worker/run/observers/loss_scaling.h"
 #include "worker/run/observers/periodic_evaluation.h"
 #include "worker/run/observers/progress_lines.h"
+#include "worker/run/observers/straggler_lines.h"
 #include "worker/run/observers/timeline_phases.h"
 #include "worker/run/observers/training_summaries.h"
 #include "worker/run/observers/worker_metrics.h"
@@ -223,6 +224,8 @@ absl::Status TrainingRun::AddObservers() {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TrainingSummaries> summaries,
                              TrainingSummaries::Create(config_, total_steps_, examples_per_step));
     if (summaries != nullptr) observers_.push_back(std::move(summaries));
+    if (strategy_->shards() != nullptr)
+      observers_.push_back(std::make_unique<StragglerLines>(strategy_->shards(), std::cout));
   }
   if (evaluate_) {
     observers_.push_back(std::make_unique<PeriodicEvaluation>(config_.train().eval_every_steps(), total_steps_,
@@ -443,6 +446,9 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
     LOG(WARNING) << "chief: workers [" << absl::StrJoin(cluster.lost_workers, ",") << "] were lost";
   }
   for (const std::string& line : MembershipLines(result)) std::cout << line << std::endl;
+  for (const std::string& line : StragglerSummary(result, absl::ToDoubleSeconds(absl::Now() - start_))) {
+    std::cout << line << std::endl;
+  }
   ExportFinalParameters();
   if (evaluate_) {
     const Evaluation final = final_evaluation_ ? *final_evaluation_ : Evaluate(total_steps_);

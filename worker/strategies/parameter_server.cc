@@ -1,5 +1,6 @@
 #include "worker/strategies/parameter_server.h"
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -208,6 +209,8 @@ absl::Status ParameterServerStrategy::BeforePipelinedStep(int64_t step) {
 absl::Status ParameterServerStrategy::BeforeStep(int64_t step) {
   const ExperimentConfig& config = *context_.config;
   current_step_ = step;
+  step_start_ = absl::Now();
+  wait_at_step_start_ = traffic().wait;
   if (pipeline_ != nullptr) return BeforePipelinedStep(step);
   if (pulled_at_start_) {
     pulled_at_start_ = false;  // Start pulled this step's values
@@ -288,6 +291,15 @@ void ParameterServerStrategy::SendBatches(const std::vector<int>& batches) {
 }
 
 absl::Status ParameterServerStrategy::AfterStep(int64_t step) {
+  const absl::Status pushed = Push(step);
+  // The step's busy time (its wall time less what it waited for others)
+  // goes with the next step's pushes: how the shards tell stragglers.
+  const absl::Duration busy = (absl::Now() - step_start_) - (traffic().wait - wait_at_step_start_);
+  client_->pace().set_busy_seconds(std::max(0.0, absl::ToDoubleSeconds(busy)));
+  return pushed;
+}
+
+absl::Status ParameterServerStrategy::Push(int64_t step) {
   if (pipeline_ != nullptr) {
     const absl::Time start = absl::Now();
     PSTRAIN_ASSIGN_OR_RETURN(const int dropped, pipeline_->FinishStep());

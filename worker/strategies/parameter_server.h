@@ -79,6 +79,7 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) override;
   absl::Status PauseSteps() override;
   absl::StatusOr<int64_t> ResumeSteps(int64_t next_step) override;
+  std::vector<Straggler> stragglers() const override { return client_->pace().stragglers(); }
 
  private:
   ParameterServerStrategy(const StrategyContext& context, std::string name, std::string local_reduce_spec)
@@ -120,6 +121,9 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   void SendBatches(const std::vector<int>& batches);
   // BeforeStep and AfterStep of the pipeline.
   absl::Status BeforePipelinedStep(int64_t step);
+  // AfterStep's pushes of the step's gradients (through the pipeline, the
+  // overlapped batches, or at once).
+  absl::Status Push(int64_t step);
 
   StrategyContext context_;
   std::string name_;
@@ -137,6 +141,9 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   int64_t dropped_ = 0;
   absl::Duration pull_wait_;
   std::atomic<int64_t> current_step_{0};
+  // When the current step began, and the time waited for others by then.
+  absl::Time step_start_;
+  absl::Duration wait_at_step_start_;
   std::atomic<bool> finished_pushing_{false};
   std::atomic<bool> paused_{false};  // PauseSteps until ResumeSteps
   absl::Mutex heartbeat_mu_;

@@ -95,6 +95,7 @@ absl::StatusOr<int64_t> ParameterServerStrategy::ResumeSteps(int64_t next_step) 
 
 void ParameterServerStrategy::AddMembership(const StatsResponse& shard0, ClusterReport* report) const {
   report->membership.assign(shard0.membership().begin(), shard0.membership().end());
+  report->stragglers.assign(shard0.stragglers().begin(), shard0.stragglers().end());
   if (shard0.has_ledger()) report->ledger = shard0.ledger();
 }
 

@@ -1,0 +1,92 @@
+// StragglerWatch: which workers are slower than their peers, from the busy
+// time of each step they report with their pushes (PushRequest.busy_seconds:
+// the step's wall time less what it waited for others). Under sync every
+// worker steps at the pace of the slowest, so step times cannot tell; busy
+// times can: the fast ones spend the difference waiting.
+//
+// Each step a worker reports is compared with its peers' typical step (the
+// median, over the other workers that have not left, of each one's median
+// busy time over its last kPeerWindow (20) steps): its step ratio. A worker is
+// named a straggler by either of two rules:
+//  - slowed evenly: at least kEvenSlowSteps (9) of its last kEvenWindow (10)
+//    steps at kNameRatio (1.3) or more, for kEvenPersist (8) steps in a row:
+//    a worker slowed to 1/1.5 of its speed is named within 20 of its steps;
+//  - slowed in bursts (a coarse CPU quota, pauses): the mean of its last
+//    kMeanWindow (100) step ratios at kNameRatio or more (within about 70
+//    steps for every other step twice as long).
+// What a clean run has -- the scheduler of a busy host delaying one worker
+// for a second or so, some steps in a row (up to 1.44x its peers over 25
+// steps, measured on two cores) -- meets neither: a few of the ten are fast,
+// and a hundred steps dilute the episode. It stops being one after
+// kClearPersist (8) steps in a row whose last kEvenWindow step ratios average
+// below kClearRatio (1.15); the mean rule then counts from its steps at
+// pace only. While named, its busy time beyond its peers'
+// typical step adds up (Straggler.excess_seconds: under sync, about how long
+// the others waited for it); Straggler.ratio is the mean of its last
+// kEvenWindow step ratios.
+//
+// Not thread-safe: PsShard holds it (in ShardMembership) under its mutex.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "proto/ps.pb.h"
+
+namespace pstrain {
+
+class StragglerWatch {
+ public:
+  static constexpr int kPeerWindow = 20;
+  static constexpr int kEvenWindow = 10;
+  static constexpr int kEvenSlowSteps = 9;
+  static constexpr int kEvenPersist = 8;
+  static constexpr int kMeanWindow = 100;
+  static constexpr int kClearPersist = 8;
+  static constexpr double kNameRatio = 1.3;
+  static constexpr double kClearRatio = 1.15;
+
+  explicit StragglerWatch(int num_workers) : workers_(num_workers) {}
+
+  // `worker` reports `seconds` busy in the step before its local step
+  // `local_step` (every push of a step carries it: only the first counts).
+  // True when the current stragglers changed.
+  bool Observe(int worker, int64_t local_step, double seconds);
+  // `worker` left the run (lost, or restarted as a new process): its pace no
+  // longer counts, and it is no straggler now.
+  void Forget(int worker);
+  // `worker` finished its part: its pace no longer counts; named, it stays a
+  // straggler (slow to the end).
+  void Finished(int worker);
+
+  // The stragglers now, by worker.
+  std::vector<Straggler> Current() const;
+  // Every worker ever named, in the order named (`current` says which still are).
+  const std::vector<Straggler>& named() const { return named_; }
+
+ private:
+  struct Pace {
+    std::deque<double> busy;    // the last kPeerWindow busy times
+    double typical = 0;         // their median, once there are kPeerWindow
+    std::deque<double> ratios;  // the last kMeanWindow step ratios
+    int64_t last_step = -1;
+    int even = 0;    // steps in a row meeting the slowed-evenly rule
+    int below = 0;   // named: steps in a row below kClearRatio
+    int named = -1;  // index in named_ while it is a straggler
+  };
+  // Records `seconds` in the worker's own window and its typical step.
+  static void Remember(Pace& p, double seconds);
+  // The median of the typical steps of the workers other than `worker`;
+  // 0 when none has a full window.
+  double PeersTypical(int worker) const;
+  // Whether `p`, not named, now meets a rule to be named.
+  static bool MeetsANamingRule(Pace& p);
+  // The mean of the last kEvenWindow step ratios of `p`.
+  static double RecentRatio(const Pace& p);
+
+  std::vector<Pace> workers_;
+  std::vector<Straggler> named_;
+};
+
+}  // namespace pstrain

@@ -1,0 +1,137 @@
+// StragglerWatch on its own (ps/shard/straggler_watch.h): a worker 1.5x
+// slower than its peers, evenly or in bursts, is named within 20 of its steps
+// and cleared once it keeps pace; jitter a clean run has names nobody;
+// pushes of one step count once; a worker that left stops counting.
+#include "ps/shard/straggler_watch.h"
+
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+// Workers 0..n-1 step together: worker w is busy `busy(w, step)` seconds.
+template <typename Busy>
+std::vector<int64_t> RunSteps(StragglerWatch& watch, int workers, int64_t first, int64_t last, Busy busy) {
+  std::vector<int64_t> changed_at;
+  for (int64_t step = first; step < last; ++step) {
+    for (int w = 0; w < workers; ++w) {
+      if (watch.Observe(w, step, busy(w, step))) changed_at.push_back(step);
+    }
+  }
+  return changed_at;
+}
+
+TEST(StragglerWatchTest, ASlowedWorkerIsNamedWithinTwentyStepsAndClearedWhenItKeepsPace) {
+  StragglerWatch watch(3);
+  // Steps 0-99 even; worker 2 at 1.5x from step 100 to 199; even again after.
+  auto busy = [](int w, int64_t step) { return (w == 2 && step >= 100 && step < 200) ? 0.015 : 0.010; };
+  EXPECT_TRUE(RunSteps(watch, 3, 0, 100, busy).empty());
+  const std::vector<int64_t> named = RunSteps(watch, 3, 100, 200, busy);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_LE(named[0], 100 + 20);
+  ASSERT_EQ(watch.Current().size(), 1u);
+  const Straggler s = watch.Current()[0];
+  EXPECT_EQ(s.worker(), 2);
+  EXPECT_NEAR(s.ratio(), 1.5, 1e-9);
+  EXPECT_EQ(s.named_at_step(), named[0]);
+  EXPECT_TRUE(s.current());
+  // 5 ms beyond its peers for every step after it was named.
+  EXPECT_NEAR(watch.named()[0].excess_seconds(), 0.005 * (199 - named[0]), 1e-9);
+  const std::vector<int64_t> cleared = RunSteps(watch, 3, 200, 260, busy);
+  ASSERT_EQ(cleared.size(), 1u);
+  EXPECT_LE(cleared[0], 200 + 20);
+  EXPECT_TRUE(watch.Current().empty());
+  ASSERT_EQ(watch.named().size(), 1u);
+  EXPECT_FALSE(watch.named()[0].current());
+}
+
+// A coarse CPU quota or a pause duty cycle slows in bursts: every other
+// step twice as long, the others as fast as the peers' (1.5x on average):
+// named within 100 steps (the mean of its last 100).
+TEST(StragglerWatchTest, AWorkerSlowedInBurstsIsNamedToo) {
+  StragglerWatch watch(3);
+  auto busy = [](int w, int64_t step) { return (w == 1 && step >= 50 && step % 2 == 0) ? 0.020 : 0.010; };
+  EXPECT_TRUE(RunSteps(watch, 3, 0, 50, busy).empty());
+  const std::vector<int64_t> named = RunSteps(watch, 3, 50, 200, busy);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_LE(named[0], 50 + 100);
+  ASSERT_EQ(watch.Current().size(), 1u);
+  EXPECT_EQ(watch.Current()[0].worker(), 1);
+  EXPECT_GE(watch.Current()[0].ratio(), 1.3);
+}
+
+TEST(StragglerWatchTest, JitterOfACleanRunNamesNobody) {
+  StragglerWatch watch(4);
+  std::mt19937 random(7);
+  // Every worker: 10 ms +/- 10%, one step in five delayed up to 2.5x by the
+  // scheduler.
+  std::uniform_real_distribution<double> jitter(0.9, 1.1);
+  std::bernoulli_distribution delayed(0.2);
+  std::uniform_real_distribution<double> delay(1.0, 2.5);
+  auto busy = [&](int, int64_t) { return 0.010 * jitter(random) * (delayed(random) ? delay(random) : 1.0); };
+  EXPECT_TRUE(RunSteps(watch, 4, 0, 20000, busy).empty());
+  for (const Straggler& s : watch.named()) ADD_FAILURE() << "named: " << s.ShortDebugString();
+}
+
+// What a busy host's scheduler does to a clean run (three workers and two
+// shards on two cores, measured): one worker held back for 25 steps now and
+// then, each worker in turn, to about 1.4x its peers -- most of those steps
+// 1.5x or more, one in three near its peers' pace.
+TEST(StragglerWatchTest, ShortEpisodesOfABusyHostNameNobody) {
+  StragglerWatch watch(3);
+  auto busy = [](int w, int64_t step) {
+    const bool held = step % 150 < 25 && (step / 150) % 3 == w;
+    constexpr double kHeld[] = {0.016, 0.015, 0.0115};
+    return held ? kHeld[step % 3] : 0.010;
+  };
+  EXPECT_TRUE(RunSteps(watch, 3, 0, 3000, busy).empty());
+  // Held for 30 steps, though, at 1.5x: that is a straggler.
+  auto longer = [](int w, int64_t step) { return w == 0 && step >= 3000 ? 0.015 : 0.010; };
+  const std::vector<int64_t> named = RunSteps(watch, 3, 3000, 3030, longer);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_LE(named[0], 3000 + 20);
+}
+
+TEST(StragglerWatchTest, EveryPushOfAStepCountsOnce) {
+  StragglerWatch watch(2);
+  for (int64_t step = 0; step < 80; ++step) {
+    watch.Observe(0, step, 0.010);
+    // Worker 1 is slow, but only its first push of each step carries a new
+    // measurement; its other pushes (more RPC batches) repeat the step.
+    for (int batch = 0; batch < 4; ++batch) watch.Observe(1, step, batch == 0 ? 0.011 : 0.050);
+  }
+  EXPECT_TRUE(watch.Current().empty());
+}
+
+TEST(StragglerWatchTest, AWorkerThatLeftNoLongerCounts) {
+  StragglerWatch watch(3);
+  auto busy = [](int w, int64_t) { return w == 2 ? 0.020 : 0.010; };
+  RunSteps(watch, 3, 0, 60, busy);
+  ASSERT_EQ(watch.Current().size(), 1u);
+  watch.Forget(2);
+  EXPECT_TRUE(watch.Current().empty());
+  ASSERT_EQ(watch.named().size(), 1u);
+  EXPECT_FALSE(watch.named()[0].current());
+  // Without it, the two left keep pace: nobody is named.
+  RunSteps(watch, 2, 60, 120, busy);
+  EXPECT_TRUE(watch.Current().empty());
+  // A straggler that finishes its part stays one: slow to the end.
+  StragglerWatch finishing(3);
+  RunSteps(finishing, 3, 0, 60, busy);
+  ASSERT_EQ(finishing.Current().size(), 1u);
+  finishing.Finished(2);
+  ASSERT_EQ(finishing.Current().size(), 1u);
+  EXPECT_TRUE(finishing.named()[0].current());
+  // Nothing to compare with alone, and unmeasured steps (0 s) are ignored.
+  StragglerWatch alone(2);
+  for (int64_t step = 0; step < 40; ++step) {
+    EXPECT_FALSE(alone.Observe(0, step, 0.5));
+    EXPECT_FALSE(alone.Observe(1, step, 0.0));
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
