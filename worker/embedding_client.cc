@@ -85,6 +85,7 @@ absl::Status EmbeddingClient::FanOut(std::string_view method, std::vector<Call> 
   }
   CallOptions options;
   options.deadline = absl::Now() + timeout;
+  options.wait_for_ready = reconnecting_;
   for (size_t c = 0; c < calls.size(); ++c) {
     bytes_sent_ += static_cast<int64_t>(calls[c].request.payload_bytes());
     channels_[calls[c].shard]->Call(method, std::move(calls[c].request), options,
@@ -107,6 +108,7 @@ absl::Status EmbeddingClient::FanOut(std::string_view method, std::vector<Call> 
     bytes_received_ += static_cast<int64_t>(state->frames[c].payload_bytes());
   }
   *responses = std::move(state->frames);
+  reconnecting_ = false;
   return absl::OkStatus();
 }
 

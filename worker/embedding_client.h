@@ -79,8 +79,15 @@ class EmbeddingClient {
 
   // The generation of the shards' state this worker works on (0: not
   // checked, the default): later requests carry it, and a shard restored
-  // since answers them ABORTED.
-  void set_generation(int64_t generation) { generation_ = generation; }
+  // since answers them ABORTED. After a change (a recovery), the next calls
+  // wait for each channel to connect, until their deadline, rather than fail
+  // at once: the shards answered the restore over the dense client's
+  // channels, so they are up, but these channels may still be backing off
+  // from the shard that was lost.
+  void set_generation(int64_t generation) {
+    if (generation != generation_) reconnecting_ = true;
+    generation_ = generation;
+  }
 
   // Payload bytes sent and received so far, as they travelled.
   int64_t bytes_sent() const { return bytes_sent_; }
@@ -125,6 +132,7 @@ class EmbeddingClient {
   std::vector<std::unique_ptr<Channel>> channels_;
   std::vector<std::string> addresses_;
   int64_t generation_ = 0;
+  bool reconnecting_ = false;  // calls wait for their channels (set_generation)
   int64_t bytes_sent_ = 0;
   int64_t bytes_received_ = 0;
 };
