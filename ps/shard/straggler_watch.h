@@ -9,7 +9,7 @@
 // busy time over its last kPeerWindow (20) steps): its step ratio. A worker is
 // named a straggler by either of two rules:
 //  - slowed evenly: at least kEvenSlowSteps (9) of its last kEvenWindow (10)
-//    steps at kNameRatio (1.3) or more, for kEvenPersist (8) steps in a row:
+//    steps at kNameRatio (1.3) or more, for kEvenPersist (6) steps in a row:
 //    a worker slowed to 1/1.5 of its speed is named within 20 of its steps;
 //  - slowed in bursts (a coarse CPU quota, pauses): the mean of its last
 //    kMeanWindow (100) step ratios at kNameRatio or more (within about 70
@@ -41,7 +41,7 @@ class StragglerWatch {
   static constexpr int kPeerWindow = 20;
   static constexpr int kEvenWindow = 10;
   static constexpr int kEvenSlowSteps = 9;
-  static constexpr int kEvenPersist = 8;
+  static constexpr int kEvenPersist = 6;
   static constexpr int kMeanWindow = 100;
   static constexpr int kClearPersist = 8;
   static constexpr double kNameRatio = 1.3;
