@@ -26,6 +26,7 @@ bool StragglerWatch::Observe(int worker, int64_t local_step, double seconds) {
   Pace& p = workers_[worker];
   if (local_step <= p.last_step || seconds <= 0) return false;
   p.last_step = local_step;
+  p.last_report = ++reports_;
   Remember(p, seconds);
   const double peers = PeersTypical(worker);
   if (peers <= 0) return false;
@@ -94,9 +95,12 @@ std::vector<Straggler> StragglerWatch::Current() const {
 }
 
 double StragglerWatch::PeersTypical(int worker) const {
+  const int64_t stale = kStaleRounds * static_cast<int64_t>(workers_.size());
   std::vector<double> typical;
   for (int w = 0; w < static_cast<int>(workers_.size()); ++w) {
-    if (w != worker && workers_[w].busy.size() == kPeerWindow) typical.push_back(workers_[w].typical);
+    const Pace& peer = workers_[w];
+    if (w == worker || peer.busy.size() < kPeerWindow || reports_ - peer.last_report > stale) continue;
+    typical.push_back(peer.typical);
   }
   return typical.empty() ? 0 : Median(std::move(typical));
 }

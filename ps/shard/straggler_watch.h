@@ -6,7 +6,9 @@
 //
 // Each step a worker reports is compared with its peers' typical step (the
 // median, over the other workers that have not left, of each one's median
-// busy time over its last kPeerWindow (20) steps): its step ratio. A worker is
+// busy time over its last kPeerWindow (20) steps): its step ratio. A peer
+// that has not reported while the workers made kStaleRounds (4) steps each
+// (dead but not yet declared lost, or paused) does not count until it does. A worker is
 // named a straggler by either of two rules:
 //  - slowed evenly: at least kEvenSlowSteps (9) of its last kEvenWindow (10)
 //    steps at kNameRatio (1.3) or more, for kEvenPersist (6) steps in a row:
@@ -44,6 +46,7 @@ class StragglerWatch {
   static constexpr int kEvenPersist = 6;
   static constexpr int kMeanWindow = 100;
   static constexpr int kClearPersist = 8;
+  static constexpr int kStaleRounds = 4;
   static constexpr double kNameRatio = 1.3;
   static constexpr double kClearRatio = 1.15;
 
@@ -71,14 +74,15 @@ class StragglerWatch {
     double typical = 0;         // their median, once there are kPeerWindow
     std::deque<double> ratios;  // the last kMeanWindow step ratios
     int64_t last_step = -1;
-    int even = 0;    // steps in a row meeting the slowed-evenly rule
-    int below = 0;   // named: steps in a row below kClearRatio
-    int named = -1;  // index in named_ while it is a straggler
+    int64_t last_report = -1;  // reports_ at its last report
+    int even = 0;              // steps in a row meeting the slowed-evenly rule
+    int below = 0;             // named: steps in a row below kClearRatio
+    int named = -1;            // index in named_ while it is a straggler
   };
   // Records `seconds` in the worker's own window and its typical step.
   static void Remember(Pace& p, double seconds);
-  // The median of the typical steps of the workers other than `worker`;
-  // 0 when none has a full window.
+  // The median of the typical steps of the workers other than `worker` that
+  // have a full window and reported lately (kStaleRounds); 0 when none has.
   double PeersTypical(int worker) const;
   // Whether `p`, not named, now meets a rule to be named.
   static bool MeetsANamingRule(Pace& p);
@@ -87,6 +91,7 @@ class StragglerWatch {
 
   std::vector<Pace> workers_;
   std::vector<Straggler> named_;
+  int64_t reports_ = 0;  // steps reported by all workers so far
 };
 
 }  // namespace pstrain

@@ -95,6 +95,17 @@ TEST(StragglerWatchTest, ShortEpisodesOfABusyHostNameNobody) {
   EXPECT_LE(named[0], 3000 + 20);
 }
 
+// A peer that stops reporting (killed, not yet declared lost) stops counting
+// after a few rounds: when the two left both slow down to 2x, each is
+// compared with the other, not with the silent one's old pace (against
+// which both would be 1.33x: the median of 20 ms and 10 ms).
+TEST(StragglerWatchTest, APeerThatStoppedReportingNoLongerCounts) {
+  StragglerWatch watch(3);
+  RunSteps(watch, 3, 0, 50, [](int, int64_t) { return 0.010; });
+  EXPECT_TRUE(RunSteps(watch, 2, 50, 200, [](int, int64_t) { return 0.020; }).empty());
+  for (const Straggler& s : watch.named()) ADD_FAILURE() << "named: " << s.ShortDebugString();
+}
+
 TEST(StragglerWatchTest, EveryPushOfAStepCountsOnce) {
   StragglerWatch watch(2);
   for (int64_t step = 0; step < 80; ++step) {
