@@ -113,6 +113,10 @@ class ShardSession {
   // otherwise `next_step`).
   virtual absl::Status PauseSteps() = 0;
   virtual absl::StatusOr<int64_t> ResumeSteps(int64_t next_step) = 0;
+  // Whether the shards compare the workers' pace: the dense variables are
+  // on them, so each step's pushes report its busy time. False for tables
+  // beside another strategy: nothing is said of stragglers then.
+  virtual bool watches_stragglers() const = 0;
   // The workers shard 0 names slower than their peers now (from the busy
   // time each step's pushes report; ps/shard/straggler_watch.h).
   virtual std::vector<Straggler> stragglers() const = 0;

@@ -58,6 +58,7 @@ class TablesBeside : public Strategy, public ShardSession {
   }
   absl::Status PauseSteps() override { return ExchangeChunks({}).status(); }
   absl::StatusOr<int64_t> ResumeSteps(int64_t) override { return ExchangeChunks({}).status(); }
+  bool watches_stragglers() const override { return false; }
   std::vector<Straggler> stragglers() const override { return {}; }
 
  private:

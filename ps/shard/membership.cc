@@ -39,7 +39,8 @@ void ShardMembership::NotePace(int worker, int64_t local_step, double busy_secon
   for (const Straggler& s : stragglers_.Current()) {
     if (s.worker() != worker) continue;
     LOG(WARNING) << "shard " << shard_index_ << ": worker " << worker << " is a straggler: its busy time per step is "
-                 << absl::StrFormat("%.2f", s.ratio()) << "x its peers' median (at its step " << local_step << ")";
+                 << absl::StrFormat("%.2f", s.ratio()) << "x its peers' typical step (at its step " << local_step
+                 << ")";
     return;
   }
   LOG(WARNING) << "shard " << shard_index_ << ": worker " << worker << " keeps pace again (at its step " << local_step

@@ -8,8 +8,8 @@
 // median, over the other workers that have not left, of each one's median
 // busy time over its last kPeerWindow (20) steps): its step ratio. A peer
 // that has not reported while the workers made kStaleRounds (4) steps each
-// (dead but not yet declared lost, or paused) does not count until it does. A worker is
-// named a straggler by either of two rules:
+// (dead but not yet declared lost, or paused) does not count until it does.
+// A worker is named a straggler by either of two rules:
 //  - slowed evenly: at least kEvenSlowSteps (9) of its last kEvenWindow (10)
 //    steps at kNameRatio (1.3) or more, for kEvenPersist (6) steps in a row:
 //    a worker slowed to 1/1.5 of its speed is named within 20 of its steps;
@@ -22,10 +22,9 @@
 // and a hundred steps dilute the episode. It stops being one after
 // kClearPersist (8) steps in a row whose last kEvenWindow step ratios average
 // below kClearRatio (1.15); the mean rule then counts from its steps at
-// pace only. While named, its busy time beyond its peers'
-// typical step adds up (Straggler.excess_seconds: under sync, about how long
-// the others waited for it); Straggler.ratio is the mean of its last
-// kEvenWindow step ratios.
+// pace only. While named, its busy time beyond its peers' typical step adds
+// up (Straggler.excess_seconds: under sync, about how long the others waited
+// for it); Straggler.ratio is the mean of its last kEvenWindow step ratios.
 //
 // Not thread-safe: PsShard holds it (in ShardMembership) under its mutex.
 #pragma once

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/data/criteo/synthetic_ctr_config.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/ctr_tf_records.h"
 #include "tests/worker/equivalence_util.h"
@@ -17,6 +18,9 @@
 
 namespace pstrain {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 class SparseEquivalenceTest : public ::testing::TestWithParam<std::string> {};
 
@@ -104,9 +108,15 @@ TEST(SparseHybridTest, AllReducedMlpsBesideTablesOnThePsEqualOneDevice) {
   const int kBatch = 16;
   ExperimentConfig many = HybridConfig("sync", 41310);
   many.mutable_train()->set_batch_size_per_device(kBatch);
+  testing::internal::CaptureStdout();
   absl::StatusOr<ClusterRun> hybrid = RunInProcessCluster(many);
+  const std::string out = testing::internal::GetCapturedStdout();
   ASSERT_TRUE(hybrid.ok()) << hybrid.status();
   EXPECT_EQ(hybrid->chief.variable_update(), "allreduce");
+  // The dense steps are all-reduced: the shards cannot compare the workers'
+  // pace, so the chief says nothing of stragglers (not "none").
+  EXPECT_THAT(out, Not(HasSubstr("stragglers"))) << out;
+  EXPECT_THAT(out, HasSubstr("Batch size")) << "the chief's output was captured";
   ASSERT_EQ(hybrid->chief.ps_load_size(), 2);
   for (const ShardLoad& shard : hybrid->chief.ps_load()) {
     EXPECT_GT(shard.table_rows(), 0) << shard.shard();

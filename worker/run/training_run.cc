@@ -224,8 +224,7 @@ absl::Status TrainingRun::AddObservers() {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<TrainingSummaries> summaries,
                              TrainingSummaries::Create(config_, total_steps_, examples_per_step));
     if (summaries != nullptr) observers_.push_back(std::move(summaries));
-    if (strategy_->shards() != nullptr)
-      observers_.push_back(std::make_unique<StragglerLines>(strategy_->shards(), std::cout));
+    if (WatchesStragglers()) observers_.push_back(std::make_unique<StragglerLines>(strategy_->shards(), std::cout));
   }
   if (evaluate_) {
     observers_.push_back(std::make_unique<PeriodicEvaluation>(config_.train().eval_every_steps(), total_steps_,
@@ -446,8 +445,10 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
     LOG(WARNING) << "chief: workers [" << absl::StrJoin(cluster.lost_workers, ",") << "] were lost";
   }
   for (const std::string& line : MembershipLines(result)) std::cout << line << std::endl;
-  for (const std::string& line : StragglerSummary(result, absl::ToDoubleSeconds(absl::Now() - start_))) {
-    std::cout << line << std::endl;
+  if (WatchesStragglers()) {
+    for (const std::string& line : StragglerSummary(result, absl::ToDoubleSeconds(absl::Now() - start_))) {
+      std::cout << line << std::endl;
+    }
   }
   ExportFinalParameters();
   if (evaluate_) {

@@ -75,6 +75,9 @@ class TrainingRun {
   void PrintSummary(const WorkerReport& report) const;
   absl::StatusOr<RunResult> Finish(const WorkerReport& report, const ClusterReport& cluster);
   void ExportFinalParameters();
+  // Whether the strategy's shards compare the workers' pace
+  // (ShardSession::watches_stragglers).
+  bool WatchesStragglers() { return strategy_->shards() != nullptr && strategy_->shards()->watches_stragglers(); }
 
   const ExperimentConfig& config_;
   const int worker_index_;

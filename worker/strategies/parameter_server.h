@@ -79,6 +79,7 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) override;
   absl::Status PauseSteps() override;
   absl::StatusOr<int64_t> ResumeSteps(int64_t next_step) override;
+  bool watches_stragglers() const override { return true; }
   std::vector<Straggler> stragglers() const override { return client_->pace().stragglers(); }
 
  private:
