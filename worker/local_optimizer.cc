@@ -32,7 +32,8 @@ absl::StatusOr<std::vector<std::unique_ptr<LocalOptimizer>>> LocalOptimizer::For
   return optimizers;
 }
 
-bool LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale) {
+bool LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale,
+                           float learning_rate_scale) {
   if (skip_non_finite_) {
     for (const Variable& var : variables) {
       if (!AllFinite(var.grad.data(), var.grad.num_elements())) {
@@ -41,7 +42,8 @@ bool LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step, float
       }
     }
   }
-  const OptimizerStep update{.learning_rate = schedule_.At(step), .gradient_scale = gradient_scale};
+  const OptimizerStep update{.learning_rate = schedule_.At(step) * learning_rate_scale,
+                            .gradient_scale = gradient_scale};
   for (size_t v = 0; v < variables.size(); ++v) {
     Variable& var = variables[v];
     const int64_t n = var.value.num_elements();
@@ -50,6 +52,14 @@ bool LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step, float
     optimizer_->Apply(var.value.data(), var.grad.data(), n, update, slots.data(), var.value.data());  // in place
   }
   return true;
+}
+
+std::vector<std::vector<float>*> LocalOptimizer::mutable_slots() {
+  std::vector<std::vector<float>*> all;
+  for (auto& variable : slots_) {
+    for (auto& slot : variable) all.push_back(&slot);
+  }
+  return all;
 }
 
 }  // namespace pstrain

@@ -29,13 +29,20 @@ class LocalOptimizer {
                                                                                   ReplicaSet& replicas,
                                                                                   int64_t total_steps);
   // w <- update(w, gradient_scale * grad) for every variable, as global step
-  // `step` (gradient_scale: e.g. 1/N when the gradients hold sums of N).
+  // `step` (gradient_scale: e.g. 1/N when the gradients hold sums of N), the
+  // schedule's learning rate at `step` times learning_rate_scale.
   // With skip_non_finite, a step with a gradient element that is not finite
   // changes nothing (no variable, no slot) and returns false: replicas and
   // workers that hold the same reduced gradients all skip it alike.
-  bool Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale = 1.0f);
+  bool Apply(std::vector<Variable>& variables, int64_t step, float gradient_scale = 1.0f,
+             float learning_rate_scale = 1.0f);
   // Steps Apply() skipped.
   int64_t skipped_steps() const { return skipped_steps_; }
+  // Every slot's elements, variable by variable, slot by slot: the state a
+  // worker joining an elastic group receives beside the variables.
+  std::vector<std::vector<float>*> mutable_slots();
+  // Takes `other`'s slots (an optimizer of the same variables).
+  void CopySlotsFrom(const LocalOptimizer& other) { slots_ = other.slots_; }
 
  private:
   LocalOptimizer(std::unique_ptr<Optimizer> optimizer, LearningRateSchedule schedule, bool skip_non_finite)

@@ -43,8 +43,8 @@ absl::Status CheckNoCheckpoints(const ExperimentConfig& c, const ConfigChecker& 
 // all-reduce group does not re-form yet, and the ledger lives on shard 0.
 absl::Status CheckNoElastic(const ExperimentConfig& c, const ConfigChecker& ck) {
   const std::string why = absl::StrCat(" for variable_update ", c.variable_update(),
-                                       " (membership changes and the data ledger need parameter servers; "
-                                       "all-reduce groups do not re-form at step boundaries yet)");
+                                       " (membership changes and the data ledger need parameter servers, "
+                                       "or variable_update allreduce over collective gloo, whose group re-forms)");
   if (c.data().sharding() != DataConfig::static_) {
     return ck.Fail("data.sharding", absl::StrCat("static", why),
                    absl::StrCat("'", DataConfig::Sharding_Name(c.data().sharding()), "'"));
@@ -165,7 +165,7 @@ absl::StatusOr<StrategyNeeds> CheckAgainstStrategy(const ExperimentConfig& c, co
   if (!needs.parameter_servers) PSTRAIN_RETURN_IF_ERROR(CheckTablesBeside(c, entry, ck));
   if (!needs.parameter_servers) {
     PSTRAIN_RETURN_IF_ERROR(CheckNoCheckpoints(c, ck));
-    PSTRAIN_RETURN_IF_ERROR(CheckNoElastic(c, ck));
+    if (!needs.elastic_group) PSTRAIN_RETURN_IF_ERROR(CheckNoElastic(c, ck));
   }
   const int workers = c.cluster().worker_hosts_size();
   if (needs.max_workers > 0 && workers > needs.max_workers) {

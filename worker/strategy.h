@@ -122,6 +122,25 @@ class ShardSession {
   virtual std::vector<Straggler> stragglers() const = 0;
 };
 
+// What a strategy whose group of workers re-forms without parameter servers
+// does (the elastic all-reduce, worker/strategies/elastic_allreduce.cc): the
+// training loop asks Strategy::group() for it, null for every other
+// strategy.
+class GroupSession {
+ public:
+  virtual ~GroupSession() = default;
+  // BeforeStep or AfterStep failed with `failure` (a peer died or stalled):
+  // the survivors re-form the group and take one member's state; returns
+  // the step to continue from, whose values are then in place. `failure`
+  // when the run cannot go on (elastic.on_worker_lost stop, too few left).
+  virtual absl::StatusOr<int64_t> Recover(const absl::Status& failure) = 0;
+  // data.sharding dynamic: this worker's batch of the group's next step
+  // (the ledger every member keeps, worker/elastic/group_ledger.h); `end`
+  // once the run's data is done for it. What it completed counts when the
+  // step's all-reduce does, so `completed` is not needed.
+  virtual absl::StatusOr<ChunkResponse> ExchangeChunks(const std::vector<CompletedChunk>& completed) = 0;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -142,6 +161,8 @@ class Strategy {
   virtual StrategyTraffic traffic() const { return {}; }
   // Its parameter-server shards' session; null without one.
   virtual ShardSession* shards() { return nullptr; }
+  // Its re-forming group's session; null without one.
+  virtual GroupSession* group() { return nullptr; }
 };
 
 using StrategyFactory = std::function<absl::StatusOr<std::unique_ptr<Strategy>>(const StrategyContext&)>;
@@ -172,6 +193,10 @@ struct StrategyNeeds {
   std::string collective;
   // The workers must be the ranks of one mpirun (pstrain-launch starts it).
   bool launched_by_mpirun = false;
+  // Without parameter servers: its group re-forms when workers come and go
+  // (Strategy::group()), so data.sharding dynamic and the elastic fields
+  // are its to check.
+  bool elastic_group = false;
 };
 
 // A strategy's registry entry: everything the rest of the system asks of a

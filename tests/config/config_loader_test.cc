@@ -716,21 +716,36 @@ TEST(ValidateExperimentConfig, ElasticFields) {
        "field 'data.sharding': expected dynamic when elastic.min_workers (1) is below the 2 listed workers (with "
        "static sharding an absent worker's examples are never trained, and a joining one's slice is fixed), got "
        "'static'"},
-      {"all-reduce",
+      {"replicated",
        [](auto* c) {
-         c->set_variable_update("allreduce");
+         c->set_variable_update("replicated");
          c->mutable_data()->set_sharding(DataConfig::dynamic);
        },
-       "field 'data.sharding': expected static for variable_update allreduce (membership changes and the data "
-       "ledger need parameter servers; all-reduce groups do not re-form at step boundaries yet), got 'dynamic'"},
-      {"all-reduce lost",
+       "field 'data.sharding': expected static for variable_update replicated (membership changes and the data "
+       "ledger need parameter servers, or variable_update allreduce over collective gloo, whose group re-forms), got "
+       "'dynamic'"},
+      {"all-reduce over mpi",
+       [](auto* c) {
+         c->set_variable_update("allreduce");
+         c->set_collective("mpi");
+         c->mutable_data()->set_sharding(DataConfig::dynamic);
+       },
+       "field 'collective': expected gloo for an elastic all-reduce (data.sharding dynamic, elastic.*: the group "
+       "re-forms at step boundaries; an mpirun's ranks are fixed for its life), got 'mpi'"},
+      {"all-reduce lost, static",
        [](auto* c) {
          c->set_variable_update("allreduce");
          c->mutable_elastic()->set_on_worker_lost(ElasticConfig::continue_);
        },
-       "field 'elastic.on_worker_lost': expected stop for variable_update allreduce (membership changes and the "
-       "data ledger need parameter servers; all-reduce groups do not re-form at step boundaries yet), got "
-       "'continue'"},
+       "field 'data.sharding': expected dynamic for an elastic all-reduce (data.sharding dynamic, elastic.*: the "
+       "group re-forms at step boundaries; static shards are cut by the listed workers), got 'static'"},
+      {"all-reduce regroup",
+       [](auto* c) {
+         c->set_variable_update("allreduce");
+         c->mutable_data()->set_sharding(DataConfig::dynamic);
+         c->mutable_elastic()->set_regroup_seconds(0);
+       },
+       "field 'elastic.regroup_seconds': expected a number > 0, got 0"},
   };
   for (const Case& tc : cases) {
     EXPECT_EQ(ValidationError(tc.mutate), std::string("exp.yaml: ") + tc.message) << tc.label;

@@ -170,7 +170,14 @@ absl::Status TrainingRun::CreateStrategy() {
                                                           NumElements(input_->train().example_shape)));
     composed_.resize(devices_);
   }
-  if (input_->ledger() != nullptr) {
+  if (input_->ledger() != nullptr && strategy_->group() != nullptr) {
+    // The group's ledger: a batch every step until the run's data is done,
+    // never a wait.
+    GroupSession* group = strategy_->group();
+    input_->ConnectLedger(
+        [group](const std::vector<CompletedChunk>& completed) { return group->ExchangeChunks(completed); }, nullptr,
+        nullptr, absl::Seconds(config_.timeouts().rpc_seconds()));
+  } else if (input_->ledger() != nullptr) {
     const TimeoutConfig& t = config_.timeouts();
     ShardSession* shards = strategy_->shards();
     input_->ConnectLedger(
@@ -279,14 +286,18 @@ absl::Status TrainingRun::StepLoop() {
       examples_ += int64_t{config_.train().batch_size_per_device()} * devices_;
       continue;
     }
-    // A restarted peer: continue from where the strategy recovered to (the
-    // data order is a function of the step, so it continues too; a dynamic
-    // feed's chunk went back to the restored ledger).
-    // A restarted shard: the strategy's shards say where to go on from (a
-    // strategy without shards cannot recover: the step's failure ends it).
-    ShardSession* shards = strategy_->shards();
-    if (shards == nullptr) return outcome.status;
-    PSTRAIN_ASSIGN_OR_RETURN(const int64_t resume, shards->Recover(outcome.status));
+    // A restarted shard, or a peer of an elastic group lost: the strategy's
+    // shards or group say where to go on from (the data order is a function
+    // of the step, so it continues too; a dynamic feed's chunk went back to
+    // the restored ledger). A strategy with neither cannot recover: the
+    // step's failure ends it.
+    absl::StatusOr<int64_t> recovered = outcome.status;
+    if (ShardSession* shards = strategy_->shards()) {
+      recovered = shards->Recover(outcome.status);
+    } else if (GroupSession* group = strategy_->group()) {
+      recovered = group->Recover(outcome.status);
+    }
+    PSTRAIN_ASSIGN_OR_RETURN(const int64_t resume, recovered);
     input_->Forget();
     for (auto& observer : observers_) observer->OnRecovery(resume);
     step = resume - 1;

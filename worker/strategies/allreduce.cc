@@ -25,6 +25,7 @@
 #include "worker/fused_allreduce.h"
 #include "worker/local_optimizer.h"
 #include "worker/report_table.h"
+#include "worker/strategies/elastic_allreduce.h"
 #include "worker/strategies/nccl_strategy.h"
 #include "worker/strategy.h"
 
@@ -170,7 +171,41 @@ StrategyNeeds Needs(const ExperimentConfig& c) {
     needs.unscales_on_device = true;  // the NCCL strategy (nccl_strategy.h)
   }
   needs.launched_by_mpirun = backend.ok() && backend->launched_by_mpirun;
+  needs.elastic_group = needs.collective == "gloo" && !c.hierarchical_allreduce();
   return needs;
+}
+
+// Elastic membership (data.sharding dynamic, elastic.*) re-forms a Gloo
+// group at step boundaries (elastic_allreduce.h): mpirun's ranks are fixed
+// for its life, a hierarchical group's hosts are planned at the start.
+absl::Status CheckElastic(const ExperimentConfig& c, const CollectiveEntry& backend, const ConfigChecker& ck) {
+  const bool membership =
+      c.elastic().on_worker_lost() != ElasticConfig::stop ||
+      (c.elastic().min_workers() != 0 && c.elastic().min_workers() != c.cluster().worker_hosts_size());
+  if (c.data().sharding() != DataConfig::dynamic && !membership) return absl::OkStatus();
+  const std::string why = " for an elastic all-reduce (data.sharding dynamic, elastic.*: the group re-forms at "
+                          "step boundaries";
+  if (CollectiveOf(c) != "gloo") {
+    return ck.Fail("collective",
+                   absl::StrCat("gloo", why, "; ", backend.launched_by_mpirun ? "an mpirun's ranks are fixed for its life"
+                                                                              : "NCCL communicators are not re-formed yet",
+                                ")"),
+                   absl::StrCat("'", CollectiveOf(c), "'"));
+  }
+  if (c.hierarchical_allreduce()) {
+    return ck.Fail("hierarchical_allreduce", absl::StrCat("false", why, "; a hierarchical group's hosts are fixed)"),
+                   "true");
+  }
+  if (c.data().sharding() != DataConfig::dynamic) {
+    return ck.Fail("data.sharding",
+                   absl::StrCat("dynamic", why, "; static shards are cut by the listed workers)"),
+                   absl::StrCat("'", DataConfig::Sharding_Name(c.data().sharding()), "'"));
+  }
+  if (c.model().tables_size() > 0) {
+    return ck.Fail("model.tables", absl::StrCat("none", why, "; tables beside it are not elastic yet)"),
+                   absl::StrCat(c.model().tables_size(), " tables"));
+  }
+  return ck.Positive("elastic.regroup_seconds", c.elastic().regroup_seconds());
 }
 
 // collective: a registered one this build has; hierarchical only over a host
@@ -192,6 +227,7 @@ absl::Status Check(const ExperimentConfig& c, const ConfigChecker& ck) {
                                 " (the NCCL all-reduce of GPU buffers does not compress yet; gloo and mpi do)"),
                    absl::StrCat("'", c.compression(), "'"));
   }
+  PSTRAIN_RETURN_IF_ERROR(CheckElastic(c, backend, ck));
   if (c.workers_per_host() < 0) {
     return ck.Fail("workers_per_host", "a number >= 0", ConfigChecker::Num(c.workers_per_host()));
   }
@@ -207,6 +243,7 @@ absl::Status Check(const ExperimentConfig& c, const ConfigChecker& ck) {
 absl::StatusOr<std::unique_ptr<Strategy>> Create(const StrategyContext& context) {
   PSTRAIN_ASSIGN_OR_RETURN(const CollectiveEntry backend, CollectiveRegistry().Find(CollectiveOf(*context.config)));
   if (!backend.create) return CreateNcclStrategy(context, NcclScope::kAllWorkers);  // device buffers
+  if (IsElasticAllReduce(*context.config)) return CreateElasticAllReduce(context);
   return AllReduceStrategy::Create(context, backend);
 }
 
