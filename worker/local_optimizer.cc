@@ -43,7 +43,7 @@ bool LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step, float
     }
   }
   const OptimizerStep update{.learning_rate = schedule_.At(step) * learning_rate_scale,
-                            .gradient_scale = gradient_scale};
+                             .gradient_scale = gradient_scale};
   for (size_t v = 0; v < variables.size(); ++v) {
     Variable& var = variables[v];
     const int64_t n = var.value.num_elements();

@@ -54,16 +54,16 @@ absl::StatusOr<GroupGeneration> GroupGeneration::Decode(int64_t number, const st
   for (absl::string_view member : absl::StrSplit(fields[0], ',', absl::SkipEmpty())) {
     std::vector<std::string> kv = absl::StrSplit(member, absl::MaxSplits('=', 1));
     int worker = 0;
-    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &worker)) return bad();
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[0], &worker) || worker < 0 || kv[1].empty()) return bad();
+    if (!g.members.empty() && worker <= g.members.back()) return bad();  // ascending, each once
     g.members.push_back(worker);
     g.incarnations.push_back(kv[1]);
   }
-  if (g.members.empty() || g.RankOf(g.root) < 0 || !std::is_sorted(g.members.begin(), g.members.end())) return bad();
+  if (g.members.empty() || g.RankOf(g.root) < 0) return bad();
   return g;
 }
 
-ElasticGroup::ElasticGroup(const Options& options)
-    : options_(options), start_(absl::Now()) {}
+ElasticGroup::ElasticGroup(const Options& options) : options_(options), start_(absl::Now()) {}
 
 ElasticGroup::~ElasticGroup() = default;
 
@@ -81,10 +81,10 @@ absl::Status ElasticGroup::Join() {
   absl::StatusOr<std::string> latest = options_.store->Get(Key("latest"), deadline);
   int64_t number = 0;
   if (!latest.ok() || !absl::SimpleAtoi(*latest, &number)) {
-    return absl::DeadlineExceededError(absl::StrCat("worker ", options_.worker, ": the group's first generation did ",
-                                                    "not form within ", absl::FormatDuration(options_.startup),
-                                                    " (timeouts.startup_seconds): ",
-                                                    latest.ok() ? *latest : latest.status().message()));
+    return absl::DeadlineExceededError(
+        absl::StrCat("worker ", options_.worker, ": the group's first generation did ", "not form within ",
+                     absl::FormatDuration(options_.startup),
+                     " (timeouts.startup_seconds): ", latest.ok() ? *latest : latest.status().message()));
   }
   for (;; ++number) {
     absl::Status s = ConnectTo(number, deadline);
@@ -171,8 +171,8 @@ absl::StatusOr<bool> ElasticGroup::AdmitJoiners(int64_t step) {
       }
       next.number = generation_.number + 1;
       next.root = 0;
-      next.why = absl::StrCat("worker", joiners.size() > 1 ? "s " : " ", absl::StrJoin(names, ","), " joined after step ",
-                              step);
+      next.why = absl::StrCat("worker", joiners.size() > 1 ? "s " : " ", absl::StrJoin(names, ","),
+                              " joined after step ", step);
       PSTRAIN_RETURN_IF_ERROR(Publish(next));
       flag = 1;
     }
@@ -210,6 +210,13 @@ absl::Status ElasticGroup::Regroup(int64_t committed) {
   }
   GroupGeneration next;
   next.number = broken.number + 1;
+  // The root: the survivor that committed the most steps (the lowest index
+  // on a tie); the changes count from its step.
+  next.root = 0;
+  for (const auto& [w, step] : alive) {
+    if (step > alive[next.root]) next.root = w;
+  }
+  const int64_t step = alive[next.root];
   std::map<int, std::string> members;
   std::vector<std::string> lost;
   for (size_t i = 0; i < broken.members.size(); ++i) {
@@ -219,18 +226,13 @@ absl::Status ElasticGroup::Regroup(int64_t committed) {
       continue;
     }
     lost.push_back(absl::StrCat(w));
-    Record(committed, w, "lost",
+    Record(step, w, "lost",
            absl::StrCat("no answer within ", absl::FormatDuration(options_.regroup_window),
                         " (elastic.regroup_seconds) after generation ", broken.number, " broke"));
   }
   for (const auto& [w, inc] : PendingJoiners()) {
     members[w] = inc;
-    Record(committed, w, "joined", "asked to join while the group re-formed");
-  }
-  // The root: the survivor that committed the most steps (the lowest index on a tie).
-  next.root = 0;
-  for (const auto& [w, step] : alive) {
-    if (step > alive[next.root]) next.root = w;
+    Record(step, w, "joined", "asked to join while the group re-formed");
   }
   for (const auto& [w, inc] : members) {
     next.members.push_back(w);
@@ -238,11 +240,11 @@ absl::Status ElasticGroup::Regroup(int64_t committed) {
   }
   next.why = lost.empty() ? absl::StrCat("generation ", broken.number, " broke; every member answered")
                           : absl::StrCat("worker", lost.size() > 1 ? "s " : " ", absl::StrJoin(lost, ","),
-                                         " lost after step ", alive[next.root]);
+                                         " lost after step ", step);
   if (static_cast<int>(next.members.size()) < options_.min_workers) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "chief: only ", next.members.size(), " workers [", absl::StrJoin(next.members, ","), "] left after ",
-        next.why, "; the group needs at least ", options_.min_workers, " (elastic.min_workers)"));
+        "chief: only ", next.members.size(), " workers [", absl::StrJoin(next.members, ","), "] left after ", next.why,
+        "; the group needs at least ", options_.min_workers, " (elastic.min_workers)"));
   }
   PSTRAIN_RETURN_IF_ERROR(Publish(next));
   return Connect(next);
@@ -253,7 +255,8 @@ absl::Status ElasticGroup::Shrink(int keep, int64_t step) {
   GroupGeneration next = generation_;
   next.number = generation_.number + 1;
   next.root = 0;
-  next.why = absl::StrCat("the data left after step ", step, " is ", keep, " batches for ", size(), " workers");
+  next.why = absl::StrCat("the data left after step ", step, " is ", keep, keep == 1 ? " batch" : " batches", " for ",
+                          size(), " workers");
   std::vector<int> leaving(next.members.begin() + keep, next.members.end());
   next.members.resize(keep);
   next.incarnations.resize(keep);

@@ -141,7 +141,7 @@ class ElasticGroup {
   bool left_ = false;
   // Chief.
   std::vector<MembershipChange> changes_;
-  std::vector<int> left_workers_;  // left at the end (Shrink)
+  std::vector<int> left_workers_;   // left at the end (Shrink)
   std::set<std::string> admitted_;  // incarnations ever in a generation
 };
 

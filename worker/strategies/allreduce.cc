@@ -183,12 +183,14 @@ absl::Status CheckElastic(const ExperimentConfig& c, const CollectiveEntry& back
       c.elastic().on_worker_lost() != ElasticConfig::stop ||
       (c.elastic().min_workers() != 0 && c.elastic().min_workers() != c.cluster().worker_hosts_size());
   if (c.data().sharding() != DataConfig::dynamic && !membership) return absl::OkStatus();
-  const std::string why = " for an elastic all-reduce (data.sharding dynamic, elastic.*: the group re-forms at "
-                          "step boundaries";
+  const std::string why =
+      " for an elastic all-reduce (data.sharding dynamic, elastic.*: the group re-forms at "
+      "step boundaries";
   if (CollectiveOf(c) != "gloo") {
     return ck.Fail("collective",
-                   absl::StrCat("gloo", why, "; ", backend.launched_by_mpirun ? "an mpirun's ranks are fixed for its life"
-                                                                              : "NCCL communicators are not re-formed yet",
+                   absl::StrCat("gloo", why, "; ",
+                                backend.launched_by_mpirun ? "an mpirun's ranks are fixed for its life"
+                                                           : "NCCL communicators are not re-formed yet",
                                 ")"),
                    absl::StrCat("'", CollectiveOf(c), "'"));
   }
@@ -197,8 +199,7 @@ absl::Status CheckElastic(const ExperimentConfig& c, const CollectiveEntry& back
                    "true");
   }
   if (c.data().sharding() != DataConfig::dynamic) {
-    return ck.Fail("data.sharding",
-                   absl::StrCat("dynamic", why, "; static shards are cut by the listed workers)"),
+    return ck.Fail("data.sharding", absl::StrCat("dynamic", why, "; static shards are cut by the listed workers)"),
                    absl::StrCat("'", DataConfig::Sharding_Name(c.data().sharding()), "'"));
   }
   if (c.model().tables_size() > 0) {

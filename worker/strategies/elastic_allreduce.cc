@@ -34,8 +34,8 @@ class ElasticAllReduceStrategy : public Strategy, public GroupSession {
     }
     std::unique_ptr<ElasticAllReduceStrategy> s(new ElasticAllReduceStrategy(context));
     const ExperimentConfig& c = *context.config;
-    PSTRAIN_ASSIGN_OR_RETURN(s->cluster_store_, ClusterStore::Open(c, context.worker_index, context.transport,
-                                                                   context.listen_address));
+    PSTRAIN_ASSIGN_OR_RETURN(s->cluster_store_,
+                             ClusterStore::Open(c, context.worker_index, context.transport, context.listen_address));
     PSTRAIN_ASSIGN_OR_RETURN(const HostPort me, ParseHostPort(c.cluster().worker_hosts(context.worker_index)));
     ElasticGroup::Options options;
     options.store = s->cluster_store_->store();
@@ -120,9 +120,9 @@ class ElasticAllReduceStrategy : public Strategy, public GroupSession {
   std::string Describe() const override {
     const ExperimentConfig& c = *context_.config;
     return absl::StrCat("allreduce (gloo, elastic: ", group_->size(), " of ", context_.num_workers,
-                        " listed workers, generation ", group_->generation().number, ", fusion buckets of <= ",
-                        c.fusion_threshold_bytes(), " bytes", c.compression() == "none" ? "" : ", as " + c.compression(),
-                        ")");
+                        " listed workers, generation ", group_->generation().number,
+                        ", fusion buckets of <= ", c.fusion_threshold_bytes(), " bytes",
+                        c.compression() == "none" ? "" : ", as " + c.compression(), ")");
   }
   StrategyTraffic traffic() const override {
     StrategyTraffic traffic;
@@ -151,9 +151,9 @@ class ElasticAllReduceStrategy : public Strategy, public GroupSession {
   absl::Status NewReducer() {
     if (reducer_) bytes_before_ += reducer_->bytes_allreduced();
     reducer_.reset();
-    PSTRAIN_ASSIGN_OR_RETURN(reducer_, FusedAllReducer::Create(group_->collective(), gradients_,
-                                                               context_.config->fusion_threshold_bytes(),
-                                                               group_->size(), wire_dtype_));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        reducer_, FusedAllReducer::Create(group_->collective(), gradients_, context_.config->fusion_threshold_bytes(),
+                                          group_->size(), wire_dtype_));
     reducer_->set_timeline(context_.timeline);
     return absl::OkStatus();
   }
@@ -171,7 +171,7 @@ class ElasticAllReduceStrategy : public Strategy, public GroupSession {
   std::vector<std::unique_ptr<LocalOptimizer>> optimizers_;
   WireDType wire_dtype_ = DT_FLOAT32;
   int64_t worker_batch_ = 0;  // examples per step of one worker
-  int64_t committed_ = -1;  // the last step this worker committed
+  int64_t committed_ = -1;    // the last step this worker committed
   int64_t next_step_ = 0;
   int64_t bytes_before_ = 0;  // all-reduced by earlier generations' reducers
   absl::Duration wait_;
@@ -203,8 +203,8 @@ absl::Status ElasticAllReduceStrategy::TakeGroupState() {
 absl::StatusOr<int64_t> ElasticAllReduceStrategy::Recover(const absl::Status& failure) {
   if (context_.config->elastic().on_worker_lost() == ElasticConfig::stop) return failure;
   const int w = context_.worker_index;
-  std::cout << "worker " << w << ": the group's generation " << group_->generation().number
-            << " broke after step " << committed_ << " (" << failure.message() << "); re-forming" << std::endl;
+  std::cout << "worker " << w << ": the group's generation " << group_->generation().number << " broke after step "
+            << committed_ << " (" << failure.message() << "); re-forming" << std::endl;
   if (reducer_) bytes_before_ += reducer_->bytes_allreduced();
   reducer_.reset();
   const absl::Time deadline = absl::Now() + absl::Seconds(context_.config->timeouts().startup_seconds());
@@ -221,8 +221,8 @@ absl::StatusOr<int64_t> ElasticAllReduceStrategy::Recover(const absl::Status& fa
     s = absl::IsNotFound(s) ? group_->Join() : group_->Regroup(committed_);
   }
   std::cout << "worker " << w << ": continuing at step " << next_step_ << " in generation "
-            << group_->generation().number << " (" << group_->size() << " workers: "
-            << absl::StrJoin(group_->generation().members, ",") << ")" << std::endl;
+            << group_->generation().number << " (" << group_->size()
+            << " workers: " << absl::StrJoin(group_->generation().members, ",") << ")" << std::endl;
   return next_step_;
 }
 
