@@ -83,6 +83,10 @@ struct StrategyTraffic {
   absl::Duration wait;
   // Gradients the parameter servers dropped as stale (sync with backup workers).
   int64_t dropped_gradients = 0;
+  // An elastic group (Strategy::group()): its generation and members now;
+  // -1 and 0 without one.
+  int64_t group_generation = -1;
+  int group_members = 0;
 };
 
 // What only a strategy whose state lives on parameter-server shards does

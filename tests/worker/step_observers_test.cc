@@ -347,9 +347,13 @@ class FixedTrafficStrategy : public Strategy {
     traffic.bytes_pulled = pulled;
     traffic.bytes_allreduced = allreduced;
     traffic.wait = wait;
+    traffic.group_generation = generation;
+    traffic.group_members = members;
     return traffic;
   }
 
+  int64_t generation = -1;
+  int members = 0;
   int64_t pushed = 0, pulled = 0, allreduced = 0;
   absl::Duration wait = absl::ZeroDuration();
 };
@@ -416,8 +420,16 @@ TEST(WorkerMetricsTest, StepsMoveTheGaugesAndCountersFailedStepsDoNot) {
   EXPECT_EQ(sample("pstrain_worker_images_per_second"), 256);
 
   EXPECT_EQ(sample("pstrain_worker_recoveries_total"), 0);
+  EXPECT_EQ(sample("pstrain_worker_group_generation"), -1);
+  EXPECT_EQ(sample("pstrain_worker_group_members"), 0);
   (*metrics)->OnRecovery(2);
   EXPECT_EQ(sample("pstrain_worker_recoveries_total"), 1);
+  // An elastic group re-formed: its generation and size after the next step.
+  strategy.generation = 1;
+  strategy.members = 3;
+  (*metrics)->OnStepEnd(Outcome(2, 0.5, 2.0f));
+  EXPECT_EQ(sample("pstrain_worker_group_generation"), 1);
+  EXPECT_EQ(sample("pstrain_worker_group_members"), 3);
   EXPECT_EQ(sample("pstrain_worker_test_accuracy"), 0);
   (*metrics)->OnEvaluation(EvaluationOf(2, 87, 100, 0.4f));
   EXPECT_DOUBLE_EQ(sample("pstrain_worker_test_accuracy"), 0.87);

@@ -128,6 +128,8 @@ class ElasticAllReduceStrategy : public Strategy, public GroupSession {
     StrategyTraffic traffic;
     traffic.bytes_allreduced = bytes_before_ + (reducer_ ? reducer_->bytes_allreduced() : 0);
     traffic.wait = wait_;
+    traffic.group_generation = group_->generation().number;
+    traffic.group_members = group_->size();
     return traffic;
   }
   GroupSession* group() override { return this; }

@@ -28,7 +28,17 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Register(MetricReg
   PSTRAIN_ASSIGN_OR_RETURN(
       m->recoveries_,
       registry->RegisterCounter("pstrain_worker_recoveries_total",
-                                "Times training continued after a restarted PS shard or chief.", labels));
+                                "Times training continued after a restarted PS shard or chief, or a lost "
+                                "member of its elastic group.",
+                                labels));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m->group_generation_,
+      registry->RegisterGauge("pstrain_worker_group_generation",
+                              "Generation of this worker's elastic all-reduce group (-1: none).", labels));
+  PSTRAIN_ASSIGN_OR_RETURN(
+      m->group_members_,
+      registry->RegisterGauge("pstrain_worker_group_members",
+                              "Members of this worker's elastic all-reduce group now (0: none).", labels));
   PSTRAIN_ASSIGN_OR_RETURN(m->loss_scale_,
                            registry->RegisterGauge("pstrain_worker_loss_scale",
                                                    "Loss scale of the next step (0: no loss scaling).", labels));
@@ -56,6 +66,8 @@ void WorkerMetrics::OnStepEnd(const StepOutcome& outcome) {
   pulled_->AdvanceTo(static_cast<double>(traffic.bytes_pulled));
   allreduced_->AdvanceTo(static_cast<double>(traffic.bytes_allreduced));
   wait_->AdvanceTo(absl::ToDoubleSeconds(traffic.wait));
+  group_generation_->Set(static_cast<double>(traffic.group_generation));
+  group_members_->Set(traffic.group_members);
   if (loss_scaler_ != nullptr) {
     loss_scale_->Set(loss_scaler_->scale());
     overflow_steps_->AdvanceTo(static_cast<double>(loss_scaler_->skipped_steps()));

@@ -5,7 +5,9 @@
 // pstrain_worker_pulled_bytes_total, pstrain_worker_allreduced_bytes_total,
 // pstrain_worker_wait_seconds_total (waiting for others),
 // pstrain_worker_recoveries_total (times it continued after a restarted PS
-// shard or chief); with loss scaling, gauge pstrain_worker_loss_scale and
+// shard or chief, or a lost member of its elastic group); gauges
+// pstrain_worker_group_generation and pstrain_worker_group_members (the
+// elastic all-reduce's group now; -1 and 0 without one); with loss scaling, gauge pstrain_worker_loss_scale and
 // counter pstrain_worker_overflow_steps_total; the chief also
 // pstrain_worker_test_accuracy (its latest evaluation). A step observer
 // (worker/run/observers/step_observer.h): the metrics move after every step.
@@ -52,6 +54,8 @@ class WorkerMetrics : public StepObserver {
   Counter* allreduced_ = nullptr;
   Counter* wait_ = nullptr;
   Counter* recoveries_ = nullptr;
+  Gauge* group_generation_ = nullptr;
+  Gauge* group_members_ = nullptr;
   Gauge* loss_scale_ = nullptr;
   Gauge* test_auc_ = nullptr;
   Counter* overflow_steps_ = nullptr;
