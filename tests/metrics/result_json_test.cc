@@ -185,7 +185,8 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
                         "  \"recoveries\": [],\n  \"emulation\": null,\n  \"precision\": \"\",\n"
                         "  \"loss_scaling\": \"\",\n  \"membership\": [],\n  \"data_ledger\": null,\n"
                         "  \"test_auc\": null,\n  \"test_log_loss\": null,\n  \"planted_auc\": null,\n"
-                        "  \"warnings\": [],\n  \"initial_loss\": 0,\n  \"stragglers\": []\n}"));
+                        "  \"warnings\": [],\n  \"initial_loss\": 0,\n  \"stragglers\": [],\n"
+                        "  \"training_time_ratio\": 0\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);

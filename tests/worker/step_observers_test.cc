@@ -40,6 +40,7 @@
 #include "worker/run/observers/progress_lines.h"
 #include "worker/run/observers/timeline_phases.h"
 #include "worker/run/observers/training_summaries.h"
+#include "worker/run/observers/training_time.h"
 #include "worker/run/observers/worker_metrics.h"
 #include "worker/run/run_record.h"
 #include "worker/strategy.h"
@@ -917,4 +918,30 @@ TEST(EvaluateOnTest, BatchesTheWholeDatasetAndWeighsEachBatchByItsExamples) {
 }
 
 }  // namespace
+// The training time ratio: steps that counted over the span of the steps.
+// Steps of 1 s back to back from t = 0: 0, 1, 2, 3; step 4 fails (t = 4..5)
+// and the run recovers to step 2 after 5 s (t = 10), trains 2, 3 and 4
+// again (t = 10..13). Counted: 0, 1 once and 2, 3, 4 once (5 s) over 13 s.
+TEST(TrainingTimeTest, StepsTrainedAgainAfterARecoveryAndFailedStepsDoNotCount) {
+  TrainingTime time(/*worker=*/1);
+  EXPECT_EQ(time.ratio(), 0);
+  EXPECT_TRUE(time.SummaryLines().empty());
+  auto step = [&](int64_t step, double at, absl::Status status = absl::OkStatus()) {
+    StepOutcome o;
+    o.step = step;
+    o.status = std::move(status);
+    o.start = kT0 + absl::Seconds(at);
+    o.end = o.start + absl::Seconds(1);
+    time.OnStepEnd(o);
+  };
+  for (int s = 0; s < 4; ++s) step(s, s);
+  EXPECT_DOUBLE_EQ(time.ratio(), 1.0);
+  step(4, 4, Failure());
+  time.OnRecovery(2);
+  for (int s = 2; s < 5; ++s) step(s, 8 + s);
+  EXPECT_DOUBLE_EQ(time.ratio(), 5.0 / 13.0);
+  ASSERT_EQ(time.SummaryLines().size(), 1u);
+  EXPECT_THAT(time.SummaryLines()[0], ::testing::HasSubstr("worker 1 training time ratio: 0.385"));
+}
+
 }  // namespace pstrain

@@ -27,6 +27,7 @@
 #include "worker/run/observers/straggler_lines.h"
 #include "worker/run/observers/timeline_phases.h"
 #include "worker/run/observers/training_summaries.h"
+#include "worker/run/observers/training_time.h"
 #include "worker/run/observers/worker_metrics.h"
 #include "worker/run/run_record.h"
 
@@ -200,6 +201,9 @@ absl::Status TrainingRun::AddObservers() {
   auto cpu = std::make_unique<CpuSampling>(config_.train().warmup_steps());
   cpu_ = cpu.get();
   observers_.push_back(std::move(cpu));
+  auto training_time = std::make_unique<TrainingTime>(worker_index_);
+  training_time_ = training_time.get();
+  observers_.push_back(std::move(training_time));
   if (config_.train().learning_check_steps() > 0 && !emulated_ && !input_->train().random_labels) {
     LearningCheck::Options check;
     check.check_steps = config_.train().learning_check_steps();
@@ -462,6 +466,7 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
     }
   }
   ExportFinalParameters();
+  result.set_training_time_ratio(training_time_->ratio());
   if (evaluate_) {
     const Evaluation final = final_evaluation_ ? *final_evaluation_ : Evaluate(total_steps_);
     result.set_test_accuracy(final.accuracy());

@@ -39,6 +39,7 @@ namespace pstrain {
 class CpuSampling;
 class LearningCheck;
 class ProgressLines;
+class TrainingTime;
 
 class TrainingRun {
  public:
@@ -110,9 +111,10 @@ class TrainingRun {
   int64_t examples_ = 0;
 
   std::vector<std::unique_ptr<StepObserver>> observers_;
-  ProgressLines* progress_ = nullptr;  // among observers_
-  CpuSampling* cpu_ = nullptr;         // among observers_
-  LearningCheck* learning_ = nullptr;  // among observers_; null when off
+  ProgressLines* progress_ = nullptr;      // among observers_
+  CpuSampling* cpu_ = nullptr;             // among observers_
+  TrainingTime* training_time_ = nullptr;  // among observers_
+  LearningCheck* learning_ = nullptr;      // among observers_; null when off
 
   // Per replica: the strategy's hook as the observers wrapped it.
   std::vector<GradientReadyHook> hooks_;
