@@ -1,7 +1,5 @@
 #include "tests/integration/cluster_test_util.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "glog/logging.h"
+#include "tools/launch/find_processes.h"
 #include "tools/launch/free_ports.h"
 
 namespace pstrain::test {
@@ -29,32 +28,7 @@ std::string NthHost(const std::string& hosts, int n) {
   return parts.at(n);
 }
 
-std::vector<pid_t> FindProcesses(const std::vector<std::string>& needles) {
-  std::vector<pid_t> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return found;
-  while (dirent* entry = readdir(proc)) {
-    const pid_t pid = std::atoi(entry->d_name);
-    if (pid <= 0) continue;
-    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    std::string cmdline = buffer.str();
-    for (char& c : cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-    std::string stat_line;
-    std::getline(stat, stat_line);
-    const size_t paren = stat_line.rfind(')');
-    if (paren != std::string::npos && paren + 2 < stat_line.size() && stat_line[paren + 2] == 'Z') continue;
-    bool all = !cmdline.empty();
-    for (const std::string& needle : needles) all = all && cmdline.find(needle) != std::string::npos;
-    if (all) found.push_back(pid);
-  }
-  closedir(proc);
-  return found;
-}
+std::vector<pid_t> FindProcesses(const std::vector<std::string>& needles) { return launch::FindProcesses(needles); }
 
 std::string SourcePath(const std::string& relative) {
   const char* dir = std::getenv("PSTRAIN_SOURCE_DIR");

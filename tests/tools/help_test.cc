@@ -64,7 +64,8 @@ INSTANTIATE_TEST_SUITE_P(
     Binaries, HelpTest,
     ::testing::Values(std::vector<std::string>{"pstrain-launch"}, std::vector<std::string>{"pstrain-compare"},
                       std::vector<std::string>{"pstrain-ps"}, std::vector<std::string>{"pstrain-worker"},
-                      std::vector<std::string>{"pstrain-data"}, std::vector<std::string>{"pstrain-bench", "ps"},
+                      std::vector<std::string>{"pstrain-data"}, std::vector<std::string>{"pstrain-storm"},
+                      std::vector<std::string>{"pstrain-bench", "ps"},
                       std::vector<std::string>{"pstrain-bench", "model"}),
     [](const auto& info) {
       std::string name = info.param[0].substr(8);
