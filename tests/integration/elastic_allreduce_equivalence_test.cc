@@ -39,6 +39,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
 #include "tests/util/process_test_util.h"
+#include "tests/worker/equivalence_util.h"
 #include "worker/local_optimizer.h"
 #include "worker/replica_set.h"
 #include "worker/run/trainer.h"
@@ -128,18 +129,6 @@ std::vector<std::vector<float>> Replay(const ExperimentConfig& config, int size,
     parameters.emplace_back(v.value.data(), v.value.data() + v.value.num_elements());
   }
   return parameters;
-}
-
-double MaxRelativeDifference(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  double worst = 0;
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t v = 0; v < a.size() && v < b.size(); ++v) {
-    EXPECT_EQ(a[v].size(), b[v].size());
-    for (size_t i = 0; i < a[v].size() && i < b[v].size(); ++i) {
-      worst = std::max(worst, std::abs(double(a[v][i]) - b[v][i]) / (1.0 + std::abs(double(b[v][i]))));
-    }
-  }
-  return worst;
 }
 
 class ElasticAllReduceEquivalenceTest : public ::testing::Test {

@@ -23,6 +23,7 @@
 #include "common/metrics/result_json.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
+#include "tests/integration/elastic_test_util.h"
 #include "tests/util/process_test_util.h"
 #include "tools/launch/emulated_hosts.h"
 
@@ -47,29 +48,6 @@ train: {batch_size_per_device: 64, epochs: 3, display_every: 50}
 variable_update: allreduce
 )",
                       extra);
-}
-
-// Every epoch trained exactly once (the run is whole epochs), and the
-// workers' shares add up to it.
-void ExpectEveryExampleOnce(const LedgerReport& ledger) {
-  ASSERT_GT(ledger.examples_done_size(), 0);
-  ASSERT_EQ(ledger.total_examples() % ledger.examples_per_epoch(), 0);
-  int64_t done = 0;
-  for (int e = 0; e < ledger.examples_done_size(); ++e) {
-    EXPECT_EQ(ledger.examples_done(e), ledger.examples_per_epoch()) << "epoch " << e;
-    done += ledger.examples_done(e);
-  }
-  EXPECT_EQ(done, ledger.total_examples());
-  int64_t by_workers = 0;
-  for (int64_t n : ledger.examples_by_worker()) by_workers += n;
-  EXPECT_EQ(by_workers, done);
-}
-
-bool HasChange(const RunResult& result, int worker, const std::string& change) {
-  for (const MembershipChange& c : result.membership()) {
-    if (c.worker() == worker && c.change() == change) return true;
-  }
-  return false;
 }
 
 bool ExitedZero(const std::optional<int>& status) { return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0; }

@@ -21,9 +21,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/metrics/result_json.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
+#include "tests/integration/elastic_test_util.h"
 #include "tests/util/process_test_util.h"
 #include "tools/launch/emulated_hosts.h"
 
@@ -55,35 +57,6 @@ variable_update: parameter_server
 transport: grpc
 consistency: )",
                       consistency, "\n", extra);
-}
-
-// Every epoch trained exactly once, the last one included, and the run's
-// examples in all. A run of train.epochs is whole epochs; one of
-// train.steps ends part-way through its last (the examples of its steps).
-void ExpectEveryExampleOnce(const LedgerReport& ledger, bool whole_epochs = true) {
-  ASSERT_GT(ledger.examples_done_size(), 0);
-  if (whole_epochs) {
-    ASSERT_EQ(ledger.total_examples() % ledger.examples_per_epoch(), 0);
-  }
-  int64_t done = 0;
-  for (int e = 0; e < ledger.examples_done_size(); ++e) {
-    done += ledger.examples_done(e);
-    const int64_t planned =
-        std::min(ledger.examples_per_epoch(), ledger.total_examples() - int64_t{e} * ledger.examples_per_epoch());
-    EXPECT_EQ(ledger.examples_done(e), planned) << "epoch " << e;
-  }
-  EXPECT_EQ(done, ledger.total_examples());
-  EXPECT_EQ(ledger.completions_refused(), 0);
-  int64_t by_workers = 0;
-  for (int64_t n : ledger.examples_by_worker()) by_workers += n;
-  EXPECT_EQ(by_workers, done);
-}
-
-bool HasChange(const RunResult& result, int worker, const std::string& change) {
-  for (const MembershipChange& c : result.membership()) {
-    if (c.worker() == worker && c.change() == change) return true;
-  }
-  return false;
 }
 
 class ElasticTest : public ::testing::Test {
@@ -252,6 +225,40 @@ TEST_F(ElasticTest, AFourthWorkerJoinsARunUnderWay) {
   EXPECT_EQ(result->workers_size(), 4);
   ExpectEveryExampleOnce(result->data_ledger());
   EXPECT_GT(result->data_ledger().examples_by_worker(3), 0);
+}
+
+// The audit across a resume: a sync run killed whole part-way (the launcher
+// and with it every role) and started again over its checkpoints. The
+// resumed run's ledger holds the chunks its checkpoint had completed and
+// trains the rest: every epoch once. With chunk_batches 1 a restore trains
+// nothing twice (a chunk part-way through at the checkpoint starts over).
+TEST_F(ElasticTest, ARunResumedFromACheckpointTrainsEveryExampleOnce) {
+  const std::string yaml = absl::StrReplaceAll(
+      ElasticConfig(3, "sync", absl::StrCat("checkpoint: {dir: \"", dir_.path(), "/ckpt\", every_steps: 50}\n")),
+      {{"chunk_batches: 4", "chunk_batches: 1"}});
+  const Run first = Launch("resume_first", yaml, "[worker0] 300\timages/sec", [](const std::string& run_dir) {
+    const std::vector<pid_t> launcher = FindProcesses({"pstrain-launch", run_dir});
+    ASSERT_EQ(launcher.size(), 1u);
+    ASSERT_EQ(kill(launcher[0], SIGKILL), 0);
+  });
+  ASSERT_FALSE(first.result.ok()) << "the first run was to be killed before its end";
+  const Run second = Launch("resume_second", yaml, "Resuming from checkpoint", [](const std::string&) {});
+  ASSERT_TRUE(second.status && WIFEXITED(*second.status) && WEXITSTATUS(*second.status) == 0) << second.output;
+  ASSERT_TRUE(second.result.ok()) << second.result.status() << second.output;
+  const LedgerReport& ledger = second.result->data_ledger();
+  std::cout << "ledger: " << ledger.ShortDebugString() << std::endl;
+  int64_t done = 0, trained_now = 0;
+  for (int e = 0; e < ledger.examples_done_size(); ++e) {
+    EXPECT_EQ(ledger.examples_done(e), ledger.examples_per_epoch()) << "epoch " << e;
+    done += ledger.examples_done(e);
+  }
+  EXPECT_EQ(done, ledger.total_examples());
+  for (int64_t n : ledger.examples_by_worker()) trained_now += n;
+  // The first run's checkpointed chunks count once, and not again now.
+  EXPECT_GT(done - trained_now, 0);
+  EXPECT_LT(trained_now, done);
+  EXPECT_EQ(ledger.completions_refused(), 0);
+  EXPECT_GE(second.result->test_accuracy(), 0.85) << second.output;
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ bool LongTests() { return std::getenv("PSTRAIN_LONG_TESTS") != nullptr; }
 
 TEST_F(StormTest, ParameterServersSurviveThirtyFaultsInTenMinutes) {
   if (!LongTests()) GTEST_SKIP() << "a 10-minute storm: set PSTRAIN_LONG_TESTS=1";
-  Storm("ps_long", PsConfig(60, dir_.path() + "/ckpt", "emulation: {workers_per_host: 1, link_gbps: 0.1}\n"),
+  Storm("ps_long", PsConfig(38, dir_.path() + "/ckpt", "emulation: {workers_per_host: 1, link_gbps: 0.1}\n"),
         {"--seed", "1", "--every_s", "20", "--start_s", "15", "--faults", "kill_worker,pause_worker,kill_ps"},
         /*faults=*/30, /*timeout_s=*/1800);
 }

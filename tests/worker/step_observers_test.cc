@@ -918,30 +918,49 @@ TEST(EvaluateOnTest, BatchesTheWholeDatasetAndWeighsEachBatchByItsExamples) {
 }
 
 }  // namespace
-// The training time ratio: steps that counted over the span of the steps.
-// Steps of 1 s back to back from t = 0: 0, 1, 2, 3; step 4 fails (t = 4..5)
-// and the run recovers to step 2 after 5 s (t = 10), trains 2, 3 and 4
-// again (t = 10..13). Counted: 0, 1 once and 2, 3, 4 once (5 s) over 13 s.
-TEST(TrainingTimeTest, StepsTrainedAgainAfterARecoveryAndFailedStepsDoNotCount) {
+// The training time ratio. Steps of 1 s back to back from t = 0: 0 .. 19
+// (20 s, every cycle counted); step 20 fails (t = 20..21) and the run
+// recovers to step 18 at t = 25, trains 18 and 19 again (t = 25..27: the
+// first 18 and 19 stop counting), then step 20 stalls 9 s (t = 27..36,
+// counted as 3 typical cycles) and 21 follows at pace (t = 36..37).
+// Counted: 0..17 (18 s), 18 and 19 once (2 s), 20 (3 s), 21 (1 s) = 24 s of 37.
+TEST(TrainingTimeTest, FailuresRecoveriesStallsAndStepsTrainedTwiceCountAgainstIt) {
   TrainingTime time(/*worker=*/1);
   EXPECT_EQ(time.ratio(), 0);
   EXPECT_TRUE(time.SummaryLines().empty());
-  auto step = [&](int64_t step, double at, absl::Status status = absl::OkStatus()) {
+  auto step = [&](int64_t step, double from, double to, absl::Status status = absl::OkStatus()) {
     StepOutcome o;
     o.step = step;
     o.status = std::move(status);
-    o.start = kT0 + absl::Seconds(at);
-    o.end = o.start + absl::Seconds(1);
+    o.start = kT0 + absl::Seconds(from);
+    o.end = kT0 + absl::Seconds(to);
     time.OnStepEnd(o);
   };
-  for (int s = 0; s < 4; ++s) step(s, s);
+  for (int s = 0; s < 20; ++s) step(s, s, s + 1);
   EXPECT_DOUBLE_EQ(time.ratio(), 1.0);
-  step(4, 4, Failure());
-  time.OnRecovery(2);
-  for (int s = 2; s < 5; ++s) step(s, 8 + s);
-  EXPECT_DOUBLE_EQ(time.ratio(), 5.0 / 13.0);
+  step(20, 20, 21, Failure());
+  time.OnRecovery(18);
+  step(18, 25, 26);
+  step(19, 26, 27);
+  step(20, 27, 36);
+  step(21, 36, 37);
+  EXPECT_DOUBLE_EQ(time.ratio(), 24.0 / 37.0);
   ASSERT_EQ(time.SummaryLines().size(), 1u);
-  EXPECT_THAT(time.SummaryLines()[0], ::testing::HasSubstr("worker 1 training time ratio: 0.385"));
+  EXPECT_THAT(time.SummaryLines()[0], ::testing::HasSubstr("worker 1 training time ratio: 0.649"));
+}
+
+// Time between steps (input, the ledger's exchange, checkpoints) is part of
+// training: steps of 0.5 s every second count fully.
+TEST(TrainingTimeTest, TimeBetweenStepsCountsWithThem) {
+  TrainingTime time(/*worker=*/0);
+  for (int s = 0; s < 30; ++s) {
+    StepOutcome o;
+    o.step = s;
+    o.start = kT0 + absl::Seconds(s);
+    o.end = o.start + absl::Seconds(0.5);
+    time.OnStepEnd(o);
+  }
+  EXPECT_DOUBLE_EQ(time.ratio(), 1.0);
 }
 
 }  // namespace pstrain

@@ -1,22 +1,41 @@
 #include "worker/run/observers/training_time.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace pstrain {
 
+std::optional<double> TrainingTime::TypicalCycle() const {
+  if (cycles_.size() < 10) return std::nullopt;
+  std::vector<double> sorted(cycles_.begin(), cycles_.end());
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  return sorted[sorted.size() / 2];
+}
+
 void TrainingTime::OnStepEnd(const StepOutcome& outcome) {
   if (!first_start_) first_start_ = outcome.start;
+  const absl::Time previous_end = last_end_;
   last_end_ = outcome.end;
-  if (!outcome.ok()) return;
-  const double seconds = outcome.seconds();
-  counted_ += seconds - step_seconds_[outcome.step];
-  step_seconds_[outcome.step] = seconds;
+  if (!outcome.ok()) {
+    broken_ = true;
+    return;
+  }
+  double cycle = broken_ ? outcome.seconds() : absl::ToDoubleSeconds(outcome.end - previous_end);
+  broken_ = false;
+  if (std::optional<double> typical = TypicalCycle()) cycle = std::min(cycle, kStalled * *typical);
+  cycles_.push_back(cycle);
+  if (cycles_.size() > kCycles) cycles_.pop_front();
+  double& counted = counted_by_step_[outcome.step];
+  counted_ += cycle - counted;
+  counted = cycle;
 }
 
 void TrainingTime::OnRecovery(int64_t resume_step) {
-  for (auto it = step_seconds_.lower_bound(resume_step); it != step_seconds_.end();) {
+  broken_ = true;
+  for (auto it = counted_by_step_.lower_bound(resume_step); it != counted_by_step_.end();) {
     counted_ -= it->second;
-    it = step_seconds_.erase(it);
+    it = counted_by_step_.erase(it);
   }
 }
 
