@@ -159,12 +159,14 @@ TEST_F(ElasticAllReduceEquivalenceTest, TrainingAfterEachChangeEqualsAFreshRunOf
                  capture);
   };
   std::vector<std::vector<float>> final_parameters;
+  // One entry per thread, made before they start: each writes only its own.
   std::map<int, absl::StatusOr<RunResult>> results;
+  for (int w : {0, 1, 4}) results.emplace(w, absl::UnknownError("not run"));
   auto thread = [&](int index) {
     return std::thread([&, index] {
       WorkerRunOptions options;
       if (index == 0) options.final_parameters = &final_parameters;
-      results.emplace(index, RunWorker(*config, index, transport->get(), options));
+      results.at(index) = RunWorker(*config, index, transport->get(), options);
     });
   };
   std::vector<std::thread> threads;

@@ -206,7 +206,8 @@ absl::Status CheckElastic(const ExperimentConfig& c, const CollectiveEntry& back
     return ck.Fail("model.tables", absl::StrCat("none", why, "; tables beside it are not elastic yet)"),
                    absl::StrCat(c.model().tables_size(), " tables"));
   }
-  return ck.Positive("elastic.regroup_seconds", c.elastic().regroup_seconds());
+  PSTRAIN_RETURN_IF_ERROR(ck.Positive("elastic.regroup_seconds", c.elastic().regroup_seconds()));
+  return ck.Positive("elastic.join_every_steps", c.elastic().join_every_steps());
 }
 
 // collective: a registered one this build has; hierarchical only over a host

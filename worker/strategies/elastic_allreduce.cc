@@ -138,7 +138,8 @@ class ElasticAllReduceStrategy : public Strategy, public GroupSession {
   explicit ElasticAllReduceStrategy(const StrategyContext& context) : context_(context) {}
 
   // After the step's commit: the group shrinks for the run's last step, or
-  // admits the workers waiting to join.
+  // admits the workers waiting to join (every elastic.join_every_steps
+  // steps: the step numbers agree on every member).
   absl::Status AtStepBoundary(int64_t step) {
     if (ledger_->done()) return absl::OkStatus();
     const int keep = ledger_->MembersWithData(group_->size());
@@ -146,6 +147,7 @@ class ElasticAllReduceStrategy : public Strategy, public GroupSession {
       PSTRAIN_RETURN_IF_ERROR(group_->Shrink(keep, step));
       return group_->left() ? absl::OkStatus() : NewReducer();
     }
+    if ((step + 1) % context_.config->elastic().join_every_steps() != 0) return absl::OkStatus();
     PSTRAIN_ASSIGN_OR_RETURN(const bool changed, group_->AdmitJoiners(step));
     return changed ? TakeGroupState() : absl::OkStatus();
   }
