@@ -22,4 +22,19 @@ inline constexpr std::string_view kSparsePush = "SparsePush";
 inline constexpr std::array<std::string_view, 10> kAll = {kInit,  kPull,       kPush,  kHeartbeat,  kDone,
                                                           kStats, kCheckpoint, kChunk, kSparsePull, kSparsePush};
 
+// Control methods: small requests that decide liveness, membership, data
+// and checkpoints (a heartbeat missed for long evicts a worker). A client
+// sends them on a connection of their own to each shard, so they never wait
+// behind the bulk push and pull bytes of the other methods, in a sender's
+// buffers or in its transport's queues (docs/TRANSPORTS.md, "Control
+// traffic first").
+inline constexpr std::array<std::string_view, 5> kControl = {kHeartbeat, kDone, kStats, kCheckpoint, kChunk};
+
+constexpr bool IsControl(std::string_view method) {
+  for (std::string_view control : kControl) {
+    if (method == control) return true;
+  }
+  return false;
+}
+
 }  // namespace pstrain::ps_rpc

@@ -84,6 +84,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
   for (const std::string& address : config.cluster().ps_hosts()) {
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Channel> channel, transport->Connect(address));
     client->channels_.push_back(std::move(channel));
+    PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Channel> control, transport->Connect(address));
+    client->control_channels_.push_back(std::move(control));
     client->addresses_.push_back(address);
   }
   return client;
@@ -165,17 +167,18 @@ absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& c
     absl::MutexLock lock(&state->mu);
     state->pending = n;
   }
+  const std::vector<std::unique_ptr<Channel>>& channels = ps_rpc::IsControl(method) ? control_channels_ : channels_;
   for (int i = 0; i < n; ++i) {
     ShardCall& call = state->calls[i];
-    channels_[call.shard]->Call(method, std::move(call.request), options,
-                                [state, i](absl::Status status, IncomingFrame frame) {
-                                  absl::MutexLock lock(&state->mu);
-                                  if (state->ended_at_once < 0 && IsShardLostOrRestored(status))
-                                    state->ended_at_once = i;
-                                  state->calls[i].status = std::move(status);
-                                  state->calls[i].response = std::move(frame);
-                                  --state->pending;
-                                });
+    channels[call.shard]->Call(method, std::move(call.request), options,
+                               [state, i](absl::Status status, IncomingFrame frame) {
+                                 absl::MutexLock lock(&state->mu);
+                                 if (state->ended_at_once < 0 && IsShardLostOrRestored(status))
+                                   state->ended_at_once = i;
+                                 state->calls[i].status = std::move(status);
+                                 state->calls[i].response = std::move(frame);
+                                 --state->pending;
+                               });
   }
   auto failed = [&](const ShardCall& call) {
     return absl::Status(call.status.code(), absl::StrCat(std::string(method), " to PS shard ", call.shard, " (",

@@ -204,6 +204,9 @@ class PsClient {
   std::vector<std::vector<int>> shard_parts_;  // part indices per shard
   std::vector<RpcBatch> batches_;
   std::vector<std::unique_ptr<Channel>> channels_;
+  // One more connection per shard for the control methods
+  // (ps_rpc::IsControl), which never queue behind bulk bytes.
+  std::vector<std::unique_ptr<Channel>> control_channels_;
   std::vector<std::string> addresses_;
   Compression compression_ = Compression::kNone;
   std::vector<std::unique_ptr<TopKEncoder>> topk_;  // per part (topk only)

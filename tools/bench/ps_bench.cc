@@ -43,7 +43,12 @@ PhaseResult SummarizePhase(const PsBenchRun& run, const std::function<const Phas
     result.push_call_seconds += t.push_call_seconds;
     result.pull_call_seconds += t.pull_call_seconds;
     if (t.seconds > 0) result.gbps += static_cast<double>(bytes_per_round) * t.rounds * 8 / t.seconds / 1e9;
+    result.heartbeats += t.heartbeats;
+    result.heartbeat_failures += t.heartbeat_failures;
+    result.heartbeat_max_ms = std::max(result.heartbeat_max_ms, t.heartbeat_max_seconds * 1e3);
+    result.heartbeat_mean_ms += t.heartbeat_sum_seconds * 1e3;
   }
+  if (result.heartbeats > 0) result.heartbeat_mean_ms /= static_cast<double>(result.heartbeats);
   return result;
 }
 
@@ -208,7 +213,13 @@ std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResul
                                     options.transport, SecurityName(options), options.processes ? " processes" : "");
   if (options.emulated_hosts > 0) absl::StrAppend(&out, DescribeEmulatedHosts(options), "\n");
   auto phase = [&out](const char* name, const PhaseResult& p) {
-    absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d rounds, %.2f s)\n", name, p.gbps, p.rounds, p.max_seconds);
+    absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d rounds, %.2f s", name, p.gbps, p.rounds, p.max_seconds);
+    if (p.heartbeats > 0) {
+      absl::StrAppendFormat(&out, "; %d heartbeats, round trip max %.1f ms, mean %.1f ms", p.heartbeats,
+                            p.heartbeat_max_ms, p.heartbeat_mean_ms);
+      if (p.heartbeat_failures > 0) absl::StrAppendFormat(&out, ", %d FAILED", p.heartbeat_failures);
+    }
+    out += ")\n";
   };
   phase("push", result.push);
   phase("pull", result.pull);
@@ -273,6 +284,12 @@ std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult
       ",\"pushpull_gbps\":", JsonNumber(result.pushpull.gbps), ",\"memcpy_gbps\":", JsonNumber(result.memcpy_gbps),
       ",\"ratio\":", JsonNumber(result.ratio), ",\"tcp_oneway_gbps\":", JsonNumber(result.tcp_oneway.gbps),
       ",\"tcp_gbps\":", JsonNumber(result.tcp.gbps), ",\"pushpull_to_tcp\":", JsonNumber(result.pushpull_to_tcp),
+      ",\"push_heartbeat_max_ms\":", JsonNumber(result.push.heartbeat_max_ms),
+      ",\"pull_heartbeat_max_ms\":", JsonNumber(result.pull.heartbeat_max_ms),
+      ",\"pushpull_heartbeat_max_ms\":", JsonNumber(result.pushpull.heartbeat_max_ms),
+      ",\"heartbeats\":", result.push.heartbeats + result.pull.heartbeats + result.pushpull.heartbeats,
+      ",\"heartbeat_failures\":",
+      result.push.heartbeat_failures + result.pull.heartbeat_failures + result.pushpull.heartbeat_failures,
       ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
       ",\"key_bytes\":", options.key_bytes, ",\"window_bytes\":", options.window_bytes, ",\"transport\":\"",
       options.transport, "\",\"mode\":\"", ModeName(options), "\"",

@@ -119,6 +119,12 @@ struct PhaseResult {
   double gbps = 0;               // summed per-worker goodput, Gbit/s
   double push_call_seconds = 0;  // time inside PsClient::Push, all workers
   double pull_call_seconds = 0;  // time inside PsClient::Pull, all workers
+  // Heartbeat round trips during the timed rounds (PS phases): how many, the
+  // longest and the mean, all workers together.
+  int64_t heartbeats = 0;
+  double heartbeat_max_ms = 0;
+  double heartbeat_mean_ms = 0;
+  int64_t heartbeat_failures = 0;
   PhaseCost cost;
 };
 
@@ -161,7 +167,9 @@ std::string FormatPsBenchProfile(const PsBenchOptions& options, const PsBenchRes
 // One JSON object on one line (no newline): push_gbps, pull_gbps,
 // pushpull_gbps, memcpy_gbps (Gbit/s, as every *_gbps of the benchmarks),
 // ratio, tcp_oneway_gbps, tcp_gbps (both ways), pushpull_to_tcp, workers,
-// servers, keys, key_bytes, transport, mode ("threads", "processes" or
+// push_heartbeat_max_ms, pull_heartbeat_max_ms, pushpull_heartbeat_max_ms
+// (the longest heartbeat round trip during each phase), heartbeats,
+// heartbeat_failures, workers, servers, keys, key_bytes, transport, mode ("threads", "processes" or
 // "emulated_hosts"; with the last, also emulated_hosts and link_gbps, 0 for
 // uncapped). A non-finite figure is written as null.
 std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult& result);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/placement.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
@@ -25,6 +26,9 @@ namespace pstrain::bench {
 
 // Generous: the bench must measure, not time out, even on a loaded machine.
 inline constexpr double kPsBenchRpcSeconds = 600;
+// How often a worker sends a heartbeat during a phase's timed rounds
+// (heartbeat_probe.h), to time control traffic beside the bulk bytes.
+inline constexpr absl::Duration kHeartbeatProbeInterval = absl::Milliseconds(100);
 inline constexpr double kPsBenchStartupSeconds = 120;
 
 // The three phases, in the order they run.
@@ -83,6 +87,13 @@ struct PhaseTiming {
   double seconds = 0;
   double push_call_seconds = 0;  // inside PsClient::Push
   double pull_call_seconds = 0;  // inside PsClient::Pull
+  // Heartbeats sent every kHeartbeatProbeInterval while the phase's timed
+  // rounds ran, and their round trips (PsClient::Heartbeat, as training's
+  // heartbeat thread sends them, beside the phase's bulk traffic).
+  int64_t heartbeats = 0;
+  double heartbeat_max_seconds = 0;
+  double heartbeat_sum_seconds = 0;
+  int64_t heartbeat_failures = 0;
 };
 
 // What one worker measured.

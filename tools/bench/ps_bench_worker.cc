@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "tools/bench/heartbeat_probe.h"
 #include "tools/bench/ps_bench_pushpull.h"
 #include "tools/bench/ps_bench_tcp.h"
 #include "worker/ps_client.h"
@@ -84,7 +85,14 @@ void BenchWorker::RunPhase(Phase phase) {
   const int p = static_cast<int>(phase);
   context_.sync.ArriveAndWait();       // everyone warm
   SnapshotLoads(&phase_loads_[p][0]);  // then start together
+  HeartbeatProbe probe([this] { return client_->Heartbeat(0); }, kHeartbeatProbeInterval);
   TimedRounds([&](PhaseTiming* timing) { return RunRound(phase, timing); }, tally_.timing[p]);
+  const HeartbeatRoundTrips trips = probe.Stop();
+  PhaseTiming& timing = tally_.timing[p];
+  timing.heartbeats = trips.count;
+  timing.heartbeat_failures = trips.failures;
+  timing.heartbeat_max_seconds = trips.max_seconds;
+  timing.heartbeat_sum_seconds = trips.sum_seconds;
   context_.sync.ArriveAndWait();       // phase over for everyone
   SnapshotLoads(&phase_loads_[p][1]);  // before the next warm-up
 }
