@@ -47,6 +47,24 @@ absl::Status CheckTopology(const ExperimentConfig& c, const ConfigChecker& ck) {
   return absl::OkStatus();
 }
 
+// Hosts that run only shards: server_hosts and server_link_gbps.
+absl::Status CheckServerHosts(const ExperimentConfig& c, const ConfigChecker& ck) {
+  const EmulationConfig& e = c.emulation();
+  PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>("emulation.server_link_gbps", e.server_link_gbps(), 0, true, 400, true));
+  if (e.server_hosts() == 0) return absl::OkStatus();
+  if (e.ps_placement() != EmulationConfig::colocated) {
+    return ck.Fail("emulation.server_hosts",
+                   "0 unless ps_placement is colocated (separate runs every shard on a host of its own)",
+                   ConfigChecker::Num(e.server_hosts()));
+  }
+  const int shards = c.cluster().ps_hosts_size();
+  if (e.server_hosts() < 0 || e.server_hosts() > shards) {
+    return ck.Fail("emulation.server_hosts", absl::StrCat("in [0, ", shards, "] (the number of PS shards)"),
+                   ConfigChecker::Num(e.server_hosts()));
+  }
+  return absl::OkStatus();
+}
+
 // The `emulation:` section and `device: emulated` together.
 absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) {
   const EmulationConfig& e = c.emulation();
@@ -81,6 +99,7 @@ absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) 
                    ConfigChecker::Num(c.train().eval_every_steps()));
   }
   PSTRAIN_RETURN_IF_ERROR(CheckTopology(c, ck));
+  PSTRAIN_RETURN_IF_ERROR(CheckServerHosts(c, ck));
   if (e.time_scale() != 1 && !emulated_device) {
     return ck.Fail("emulation.time_scale",
                    "1 unless device is emulated (real compute cannot be slowed down to match the links)",

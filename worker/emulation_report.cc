@@ -18,8 +18,8 @@ Emulation EmulationRecord(const ExperimentConfig& config, const RunResult& resul
   record.set_link_gbps(e.link_gbps());
   const int workers = config.cluster().worker_hosts_size();
   const int worker_hosts = (workers + e.workers_per_host() - 1) / e.workers_per_host();
-  record.set_hosts(worker_hosts +
-                   (e.ps_placement() == EmulationConfig::separate ? config.cluster().ps_hosts_size() : 0));
+  record.set_hosts(worker_hosts + (e.ps_placement() == EmulationConfig::separate ? config.cluster().ps_hosts_size()
+                                                                                 : e.server_hosts()));
   record.set_machine_cpu_busy(machine_busy);
   int busiest = -1;
   for (const WorkerReport& w : result.workers()) {

@@ -27,8 +27,10 @@ EmulatedLayout LayoutOf(const ExperimentConfig& experiment) {
   layout.num_ps = experiment.cluster().ps_hosts_size();
   layout.num_workers = experiment.cluster().worker_hosts_size();
   layout.workers_per_host = std::max(1, e.workers_per_host());
-  layout.ps_on_separate_hosts = e.ps_placement() != EmulationConfig::colocated;
+  layout.server_hosts = e.ps_placement() == EmulationConfig::colocated ? e.server_hosts() : layout.num_ps;
   layout.link_gbps = e.link_gbps() / TimeDilation(experiment);
+  layout.server_link_gbps =
+      (e.has_server_link_gbps() ? e.server_link_gbps() : e.link_gbps()) / TimeDilation(experiment);
   layout.port = experiment.cluster().port();
   return layout;
 }

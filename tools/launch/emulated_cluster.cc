@@ -12,10 +12,11 @@ RolePlacement PlaceRoles(const EmulatedLayout& layout) {
   const int per_host = std::max(1, layout.workers_per_host);
   const int worker_hosts = std::max(1, (layout.num_workers + per_host - 1) / per_host);
   for (int w = 0; w < layout.num_workers; ++w) placement.worker_host.push_back(w / per_host);
+  const int colocated = layout.num_ps - layout.server_hosts;
   for (int i = 0; i < layout.num_ps; ++i) {
-    placement.ps_host.push_back(layout.ps_on_separate_hosts ? worker_hosts + i : i % worker_hosts);
+    placement.ps_host.push_back(i < colocated ? i % worker_hosts : worker_hosts + (i - colocated));
   }
-  placement.num_hosts = worker_hosts + (layout.ps_on_separate_hosts ? layout.num_ps : 0);
+  placement.num_hosts = worker_hosts + layout.server_hosts;
   return placement;
 }
 
@@ -23,15 +24,17 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const E
   std::unique_ptr<EmulatedCluster> cluster(new EmulatedCluster);
   cluster->placement_ = PlaceRoles(layout);
   cluster->link_gbps_ = layout.link_gbps;
+  cluster->server_link_gbps_ = layout.server_link_gbps;
+  cluster->num_worker_hosts_ = cluster->placement_.num_hosts - layout.server_hosts;
   std::vector<std::vector<std::string>> names(cluster->placement_.num_hosts);
   for (int h = 0; h < cluster->placement_.num_hosts; ++h) names[h] = {absl::StrCat("host", h)};
   absl::StatusOr<std::unique_ptr<EmulatedHosts>> hosts = EmulatedHosts::Create(names, subnet);
   if (!hosts.ok()) return hosts.status();
   cluster->hosts_ = *std::move(hosts);
-  if (layout.link_gbps > 0) {
-    for (int h = 0; h < cluster->placement_.num_hosts; ++h) {
-      if (absl::Status s = cluster->hosts_->LimitLink(h, layout.link_gbps); !s.ok()) return s;
-    }
+  for (int h = 0; h < cluster->placement_.num_hosts; ++h) {
+    const double gbps = h < cluster->num_worker_hosts_ ? layout.link_gbps : layout.server_link_gbps;
+    if (gbps <= 0) continue;
+    if (absl::Status s = cluster->hosts_->LimitLink(h, gbps); !s.ok()) return s;
   }
   // Ports: the k-th role placed on a host gets port + k.
   std::map<int, int> used;
@@ -46,10 +49,18 @@ absl::StatusOr<std::unique_ptr<EmulatedCluster>> EmulatedCluster::Create(const E
   return cluster;
 }
 
+namespace {
+std::string LinkRate(double gbps) { return gbps > 0 ? absl::StrCat(gbps, " Gbit/s each way") : "uncapped"; }
+}  // namespace
+
 std::string EmulatedCluster::Describe() const {
-  return absl::StrCat(placement_.num_hosts, " emulated hosts (", hosts_->address(0), " to ",
-                      hosts_->address(placement_.num_hosts - 1), "), links ",
-                      link_gbps_ > 0 ? absl::StrCat(link_gbps_, " Gbit/s each way") : "uncapped");
+  std::string text = absl::StrCat(placement_.num_hosts, " emulated hosts (", hosts_->address(0), " to ",
+                                  hosts_->address(placement_.num_hosts - 1), "), links ", LinkRate(link_gbps_));
+  const int servers = placement_.num_hosts - num_worker_hosts_;
+  if (servers > 0) {
+    absl::StrAppend(&text, "; ", servers, " of them run only shards, links ", LinkRate(server_link_gbps_));
+  }
+  return text;
 }
 
 }  // namespace pstrain::launch

@@ -16,14 +16,18 @@ namespace pstrain::launch {
 struct EmulatedLayout {
   int num_ps = 0;
   int num_workers = 0;
-  int workers_per_host = 1;          // worker w on worker host w / workers_per_host
-  bool ps_on_separate_hosts = true;  // else shard i on worker host i mod worker hosts
-  double link_gbps = 0;              // each host, each direction, as tc applies it; 0: uncapped
-  int port = 2222;                   // the k-th role on a host listens on port + k
+  int workers_per_host = 1;  // worker w on worker host w / workers_per_host
+  // The last `server_hosts` shards run one per host of their own (hosts that
+  // run only shards); shard i < num_ps - server_hosts on worker host i mod
+  // worker hosts.
+  int server_hosts = 0;
+  double link_gbps = 0;         // each worker host, each direction, as tc applies it; 0: uncapped
+  double server_link_gbps = 0;  // each host of `server_hosts`, the same
+  int port = 2222;              // the k-th role on a host listens on port + k
 };
 
 // Host of every role: ps 0..P-1 then workers 0..W-1; hosts are numbered
-// worker hosts first, then (separate) one per shard.
+// worker hosts first, then the server hosts (one per shard of their own).
 struct RolePlacement {
   std::vector<int> ps_host;
   std::vector<int> worker_host;
@@ -55,6 +59,8 @@ class EmulatedCluster {
   RolePlacement placement_;
   std::string ps_hosts_, worker_hosts_;
   double link_gbps_ = 0;
+  double server_link_gbps_ = 0;
+  int num_worker_hosts_ = 0;
 };
 
 }  // namespace pstrain::launch
