@@ -56,25 +56,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
     }
     client->shard_parts_[part.shard].push_back(static_cast<int>(i));
   }
-  for (int s = 0; s < num_shards; ++s) {
-    int64_t batch_bytes = 0;
-    for (int i : client->shard_parts_[s]) {
-      const int64_t bytes = client->parts_[i].count * static_cast<int64_t>(sizeof(float));
-      if (client->batches_.empty() || client->batches_.back().shard != s || batch_bytes + bytes > kRpcBatchBytes) {
-        client->batches_.push_back({s, {}});
-        batch_bytes = 0;
-      }
-      client->batches_.back().parts.push_back(i);
-      batch_bytes += bytes;
-    }
-  }
-  // A client of no variables (the shards hold only embedding tables,
-  // worker/table_session.h) keeps one empty batch per shard: its Join asks
-  // every shard, waiting for the chief's Init there and adopting its
-  // generation.
-  if (client->parts_.empty()) {
-    for (int s = 0; s < num_shards; ++s) client->batches_.push_back({s, {}});
-  }
+  client->Rebatch(config.ps_scheduling().batch_bytes());
   PSTRAIN_ASSIGN_OR_RETURN(client->compression_, ParseCompression(config.compression()));
   if (client->compression_ == Compression::kTopK) {
     for (const VariablePart& part : client->parts_) {
@@ -89,6 +71,30 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const ExperimentConfi
     client->addresses_.push_back(address);
   }
   return client;
+}
+
+void PsClient::Rebatch(int64_t batch_bytes) {
+  batches_.clear();
+  const int shards = static_cast<int>(shard_parts_.size());
+  for (int s = 0; s < shards; ++s) {
+    int64_t bytes_in_batch = 0;
+    for (int i : shard_parts_[s]) {
+      const int64_t bytes = parts_[i].count * static_cast<int64_t>(sizeof(float));
+      if (batches_.empty() || batches_.back().shard != s || bytes_in_batch + bytes > batch_bytes) {
+        batches_.push_back({s, {}});
+        bytes_in_batch = 0;
+      }
+      batches_.back().parts.push_back(i);
+      bytes_in_batch += bytes;
+    }
+  }
+  // A client of no variables (the shards hold only embedding tables,
+  // worker/table_session.h) keeps one empty batch per shard: its Join asks
+  // every shard, waiting for the chief's Init there and adopting its
+  // generation.
+  if (parts_.empty()) {
+    for (int s = 0; s < shards; ++s) batches_.push_back({s, {}});
+  }
 }
 
 ConstChunk PsClient::PartChunk(const VariablePart& p, const Tensor& tensor) const {
@@ -320,12 +326,6 @@ absl::StatusOr<int64_t> PsClient::ReadBatchPull(int batch, IncomingFrame& respon
   return ReadBatchAnswer(batch, response, &header);
 }
 
-int64_t PsClient::BatchBytes(int batch) const {
-  int64_t bytes = 0;
-  for (int i : batches_[batch].parts) bytes += parts_[i].count * static_cast<int64_t>(sizeof(float));
-  return bytes;
-}
-
 absl::StatusOr<int64_t> PsClient::ReadBatchAnswer(int batch, IncomingFrame& response, PullResponse* header) {
   const int s = batches_[batch].shard;
   if (!response.ParseHeader(header)) return absl::InternalError("pull: malformed response header");
@@ -425,12 +425,15 @@ absl::StatusOr<int> PsClient::Push(int64_t step, int64_t local_step) {
   return dropped;
 }
 
-std::vector<int> PsClient::BatchVariables(int batch) const {
-  std::vector<int> vars;
+PsClient::BatchInfo PsClient::Batch(int batch) const {
+  BatchInfo info;
+  info.shard = batches_[batch].shard;
   for (int i : batches_[batch].parts) {
+    info.bytes += parts_[i].count * static_cast<int64_t>(sizeof(float));
+    std::vector<int>& vars = info.variables;
     if (std::find(vars.begin(), vars.end(), parts_[i].variable) == vars.end()) vars.push_back(parts_[i].variable);
   }
-  return vars;
+  return info;
 }
 
 void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,

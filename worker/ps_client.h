@@ -91,18 +91,29 @@ class PsClient {
   // batches, the variables each one carries, and an asynchronous push of one
   // batch. `done` gets the status and the number of stale-dropped gradients.
   int num_push_batches() const { return static_cast<int>(batches_.size()); }
-  std::vector<int> BatchVariables(int batch) const;
+  struct BatchInfo {
+    int shard = 0;
+    int64_t bytes = 0;           // the float32 bytes its parts hold
+    std::vector<int> variables;  // the variables it carries parts of, in order
+  };
+  BatchInfo Batch(int batch) const;
+  // Pushes and pulls of one shard travel in several concurrent RPCs of at
+  // most `batch_bytes` each (whole parts: a larger part goes alone), so the
+  // shard applies one batch while the next is still arriving: the RPC
+  // batches are the unit the pipeline schedules. Create uses
+  // ps_scheduling.batch_bytes; the layout tuner (worker/layout_tuner.h)
+  // calls this again between steps. Not while a call is in flight.
+  void Rebatch(int64_t batch_bytes);
   void PushBatchAsync(int batch, int64_t step, int64_t local_step,
                       std::function<void(absl::Status status, int dropped)> done);
   // The pipeline (worker/ps_pipeline.h): pulls one batch asynchronously once
   // its variables have `min_version` updates; `done` gets the answer
   // unread, and ReadBatchPull reads it into the variables when the caller
-  // still wants it. Bytes the batch's parts hold (float32).
+  // still wants it.
   void PullBatchAsync(int batch, int64_t min_version, absl::Duration timeout, int64_t local_step,
                       std::function<void(absl::Status status, IncomingFrame response)> done);
   // Returns the smallest version in the answer.
   absl::StatusOr<int64_t> ReadBatchPull(int batch, IncomingFrame& response);
-  int64_t BatchBytes(int batch) const;
   // Chief only: every shard writes its state at `step` to paths[shard];
   // returns each shard's answer (file size and CRC32C), in shard order.
   // `tables_since_step` > 0: the tables' rows changed since that step only.
@@ -188,10 +199,6 @@ class PsClient {
   absl::StatusOr<std::vector<StatsResponse>> StatsWith(const CallOptions& options);
   CallOptions RpcOptions() const;
 
-  // Pushes and pulls of one shard travel in several concurrent RPCs of about
-  // kRpcBatchBytes each (whole parts), so the shard applies one batch
-  // while the next is still arriving.
-  static constexpr int64_t kRpcBatchBytes = 2 << 20;
   struct RpcBatch {
     int shard;
     std::vector<int> parts;  // indices into parts_

@@ -14,25 +14,46 @@ PsPipeline::PsPipeline(PsClient* client, ReplicaSet* replicas, const ExperimentC
       replicas_(replicas),
       timeline_(timeline),
       sync_(config.consistency() == "sync"),
-      window_bytes_(config.ps_scheduling().window_bytes()),
       pull_timeout_(absl::Seconds(config.timeouts().sync_step_seconds())),
       num_replicas_(replicas->size()) {
   const int num_variables = static_cast<int>(replicas->variables(0).size());
-  variable_batches_.resize(num_variables);
-  for (int b = 0; b < client->num_push_batches(); ++b) {
-    batch_variables_.push_back(client->BatchVariables(b));
-    batch_bytes_.push_back(client->BatchBytes(b));
-    batch_priority_.push_back(*std::min_element(batch_variables_[b].begin(), batch_variables_[b].end()));
-    for (int v : batch_variables_[b]) variable_batches_[v].push_back(b);
-  }
   absl::MutexLock lock(&mu_);
+  window_bytes_ = config.ps_scheduling().window_bytes();
+  pushes_per_shard_ = config.ps_scheduling().pushes_per_shard();
+  TakeBatches(0);
   final_replicas_.assign(num_variables, 0);
   reduced_.assign(num_variables, false);
-  unreduced_in_batch_.assign(batch_variables_.size(), 0);
-  batch_version_.assign(batch_variables_.size(), 0);
   missing_.assign(num_variables, 0);
   value_serial_.assign(num_variables, 0);
   copied_serial_.assign(num_replicas_, std::vector<int64_t>(num_variables, 0));
+}
+
+void PsPipeline::TakeBatches(int64_t version) {
+  const int num_variables = static_cast<int>(replicas_->variables(0).size());
+  batch_variables_.clear();
+  batch_bytes_.clear();
+  batch_priority_.clear();
+  batch_shard_.clear();
+  variable_batches_.assign(num_variables, {});
+  for (int b = 0; b < client_->num_push_batches(); ++b) {
+    PsClient::BatchInfo info = client_->Batch(b);
+    batch_bytes_.push_back(info.bytes);
+    batch_shard_.push_back(info.shard);
+    batch_variables_.push_back(std::move(info.variables));
+    batch_priority_.push_back(*std::min_element(batch_variables_[b].begin(), batch_variables_[b].end()));
+    for (int v : batch_variables_[b]) variable_batches_[v].push_back(b);
+  }
+  unreduced_in_batch_.assign(batch_variables_.size(), 0);
+  batch_version_.assign(batch_variables_.size(), version);
+  shard_in_flight_.assign(client_->num_shards(), 0);
+}
+
+void PsPipeline::Relayout(const TransferLayout& layout, int64_t version) {
+  absl::MutexLock lock(&mu_);
+  client_->Rebatch(layout.batch_bytes);
+  window_bytes_ = layout.window_bytes;
+  pushes_per_shard_ = layout.pushes_per_shard;
+  TakeBatches(version);
 }
 
 void PsPipeline::ValuesInPlace(int64_t version) {
@@ -104,10 +125,16 @@ void PsPipeline::MarkReduced(int variable, std::vector<Send>* sends) {
 }
 
 void PsPipeline::Pump(std::vector<Send>* sends) {
-  while (!queue_.empty() && failure_.ok()) {
-    const int b = queue_.begin()->second;
+  for (auto it = queue_.begin(); it != queue_.end() && failure_.ok();) {
+    const int b = it->second;
     if (bytes_in_flight_ > 0 && window_bytes_ > 0 && bytes_in_flight_ + batch_bytes_[b] > window_bytes_) return;
-    queue_.erase(queue_.begin());
+    int& shard_pushes = shard_in_flight_[batch_shard_[b]];
+    if (pushes_per_shard_ > 0 && shard_pushes >= pushes_per_shard_) {
+      ++it;  // its shard is busy: the next in priority to another shard may go
+      continue;
+    }
+    it = queue_.erase(it);
+    ++shard_pushes;
     bytes_in_flight_ += batch_bytes_[b];
     sends->push_back({b, batch_version_[b], epoch_, step_});
   }
@@ -134,16 +161,19 @@ void PsPipeline::SendPushes(const std::vector<Send>& sends) {
 }
 
 void PsPipeline::OnPushed(int64_t epoch, int batch, absl::Time sent, absl::Status status, int dropped) {
-  if (timeline_ != nullptr) {
-    timeline_->Record(absl::StrCat("push batch ", batch), "push", sent, absl::Now(),
-                      absl::StrCat(R"("bytes": )", batch_bytes_[batch], R"(, "ok": )", status.ok() ? "true" : "false"));
-  }
+  const absl::Time acknowledged = absl::Now();
   std::vector<Send> sends;
   int64_t min_version = 0;
   {
     absl::MutexLock lock(&mu_);
     if (epoch != epoch_) return;
+    if (timeline_ != nullptr) {
+      timeline_->Record(absl::StrCat("push batch ", batch), "push", sent, acknowledged,
+                        absl::StrCat(R"("bytes": )", batch_bytes_[batch], R"(, "shard": )", batch_shard_[batch],
+                                     R"(, "ok": )", status.ok() ? "true" : "false"));
+    }
     bytes_in_flight_ -= batch_bytes_[batch];
+    --shard_in_flight_[batch_shard_[batch]];
     ++acknowledged_;
     if (!status.ok()) {
       Fail(status);
@@ -175,9 +205,11 @@ void PsPipeline::StartPull(int64_t epoch, int batch, int64_t min_version) {
 }
 
 void PsPipeline::OnPulled(int64_t epoch, int batch, absl::Time sent, absl::Status status, IncomingFrame response) {
+  int64_t bytes = 0;
   {
     absl::MutexLock lock(&mu_);
     if (epoch != epoch_) return;
+    bytes = batch_bytes_[batch];
     if (!status.ok()) {
       --pulls_in_flight_;
       Fail(status);
@@ -190,7 +222,7 @@ void PsPipeline::OnPulled(int64_t epoch, int batch, absl::Time sent, absl::Statu
   absl::StatusOr<int64_t> version = client_->ReadBatchPull(batch, response);
   if (timeline_ != nullptr) {
     timeline_->Record(absl::StrCat("pull batch ", batch), "pull", sent, absl::Now(),
-                      absl::StrCat(R"("bytes": )", batch_bytes_[batch]));
+                      absl::StrCat(R"("bytes": )", bytes));
   }
   absl::MutexLock lock(&mu_);
   --reading_;
@@ -278,6 +310,7 @@ void PsPipeline::Abandon() {
   absl::MutexLock lock(&mu_);
   ++epoch_;
   bytes_in_flight_ = 0;
+  std::fill(shard_in_flight_.begin(), shard_in_flight_.end(), 0);
   queue_.clear();
   mu_.Await(absl::Condition(
       +[](PsPipeline* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->reading_ == 0 && p->sending_ == 0; }, this));
@@ -310,8 +343,15 @@ std::pair<std::string, std::string> PipelineRefusal(const ExperimentConfig& c) {
 // anywhere else, it is refused.
 const bool kConfigCheck =
     ConfigCheckRegistry().Register("ps_scheduling", [](const ExperimentConfig& c, const ConfigChecker& ck) {
-      PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("ps_scheduling.window_bytes", c.ps_scheduling().window_bytes()));
-      if (!c.ps_scheduling().pipeline()) return absl::OkStatus();
+      const PsSchedulingConfig& s = c.ps_scheduling();
+      PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("ps_scheduling.window_bytes", s.window_bytes()));
+      PSTRAIN_RETURN_IF_ERROR(ck.Positive("ps_scheduling.batch_bytes", s.batch_bytes()));
+      PSTRAIN_RETURN_IF_ERROR(ck.NonNegative("ps_scheduling.pushes_per_shard", s.pushes_per_shard()));
+      if (s.tune() && !PipelineOn(c)) {
+        return ck.Fail("ps_scheduling.tune", "false without the pipeline (it tunes the pipeline's batches and window)",
+                       "true");
+      }
+      if (!s.pipeline()) return absl::OkStatus();
       const auto [expected, got] = PipelineRefusal(c);
       return expected.empty() ? absl::OkStatus() : ck.Fail("ps_scheduling.pipeline", expected, got);
     });

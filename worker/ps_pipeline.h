@@ -7,7 +7,9 @@
 //             push queue;
 //   pushes    the queue goes out in the order the next forward needs it (the
 //             batch holding the lowest variable index first), with at most
-//             window_bytes in flight (a larger batch goes alone);
+//             window_bytes in flight (a larger batch goes alone) and at most
+//             pushes_per_shard to any one shard (a batch whose shard is
+//             busy lets the next one to another shard go first);
 //   pulls     as soon as this worker's push of a batch is acknowledged, the
 //             batch is pulled (sync: one version past the one it pushed,
 //             which the shard answers once every worker's gradient of it is
@@ -36,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "models/model.h"
+#include "worker/layout_tuner.h"
 #include "worker/ps_client.h"
 #include "worker/replica_set.h"
 #include "worker/timeline.h"
@@ -72,6 +75,12 @@ class PsPipeline {
   // waits until none is being read into the variables or handed to the
   // client: no push of the abandoned step goes out after it returns.
   void Abandon() ABSL_LOCKS_EXCLUDED(mu_);
+  // Between steps, with no push or pull in flight (after FinishStep and
+  // WaitForPulls): the client's RPC batches of `layout.batch_bytes`, a
+  // push window of `layout.window_bytes` and `layout.pushes_per_shard` from
+  // the next step on; every
+  // variable's value is at `version` (what WaitForPulls returned).
+  void Relayout(const TransferLayout& layout, int64_t version) ABSL_LOCKS_EXCLUDED(mu_);
   // Time forward spent waiting for variables so far.
   absl::Duration wait_time() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -84,6 +93,8 @@ class PsPipeline {
     int64_t epoch;
     int64_t step;
   };
+  // The client's batches as they are now; every batch's value at `version`.
+  void TakeBatches(int64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnGradientFinal(int replica, int variable) ABSL_LOCKS_EXCLUDED(mu_);
   void WaitForVariable(int replica, int variable) ABSL_LOCKS_EXCLUDED(mu_);
   // Replica 0's gradient of `variable` becomes the mean over the replicas.
@@ -103,17 +114,21 @@ class PsPipeline {
   ReplicaSet* const replicas_;
   Timeline* const timeline_;
   const bool sync_;
-  const int64_t window_bytes_;
   const absl::Duration pull_timeout_;
   const int num_replicas_;
-  // Fixed by the placement: per batch its variables, bytes and priority
-  // (its lowest variable index); per variable its batches.
-  std::vector<std::vector<int>> batch_variables_;
-  std::vector<int64_t> batch_bytes_;
-  std::vector<int> batch_priority_;
-  std::vector<std::vector<int>> variable_batches_;
 
   mutable absl::Mutex mu_;
+  int64_t window_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t pushes_per_shard_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no limit
+  // The client's RPC batches (changed only by Relayout): per batch its
+  // variables, bytes, shard and priority (its lowest variable index); per
+  // variable its batches.
+  std::vector<std::vector<int>> batch_variables_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> batch_bytes_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> batch_shard_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> batch_priority_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int>> variable_batches_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> shard_in_flight_ ABSL_GUARDED_BY(mu_);  // pushes per shard
   // Answers of calls made before the last Abandon are dropped.
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;

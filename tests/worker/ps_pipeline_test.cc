@@ -95,7 +95,8 @@ const std::vector<int> kBatchShard = {0, 0, 0, 1, 1, 1};
 const std::vector<std::vector<int>> kBatchVariables = {{0}, {2}, {4, 6}, {0, 1}, {2, 3}, {4, 5, 7}};
 constexpr int kBatches = 6;
 
-ExperimentConfig PipelineConfig(const std::string& consistency, int64_t window_bytes) {
+// `pushes_per_shard` 0 (no limit) unless a test is about that limit.
+ExperimentConfig PipelineConfig(const std::string& consistency, int64_t window_bytes, int pushes_per_shard) {
   ExperimentConfig config;
   *config.mutable_model() = PipelineModel();
   config.set_consistency(consistency);
@@ -103,6 +104,7 @@ ExperimentConfig PipelineConfig(const std::string& consistency, int64_t window_b
   config.set_partition_bytes(kPartitionBytes);
   config.mutable_ps_scheduling()->set_pipeline(true);
   config.mutable_ps_scheduling()->set_window_bytes(window_bytes);
+  config.mutable_ps_scheduling()->set_pushes_per_shard(pushes_per_shard);
   for (int s = 0; s < kShards; ++s) config.mutable_cluster()->add_ps_hosts(absl::StrCat("ps", s, ":1"));
   // No RPC deadline may pass while a test holds an answer back.
   config.mutable_timeouts()->set_rpc_seconds(3600);
@@ -356,8 +358,10 @@ class Background {
 // shards.
 class Harness {
  public:
-  Harness(const std::string& consistency, int64_t window_bytes, int replicas)
-      : config_(PipelineConfig(consistency, window_bytes)), window_bytes_(window_bytes), num_replicas_(replicas) {}
+  Harness(const std::string& consistency, int64_t window_bytes, int replicas, int pushes_per_shard = 0)
+      : config_(PipelineConfig(consistency, window_bytes, pushes_per_shard)),
+        window_bytes_(window_bytes),
+        num_replicas_(replicas) {}
 
   // Builds everything; fails the test if the layout is not the one above.
   void Build() {
@@ -390,8 +394,9 @@ class Harness {
         names[b].push_back(all[p].name);
         bytes += all[p].count * static_cast<int64_t>(sizeof(float));
       }
-      ASSERT_EQ(client_->BatchVariables(b), kBatchVariables[b]) << "batch " << b;
-      ASSERT_EQ(client_->BatchBytes(b), bytes) << "batch " << b;
+      ASSERT_EQ(client_->Batch(b).variables, kBatchVariables[b]) << "batch " << b;
+      ASSERT_EQ(client_->Batch(b).bytes, bytes) << "batch " << b;
+      ASSERT_EQ(client_->Batch(b).shard, kBatchShard[b]) << "batch " << b;
       batch_bytes_.push_back(bytes);
     }
     // The windows' premises: one slice batch is above 1 MiB; two fit in
@@ -663,6 +668,38 @@ INSTANTIATE_TEST_SUITE_P(Windows, PsPipelineWindowTest,
                                            WindowCase{"one_byte", 1, 1}, WindowCase{"one_batch", kOneBatchWindow, 1},
                                            WindowCase{"two_batches", kTwoBatchWindow, 2}),
                          [](const ::testing::TestParamInfo<WindowCase>& info) { return info.param.name; });
+
+// ------------------------------------------------------ pushes per shard
+
+// One push in flight per shard (ps_scheduling.pushes_per_shard 1), no
+// window: backward makes every batch ready, but only the first of each
+// shard goes; each acknowledgement lets that shard's next batch in priority
+// order (the lowest variable index first) go, never a second to one shard.
+TEST(PsPipelineShardLimitTest, OnePushPerShardAndTheNextInPriorityWhenItsShardIsFree) {
+  Harness h("sync", /*window_bytes=*/0, 1, /*pushes_per_shard=*/1);
+  ASSERT_NO_FATAL_FAILURE(h.Build());
+  h.pipeline().ValuesInPlace(0);
+  h.pipeline().BeginStep(0);
+  h.Backward(0);
+  // Batches 0-2 live on shard 0, 3-5 on shard 1; backward readies 2, 5, 1,
+  // 4, 0, 3 in that order.
+  EXPECT_THAT(h.log().Pushes(), ElementsAre(2, 5));
+  ASSERT_TRUE(h.Ack(2));
+  EXPECT_THAT(h.log().Pushes(), ElementsAre(2, 5, 0));
+  ASSERT_TRUE(h.Ack(5));
+  EXPECT_THAT(h.log().Pushes(), ElementsAre(2, 5, 0, 3));
+  while (!h.log().Unanswered(ps_rpc::kPush).empty()) {
+    const std::vector<int> in_flight = h.log().Unanswered(ps_rpc::kPush);
+    int per_shard[kShards] = {0, 0};
+    for (int b : in_flight) ++per_shard[kBatchShard[b]];
+    EXPECT_LE(per_shard[0], 1);
+    EXPECT_LE(per_shard[1], 1);
+    ASSERT_TRUE(h.Ack(in_flight.front()));
+  }
+  EXPECT_THAT(h.log().Pushes(), ElementsAre(2, 5, 0, 3, 1, 4));
+  EXPECT_EQ(h.log().max_pushes_in_flight(), 2);
+  EXPECT_TRUE(h.FinishStep().ok());
+}
 
 // --------------------------------------------------------- pull after push
 

@@ -99,9 +99,11 @@ DEFINE_bool(processes, false,
 DEFINE_int32(emulated_hosts, 0,
              "ps: run the roles as --processes on this many emulated hosts (network namespaces on a bridge; root "
              "only): shards on the first hosts, workers on the others");
-DEFINE_int64(window_bytes, 2 << 20,
+DEFINE_int64(window_bytes, 0,
              "ps: the push+pull phase's bytes of pushes in flight per worker (as ps_scheduling.window_bytes); 0: no "
              "limit");
+DEFINE_int32(pushes_per_shard, 1,
+             "ps: the push+pull phase's pushes in flight per shard (as ps_scheduling.pushes_per_shard); 0: no limit");
 DEFINE_double(link_gbps, 0, "ps: with --emulated_hosts, cap every host's link at this many Gbit/s each way");
 DEFINE_string(role, "", "ps-role: internal; server or worker");
 DEFINE_int32(index, -1, "ps-role: internal; the shard's or worker's index");
@@ -198,6 +200,7 @@ int RunPs() {
   options.emulated_hosts = FLAGS_emulated_hosts;
   options.link_gbps = FLAGS_link_gbps;
   options.window_bytes = FLAGS_window_bytes;
+  options.pushes_per_shard = FLAGS_pushes_per_shard;
   if (!FLAGS_security_config.empty()) {
     absl::StatusOr<pstrain::ExperimentConfig> config = pstrain::ReadExperimentConfig(FLAGS_security_config);
     if (config.ok()) config->set_transport(options.transport);

@@ -164,6 +164,10 @@ absl::Status ValidatePsBenchOptions(const PsBenchOptions& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--window_bytes must be >= 0 (0: no limit), got ", options.window_bytes));
   }
+  if (options.pushes_per_shard < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pushes_per_shard must be >= 0 (0: no limit), got ", options.pushes_per_shard));
+  }
   if (options.placement != "round_robin" && options.placement != "greedy") {
     return absl::InvalidArgumentError(absl::StrCat("unknown placement '", options.placement, "'"));
   }
@@ -224,7 +228,8 @@ std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResul
   phase("push", result.push);
   phase("pull", result.pull);
   phase("push+pull", result.pushpull);
-  absl::StrAppendFormat(&out, "%-22s %10s       (pipelined, window %d bytes)\n", "", "", options.window_bytes);
+  absl::StrAppendFormat(&out, "%-22s %10s       (pipelined, window %d bytes, %d pushes per shard)\n", "", "",
+                        options.window_bytes, options.pushes_per_shard);
   phase("tcp one way", result.tcp_oneway);
   phase("tcp both ways", result.tcp);
   absl::StrAppendFormat(&out, "%-22s %10.2f Gbps  (%d MiB buffer)\n", "memcpy (1 thread)", result.memcpy_gbps,
@@ -291,8 +296,9 @@ std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult
       ",\"heartbeat_failures\":",
       result.push.heartbeat_failures + result.pull.heartbeat_failures + result.pushpull.heartbeat_failures,
       ",\"workers\":", options.workers, ",\"servers\":", options.servers, ",\"keys\":", options.keys,
-      ",\"key_bytes\":", options.key_bytes, ",\"window_bytes\":", options.window_bytes, ",\"transport\":\"",
-      options.transport, "\",\"mode\":\"", ModeName(options), "\"",
+      ",\"key_bytes\":", options.key_bytes, ",\"window_bytes\":", options.window_bytes,
+      ",\"pushes_per_shard\":", options.pushes_per_shard, ",\"transport\":\"", options.transport, "\",\"mode\":\"",
+      ModeName(options), "\"",
       options.emulated_hosts > 0 ? absl::StrCat(",\"emulated_hosts\":", options.emulated_hosts,
                                                 ",\"link_gbps\":", JsonNumber(options.link_gbps))
                                  : "",

@@ -71,10 +71,12 @@ struct PsBenchOptions {
   std::string placement = "round_robin";
   // The push+pull phase's bytes of pushes in flight per worker
   // (ps_bench_pushpull.h; ps_scheduling.window_bytes in training); 0: no
-  // limit. >= 0. Default: one RPC batch (2 MiB), which kept a capped link
-  // busy both ways (docs/BENCHMARKS.md); 8 MiB, training's default, left a
-  // pull request behind 6 MiB of pushes.
-  int64_t window_bytes = 2 << 20;
+  // limit. >= 0. Default: training's, 0.
+  int64_t window_bytes = 0;
+  // The push+pull phase's pushes in flight per shard (as
+  // ps_scheduling.pushes_per_shard); 0: no limit. >= 0. Default: training's,
+  // 1 (docs/BENCHMARKS.md, "Pushes per shard").
+  int pushes_per_shard = 1;
   // TLS and the token every shard and worker uses (--security_config: the
   // `security` section of an experiment config); nothing enabled: plaintext.
   TransportSecurity security;

@@ -28,6 +28,7 @@ ExperimentConfig MakeConfig(const PsBenchOptions& options, const std::vector<std
   config.set_transport(options.transport);
   config.set_placement(options.placement);
   config.mutable_ps_scheduling()->set_window_bytes(options.window_bytes);
+  config.mutable_ps_scheduling()->set_pushes_per_shard(options.pushes_per_shard);
   config.mutable_optimizer()->set_name("sgd");
   config.mutable_optimizer()->set_learning_rate(0.01f);
   TimeoutConfig* t = config.mutable_timeouts();

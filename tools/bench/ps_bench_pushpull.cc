@@ -1,6 +1,7 @@
 #include "tools/bench/ps_bench_pushpull.h"
 
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -13,20 +14,35 @@ namespace {
 // The round's state, shared with the transport's callbacks.
 class Round : public std::enable_shared_from_this<Round> {
  public:
-  Round(PsClient& client, int64_t window_bytes, absl::Duration timeout)
-      : client_(client), window_bytes_(window_bytes), timeout_(timeout), unanswered_(client.num_push_batches()) {}
+  Round(PsClient& client, int64_t window_bytes, int pushes_per_shard, absl::Duration timeout)
+      : client_(client),
+        window_bytes_(window_bytes),
+        pushes_per_shard_(pushes_per_shard),
+        timeout_(timeout),
+        unanswered_(client.num_push_batches()),
+        shard_in_flight_(client.num_shards(), 0) {
+    for (int b = 0; b < client.num_push_batches(); ++b) unsent_.insert(b);
+  }
 
-  // Sends the pushes the window admits; each acknowledged push starts its
-  // pull and admits more.
+  // Sends the pushes the window and the shards' limits admit, in batch
+  // order; each acknowledged push starts its pull and admits more.
   void SendPushes() {
     std::vector<int> sends;
     {
       absl::MutexLock lock(&mu_);
-      while (next_ < client_.num_push_batches() && status_.ok()) {
-        const int64_t bytes = client_.BatchBytes(next_);
+      for (auto it = unsent_.begin(); it != unsent_.end() && status_.ok();) {
+        const PsClient::BatchInfo batch = client_.Batch(*it);
+        const int64_t bytes = batch.bytes;
         if (window_bytes_ > 0 && in_flight_ > 0 && in_flight_ + bytes > window_bytes_) break;
+        int& shard_pushes = shard_in_flight_[batch.shard];
+        if (pushes_per_shard_ > 0 && shard_pushes >= pushes_per_shard_) {
+          ++it;
+          continue;
+        }
+        ++shard_pushes;
         in_flight_ += bytes;
-        sends.push_back(next_++);
+        sends.push_back(*it);
+        it = unsent_.erase(it);
       }
     }
     for (int b : sends) {
@@ -50,7 +66,9 @@ class Round : public std::enable_shared_from_this<Round> {
   void OnPushed(int batch, const absl::Status& s) {
     {
       absl::MutexLock lock(&mu_);
-      in_flight_ -= client_.BatchBytes(batch);
+      const PsClient::BatchInfo info = client_.Batch(batch);
+      in_flight_ -= info.bytes;
+      --shard_in_flight_[info.shard];
     }
     if (!s.ok()) return Finish(s);
     client_.PullBatchAsync(batch, /*min_version=*/0, timeout_, /*local_step=*/0,
@@ -68,24 +86,26 @@ class Round : public std::enable_shared_from_this<Round> {
     --unanswered_;
     if (s.ok() || !status_.ok()) return;
     status_ = s;
-    unanswered_ -= client_.num_push_batches() - next_;
-    next_ = client_.num_push_batches();
+    unanswered_ -= static_cast<int>(unsent_.size());
+    unsent_.clear();
   }
 
   PsClient& client_;
   const int64_t window_bytes_;
+  const int pushes_per_shard_;
   const absl::Duration timeout_;
   absl::Mutex mu_;
-  int next_ ABSL_GUARDED_BY(mu_) = 0;  // the next batch to push
+  std::set<int> unsent_ ABSL_GUARDED_BY(mu_);  // batches not pushed yet
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int unanswered_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> shard_in_flight_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-absl::Status PipelinedPushPull(PsClient& client, int64_t window_bytes, absl::Duration timeout) {
-  auto round = std::make_shared<Round>(client, window_bytes, timeout);
+absl::Status PipelinedPushPull(PsClient& client, int64_t window_bytes, int pushes_per_shard, absl::Duration timeout) {
+  auto round = std::make_shared<Round>(client, window_bytes, pushes_per_shard, timeout);
   round->SendPushes();
   return round->Wait();
 }

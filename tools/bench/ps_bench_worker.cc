@@ -144,7 +144,7 @@ absl::Status BenchWorker::RunRound(Phase phase, PhaseTiming* timing) {
     ++tally_.push_calls;
     ++tally_.pull_calls;
     return PipelinedPushPull(*client_, context_.config.ps_scheduling().window_bytes(),
-                             absl::Seconds(kPsBenchRpcSeconds));
+                             context_.config.ps_scheduling().pushes_per_shard(), absl::Seconds(kPsBenchRpcSeconds));
   }
   if (phase != Phase::kPull) {
     const auto t0 = Clock::now();

@@ -1,0 +1,135 @@
+// LayoutTuner against a known cost surface: from a poor start it reaches
+// the best setting of the grid (within 5%) within 300 steps, step times
+// noisy; it records every decision; when the surface changes (the link
+// slows down) it notices and settles again; bounds hold.
+#include "worker/layout_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "gtest/gtest.h"
+
+namespace pstrain {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = 1024 * 1024;
+
+// A step's seconds on an emulated link: compute or the link, whichever
+// is longer, an overhead per RPC (many small batches cost), a pipeline tail
+// (a large batch is waited for whole), and link time the window fails to
+// keep busy.
+struct Surface {
+  double link_seconds = 1.0;  // the model's bytes over the link
+  double Cost(const TransferLayout& l) const {
+    const double model_bytes = 100.0 * kMiB;
+    const double rpcs = model_bytes / static_cast<double>(l.batch_bytes);
+    const double tail = link_seconds * static_cast<double>(l.batch_bytes) / model_bytes * 4;
+    const double busy = std::min(1.0, static_cast<double>(l.window_bytes) / (32.0 * kMiB));
+    return std::max(1.0, link_seconds) + 0.0004 * rpcs + tail + link_seconds * (1.0 - busy) * 0.8;
+  }
+};
+
+// The best setting on the tuner's own grid (powers of two in its bounds).
+double GridBest(const Surface& s, const LayoutTuner::Options& o) {
+  double best = 1e300;
+  for (int64_t b = o.min_batch_bytes; b <= o.max_batch_bytes; b *= 2) {
+    for (int64_t w = o.min_window_bytes; w <= o.max_window_bytes; w *= 2) best = std::min(best, s.Cost({b, w, 1}));
+  }
+  return best;
+}
+
+LayoutTuner::Options PoorStart() {
+  LayoutTuner::Options o;
+  o.start = {64 * kKiB, 1 * kMiB, 1};
+  return o;
+}
+
+// Runs the tuner on `surface` from `first_step` for at most `steps` steps
+// with +-2% noise; returns the step it settled at (-1 if it did not).
+int64_t RunUntilSettled(LayoutTuner& tuner, const Surface& surface, int64_t first_step, int64_t steps,
+                        std::mt19937& rng) {
+  std::uniform_real_distribution<double> noise(0.98, 1.02);
+  for (int64_t step = first_step; step < first_step + steps; ++step) {
+    tuner.Observe(step, surface.Cost(tuner.current()) * noise(rng));
+    if (tuner.settled()) return tuner.settled_step();
+  }
+  return -1;
+}
+
+TEST(LayoutTunerTest, FromAPoorStartReachesTheGridsBestWithin300Steps) {
+  const LayoutTuner::Options options = PoorStart();
+  Surface surface;
+  LayoutTuner tuner(options);
+  std::mt19937 rng(7);
+  const int64_t settled = RunUntilSettled(tuner, surface, 0, 300, rng);
+  ASSERT_GE(settled, 0) << "not settled within 300 steps";
+  const double best = GridBest(surface, options);
+  EXPECT_LE(surface.Cost(tuner.current()), best * 1.05)
+      << "batch " << tuner.current().batch_bytes << " window " << tuner.current().window_bytes;
+  EXPECT_GT(surface.Cost(options.start), best * 1.5);  // the start was poor indeed
+  // Every change is recorded with the step it applies from, in order.
+  ASSERT_FALSE(tuner.decisions().empty());
+  int64_t last = -1;
+  for (const TuningDecision& d : tuner.decisions()) {
+    EXPECT_GT(d.step, last);
+    EXPECT_GT(d.previous_seconds, 0);
+    EXPECT_FALSE(d.why.empty());
+    last = d.step;
+  }
+  EXPECT_EQ(tuner.decisions().back().layout, tuner.current());
+  EXPECT_NE(tuner.decisions().back().why.find("settled on"), std::string::npos) << tuner.decisions().back().why;
+}
+
+TEST(LayoutTunerTest, ASlowerLinkIsNoticedAndTunedFor) {
+  const LayoutTuner::Options options = PoorStart();
+  Surface fast;
+  LayoutTuner tuner(options);
+  std::mt19937 rng(11);
+  const int64_t settled = RunUntilSettled(tuner, fast, 0, 300, rng);
+  ASSERT_GE(settled, 0);
+  const size_t decisions_before = tuner.decisions().size();
+  // The link now takes 4x as long (8 to 2 Gbit/s).
+  Surface slow;
+  slow.link_seconds = 4.0;
+  std::uniform_real_distribution<double> noise(0.98, 1.02);
+  int64_t step = settled;
+  while (tuner.settled() && step < settled + 50) tuner.Observe(step++, slow.Cost(tuner.current()) * noise(rng));
+  ASSERT_FALSE(tuner.settled()) << "the slower link went unnoticed";
+  EXPECT_LE(step - settled, 2 * (options.steps_per_trial + options.settle_steps) + options.steps_per_trial);
+  EXPECT_NE(tuner.decisions()[decisions_before].why.find("re-tune"), std::string::npos);
+  const int64_t again = RunUntilSettled(tuner, slow, step, 300, rng);
+  ASSERT_GE(again, 0) << "not settled again within 300 steps";
+  EXPECT_LE(slow.Cost(tuner.current()), GridBest(slow, options) * 1.05);
+}
+
+TEST(LayoutTunerTest, SteadyStepTimesKeepTheSettingAndBoundsHold) {
+  LayoutTuner::Options options = PoorStart();
+  options.start = {128 * kMiB, 0, 1};  // above the batch bound; window 0: no limit
+  LayoutTuner tuner(options);
+  EXPECT_EQ(tuner.current().batch_bytes, options.max_batch_bytes);
+  EXPECT_EQ(tuner.current().window_bytes, options.max_window_bytes);
+  // A flat surface: no move is ever better, so it settles where it started
+  // after a round in steps of 4 and one in steps of 2, and then stays.
+  for (int64_t step = 0; step < 200; ++step) {
+    const TransferLayout l = tuner.current();
+    EXPECT_GE(l.batch_bytes, options.min_batch_bytes);
+    EXPECT_LE(l.batch_bytes, options.max_batch_bytes);
+    EXPECT_GE(l.window_bytes, options.min_window_bytes);
+    EXPECT_LE(l.window_bytes, options.max_window_bytes);
+    EXPECT_GE(l.pushes_per_shard, options.min_pushes_per_shard);
+    EXPECT_LE(l.pushes_per_shard, options.max_pushes_per_shard);
+    tuner.Observe(step, 2.0);
+  }
+  EXPECT_TRUE(tuner.settled());
+  EXPECT_EQ(tuner.current().batch_bytes, options.max_batch_bytes);
+  EXPECT_EQ(tuner.current().window_bytes, options.max_window_bytes);
+  // Per round one try of each knob the way it can move (dividing the
+  // batch and the window, multiplying the pushes per shard), then back: no
+  // more.
+  EXPECT_EQ(tuner.decisions().size(), 7u);
+}
+
+}  // namespace
+}  // namespace pstrain

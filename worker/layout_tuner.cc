@@ -1,0 +1,196 @@
+#include "worker/layout_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace pstrain {
+namespace {
+
+int64_t Clamp(int64_t v, int64_t lo, int64_t hi) { return std::min(std::max(v, lo), hi); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string Bytes(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%d MiB", bytes >> 20);
+  return absl::StrFormat("%d KiB", bytes >> 10);
+}
+
+std::string Describe(const TransferLayout& layout) {
+  return absl::StrFormat("batch %s, window %s, %d per shard", Bytes(layout.batch_bytes), Bytes(layout.window_bytes),
+                         layout.pushes_per_shard);
+}
+
+// The knob's value in `layout` (0 batch, 1 window, 2 pushes per shard),
+// and its bounds in `o`.
+int64_t& Value(TransferLayout& layout, int knob) {
+  if (knob == 0) return layout.batch_bytes;
+  if (knob == 1) return layout.window_bytes;
+  return layout.pushes_per_shard;
+}
+std::pair<int64_t, int64_t> Bounds(const LayoutTuner::Options& o, int knob) {
+  if (knob == 0) return {o.min_batch_bytes, o.max_batch_bytes};
+  if (knob == 1) return {o.min_window_bytes, o.max_window_bytes};
+  return {o.min_pushes_per_shard, o.max_pushes_per_shard};
+}
+
+}  // namespace
+
+LayoutTuner::LayoutTuner(const Options& options) : options_(options) {
+  // Window 0 (no limit) starts from the largest window tried.
+  const int64_t window = options.start.window_bytes > 0 ? options.start.window_bytes : options.max_window_bytes;
+  current_.batch_bytes = Clamp(options.start.batch_bytes, options.min_batch_bytes, options.max_batch_bytes);
+  current_.window_bytes = Clamp(window, options.min_window_bytes, options.max_window_bytes);
+  // pushes_per_shard 0 (no limit) starts from the most tried.
+  const int64_t per_shard =
+      options.start.pushes_per_shard > 0 ? options.start.pushes_per_shard : options.max_pushes_per_shard;
+  current_.pushes_per_shard = Clamp(per_shard, options.min_pushes_per_shard, options.max_pushes_per_shard);
+  best_ = current_;
+  skip_ = options.settle_steps;
+}
+
+std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds) {
+  if (skip_ > 0) {
+    --skip_;
+    return std::nullopt;
+  }
+  const std::optional<double> cost = TrialCost(seconds);
+  if (!cost) return std::nullopt;
+  switch (state_) {
+    case State::kMeasureBase: {
+      StartSearch(*cost);
+      std::optional<TransferLayout> next = NextCandidate();
+      if (!next) {
+        state_ = State::kSettled;
+        settled_step_ = step + 1;
+        return std::nullopt;
+      }
+      return Change(step + 1, *next, *cost, "try " + Describe(*next));
+    }
+    case State::kTrial:
+      return OnTrialDone(step, *cost);
+    case State::kSettled:
+      return WatchSettled(step, *cost);
+  }
+  return std::nullopt;
+}
+
+std::optional<double> LayoutTuner::TrialCost(double seconds) {
+  samples_.push_back(seconds);
+  if (static_cast<int>(samples_.size()) < options_.steps_per_trial) return std::nullopt;
+  const double cost = Median(samples_);
+  samples_.clear();
+  return cost;
+}
+
+void LayoutTuner::StartSearch(double base_cost) {
+  best_ = current_;
+  best_seconds_ = base_cost;
+  state_ = State::kTrial;
+  factor_ = 4;
+  knob_ = kBatch;
+  direction_ = +1;
+  knobs_tried_ = 0;
+  moved_in_round_ = false;
+  moved_this_direction_ = false;
+}
+
+TransferLayout LayoutTuner::Moved(const TransferLayout& from, int knob, int direction) const {
+  TransferLayout to = from;
+  int64_t& v = Value(to, knob);
+  const auto [lo, hi] = Bounds(options_, knob);
+  v = Clamp(direction > 0 ? v * factor_ : v / factor_, lo, hi);
+  return to;
+}
+
+void LayoutTuner::AdvanceDirection() {
+  if (direction_ > 0 && !moved_this_direction_) {
+    direction_ = -1;
+  } else {
+    direction_ = +1;
+    knob_ = (knob_ + 1) % kNumKnobs;
+    ++knobs_tried_;
+  }
+  moved_this_direction_ = false;
+}
+
+std::optional<TransferLayout> LayoutTuner::NextCandidate() {
+  while (true) {
+    while (knobs_tried_ < kNumKnobs) {
+      const TransferLayout candidate = Moved(best_, knob_, direction_);
+      if (!(candidate == best_)) return candidate;
+      AdvanceDirection();  // at a bound
+    }
+    // A round that moved nothing: in steps of 4, go on in steps of 2; in
+    // steps of 2, settled.
+    if (!moved_in_round_) {
+      if (factor_ == 2) return std::nullopt;
+      factor_ = 2;
+    }
+    knobs_tried_ = 0;
+    moved_in_round_ = false;
+    knob_ = kBatch;
+    direction_ = +1;
+    moved_this_direction_ = false;
+  }
+}
+
+std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, double cost) {
+  const double previous = cost;
+  if (cost < best_seconds_ * (1 - options_.min_gain)) {
+    best_ = current_;
+    best_seconds_ = cost;
+    moved_in_round_ = true;
+    moved_this_direction_ = true;
+  } else {
+    AdvanceDirection();
+  }
+  std::optional<TransferLayout> next = NextCandidate();
+  if (next) return Change(step + 1, *next, previous, "try " + Describe(*next));
+  state_ = State::kSettled;
+  settled_step_ = step + 1;
+  drifted_trials_ = 0;
+  const std::string why = absl::StrFormat("settled on %s (%.4g s a step)", Describe(best_), best_seconds_);
+  if (current_ == best_) {
+    decisions_.push_back({step + 1, best_, previous, why});
+    return std::nullopt;
+  }
+  return Change(step + 1, best_, previous, why);
+}
+
+std::optional<TransferLayout> LayoutTuner::WatchSettled(int64_t step, double cost) {
+  if (std::abs(cost / best_seconds_ - 1) <= options_.drift) {
+    drifted_trials_ = 0;
+    return std::nullopt;
+  }
+  if (++drifted_trials_ < 2) return std::nullopt;
+  const double settled = best_seconds_;
+  StartSearch(cost);
+  std::optional<TransferLayout> next = NextCandidate();
+  const std::string why = absl::StrFormat("re-tune: %.4g s a step against %.4g s when settled; try %s", cost, settled,
+                                          next ? Describe(*next) : "nothing");
+  if (!next) {
+    state_ = State::kSettled;
+    settled_step_ = step + 1;
+    return std::nullopt;
+  }
+  settled_step_ = -1;
+  return Change(step + 1, *next, cost, why);
+}
+
+std::optional<TransferLayout> LayoutTuner::Change(int64_t step, const TransferLayout& to, double previous,
+                                                  std::string why) {
+  current_ = to;
+  decisions_.push_back({step, to, previous, std::move(why)});
+  skip_ = options_.settle_steps;
+  samples_.clear();
+  return to;
+}
+
+}  // namespace pstrain

@@ -1,0 +1,119 @@
+// LayoutTuner: tunes the pipeline's transfer layout online from measured
+// step times, as ByteScheduler and AutoByte do (config ps_scheduling.tune;
+// docs/STRATEGIES.md, "The layout tunes itself"). Three knobs, all a
+// worker's own (the shards do not see them): the bytes one push or pull RPC
+// carries (ps_scheduling.batch_bytes: whole variable parts of one shard, the
+// unit the pipeline schedules), the push bytes in flight
+// (ps_scheduling.window_bytes) and the pushes in flight to one shard
+// (ps_scheduling.pushes_per_shard).
+//
+// The search, on powers of two within the bounds:
+//   - a trial measures a setting: `settle_steps` steps after a change are
+//     not counted, then the median of `steps_per_trial` step times is its
+//     cost;
+//   - from the best setting so far, one knob at a time, multiply it by the
+//     factor (4 at first); while that is at least `min_gain` faster keep
+//     going, else try dividing the same way; then the other knob (a
+//     saturating gain, as a window's, shows in steps of 4 where one of 2
+//     may hide in the noise);
+//   - a round over the knobs that moves nothing goes on in steps of 2, and
+//     a round in steps of 2 that moves nothing settles the search;
+//   - settled, each run of `steps_per_trial` steps is compared with the
+//     settled cost: two in a row off by more than `drift` (the link or the
+//     load changed) start the search again from the current setting.
+// Pure logic: no clock, no I/O; the caller feeds step times and applies
+// the settings it returns. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pstrain {
+
+struct TransferLayout {
+  int64_t batch_bytes = 0;
+  int64_t window_bytes = 0;
+  int64_t pushes_per_shard = 1;
+  bool operator==(const TransferLayout& o) const {
+    return batch_bytes == o.batch_bytes && window_bytes == o.window_bytes && pushes_per_shard == o.pushes_per_shard;
+  }
+};
+
+// One change of setting: from the step it applies, what it is, the cost
+// (median seconds per step) measured for the setting it replaces, and why.
+struct TuningDecision {
+  int64_t step = 0;
+  TransferLayout layout;
+  double previous_seconds = 0;
+  std::string why;
+};
+
+class LayoutTuner {
+ public:
+  struct Options {
+    TransferLayout start;
+    int64_t min_batch_bytes = int64_t{64} << 10;
+    int64_t max_batch_bytes = int64_t{64} << 20;
+    int64_t min_window_bytes = int64_t{1} << 20;
+    int64_t max_window_bytes = int64_t{1} << 30;
+    int64_t min_pushes_per_shard = 1;
+    int64_t max_pushes_per_shard = 8;
+    int settle_steps = 1;
+    int steps_per_trial = 4;
+    double min_gain = 0.03;
+    double drift = 0.15;
+  };
+  explicit LayoutTuner(const Options& options);
+
+  // The step time of `step` (run with current()). Returns the setting to use
+  // from the next step on when it changes, nullopt otherwise.
+  std::optional<TransferLayout> Observe(int64_t step, double seconds);
+
+  const TransferLayout& current() const { return current_; }
+  // The search has settled (and not restarted since): at settled_step.
+  bool settled() const { return state_ == State::kSettled; }
+  int64_t settled_step() const { return settled_step_; }
+  // The cost of the best setting found by the last search.
+  double settled_seconds() const { return best_seconds_; }
+  const std::vector<TuningDecision>& decisions() const { return decisions_; }
+
+ private:
+  enum class State { kMeasureBase, kTrial, kSettled };
+  enum Knob { kBatch = 0, kWindow = 1, kPushesPerShard = 2, kNumKnobs = 3 };
+  // The median of the current trial's counted steps, once it has enough.
+  std::optional<double> TrialCost(double seconds);
+  // The next setting to try from the best one (knob_, direction_), moving
+  // to the next direction or knob when one leaves the bounds; nullopt when
+  // the round is over.
+  std::optional<TransferLayout> NextCandidate();
+  TransferLayout Moved(const TransferLayout& from, int knob, int direction) const;
+  // The current direction is done (it failed, or reached a bound): halving
+  // is tried only when doubling never helped (it came from below
+  // otherwise); after halving, the other knob.
+  void AdvanceDirection();
+  std::optional<TransferLayout> Change(int64_t step, const TransferLayout& to, double previous, std::string why);
+  std::optional<TransferLayout> OnTrialDone(int64_t step, double cost);
+  std::optional<TransferLayout> WatchSettled(int64_t step, double cost);
+  void StartSearch(double base_cost);
+
+  const Options options_;
+  TransferLayout current_;
+  TransferLayout best_;
+  double best_seconds_ = 0;
+  State state_ = State::kMeasureBase;
+  int knob_ = kBatch;
+  int factor_ = 4;      // the step: 4, then 2
+  int direction_ = +1;  // +1 multiplies by factor_, -1 divides
+  bool moved_in_round_ = false;
+  bool moved_this_direction_ = false;
+  int knobs_tried_ = 0;  // knobs finished in this round
+  int skip_ = 0;         // settle steps still to skip
+  std::vector<double> samples_;
+  int drifted_trials_ = 0;
+  int64_t settled_step_ = -1;
+  std::vector<TuningDecision> decisions_;
+};
+
+}  // namespace pstrain
