@@ -124,6 +124,9 @@ class ShardSession {
   // The workers shard 0 names slower than their peers now (from the busy
   // time each step's pushes report; ps/shard/straggler_watch.h).
   virtual std::vector<Straggler> stragglers() const = 0;
+  // The pipeline's layout tuner, if it runs (ps_scheduling.tune): its
+  // decisions so far. Empty otherwise.
+  virtual LayoutTuning layout_tuning() const { return {}; }
 };
 
 // What a strategy whose group of workers re-forms without parameter servers

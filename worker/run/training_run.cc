@@ -414,6 +414,10 @@ WorkerReport TrainingRun::Report() const {
   report.set_bytes_pushed(traffic.bytes_pushed);
   report.set_bytes_pulled(traffic.bytes_pulled);
   report.set_bytes_allreduced(traffic.bytes_allreduced);
+  if (ShardSession* shards = strategy_->shards(); shards != nullptr) {
+    LayoutTuning tuning = shards->layout_tuning();
+    if (tuning.decisions_size() > 0) *report.mutable_layout_tuning() = std::move(tuning);
+  }
   return report;
 }
 

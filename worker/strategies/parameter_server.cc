@@ -34,10 +34,12 @@ absl::StatusOr<std::unique_ptr<Strategy>> ParameterServerStrategy::Create(const 
   if (PipelineOn(config)) {
     strategy->pipeline_ =
         std::make_unique<PsPipeline>(strategy->client_.get(), context.replicas, config, context.timeline);
+    strategy->tuning_ =
+        PipelineTuning::Create(config, strategy->pipeline_.get(), context.timeline, context.worker_index);
   }
   strategy->overlap_ = strategy->pipeline_ == nullptr && context.replicas->size() == 1;
   for (int b = 0; b < strategy->client_->num_push_batches(); ++b) {
-    strategy->batch_variables_.push_back(strategy->client_->BatchVariables(b));
+    strategy->batch_variables_.push_back(strategy->client_->Batch(b).variables);
   }
   return std::unique_ptr<Strategy>(std::move(strategy));
 }
@@ -195,6 +197,10 @@ absl::StatusOr<int64_t> ParameterServerStrategy::Recover(const absl::Status& fai
 
 absl::Status ParameterServerStrategy::BeforePipelinedStep(int64_t step) {
   pulled_at_start_ = false;
+  if (tuning_ != nullptr) {
+    PSTRAIN_ASSIGN_OR_RETURN(const std::optional<int64_t> version, tuning_->BeforeStep(step));
+    if (version) pulled_version_ = *version;
+  }
   // The values arrive during the forward; a checkpoint needs them all.
   if (checkpoints_ != nullptr && checkpoints_->Due(step, absl::Now())) {
     const absl::Time t = absl::Now();

@@ -49,6 +49,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/periodic_thread.h"
 #include "worker/checkpoint_manager.h"
+#include "worker/pipeline_tuning.h"
 #include "worker/ps_client.h"
 #include "worker/ps_pipeline.h"
 #include "worker/strategy.h"
@@ -81,6 +82,7 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   absl::StatusOr<int64_t> ResumeSteps(int64_t next_step) override;
   bool watches_stragglers() const override { return true; }
   std::vector<Straggler> stragglers() const override { return client_->pace().stragglers(); }
+  LayoutTuning layout_tuning() const override { return tuning_ != nullptr ? tuning_->Record() : LayoutTuning(); }
 
  private:
   ParameterServerStrategy(const StrategyContext& context, std::string name, std::string local_reduce_spec)
@@ -132,6 +134,8 @@ class ParameterServerStrategy : public Strategy, public ShardSession {
   std::unique_ptr<PsClient> client_;
   // ps_scheduling.pipeline (null otherwise).
   std::unique_ptr<PsPipeline> pipeline_;
+  // ps_scheduling.tune with the pipeline (null otherwise).
+  std::unique_ptr<PipelineTuning> tuning_;
   // Chief with `checkpoint:` configured (worker/checkpoint_manager.h).
   std::unique_ptr<CheckpointManager> checkpoints_;
   int64_t start_step_ = 0;
