@@ -76,9 +76,9 @@ std::string JsonField(const Message& m, const FieldDescriptor* f) {
   return "null";
 }
 
-// [1, 2] or ["a", "b"]: repeated field `f` of `m` of integers (counts per
-// epoch or per worker) or strings (warnings), the repeated scalars a record
-// holds.
+// [1, 2], ["a", "b"] or [{...}, {...}]: repeated field `f` of `m` of
+// integers (counts per epoch or per worker), strings (warnings) or records
+// (a worker's layout decisions), the lists a record holds.
 std::string JsonScalars(const Message& m, const FieldDescriptor* f) {
   const Reflection* r = m.GetReflection();
   std::vector<std::string> items;
@@ -93,8 +93,11 @@ std::string JsonScalars(const Message& m, const FieldDescriptor* f) {
       case FieldDescriptor::CPPTYPE_STRING:
         items.push_back(JsonString(r->GetRepeatedString(m, f, k)));
         break;
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        items.push_back(JsonObject(r->GetRepeatedMessage(m, f, k)));
+        break;
       default:
-        LOG(FATAL) << "result.json: repeated field " << f->full_name() << " is not of integers or strings";
+        LOG(FATAL) << "result.json: repeated field " << f->full_name() << " is not of integers, strings or records";
     }
   }
   return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
@@ -215,12 +218,18 @@ absl::Status SetField(const Value& v, const FieldDescriptor* f, Message* m) {
   }
 }
 
-// Reads repeated integer or string field `f` of `m` from the array `v`.
+// Reads repeated integer, string or record field `f` of `m` from the array
+// `v` (every field of a record may be absent).
 absl::Status ReadScalars(const Value& v, const FieldDescriptor* f, Message* m) {
   if (v.kind_case() != Value::kListValue) return absl::InvalidArgumentError("expected an array, got " + KindName(v));
   const Reflection* r = m->GetReflection();
   for (const Value& item : v.list_value().values()) {
-    if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (item.kind_case() != Value::kStructValue) {
+        return absl::InvalidArgumentError(absl::StrCat("expected objects, got ", KindName(item)));
+      }
+      PSTRAIN_RETURN_IF_ERROR(ReadObject(item.struct_value(), std::string(f->name()), 0, r->AddMessage(m, f)));
+    } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT64) {
       PSTRAIN_ASSIGN_OR_RETURN(const int64_t n, IntegerOf(item, -9007199254740992.0, 9007199254740992.0));
       r->AddInt64(m, f, n);
     } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_INT32) {
@@ -238,15 +247,16 @@ absl::Status ReadScalars(const Value& v, const FieldDescriptor* f, Message* m) {
   return absl::OkStatus();
 }
 
-// Reads the scalar fields and lists of integers of `m` from `obj` (lists of
-// records are the caller's). A field numbered at most `required_up_to` must
-// be there; the others may be absent.
+// Reads the fields and lists of `m` from `obj` (a RunResult's own lists of
+// records are the caller's: it names their items). A field
+// numbered at most `required_up_to` must be there; the others may be absent.
 absl::Status ReadObject(const Struct& obj, const std::string& origin, int required_up_to, Message* m) {
   const auto* d = m->GetDescriptor();
+  const bool top = d == RunResult::descriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
     if (f->is_repeated()) {
-      if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) continue;
+      if (top && f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) continue;
       auto it = obj.fields().find(f->name());
       if (it == obj.fields().end()) continue;
       if (absl::Status s = ReadScalars(it->second, f, m); !s.ok()) return FieldError(origin, f->name(), s.message());

@@ -261,6 +261,44 @@ TEST(ResultJsonTest, WorkersAndTrafficRoundTrip) {
   EXPECT_EQ(back->loss_scaling(), "dynamic");
 }
 
+// A worker's layout tuning holds a list of records (its decisions): it
+// travels as a list of objects inside the worker's object and reads back;
+// an item that is not an object is refused naming the list.
+TEST(ResultJsonTest, LayoutTuningDecisionsRoundTrip) {
+  RunResult r = Sample();
+  LayoutTuning* tuning = r.add_workers()->mutable_layout_tuning();
+  for (int k = 0; k < 2; ++k) {
+    LayoutTuning::Decision* d = tuning->add_decisions();
+    d->set_step(6 + 5 * k);
+    d->set_batch_bytes(int64_t{262144} << (2 * k));
+    d->set_window_bytes(1 << 20);
+    d->set_pushes_per_shard(1);
+    d->set_previous_step_seconds(0.5 - 0.1 * k);
+    d->set_why(k == 0 ? "try batch 256 KiB" : "settled on \"batch 1 MiB\"");
+  }
+  tuning->set_batch_bytes(1 << 20);
+  tuning->set_settled(true);
+  tuning->set_settled_step(11);
+  const std::string json = ToJson(r);
+  EXPECT_THAT(json, HasSubstr("\"decisions\": [{\"step\": 6, \"batch_bytes\": 262144"));
+  absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->workers_size(), 1);
+  const LayoutTuning& t = back->workers(0).layout_tuning();
+  ASSERT_EQ(t.decisions_size(), 2);
+  EXPECT_EQ(t.decisions(1).step(), 11);
+  EXPECT_EQ(t.decisions(1).batch_bytes(), 1 << 20);
+  EXPECT_DOUBLE_EQ(t.decisions(1).previous_step_seconds(), 0.4);
+  EXPECT_EQ(t.decisions(1).why(), "settled on \"batch 1 MiB\"");
+  EXPECT_TRUE(t.settled());
+  EXPECT_EQ(t.settled_step(), 11);
+  std::string bad = json;
+  bad.replace(bad.find("[{\"step\": 6"), 2, "[3, {");
+  absl::StatusOr<RunResult> refused = ParseResultJson(bad, "mem");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("\"decisions\": expected objects, got a number"));
+}
+
 // An emulated run's record travels as one object; runs without one write null.
 TEST(ResultJsonTest, EmulationRoundTrips) {
   RunResult r = Sample();
