@@ -156,19 +156,25 @@ TEST(PsBenchTest, JsonIsOneObjectWithTheAgreedFields) {
   result.tcp_oneway.gbps = 5;
   result.tcp.gbps = 2.5;
   result.pushpull_to_tcp = 0.5;
+  result.pull.heartbeats = 20;
+  result.pull.heartbeat_max_ms = 12.5;
+  result.push.heartbeat_failures = 1;
   const std::string json = FormatPsBenchJson(options, result);
   EXPECT_EQ(json,
             "{\"push_gbps\":1.5,\"pull_gbps\":2.5,\"pushpull_gbps\":1.25,\"memcpy_gbps\":50,\"ratio\":0.025,"
             "\"tcp_oneway_gbps\":5,\"tcp_gbps\":2.5,\"pushpull_to_tcp\":0.5,"
-            "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"window_bytes\":2097152,"
-            "\"transport\":\"grpc\",\"mode\":\"threads\"}");
+            "\"push_heartbeat_max_ms\":0,\"pull_heartbeat_max_ms\":12.5,\"pushpull_heartbeat_max_ms\":0,"
+            "\"heartbeats\":20,\"heartbeat_failures\":1,"
+            "\"workers\":2,\"servers\":2,\"keys\":4,\"key_bytes\":4096,\"window_bytes\":0,"
+            "\"pushes_per_shard\":1,\"transport\":\"grpc\",\"mode\":\"threads\"}");
   result.ratio = std::nan("");
   EXPECT_THAT(FormatPsBenchJson(options, result), HasSubstr("\"ratio\":null"));
 
   const std::string table = FormatPsBenchTable(options, result);
   EXPECT_THAT(table, HasSubstr("ps bench: workers=2 servers=2 keys=4 key_bytes=4096 transport=grpc\n"));
   EXPECT_THAT(table, HasSubstr("push+pull"));
-  EXPECT_THAT(table, HasSubstr("(pipelined, window 2097152 bytes)"));
+  EXPECT_THAT(table, HasSubstr("(pipelined, window 0 bytes, 1 pushes per shard)"));
+  EXPECT_THAT(table, HasSubstr("; 20 heartbeats, round trip max 12.5 ms"));
   EXPECT_THAT(table, HasSubstr("memcpy (1 thread)"));
   EXPECT_THAT(table, HasSubstr("ratio push+pull/memcpy"));
   EXPECT_THAT(table, HasSubstr("tcp both ways"));
