@@ -191,6 +191,34 @@ TEST_F(MatrixTest, AVariantMayNameItsOwnBaseline) {
   EXPECT_EQ(m->variants[2].baseline, 0);
 }
 
+// --only: the variants whose label the pattern matches and the baselines
+// they are measured against, in the matrix's order, numbered afresh; a
+// pattern that matches nothing or does not parse is refused naming it.
+TEST_F(MatrixTest, OnlyKeepsMatchingVariantsAndTheirBaselines) {
+  const std::string text =
+      "base: ../base.yaml\nbaseline: one\n"
+      "variants: [{label: one}, {label: 'ps, 2 shards'}, {label: ring}, {label: 'ring, fp16', baseline: ring}]\n";
+  WriteFile(dir_ / "configs/m.yaml", text);
+  const std::string path = dir_ / "configs/m.yaml";
+  absl::StatusOr<Matrix> m = LoadMatrix(path, "fp16|shards");
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> labels;
+  for (const Variant& v : m->variants) labels.push_back(v.label);
+  EXPECT_THAT(labels, ElementsAre("one", "ps, 2 shards", "ring", "ring, fp16"));
+  m = LoadMatrix(path, "^ps");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->variants.size(), 2u);
+  EXPECT_EQ(m->variants[1].label, "ps, 2 shards");
+  EXPECT_EQ(m->variants[1].dir_name, "02-ps-2-shards");
+  EXPECT_EQ(m->baseline, 0);
+  absl::StatusOr<Matrix> none = LoadMatrix(path, "allreduce");
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("--only 'allreduce' matches no label"));
+  absl::StatusOr<Matrix> bad = LoadMatrix(path, "(");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("--only '('"));
+}
+
 TEST_F(MatrixTest, AcceptsAProtobufTextMatrix) {
   absl::StatusOr<Matrix> m = Load(R"(name: "text"
 base: "../base.yaml"

@@ -2,7 +2,7 @@
 // through pstrain-launch and reports them side by side.
 //
 //   pstrain-compare MATRIX.yaml [--out DIR] [--bin_dir DIR] [--dry_run]
-//                   [--timeout_s N] [--require_chart] [--gnuplot PATH]
+//                   [--only REGEX] [--timeout_s N] [--require_chart] [--gnuplot PATH]
 //
 // Writes OUT/<nn>-<slug>/config.yaml for every variant and validates them all
 // before anything runs; then runs each with run dir OUT/<nn>-<slug>/, printing
@@ -37,6 +37,9 @@ DEFINE_string(out, "", "Output directory; default runs/compare-<matrix name>-<YY
 DEFINE_string(bin_dir, "",
               "Directory holding pstrain-launch (and the role binaries it starts); default: this "
               "executable's directory");
+DEFINE_string(only, "",
+              "Run only the variants whose label this regular expression matches in part (and the baselines they "
+              "are measured against)");
 DEFINE_bool(dry_run, false, "Write and validate every variant's config.yaml, print the plan, run nothing");
 DEFINE_int32(timeout_s, 0, "Deadline of each variant in seconds, passed to pstrain-launch --timeout_s; 0: none");
 DEFINE_bool(require_chart, false,
@@ -91,7 +94,7 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 absl::StatusOr<std::string> ParseArgs(int argc, char** argv) {
   pstrain::ParseCommandLine(
       {.program = "pstrain-compare",
-       .usage = "MATRIX.yaml [--out DIR] [--dry_run] [--timeout_s N] [--require_chart]\n"
+       .usage = "MATRIX.yaml [--out DIR] [--dry_run] [--only REGEX] [--timeout_s N] [--require_chart]\n"
                 "Runs every variant of a comparison matrix through pstrain-launch and writes results.csv, "
                 "results.md and\nchart.svg/chart.png (docs/COMPARE.md).",
        .own_files = {"compare_main"},
@@ -234,7 +237,7 @@ int main(int argc, char** argv) {
   const Started started;
 
   // Load, write and validate every variant's config: a bad one runs nothing.
-  absl::StatusOr<Matrix> matrix = LoadMatrix(*matrix_path);
+  absl::StatusOr<Matrix> matrix = LoadMatrix(*matrix_path, FLAGS_only);
   if (!matrix.ok()) return Fail(2, matrix.status().message());
   absl::StatusOr<std::string> out_dir = MakeOutputDir(*matrix);
   if (!out_dir.ok()) return Fail(2, out_dir.status().message());

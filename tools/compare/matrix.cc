@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <set>
 #include <system_error>
 
@@ -247,9 +248,38 @@ void MergeConfig(const Message& patch, Message* config) {
   config->MergeFrom(*rest);
 }
 
-absl::StatusOr<Matrix> LoadMatrix(const std::string& path) {
+namespace {
+
+// `spec` with only the variants whose label `only` matches and the
+// baselines they name (the matrix's, or their own).
+absl::Status KeepMatching(const std::string& path, const std::string& only, ComparisonMatrix* spec) {
+  std::regex pattern;
+  try {
+    pattern = std::regex(only);
+  } catch (const std::regex_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": --only '", only, "': ", e.what()));
+  }
+  std::set<std::string> keep;
+  for (const ComparisonVariant& v : spec->variants()) {
+    if (!std::regex_search(v.label(), pattern)) continue;
+    keep.insert(v.label());
+    keep.insert(v.has_baseline() ? v.baseline() : spec->has_baseline() ? spec->baseline() : spec->variants(0).label());
+  }
+  if (keep.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": --only '", only, "' matches no label"));
+  google::protobuf::RepeatedPtrField<ComparisonVariant> kept;
+  for (const ComparisonVariant& v : spec->variants()) {
+    if (keep.count(v.label()) > 0) *kept.Add() = v;
+  }
+  spec->mutable_variants()->Swap(&kept);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Matrix> LoadMatrix(const std::string& path, const std::string& only) {
   ComparisonMatrix spec;
   PSTRAIN_RETURN_IF_ERROR(ReadConfigMessage(path, &spec));
+  if (!only.empty() && spec.variants_size() > 0) PSTRAIN_RETURN_IF_ERROR(KeepMatching(path, only, &spec));
   return BuildMatrix(spec, path);
 }
 

@@ -80,7 +80,11 @@ void MergeConfig(const google::protobuf::Message& patch, google::protobuf::Messa
 // Reads the matrix file at `path` (ReadConfigMessage) and its base config,
 // checks the matrix (labels, shorthands, baseline) and merges every variant's
 // config. Does not validate the merged configs (see PrepareVariants).
-absl::StatusOr<Matrix> LoadMatrix(const std::string& path);
+// With `only` (a regular expression, ECMAScript syntax), just the variants whose
+// label it matches in part, and the baselines they are measured against
+// (pstrain-compare --only); InvalidArgument naming the pattern when it is
+// malformed or matches no label.
+absl::StatusOr<Matrix> LoadMatrix(const std::string& path, const std::string& only = "");
 
 // LoadMatrix on a matrix already read; `path` names the file in errors,
 // anchors the relative `base` path and gives the default name.
