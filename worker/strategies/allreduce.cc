@@ -22,6 +22,7 @@
 #include "worker/collective/cluster_store.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/hierarchical.h"
+#include "worker/collective/start_values.h"
 #include "worker/fused_allreduce.h"
 #include "worker/local_optimizer.h"
 #include "worker/report_table.h"
@@ -65,10 +66,14 @@ class AllReduceStrategy : public Strategy {
   }
 
   absl::StatusOr<int64_t> Start() override {
-    // Everyone starts from the chief's replica 0.
-    for (Variable& v : context_.replicas->variables(0)) {
-      PSTRAIN_RETURN_IF_ERROR(collective_->Broadcast(v.value.data(), v.value.num_elements(), 0));
-    }
+    // Everyone starts from the chief's replica 0: built here from the same
+    // seed, the model's bytes cross the network only where a digest differs.
+    if (context_.worker_index != 0) context_.replicas->InitializeVariables(context_.config->train().init_seed());
+    std::vector<absl::Span<float>> values;
+    for (Variable& v : context_.replicas->variables(0)) values.emplace_back(v.value.data(), v.value.num_elements());
+    PSTRAIN_ASSIGN_OR_RETURN(const bool broadcast, AgreeOrBroadcast(*collective_, values));
+    LOG(INFO) << "worker " << context_.worker_index << ": start values "
+              << (broadcast ? "differed between workers; broadcast from the chief" : "agree with the chief's");
     context_.replicas->BroadcastValues(0);
     return 0;
   }
