@@ -45,7 +45,7 @@ void PsPipeline::TakeBatches(int64_t version) {
   }
   unreduced_in_batch_.assign(batch_variables_.size(), 0);
   batch_version_.assign(batch_variables_.size(), version);
-  shard_in_flight_.assign(client_->num_shards(), 0);
+  admission_.Configure(window_bytes_, pushes_per_shard_, client_->num_shards());
 }
 
 void PsPipeline::Relayout(const TransferLayout& layout, int64_t version) {
@@ -125,17 +125,15 @@ void PsPipeline::MarkReduced(int variable, std::vector<Send>* sends) {
 }
 
 void PsPipeline::Pump(std::vector<Send>* sends) {
-  for (auto it = queue_.begin(); it != queue_.end() && failure_.ok();) {
+  for (auto it = queue_.begin(); it != queue_.end() && failure_.ok() && !admission_.Saturated();) {
     const int b = it->second;
-    if (bytes_in_flight_ > 0 && window_bytes_ > 0 && bytes_in_flight_ + batch_bytes_[b] > window_bytes_) return;
-    int& shard_pushes = shard_in_flight_[batch_shard_[b]];
-    if (pushes_per_shard_ > 0 && shard_pushes >= pushes_per_shard_) {
-      ++it;  // its shard is busy: the next in priority to another shard may go
+    const PushAdmission::Verdict verdict = admission_.Admit(batch_bytes_[b], batch_shard_[b]);
+    if (verdict == PushAdmission::Verdict::kWindowFull) return;
+    if (verdict == PushAdmission::Verdict::kShardBusy) {
+      ++it;  // the next in priority to another shard may go
       continue;
     }
     it = queue_.erase(it);
-    ++shard_pushes;
-    bytes_in_flight_ += batch_bytes_[b];
     sends->push_back({b, batch_version_[b], epoch_, step_});
   }
 }
@@ -172,8 +170,7 @@ void PsPipeline::OnPushed(int64_t epoch, int batch, absl::Time sent, absl::Statu
                         absl::StrCat(R"("bytes": )", batch_bytes_[batch], R"(, "shard": )", batch_shard_[batch],
                                      R"(, "ok": )", status.ok() ? "true" : "false"));
     }
-    bytes_in_flight_ -= batch_bytes_[batch];
-    --shard_in_flight_[batch_shard_[batch]];
+    admission_.Done(batch_bytes_[batch], batch_shard_[batch]);
     ++acknowledged_;
     if (!status.ok()) {
       Fail(status);
@@ -309,8 +306,7 @@ absl::StatusOr<int64_t> PsPipeline::WaitForPulls() {
 void PsPipeline::Abandon() {
   absl::MutexLock lock(&mu_);
   ++epoch_;
-  bytes_in_flight_ = 0;
-  std::fill(shard_in_flight_.begin(), shard_in_flight_.end(), 0);
+  admission_.Clear();
   queue_.clear();
   mu_.Await(absl::Condition(
       +[](PsPipeline* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->reading_ == 0 && p->sending_ == 0; }, this));

@@ -40,6 +40,7 @@
 #include "models/model.h"
 #include "worker/layout_tuner.h"
 #include "worker/ps_client.h"
+#include "worker/push_admission.h"
 #include "worker/replica_set.h"
 #include "worker/timeline.h"
 
@@ -128,7 +129,6 @@ class PsPipeline {
   std::vector<int> batch_shard_ ABSL_GUARDED_BY(mu_);
   std::vector<int> batch_priority_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<int>> variable_batches_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> shard_in_flight_ ABSL_GUARDED_BY(mu_);  // pushes per shard
   // Answers of calls made before the last Abandon are dropped.
   int64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
@@ -137,7 +137,7 @@ class PsPipeline {
   std::vector<bool> reduced_ ABSL_GUARDED_BY(mu_);        // per variable
   std::vector<int> unreduced_in_batch_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<int, int>> queue_ ABSL_GUARDED_BY(mu_);  // (priority, batch)
-  int64_t bytes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  PushAdmission admission_ ABSL_GUARDED_BY(mu_);  // the pushes in flight, by window_bytes_ and pushes_per_shard_
   int acknowledged_ ABSL_GUARDED_BY(mu_) = 0;
   int dropped_ ABSL_GUARDED_BY(mu_) = 0;
   // Values: per batch the version its last pull brought (what its next push

@@ -43,10 +43,10 @@ PhaseResult SummarizePhase(const PsBenchRun& run, const std::function<const Phas
     result.push_call_seconds += t.push_call_seconds;
     result.pull_call_seconds += t.pull_call_seconds;
     if (t.seconds > 0) result.gbps += static_cast<double>(bytes_per_round) * t.rounds * 8 / t.seconds / 1e9;
-    result.heartbeats += t.heartbeats;
-    result.heartbeat_failures += t.heartbeat_failures;
-    result.heartbeat_max_ms = std::max(result.heartbeat_max_ms, t.heartbeat_max_seconds * 1e3);
-    result.heartbeat_mean_ms += t.heartbeat_sum_seconds * 1e3;
+    result.heartbeats += t.heartbeats.count;
+    result.heartbeat_failures += t.heartbeats.failures;
+    result.heartbeat_max_ms = std::max(result.heartbeat_max_ms, t.heartbeats.max_seconds * 1e3);
+    result.heartbeat_mean_ms += t.heartbeats.sum_seconds * 1e3;
   }
   if (result.heartbeats > 0) result.heartbeat_mean_ms /= static_cast<double>(result.heartbeats);
   return result;

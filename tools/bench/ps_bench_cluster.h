@@ -19,6 +19,7 @@
 #include "common/placement.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
+#include "tools/bench/heartbeat_probe.h"
 #include "tools/bench/port_reservation.h"
 #include "tools/bench/ps_bench.h"
 
@@ -90,10 +91,7 @@ struct PhaseTiming {
   // Heartbeats sent every kHeartbeatProbeInterval while the phase's timed
   // rounds ran, and their round trips (PsClient::Heartbeat, as training's
   // heartbeat thread sends them, beside the phase's bulk traffic).
-  int64_t heartbeats = 0;
-  double heartbeat_max_seconds = 0;
-  double heartbeat_sum_seconds = 0;
-  int64_t heartbeat_failures = 0;
+  HeartbeatRoundTrips heartbeats;
 };
 
 // What one worker measured.

@@ -7,6 +7,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "worker/push_admission.h"
 
 namespace pstrain::bench {
 namespace {
@@ -16,11 +17,9 @@ class Round : public std::enable_shared_from_this<Round> {
  public:
   Round(PsClient& client, int64_t window_bytes, int pushes_per_shard, absl::Duration timeout)
       : client_(client),
-        window_bytes_(window_bytes),
-        pushes_per_shard_(pushes_per_shard),
         timeout_(timeout),
-        unanswered_(client.num_push_batches()),
-        shard_in_flight_(client.num_shards(), 0) {
+        admission_(window_bytes, pushes_per_shard, client.num_shards()),
+        unanswered_(client.num_push_batches()) {
     for (int b = 0; b < client.num_push_batches(); ++b) unsent_.insert(b);
   }
 
@@ -30,17 +29,14 @@ class Round : public std::enable_shared_from_this<Round> {
     std::vector<int> sends;
     {
       absl::MutexLock lock(&mu_);
-      for (auto it = unsent_.begin(); it != unsent_.end() && status_.ok();) {
+      for (auto it = unsent_.begin(); it != unsent_.end() && status_.ok() && !admission_.Saturated();) {
         const PsClient::BatchInfo batch = client_.Batch(*it);
-        const int64_t bytes = batch.bytes;
-        if (window_bytes_ > 0 && in_flight_ > 0 && in_flight_ + bytes > window_bytes_) break;
-        int& shard_pushes = shard_in_flight_[batch.shard];
-        if (pushes_per_shard_ > 0 && shard_pushes >= pushes_per_shard_) {
+        const PushAdmission::Verdict verdict = admission_.Admit(batch.bytes, batch.shard);
+        if (verdict == PushAdmission::Verdict::kWindowFull) break;
+        if (verdict == PushAdmission::Verdict::kShardBusy) {
           ++it;
           continue;
         }
-        ++shard_pushes;
-        in_flight_ += bytes;
         sends.push_back(*it);
         it = unsent_.erase(it);
       }
@@ -67,8 +63,7 @@ class Round : public std::enable_shared_from_this<Round> {
     {
       absl::MutexLock lock(&mu_);
       const PsClient::BatchInfo info = client_.Batch(batch);
-      in_flight_ -= info.bytes;
-      --shard_in_flight_[info.shard];
+      admission_.Done(info.bytes, info.shard);
     }
     if (!s.ok()) return Finish(s);
     client_.PullBatchAsync(batch, /*min_version=*/0, timeout_, /*local_step=*/0,
@@ -91,14 +86,11 @@ class Round : public std::enable_shared_from_this<Round> {
   }
 
   PsClient& client_;
-  const int64_t window_bytes_;
-  const int pushes_per_shard_;
   const absl::Duration timeout_;
   absl::Mutex mu_;
-  std::set<int> unsent_ ABSL_GUARDED_BY(mu_);  // batches not pushed yet
-  int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  PushAdmission admission_ ABSL_GUARDED_BY(mu_);  // the pipeline's rule
+  std::set<int> unsent_ ABSL_GUARDED_BY(mu_);     // batches not pushed yet
   int unanswered_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> shard_in_flight_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -62,22 +62,17 @@ PhaseTimingRecord ToRecord(const PhaseTiming& t) {
   r.set_seconds(t.seconds);
   r.set_push_call_seconds(t.push_call_seconds);
   r.set_pull_call_seconds(t.pull_call_seconds);
-  r.set_heartbeats(t.heartbeats);
-  r.set_heartbeat_max_seconds(t.heartbeat_max_seconds);
-  r.set_heartbeat_sum_seconds(t.heartbeat_sum_seconds);
-  r.set_heartbeat_failures(t.heartbeat_failures);
+  r.set_heartbeats(t.heartbeats.count);
+  r.set_heartbeat_max_seconds(t.heartbeats.max_seconds);
+  r.set_heartbeat_sum_seconds(t.heartbeats.sum_seconds);
+  r.set_heartbeat_failures(t.heartbeats.failures);
   return r;
 }
 
 PhaseTiming TimingOf(const PhaseTimingRecord& r) {
-  return PhaseTiming{r.rounds(),
-                     r.seconds(),
-                     r.push_call_seconds(),
-                     r.pull_call_seconds(),
-                     r.heartbeats(),
-                     r.heartbeat_max_seconds(),
-                     r.heartbeat_sum_seconds(),
-                     r.heartbeat_failures()};
+  return PhaseTiming{r.rounds(), r.seconds(), r.push_call_seconds(), r.pull_call_seconds(),
+                     HeartbeatRoundTrips{r.heartbeats(), r.heartbeat_failures(), r.heartbeat_max_seconds(),
+                                         r.heartbeat_sum_seconds()}};
 }
 
 // Workers meet through the bench: a meet message there, and its answer

@@ -87,12 +87,7 @@ void BenchWorker::RunPhase(Phase phase) {
   SnapshotLoads(&phase_loads_[p][0]);  // then start together
   HeartbeatProbe probe([this] { return client_->Heartbeat(0); }, kHeartbeatProbeInterval);
   TimedRounds([&](PhaseTiming* timing) { return RunRound(phase, timing); }, tally_.timing[p]);
-  const HeartbeatRoundTrips trips = probe.Stop();
-  PhaseTiming& timing = tally_.timing[p];
-  timing.heartbeats = trips.count;
-  timing.heartbeat_failures = trips.failures;
-  timing.heartbeat_max_seconds = trips.max_seconds;
-  timing.heartbeat_sum_seconds = trips.sum_seconds;
+  tally_.timing[p].heartbeats = probe.Stop();
   context_.sync.ArriveAndWait();       // phase over for everyone
   SnapshotLoads(&phase_loads_[p][1]);  // before the next warm-up
 }
