@@ -1,5 +1,7 @@
 #include "worker/emulated_device.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/config/config_checks.h"
@@ -65,6 +67,23 @@ absl::Status CheckServerHosts(const ExperimentConfig& c, const ConfigChecker& ck
   return absl::OkStatus();
 }
 
+// link_changes: in increasing time, each to a rate tc can set.
+absl::Status CheckLinkChanges(const EmulationConfig& e, const ConfigChecker& ck) {
+  double previous = 0;
+  for (int i = 0; i < e.link_changes_size(); ++i) {
+    const EmulationConfig::LinkChange& change = e.link_changes(i);
+    const std::string at = absl::StrCat("emulation.link_changes[", i, "]");
+    PSTRAIN_RETURN_IF_ERROR(ck.InRange<double>(at + ".gbps", change.gbps(), 0, false, 400, true));
+    if (!(change.after_seconds() > previous)) {
+      return ck.Fail(at + ".after_seconds",
+                     i == 0 ? "> 0" : absl::StrCat("> ", ConfigChecker::Num(previous), " (the change before it)"),
+                     ConfigChecker::Num(change.after_seconds()));
+    }
+    previous = change.after_seconds();
+  }
+  return absl::OkStatus();
+}
+
 // The `emulation:` section and `device: emulated` together.
 absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) {
   const EmulationConfig& e = c.emulation();
@@ -100,6 +119,7 @@ absl::Status CheckEmulation(const ExperimentConfig& c, const ConfigChecker& ck) 
   }
   PSTRAIN_RETURN_IF_ERROR(CheckTopology(c, ck));
   PSTRAIN_RETURN_IF_ERROR(CheckServerHosts(c, ck));
+  PSTRAIN_RETURN_IF_ERROR(CheckLinkChanges(e, ck));
   if (e.time_scale() != 1 && !emulated_device) {
     return ck.Fail("emulation.time_scale",
                    "1 unless device is emulated (real compute cannot be slowed down to match the links)",

@@ -82,6 +82,21 @@ TEST(EmulatedDevice, TheSectionIsCheckedNamingTheField) {
   EXPECT_TRUE(valid.ok()) << valid;
 }
 
+TEST(EmulatedDevice, LinkChangesAreCheckedNamingTheChange) {
+  EXPECT_THAT(Refusal("emulation: {link_changes: [{after_seconds: 0, gbps: 2}]}\n"),
+              HasSubstr("field 'emulation.link_changes[0].after_seconds': expected > 0, got 0"));
+  EXPECT_THAT(Refusal("emulation: {link_changes: [{after_seconds: 30, gbps: 2}, {after_seconds: 30, gbps: 8}]}\n"),
+              HasSubstr("field 'emulation.link_changes[1].after_seconds': expected > 30 (the change before it)"));
+  EXPECT_THAT(Refusal("emulation: {link_changes: [{after_seconds: 30}]}\n"),
+              HasSubstr("field 'emulation.link_changes[0].gbps'"));
+  EXPECT_THAT(Refusal("emulation: {link_changes: [{after_seconds: 30, gbps: 500}]}\n"),
+              HasSubstr("field 'emulation.link_changes[0].gbps'"));
+  const absl::Status valid = ValidateExperimentConfig(
+      Config("emulation: {link_gbps: 8, link_changes: [{after_seconds: 30, gbps: 2}, {after_seconds: 60, gbps: 8}]}\n"),
+      "exp.yaml");
+  EXPECT_TRUE(valid.ok()) << valid;
+}
+
 TEST(EmulatedDevice, TheHostTopologyIsCheckedNamingTheField) {
   const std::string emulated = "device: emulated\nvariable_update: replicated\n";
   auto refusal = [&](const std::string& yaml) {

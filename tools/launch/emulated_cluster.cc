@@ -63,4 +63,13 @@ std::string EmulatedCluster::Describe() const {
   return text;
 }
 
+absl::Status EmulatedCluster::SetLinks(double gbps) {
+  for (int h = 0; h < placement_.num_hosts; ++h) {
+    if (absl::Status s = hosts_->LimitLink(h, gbps); !s.ok()) return s;
+  }
+  link_gbps_ = gbps;
+  server_link_gbps_ = gbps;
+  return absl::OkStatus();
+}
+
 }  // namespace pstrain::launch

@@ -52,6 +52,9 @@ class EmulatedCluster {
   std::vector<std::string> RunWorker(int index) const { return hosts_->RunOn(placement_.worker_host[index]); }
   // e.g. "4 hosts (10.214.3.1-4), links 0.8 Gbit/s".
   std::string Describe() const;
+  // Caps every host's link (worker hosts and hosts that run only shards) at
+  // `gbps` each way, as tc applies it, while the roles run.
+  absl::Status SetLinks(double gbps);
 
  private:
   EmulatedCluster() = default;

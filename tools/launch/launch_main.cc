@@ -28,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@
 #include "common/command_line/command_line.h"
 #include "tools/launch/launch_plan.h"
 #include "tools/launch/launch_report.h"
+#include "tools/launch/link_schedule.h"
 #include "tools/launch/process_group.h"
 
 DEFINE_string(run_dir, "",
@@ -145,7 +147,13 @@ int RunCluster(const LaunchPlan& plan) {
   if (absl::Status status = cluster.Start(plan.roles); !status.ok()) {
     return Fail(absl::InternalError(status.message()));  // exit 1, whatever went wrong
   }
+  std::unique_ptr<pstrain::launch::LinkSchedule> links;
+  if (plan.addresses.emulated != nullptr && plan.experiment.emulation().link_changes_size() > 0) {
+    links = std::make_unique<pstrain::launch::LinkSchedule>(plan.addresses.emulated.get(),
+                                                            pstrain::launch::LinkStepsOf(plan.experiment), Print);
+  }
   const pstrain::launch::ClusterOutcome outcome = cluster.Wait();
+  links.reset();
   if (outcome.exit_code != 0) {
     Print(absl::StrCat("launch: failed: ", outcome.reason, "; logs in ", plan.run_dir));
     return outcome.exit_code;

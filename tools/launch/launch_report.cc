@@ -54,8 +54,17 @@ std::string FormatPlan(const LaunchPlan& plan) {
           absl::StrCat(num_ps, " PS and ", num_workers, " workers from ", plan.config, "; run dir ", plan.run_dir));
   AddLine(out, absl::StrCat("the config is accepted by ", absl::StrJoin(plan.accepted_by, " and "), " (",
                             kCheckConfigFlag, ")"));
-  if (plan.addresses.emulated != nullptr)
+  if (plan.addresses.emulated != nullptr) {
     AddLine(out, absl::StrCat("emulation: ", plan.addresses.emulated->Describe()));
+    std::vector<std::string> changes;
+    for (const auto& change : plan.experiment.emulation().link_changes()) {
+      changes.push_back(absl::StrCat(change.gbps(), " Gbit/s at ", change.after_seconds(), " s"));
+    }
+    if (!changes.empty()) {
+      AddLine(out, absl::StrCat("emulation: links change to ", absl::StrJoin(changes, ", then "),
+                                " (emulated time after the start)"));
+    }
+  }
   AddLine(out, absl::StrCat("--ps_hosts=", plan.addresses.ps_hosts, " --worker_hosts=", plan.addresses.worker_hosts));
   if (max_restarts > 0) {
     AddLine(out,
