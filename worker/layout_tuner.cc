@@ -75,6 +75,8 @@ std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds)
     }
     case State::kTrial:
       return OnTrialDone(step, *cost);
+    case State::kControl:
+      return OnControlDone(step, *cost);
     case State::kSettled:
       return WatchSettled(step, *cost);
   }
@@ -142,7 +144,14 @@ std::optional<TransferLayout> LayoutTuner::NextCandidate() {
 }
 
 std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, double cost) {
-  const double previous = cost;
+  if (cost > best_seconds_ * (1 + options_.drift)) {
+    // Far slower: this setting, or the link under every setting? Measure
+    // the best one again before judging.
+    state_ = State::kControl;
+    return Change(step + 1, best_, cost,
+                  absl::StrFormat("control: %s again (the trial took %.4g s a step against %.4g s)", Describe(best_),
+                                  cost, best_seconds_));
+  }
   if (cost < best_seconds_ * (1 - options_.min_gain)) {
     best_ = current_;
     best_seconds_ = cost;
@@ -151,6 +160,27 @@ std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, double cost
   } else {
     AdvanceDirection();
   }
+  return NextOrSettle(step, cost);
+}
+
+std::optional<TransferLayout> LayoutTuner::OnControlDone(int64_t step, double cost) {
+  state_ = State::kTrial;
+  if (std::abs(cost / best_seconds_ - 1) > options_.drift) {
+    // The best setting changed pace too: the link (or the CPU) did. What
+    // was measured before no longer holds; search again from here.
+    const double was = best_seconds_;
+    StartSearch(cost);
+    std::optional<TransferLayout> next = NextCandidate();
+    if (!next) return NextOrSettle(step, cost);
+    return Change(step + 1, *next, cost,
+                  absl::StrFormat("re-base: %s now takes %.4g s a step (was %.4g s); try %s", Describe(best_), cost,
+                                  was, Describe(*next)));
+  }
+  AdvanceDirection();  // the trial's setting was slow, not the link
+  return NextOrSettle(step, cost);
+}
+
+std::optional<TransferLayout> LayoutTuner::NextOrSettle(int64_t step, double previous) {
   std::optional<TransferLayout> next = NextCandidate();
   if (next) return Change(step + 1, *next, previous, "try " + Describe(*next));
   state_ = State::kSettled;

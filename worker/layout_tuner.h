@@ -80,7 +80,9 @@ class LayoutTuner {
   const std::vector<TuningDecision>& decisions() const { return decisions_; }
 
  private:
-  enum class State { kMeasureBase, kTrial, kSettled };
+  // kControl: the best setting measured again after a trial far slower
+  // than it, to tell a bad setting from a link (or CPU) that changed.
+  enum class State { kMeasureBase, kTrial, kControl, kSettled };
   enum Knob { kBatch = 0, kWindow = 1, kPushesPerShard = 2, kNumKnobs = 3 };
   // The median of the current trial's counted steps, once it has enough.
   std::optional<double> TrialCost(double seconds);
@@ -95,6 +97,10 @@ class LayoutTuner {
   void AdvanceDirection();
   std::optional<TransferLayout> Change(int64_t step, const TransferLayout& to, double previous, std::string why);
   std::optional<TransferLayout> OnTrialDone(int64_t step, double cost);
+  std::optional<TransferLayout> OnControlDone(int64_t step, double cost);
+  // The search goes on from best_ (the last trial failed): the next
+  // candidate, or settled on best_.
+  std::optional<TransferLayout> NextOrSettle(int64_t step, double previous);
   std::optional<TransferLayout> WatchSettled(int64_t step, double cost);
   void StartSearch(double base_cost);
 

@@ -104,6 +104,55 @@ TEST(LayoutTunerTest, ASlowerLinkIsNoticedAndTunedFor) {
   EXPECT_LE(slow.Cost(tuner.current()), GridBest(slow, options) * 1.05);
 }
 
+// The link slows down while the search is under way: a trial far slower
+// than the best so far is followed by the best setting again (a control),
+// which shows the link changed; the search starts over from there instead
+// of settling on figures measured before the change.
+TEST(LayoutTunerTest, ALinkThatSlowsDuringTheSearchIsToldFromABadSetting) {
+  const LayoutTuner::Options options = PoorStart();
+  Surface fast;
+  Surface slow;
+  slow.link_seconds = 4.0;
+  LayoutTuner tuner(options);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> noise(0.98, 1.02);
+  int64_t step = 0;
+  for (; step < 12; ++step) tuner.Observe(step, fast.Cost(tuner.current()) * noise(rng));
+  ASSERT_FALSE(tuner.settled());
+  const size_t decisions_before = tuner.decisions().size();
+  const int64_t settled = RunUntilSettled(tuner, slow, step, 400, rng);
+  ASSERT_GE(settled, 0) << "not settled within 400 steps of the change";
+  bool control = false, rebased = false;
+  for (size_t i = decisions_before; i < tuner.decisions().size(); ++i) {
+    control |= tuner.decisions()[i].why.rfind("control:", 0) == 0;
+    rebased |= tuner.decisions()[i].why.rfind("re-base:", 0) == 0;
+  }
+  EXPECT_TRUE(control) << "no control trial after the change";
+  EXPECT_TRUE(rebased) << "the search did not start over";
+  EXPECT_LE(slow.Cost(tuner.current()), GridBest(slow, options) * 1.05);
+  // What it settled on is measured on the slow link, not before the change.
+  EXPECT_GT(tuner.settled_seconds(), GridBest(slow, options) * 0.9);
+}
+
+// A setting far slower than the best, on a link that did not change: one
+// control trial, no restart.
+TEST(LayoutTunerTest, AFarSlowerSettingCostsOneControlTrialAndNoRestart) {
+  LayoutTuner::Options options = PoorStart();
+  options.start = {2 * kMiB, 32 * kMiB, 1};  // near the best: moves away from it are far slower
+  Surface surface;
+  surface.link_seconds = 4.0;
+  LayoutTuner tuner(options);
+  std::mt19937 rng(3);
+  ASSERT_GE(RunUntilSettled(tuner, surface, 0, 400, rng), 0);
+  int controls = 0;
+  for (const TuningDecision& d : tuner.decisions()) {
+    EXPECT_EQ(d.why.rfind("re-base:", 0), std::string::npos) << d.why;
+    controls += d.why.rfind("control:", 0) == 0;
+  }
+  EXPECT_GE(controls, 1);
+  EXPECT_LE(surface.Cost(tuner.current()), GridBest(surface, options) * 1.05);
+}
+
 TEST(LayoutTunerTest, SteadyStepTimesKeepTheSettingAndBoundsHold) {
   LayoutTuner::Options options = PoorStart();
   options.start = {128 * kMiB, 0, 1};  // above the batch bound; window 0: no limit
