@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/config/time_dilation.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -20,15 +21,20 @@ std::unique_ptr<PipelineTuning> PipelineTuning::Create(const ExperimentConfig& c
   LayoutTuner::Options options;
   const PsSchedulingConfig& s = config.ps_scheduling();
   options.start = {s.batch_bytes(), s.window_bytes(), s.pushes_per_shard()};
-  return std::unique_ptr<PipelineTuning>(new PipelineTuning(options, pipeline, timeline, worker_index));
+  return std::unique_ptr<PipelineTuning>(
+      new PipelineTuning(options, pipeline, timeline, worker_index, TimeDilation(config)));
 }
 
 absl::StatusOr<std::optional<int64_t>> PipelineTuning::BeforeStep(int64_t step) {
   const absl::Time start = absl::Now();
   const absl::Time last = last_start_;
   last_start_ = start;
-  if (last == absl::InfinitePast()) return std::nullopt;
+  if (last == absl::InfinitePast()) {
+    first_start_ = start;
+    return std::nullopt;
+  }
   const std::optional<TransferLayout> next = tuner_.Observe(step - 1, absl::ToDoubleSeconds(start - last));
+  decision_seconds_.resize(tuner_.decisions().size(), absl::ToDoubleSeconds(start - first_start_) / time_scale_);
   if (!next) return std::nullopt;
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t version, pipeline_->WaitForPulls());
   pipeline_->Relayout(*next, version);
@@ -56,6 +62,9 @@ LayoutTuning PipelineTuning::Record() const {
     out->set_pushes_per_shard(d.layout.pushes_per_shard);
     out->set_previous_step_seconds(d.previous_seconds);
     out->set_why(d.why);
+  }
+  for (size_t i = 0; i < decision_seconds_.size() && i < tuner_.decisions().size(); ++i) {
+    record.mutable_decisions(static_cast<int>(i))->set_run_seconds(decision_seconds_[i]);
   }
   record.set_batch_bytes(tuner_.current().batch_bytes);
   record.set_window_bytes(tuner_.current().window_bytes);

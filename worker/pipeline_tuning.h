@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -42,14 +43,18 @@ class PipelineTuning {
   LayoutTuning Record() const;
 
  private:
-  PipelineTuning(const LayoutTuner::Options& options, PsPipeline* pipeline, Timeline* timeline, int worker_index)
-      : tuner_(options), pipeline_(pipeline), timeline_(timeline), worker_(worker_index) {}
+  PipelineTuning(const LayoutTuner::Options& options, PsPipeline* pipeline, Timeline* timeline, int worker_index,
+                 double time_scale)
+      : tuner_(options), pipeline_(pipeline), timeline_(timeline), worker_(worker_index), time_scale_(time_scale) {}
 
   LayoutTuner tuner_;
   PsPipeline* const pipeline_;
   Timeline* const timeline_;
   const int worker_;
+  const double time_scale_;  // wall seconds per second of the run's own time
+  absl::Time first_start_ = absl::InfinitePast();
   absl::Time last_start_ = absl::InfinitePast();
+  std::vector<double> decision_seconds_;  // run_seconds of each of the tuner's decisions
 };
 
 }  // namespace pstrain

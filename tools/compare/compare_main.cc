@@ -31,6 +31,7 @@
 #include "tools/compare/chart.h"
 #include "tools/compare/matrix.h"
 #include "tools/compare/report.h"
+#include "tools/compare/tuner_summary.h"
 #include "tools/compare/variant_runner.h"
 
 DEFINE_string(out, "", "Output directory; default runs/compare-<matrix name>-<YYYYmmdd-HHMMSS>");
@@ -186,6 +187,7 @@ void PrintResults(const std::vector<ReportRow>& rows, const ReportContext& conte
   for (const ReportRow& row : rows) failed += !row.outcome.ok;
   const int n = static_cast<int>(rows.size());
   std::cout << "\n" << FormatMarkdownTable(rows) << "\n";
+  if (const std::string tuner = TunerSummary(rows); !tuner.empty()) std::cout << tuner << "\n";
   std::cout << absl::StrFormat("compare: %d of %d variants succeeded in %.0f s; %s, %s", n - failed, n,
                                context.total_seconds, (fs::path(out_dir) / "results.md").string(),
                                (fs::path(out_dir) / "results.csv").string());

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/metrics/input_bound.h"
+#include "tools/compare/tuner_summary.h"
 
 namespace pstrain::compare {
 namespace {
@@ -388,6 +389,9 @@ std::string FormatMarkdownReport(const std::vector<ReportRow>& rows, const Repor
     for (const std::string& warning : row.outcome.result->warnings()) {
       absl::StrAppend(&md, "**!** ", MarkdownCell(row.outcome.label), ": ", MarkdownCell(warning), "\n\n");
     }
+  }
+  if (const std::string tuner = TunerSummary(rows); !tuner.empty()) {
+    absl::StrAppend(&md, "The layout tuner (seconds in the run's own time; docs/STRATEGIES.md):\n\n", tuner, "\n");
   }
   absl::StrAppend(&md,
                   "- **images/sec**: all workers together, warm-up steps excluded, ± the standard "
