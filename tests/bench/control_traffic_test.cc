@@ -51,8 +51,12 @@ void ExpectHeartbeatsFirst(const std::string& transport) {
   const std::pair<const char*, const PhaseResult*> phases[] = {{"push", &result->push}, {"pull", &result->pull}};
   for (const auto& [name, phase] : phases) {
     SCOPED_TRACE(name);
-    // The link was full: TCP payload gets about 95% of a capped link.
-    EXPECT_GT(phase->gbps, 0.8 * kLinkGbps);
+    // The link was busy: TCP payload gets about 95% of a capped link;
+    // pushes fill 92-96% of it on the machines measured, pulls 68-96% (2-core
+    // VMs; the lower end on an Intel Xeon one, where a pull phase reaches
+    // 0.34-0.40 of 0.5 Gbit/s: docs/BENCHMARKS.md, "Control traffic beside
+    // bulk bytes").
+    EXPECT_GT(phase->gbps, 0.6 * kLinkGbps);
     // A heartbeat every 100 ms over about 2 s, each answered within 1 s.
     EXPECT_GE(phase->heartbeats, 10);
     EXPECT_EQ(phase->heartbeat_failures, 0);
