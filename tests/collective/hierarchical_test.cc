@@ -11,6 +11,7 @@
 #include "common/compression/compression.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/collective/loopback_rank.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/kv_store.h"
 
@@ -51,14 +52,7 @@ void RunHierarchical(const std::vector<int>& host_of, const std::string& prefix,
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      CollectiveOptions options;
-      options.rank = r;
-      options.size = size;
-      options.host = "127.0.0.1";
-      options.store = &store;
-      options.prefix = prefix;
-      options.timeout = absl::Seconds(60);
-      options.connect_timeout = absl::Seconds(60);
+      const CollectiveOptions options = test::LoopbackRank(r, size, &store, prefix);
       absl::StatusOr<std::unique_ptr<Collective>> collective = CreateHierarchicalCollective(gloo, options, host_of);
       ASSERT_TRUE(collective.ok()) << "rank " << r << ": " << collective.status();
       EXPECT_EQ((*collective)->rank(), r);

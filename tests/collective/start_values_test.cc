@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/collective/loopback_rank.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/kv_store.h"
 
@@ -43,14 +44,8 @@ void RunRanks(int size, const std::string& prefix, const std::function<void(int,
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      CollectiveOptions options;
-      options.rank = r;
-      options.size = size;
-      options.host = "127.0.0.1";
-      options.store = &store;
-      options.prefix = prefix;
-      options.timeout = absl::Seconds(60);
-      absl::StatusOr<std::unique_ptr<Collective>> gloo = CreateGlooCollective(options);
+      absl::StatusOr<std::unique_ptr<Collective>> gloo =
+          CreateGlooCollective(test::LoopbackRank(r, size, &store, prefix));
       ASSERT_TRUE(gloo.ok()) << "rank " << r << ": " << gloo.status();
       CountingCollective counting(*std::move(gloo));
       fn(r, counting);
