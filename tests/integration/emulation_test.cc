@@ -55,8 +55,11 @@ emulation: {workers_per_host: 2, link_gbps: 1, images_per_second: 64}
   const Emulation& e = run.result->emulation();
   EXPECT_EQ(e.hosts(), 2);
   EXPECT_EQ(e.device_images_per_sec(), 64);
-  EXPECT_NEAR(e.scaling_efficiency(), 1.0, 0.03) << run.output;
-  EXPECT_NEAR(run.result->images_per_sec(), 4 * 64, 4 * 64 * 0.03);
+  // Within 5%: a worker's own work per step (the optimizer, the step's
+  // bookkeeping) runs beside the modelled compute, 1-4% of a 0.5 s step on
+  // the 2-core VMs measured, more with another test running beside it.
+  EXPECT_NEAR(e.scaling_efficiency(), 1.0, 0.05) << run.output;
+  EXPECT_NEAR(run.result->images_per_sec(), 4 * 64, 4 * 64 * 0.05);
   EXPECT_FALSE(e.cpu_bound()) << e.cpu_bound_reason();
   EXPECT_TRUE(absl::StrContains(run.output, "launch: emulation: 2 emulated hosts")) << run.output;
 }
