@@ -21,8 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!result.ok()) {
     pstrain::fuzz::CheckErrorExplains(result.status(), "ParseResultJson");
     FUZZ_CHECK(absl::IsInvalidArgument(result.status()), result.status().ToString());
-    FUZZ_CHECK(result.status().message().find("fuzz.json") != absl::string_view::npos, "error does not name the file: ",
-               result.status().ToString());
+    FUZZ_CHECK(result.status().message().find("fuzz.json") != absl::string_view::npos,
+               "error does not name the file: ", result.status().ToString());
     return 0;
   }
   const std::string once = pstrain::ToJson(*result);
