@@ -32,7 +32,7 @@ bool StragglerWatch::Observe(int worker, int64_t local_step, double seconds) {
   if (peers <= 0) return false;
   p.ratios.push_back(seconds / peers);
   if (p.ratios.size() > kMeanWindow) p.ratios.pop_front();
-  if (p.ratios.size() < kEvenWindow) return false;
+  if (p.ratios.size() < kRecentWindow) return false;
   if (p.named >= 0) {
     Straggler& s = named_[p.named];
     s.set_ratio(RecentRatio(p));
@@ -41,7 +41,7 @@ bool StragglerWatch::Observe(int worker, int64_t local_step, double seconds) {
     if (p.below < kClearPersist) return false;
     s.set_current(false);
     p.named = -1;
-    p.even = 0;
+    p.throughout = 0;
     p.ratios.clear();  // the mean rule starts again from its steps at pace
     return true;
   }
@@ -64,14 +64,18 @@ void StragglerWatch::Remember(Pace& p, double seconds) {
 }
 
 bool StragglerWatch::MeetsANamingRule(Pace& p) {
-  const auto recent = p.ratios.end() - kEvenWindow;
-  const auto slow = std::count_if(recent, p.ratios.end(), [](double r) { return r >= kNameRatio; });
-  p.even = slow >= kEvenSlowSteps ? p.even + 1 : 0;
-  if (p.even >= kEvenPersist) return true;
+  bool throughout = false;
+  if (p.ratios.size() >= kThroughoutWindow) {
+    const auto recent = p.ratios.end() - kThroughoutWindow;
+    const auto slow = std::count_if(recent, p.ratios.end(), [](double r) { return r >= kThroughoutSlowRatio; });
+    throughout = slow >= kThroughoutSlowSteps && Mean(recent, p.ratios.end()) >= kThroughoutRatio;
+  }
+  p.throughout = throughout ? p.throughout + 1 : 0;
+  if (p.throughout >= kThroughoutPersist) return true;
   return p.ratios.size() == kMeanWindow && Mean(p.ratios.begin(), p.ratios.end()) >= kNameRatio;
 }
 
-double StragglerWatch::RecentRatio(const Pace& p) { return Mean(p.ratios.end() - kEvenWindow, p.ratios.end()); }
+double StragglerWatch::RecentRatio(const Pace& p) { return Mean(p.ratios.end() - kRecentWindow, p.ratios.end()); }
 
 void StragglerWatch::Forget(int worker) {
   Pace& p = workers_[worker];

@@ -1,6 +1,7 @@
-// StragglerWatch on its own (ps/shard/straggler_watch.h): a worker 1.5x
-// slower than its peers, evenly or in bursts, is named within 20 of its steps
-// and cleared once it keeps pace; jitter a clean run has names nobody;
+// StragglerWatch on its own (ps/shard/straggler_watch.h): a worker 1.65x
+// slower than its peers throughout is named within 20 of its steps and
+// cleared once it keeps pace; 1.4x throughout, or in bursts, within 100;
+// jitter a clean run has names nobody;
 // pushes of one step count once; a worker that left stops counting.
 #include "ps/shard/straggler_watch.h"
 
@@ -26,8 +27,9 @@ std::vector<int64_t> RunSteps(StragglerWatch& watch, int workers, int64_t first,
 
 TEST(StragglerWatchTest, ASlowedWorkerIsNamedWithinTwentyStepsAndClearedWhenItKeepsPace) {
   StragglerWatch watch(3);
-  // Steps 0-99 even; worker 2 at 1.5x from step 100 to 199; even again after.
-  auto busy = [](int w, int64_t step) { return (w == 2 && step >= 100 && step < 200) ? 0.015 : 0.010; };
+  // Steps 0-99 even; worker 2 at 1.65x from step 100 to 199 (a worker paused
+  // a third of the time measures 1.6-1.8x); even again after.
+  auto busy = [](int w, int64_t step) { return (w == 2 && step >= 100 && step < 200) ? 0.0165 : 0.010; };
   EXPECT_TRUE(RunSteps(watch, 3, 0, 100, busy).empty());
   const std::vector<int64_t> named = RunSteps(watch, 3, 100, 200, busy);
   ASSERT_EQ(named.size(), 1u);
@@ -35,17 +37,30 @@ TEST(StragglerWatchTest, ASlowedWorkerIsNamedWithinTwentyStepsAndClearedWhenItKe
   ASSERT_EQ(watch.Current().size(), 1u);
   const Straggler s = watch.Current()[0];
   EXPECT_EQ(s.worker(), 2);
-  EXPECT_NEAR(s.ratio(), 1.5, 1e-9);
+  EXPECT_NEAR(s.ratio(), 1.65, 1e-9);
   EXPECT_EQ(s.named_at_step(), named[0]);
   EXPECT_TRUE(s.current());
-  // 5 ms beyond its peers for every step after it was named.
-  EXPECT_NEAR(watch.named()[0].excess_seconds(), 0.005 * (199 - named[0]), 1e-9);
+  // 6.5 ms beyond its peers for every step after it was named.
+  EXPECT_NEAR(watch.named()[0].excess_seconds(), 0.0065 * (199 - named[0]), 1e-9);
   const std::vector<int64_t> cleared = RunSteps(watch, 3, 200, 260, busy);
   ASSERT_EQ(cleared.size(), 1u);
   EXPECT_LE(cleared[0], 200 + 20);
   EXPECT_TRUE(watch.Current().empty());
   ASSERT_EQ(watch.named().size(), 1u);
   EXPECT_FALSE(watch.named()[0].current());
+}
+
+// Slowed by less throughout (1.4x): a dozen such steps are what a clean run
+// has now and then (a layout tried, a busy host), so the mean of 100 names it.
+TEST(StragglerWatchTest, AWorkerSlowedByLessIsNamedWithinAHundredSteps) {
+  StragglerWatch watch(3);
+  auto busy = [](int w, int64_t step) { return (w == 0 && step >= 100) ? 0.014 : 0.010; };
+  EXPECT_TRUE(RunSteps(watch, 3, 0, 130, busy).empty()) << "not within 30 steps at 1.4x";
+  const std::vector<int64_t> named = RunSteps(watch, 3, 130, 300, busy);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_LE(named[0], 100 + 100);
+  ASSERT_EQ(watch.Current().size(), 1u);
+  EXPECT_EQ(watch.Current()[0].worker(), 0);
 }
 
 // A coarse CPU quota or a pause duty cycle slows in bursts: every other
@@ -88,8 +103,8 @@ TEST(StragglerWatchTest, ShortEpisodesOfABusyHostNameNobody) {
     return held ? kHeld[step % 3] : 0.010;
   };
   EXPECT_TRUE(RunSteps(watch, 3, 0, 3000, busy).empty());
-  // Held for 30 steps, though, at 1.5x: that is a straggler.
-  auto longer = [](int w, int64_t step) { return w == 0 && step >= 3000 ? 0.015 : 0.010; };
+  // Held for 30 steps, though, at 1.65x: that is a straggler.
+  auto longer = [](int w, int64_t step) { return w == 0 && step >= 3000 ? 0.0165 : 0.010; };
   const std::vector<int64_t> named = RunSteps(watch, 3, 3000, 3030, longer);
   ASSERT_EQ(named.size(), 1u);
   EXPECT_LE(named[0], 3000 + 20);
