@@ -2,9 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "device/copy_engine.h"
 #include "device/device_registry.h"
 
 namespace pstrain {
+
+std::unique_ptr<CopyEngine> DeviceContext::NewCopyEngine() { return std::make_unique<ImmediateCopyEngine>(this); }
 
 absl::Status CheckPrecision(DeviceKind kind, Precision precision) {
   if (precision == Precision::kFp32) return absl::OkStatus();

@@ -19,6 +19,8 @@
 
 namespace pstrain {
 
+class CopyEngine;
+
 // OK when contexts of `kind` can compute in `precision` in this build on
 // this machine (fp32 always); otherwise the device entry's reason
 // (DeviceEntry::supports): bf16 on the CPU needs AVX-512 BF16 or AMX as
@@ -67,6 +69,10 @@ class DeviceContext {
     int64_t backend_allocations = 0;
   };
   virtual MemoryStats memory_stats() const { return {}; }
+  // A copy engine for this context's host mirrors (device/copy_engine.h);
+  // the context outlives it. Copies made at once with Convert unless the
+  // device has copy engines of its own (a GPU's streams).
+  virtual std::unique_ptr<CopyEngine> NewCopyEngine();
 
  private:
   Precision precision_ = Precision::kFp32;

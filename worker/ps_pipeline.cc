@@ -264,6 +264,9 @@ void PsPipeline::WaitForVariable(int replica, int variable) {
   // Replica 0's value stays as it is until this replica's gradient of it is
   // final (its next pull starts after that).
   if (copy) replicas_->variables(replica)[variable].value.CopyFrom(replicas_->variables(0)[variable].value);
+  // A GPU replica's layer reads the device's copy: uploaded now, on the copy
+  // stream, and the layer's compute waits for that copy alone.
+  if (replicas_->uploads_values_on_wait()) replicas_->UploadValue(replica, variable);
 }
 
 absl::StatusOr<int> PsPipeline::FinishStep() {
@@ -330,12 +333,11 @@ std::pair<std::string, std::string> PipelineRefusal(const ExperimentConfig& c) {
   if (c.consistency() != "sync" && c.consistency() != "async") {
     return {"consistency sync or async (ssp holds pulls back by step)", absl::StrCat("consistency ", c.consistency())};
   }
-  if (c.device() == "gpu") return {"device cpu or emulated (GPU replicas are not pipelined yet)", "device gpu"};
   return {};
 }
 
 // ps_scheduling: the pipeline schedules parameter-server traffic of sync or
-// async runs on host variables (cpu or emulated devices); asked for
+// async runs (on GPU replicas through their host mirrors); asked for
 // anywhere else, it is refused.
 const bool kConfigCheck =
     ConfigCheckRegistry().Register("ps_scheduling", [](const ExperimentConfig& c, const ConfigChecker& ck) {
@@ -356,7 +358,8 @@ const bool kConfigCheck =
 
 bool PipelineOn(const ExperimentConfig& config) {
   if (config.ps_scheduling().has_pipeline()) return config.ps_scheduling().pipeline();
-  return PipelineRefusal(config).first.empty();
+  // GPU replicas: on when asked for, until measured on a GPU.
+  return PipelineRefusal(config).first.empty() && config.device() != "gpu";
 }
 
 }  // namespace pstrain

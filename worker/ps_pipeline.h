@@ -18,7 +18,11 @@
 //             gradients are final);
 //   forward   the next step's forward waits layer by layer for the
 //             variables it reads (VariableWait); replica r > 0 copies each
-//             one from replica 0 as it arrives.
+//             one from replica 0 as it arrives. GPU replicas (host mirrors)
+//             then upload it on their copy stream (ReplicaSet::UploadValue),
+//             and the layer's compute waits for that copy alone; their
+//             gradients reach the backward hooks as each one's download
+//             completes (ReplicaSet, device/copy_engine.h).
 //
 // A push or pull that fails fails the step (FinishStep) and releases every
 // waiting forward; the strategy then recovers, calling Abandon before it
@@ -49,7 +53,7 @@ namespace pstrain {
 // Whether `config` runs the pipeline: ps_scheduling.pipeline when the config
 // sets it (true is refused where the pipeline does not apply), else on
 // wherever it applies: a strategy with parameter servers, consistency sync
-// or async, device cpu or emulated.
+// or async, device cpu or emulated (device gpu: when asked for).
 bool PipelineOn(const ExperimentConfig& config);
 
 class PsPipeline {

@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     set->contexts_.push_back(std::move(context));
     set->models_.push_back(std::move(model));
   }
-  if (gpu && options.host_mirrors) {
+  if ((gpu || options.mirror_cpu_replicas) && options.host_mirrors) {
     set->mirrors_.resize(replicas);
     for (int r = 0; r < replicas; ++r) {
       DeviceContext& ctx = *set->contexts_[r];
@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
         set->mirrors_[r].push_back({v.name, ctx.AllocateHost(v.value.shape()), grad});
         offset += v.grad.num_elements();
       }
+      set->engines_.push_back(options.copy_engine ? options.copy_engine(ctx, r) : ctx.NewCopyEngine());
     }
   }
   set->interconnect_ = options.interconnect;
@@ -61,6 +62,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
 }
 
 ReplicaSet::~ReplicaSet() {
+  engines_.clear();  // drained: no copy touches the mirrors after this
   mirrors_.clear();  // pinned memory goes back to the contexts' allocators
   models_.clear();   // models use their contexts
   contexts_.clear();
@@ -83,9 +85,13 @@ void ReplicaSet::ForEach(const std::function<void(int)>& fn) {
   for (std::thread& t : threads) t.join();
 }
 
-void ReplicaSet::DownloadGradient(int r, int variable) {
-  // Into a host tensor: complete when Convert() returns.
-  contexts_[r]->Convert(models_[r]->variables()[variable].grad, mirrors_[r][variable].grad);
+void ReplicaSet::DownloadGradient(int r, int variable, std::function<void()> done) {
+  engines_[r]->Download(
+      models_[r]->variables()[variable].grad, mirrors_[r][variable].grad, done ? std::move(done) : [] {});
+}
+
+void ReplicaSet::UploadValue(int r, int variable) {
+  engines_[r]->Upload(mirrors_[r][variable].value, models_[r]->variables()[variable].value);
 }
 
 void ReplicaSet::SetLossScale(float scale) {
@@ -147,22 +153,25 @@ float ReplicaSet::TrainStepWithHostGradients(int r, const Tensor& images, const 
                                              const GradientReadyHook& hook) {
   if (interconnect_) return TrainStepOverInterconnect(r, images, labels, hook);
   if (!mirrored()) return models_[r]->TrainStep(images, labels, hook);
-  SyncModelValues(r);
+  if (!upload_on_wait_) SyncModelValues(r);
   if (!download_gradients_) {
     const float loss = models_[r]->TrainStep(images, labels, hook);
+    engines_[r]->Drain();         // the values' uploads are complete
     contexts_[r]->Synchronize();  // the gradients are read from other streams next
     return loss;
   }
+  // Each gradient is downloaded while backward goes on; the hook sees it on
+  // the copy engine's completion thread once it is in host memory.
   std::vector<bool> downloaded(mirrors_[r].size(), false);
   GradientReadyHook mirror_hook = [&](int v) {
-    DownloadGradient(r, v);
     downloaded[v] = true;
-    if (hook) hook(v);
+    DownloadGradient(r, v, [&hook, v] { hook(v); });
   };
   const float loss = models_[r]->TrainStep(images, labels, hook ? mirror_hook : GradientReadyHook());
   for (size_t v = 0; v < downloaded.size(); ++v) {
-    if (!downloaded[v]) DownloadGradient(r, static_cast<int>(v));
+    if (!downloaded[v]) DownloadGradient(r, static_cast<int>(v), nullptr);
   }
+  engines_[r]->Drain();  // every gradient is in host memory, every hook has returned
   return loss;
 }
 

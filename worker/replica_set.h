@@ -15,6 +15,14 @@
 // values before the step and downloads each gradient as backward finalises
 // it (before the strategy's hook for that variable runs). Strategies that
 // work on the device (NCCL) ask for no mirrors and use device_variables(r).
+//
+// Mirrors' copies go through each replica's CopyEngine (device/
+// copy_engine.h): gradients are downloaded on copy streams while backward
+// goes on, each reaching the strategy's hook once in host memory (on the
+// engine's completion thread). With UploadValuesOnWait (the parameter-server
+// pipeline), values are not uploaded before the step: the forward's
+// VariableWait uploads each one as its pull lands (UploadValue), and the
+// layer reading it waits for that copy only.
 #pragma once
 
 #include <functional>
@@ -23,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/copy_engine.h"
 #include "device/topology/emulated_interconnect.h"
 #include "models/model.h"
 
@@ -57,6 +66,13 @@ struct ReplicaOptions {
   // stand for it), and the strategies' reductions charge theirs
   // (local_reduce.h).
   std::shared_ptr<EmulatedInterconnect> interconnect;
+  // CPU replicas with host mirrors too, their copies made by `copy_engine`:
+  // a CPU replica then stands for a device with memory of its own (the GPU
+  // replica path, tested and emulated without a GPU).
+  bool mirror_cpu_replicas = false;
+  // Each mirrored replica's copy engine, made from its context; null: the
+  // context's own (DeviceContext::NewCopyEngine).
+  std::function<std::unique_ptr<CopyEngine>(DeviceContext& context, int replica)> copy_engine;
 };
 
 class ReplicaSet {
@@ -111,6 +127,16 @@ class ReplicaSet {
   // last step not finite (until its next TrainStep()).
   void MarkGradientsNotFinite(int r) { gradients_finite_[r] = false; }
 
+  // From the next TrainStep() on (with host mirrors), values are uploaded one
+  // by one by the model's VariableWait calling UploadValue, not all before
+  // the step. Call before the first TrainStep(), from the training thread.
+  void UploadValuesOnWait() { upload_on_wait_ = mirrored(); }
+  bool uploads_values_on_wait() const { return upload_on_wait_; }
+  // Queues the upload of variables(r)[variable]'s value into the model's
+  // (call from replica r's thread, inside its forward): compute queued after
+  // it reads the new value.
+  void UploadValue(int r, int variable);
+
   // Initialises replica 0's variables from `seed` (its host mirrors too).
   void InitializeVariables(uint64_t seed);
   // Copies replica `from`'s variable values into every other replica's
@@ -124,7 +150,9 @@ class ReplicaSet {
 
  private:
   ReplicaSet() = default;
-  void DownloadGradient(int r, int variable);
+  // Queues the download of replica r's gradient of `variable` into its
+  // mirror; `done` (may be null) runs once it is there.
+  void DownloadGradient(int r, int variable, std::function<void()> done);
   // TrainStep() over an emulated interconnect (ReplicaOptions).
   float TrainStepOverInterconnect(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
   // TrainStep() without loss scaling.
@@ -139,7 +167,9 @@ class ReplicaSet {
   void UnscaleGradient(int r, int variable);
   std::vector<std::unique_ptr<DeviceContext>> contexts_;
   std::vector<std::unique_ptr<Model>> models_;
-  std::vector<std::vector<Variable>> mirrors_;  // [replica][variable], pinned host; empty when not mirrored
+  std::vector<std::vector<Variable>> mirrors_;        // [replica][variable], pinned host; empty when not mirrored
+  std::vector<std::unique_ptr<CopyEngine>> engines_;  // [replica], with mirrors
+  bool upload_on_wait_ = false;
   int threads_per_replica_ = 1;
   std::shared_ptr<EmulatedInterconnect> interconnect_;
   bool host_mirrors_ = true;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "device/cuda/cuda_check.h"
+#include "device/cuda/cuda_copy_engine.h"
 #include "device/cuda/elementwise.h"
 
 namespace pstrain::cuda {
@@ -129,6 +130,8 @@ CudaContext::~CudaContext() {
   if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
+
+std::unique_ptr<CopyEngine> CudaContext::NewCopyEngine() { return std::make_unique<CudaCopyEngine>(this); }
 
 void CudaContext::MakeCurrent() { PSTRAIN_CUDA_CHECK(cudaSetDevice(ordinal_)); }
 

@@ -63,6 +63,8 @@ class CudaContext final : public DeviceContext {
 
   void MakeCurrent() override;
   MemoryStats memory_stats() const override;
+  // Copy streams of its own (CudaCopyEngine, cuda_copy_engine.h).
+  std::unique_ptr<CopyEngine> NewCopyEngine() override;
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasHandle_t cublas() const { return cublas_; }

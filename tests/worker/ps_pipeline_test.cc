@@ -33,6 +33,7 @@
 #include "common/placement.h"
 #include "common/ps_rpc.h"
 #include "common/transport/inproc/inproc_transport.h"
+#include "device/timed_copy_engine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
@@ -364,10 +365,13 @@ class Harness {
         num_replicas_(replicas) {}
 
   // Builds everything; fails the test if the layout is not the one above.
-  void Build() {
-    absl::StatusOr<std::unique_ptr<ReplicaSet>> made = ReplicaSet::Create(PipelineModel(), num_replicas_);
+  // `options`: the replicas' (e.g. CPU replicas with host mirrors, standing
+  // for GPU replicas).
+  void Build(const ReplicaOptions& options = {}) {
+    absl::StatusOr<std::unique_ptr<ReplicaSet>> made = ReplicaSet::Create(PipelineModel(), num_replicas_, options);
     ASSERT_TRUE(made.ok()) << made.status();
     replicas_ = std::move(*made);
+    replicas_->UploadValuesOnWait();  // as the strategy does (mirrored replicas only)
     replicas_->InitializeVariables(42);
     replicas_->BroadcastValues(0);
     std::vector<Variable>& variables = replicas_->variables(0);
@@ -558,6 +562,11 @@ class Harness {
   }
   std::vector<float> Value(int r, int variable) {
     const Tensor& t = replicas_->variables(r)[variable].value;
+    return std::vector<float>(t.data(), t.data() + t.num_elements());
+  }
+  // What replica r's model reads (with host mirrors: the "device" copy).
+  std::vector<float> DeviceValue(int r, int variable) {
+    const Tensor& t = replicas_->device_variables(r)[variable].value;
     return std::vector<float>(t.data(), t.data() + t.num_elements());
   }
 
@@ -793,6 +802,68 @@ TEST_P(PsPipelinePullTest, PullsFollowAcknowledgementsAndTheForwardWaitsForEvery
 
 INSTANTIATE_TEST_SUITE_P(Consistency, PsPipelinePullTest, ::testing::Values("sync", "async"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// ------------------------------------------------ replicas with host mirrors
+
+// GPU replicas keep their variables on the device and exchange host mirrors
+// with the pipeline; here CPU replicas with host mirrors and copies that
+// take time (TimedCopyEngine) stand for them. A variable's landed value
+// reaches a replica's device copy when its forward waits for it, not before
+// (so a later layer's pull may still be landing while an earlier layer
+// computes), and each wait uploads it once, in forward order.
+TEST(PsPipelineMirroredTest, TheForwardsWaitUploadsEachLandedValueToTheDeviceLayerByLayer) {
+  Harness h("sync", /*window_bytes=*/0, 2);
+  std::vector<TimedCopyEngine*> engines;
+  ReplicaOptions options;
+  options.mirror_cpu_replicas = true;
+  options.copy_engine = [&engines](DeviceContext&, int) {
+    auto engine = std::make_unique<TimedCopyEngine>(TimedCopyEngine::Options{/*gbps=*/16, absl::Milliseconds(1)});
+    engines.push_back(engine.get());
+    return engine;
+  };
+  ASSERT_NO_FATAL_FAILURE(h.Build(options));
+  ASSERT_EQ(engines.size(), 2u);
+  h.pipeline().ValuesInPlace(7);
+  h.pipeline().BeginStep(7);
+  h.Backward(0);
+  h.Backward(1);
+  for (int b = 0; b < kBatches; ++b) ASSERT_TRUE(h.Ack(b)) << "batch " << b;
+  ASSERT_TRUE(h.FinishStep().ok());
+  const std::vector<float> device_before = h.DeviceValue(1, 0);
+  const std::vector<float> device_before_1 = h.DeviceValue(1, 1);
+
+  // Variable 0 needs batches 0 and 3; its device copy changes only once the
+  // wait returns.
+  auto wait0 = h.Start("WaitFor(1)(0)", [&] { h.pipeline().WaitFor(1)(0); });
+  ASSERT_TRUE(h.AnswerPull(0, 8));
+  EXPECT_TRUE(wait0->StillBlocked());
+  EXPECT_EQ(h.DeviceValue(1, 0), device_before) << "uploaded before every batch of it landed";
+  ASSERT_TRUE(h.AnswerPull(3, 8));
+  ASSERT_TRUE(wait0->Returns());
+  EXPECT_EQ(h.DeviceValue(1, 0), h.Value(0, 0)) << "the wait returned before the upload was complete";
+  EXPECT_NE(h.DeviceValue(1, 0), device_before);
+  // Variable 1 (batch 3) has landed in the mirrors, but no layer read it yet.
+  EXPECT_EQ(h.Value(1, 1), device_before_1) << "replica 1's mirror copies at its wait";
+  EXPECT_EQ(h.DeviceValue(1, 1), device_before_1) << "uploaded before its layer waited for it";
+
+  for (int b : {1, 2, 4, 5}) ASSERT_TRUE(h.AnswerPull(b, 8));
+  for (int v = 1; v < kVariables; ++v) h.Wait(1, v);
+  for (int v = 0; v < kVariables; ++v) {
+    h.Wait(0, v);
+    EXPECT_EQ(h.DeviceValue(0, v), h.Value(0, v)) << "replica 0, variable " << v;
+    EXPECT_EQ(h.DeviceValue(1, v), h.Value(0, v)) << "replica 1, variable " << v;
+  }
+  // One upload per wait, in forward order, each the variable's bytes.
+  for (int r = 0; r < 2; ++r) {
+    std::vector<int64_t> uploaded;
+    for (const TimedCopyEngine::Copy& c : engines[r]->copies()) {
+      if (c.direction == TimedCopyEngine::Direction::kUpload) uploaded.push_back(c.bytes);
+    }
+    std::vector<int64_t> expected;
+    for (int v = 0; v < kVariables; ++v) expected.push_back(h.variables(r)[v].value.num_bytes());
+    EXPECT_EQ(uploaded, expected) << "replica " << r;
+  }
+}
 
 // ------------------------------------------------------- multi-replica mean
 

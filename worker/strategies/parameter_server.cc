@@ -147,6 +147,7 @@ absl::StatusOr<int64_t> ParameterServerStrategy::Start() {
     }
   }
   if (pipeline_ != nullptr) {
+    context_.replicas->UploadValuesOnWait();  // GPU replicas: layer by layer, as pulls land
     for (int r = 0; r < context_.replicas->size(); ++r)
       context_.replicas->model(r).SetVariableWait(pipeline_->WaitFor(r));
   }
