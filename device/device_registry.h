@@ -1,8 +1,9 @@
 // Device kinds by config name (`device`, `local_parameter_device`), each
 // registered where what it computes on is made: "cpu" in device/cpu/
 // cpu_device.cc, "gpu" in device/cuda/cuda_device.cc (unavailable, with the
-// reason, in a build without CUDA: device/no_cuda/), "emulated" in
-// worker/emulated_device.cc
+// reason, in a build without CUDA: device/no_cuda/), "cpu_mirrored" in
+// device/cpu/cpu_mirrored_device.cc (CPU replicas laid out as GPU replicas),
+// "emulated" in worker/emulated_device.cc
 // (a modelled device whose replicas compute on the CPU). Registering also
 // makes config validation accept the name (in the binaries that link the
 // device layer: workers, not parameter servers).
@@ -19,6 +20,7 @@
 
 namespace pstrain {
 
+class CopyEngine;
 class DeviceContext;
 
 struct DeviceEntry {
@@ -43,6 +45,10 @@ struct DeviceEntry {
   // machine; else FailedPrecondition (the machine lacks it, naming what it
   // has) or Unimplemented, saying what would be needed. Null: fp32 only.
   std::function<absl::Status(Precision precision)> supports;
+  // Non-null for a device of host memory that stands for one with memory of
+  // its own (cpu_mirrored): its replicas keep host mirrors, as GPU replicas
+  // do, and copy through the engine this makes for each replica's context.
+  std::function<std::unique_ptr<CopyEngine>(DeviceContext& context)> mirror_copies;
 };
 Registry<DeviceEntry>& DeviceRegistry();
 

@@ -571,7 +571,7 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"partition_bytes", [](auto* c) { c->set_partition_bytes(-1); },
        "field 'partition_bytes': expected a number >= 0, got -1"},
       {"device", [](auto* c) { c->set_device("tpu"); },
-       "field 'device': expected one of cpu, emulated, gpu, got 'tpu'"},
+       "field 'device': expected one of cpu, cpu_mirrored, emulated, gpu, got 'tpu'"},
       {"learning_check_steps", [](auto* c) { c->mutable_train()->set_learning_check_steps(-5); },
        "field 'train.learning_check_steps': expected a number >= 0, got -5"},
       {"lpd gpu for allreduce",
@@ -597,8 +597,8 @@ TEST(ValidateExperimentConfig, EveryRule) {
       {"devices 0", [](auto* c) { c->set_devices_per_worker(0); },
        "field 'devices_per_worker': expected a number in [1, 16], got 0"},
       {"lpd", [](auto* c) { c->set_local_parameter_device("gpu"); },
-       "field 'local_parameter_device': expected cpu with device cpu or emulated (gpu places variables on "
-       "the replicas' devices; this experiment has none), got 'gpu'"},
+       "field 'local_parameter_device': expected cpu with device cpu or cpu_mirrored or emulated (gpu places "
+       "variables on the replicas' devices; this experiment has none), got 'gpu'"},
       {"all_reduce_spec nccl on cpu",
        [](auto* c) {
          c->set_variable_update("replicated");

@@ -77,6 +77,9 @@ struct StrategyCase {
   // BytePS scheduling: ps_scheduling.pipeline with balanced placement in 16
   // KB slices and a 64 KB push window (pushes queue and go by priority).
   bool pipeline = false;
+  // cpu_mirrored: the replicas laid out as GPU replicas (host mirrors,
+  // copies that take time; device/cpu/cpu_mirrored_device.cc).
+  const char* device = "cpu";
 };
 
 // Runs `config` over `transport` (inproc: in-process addresses).
@@ -100,6 +103,7 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
   config.set_variable_update(c.variable_update);
   config.set_all_reduce_spec(c.all_reduce_spec);
   config.set_devices_per_worker(c.devices);
+  config.set_device(c.device);
   SetInProcessHosts(&config, c.num_ps, c.workers);
   config.mutable_train()->set_batch_size_per_device(kBatch);
   if (c.pipeline) {
@@ -107,6 +111,8 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
     config.mutable_ps_scheduling()->set_window_bytes(64 * 1024);
     config.set_placement("balanced");
     config.set_partition_bytes(16 * 1024);
+  } else if (std::string(c.device) == "cpu_mirrored") {
+    config.mutable_ps_scheduling()->set_pipeline(false);  // as on GPUs, where it is off unless asked for
   }
   absl::StatusOr<ClusterRun> run = RunOver(config, c.transport);
   ASSERT_TRUE(run.ok()) << run.status();
@@ -120,22 +126,30 @@ TEST_P(StrategyEquivalenceTest, MatchesOneDeviceWithTheWholeBatch) {
 
 INSTANTIATE_TEST_SUITE_P(
     Strategies, StrategyEquivalenceTest,
-    ::testing::Values(StrategyCase{"ps_2workers_2devices", "parameter_server", "", 2, 2, 2},
-                      StrategyCase{"replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0},
-                      StrategyCase{"replicated_none_3devices", "replicated", "none", 1, 3, 0},
-                      StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2},
-                      // The same over the RDMA path's transport.
-                      StrategyCase{"ucx_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx"},
-                      StrategyCase{"ucx_ps_3workers", "parameter_server", "", 3, 1, 2, "ucx"},
-                      StrategyCase{"ucx_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2, "ucx"},
-                      StrategyCase{"grpc_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc"},
-                      // BytePS scheduling: partitioned, prioritised, pipelined.
-                      StrategyCase{"pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "inproc", true},
-                      StrategyCase{"pipeline_ps_3workers", "parameter_server", "", 3, 1, 3, "inproc", true},
-                      StrategyCase{"pipeline_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2,
-                                   "inproc", true},
-                      StrategyCase{"grpc_pipeline_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc", true},
-                      StrategyCase{"ucx_pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx", true}),
+    ::testing::Values(
+        StrategyCase{"ps_2workers_2devices", "parameter_server", "", 2, 2, 2},
+        StrategyCase{"replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0},
+        StrategyCase{"replicated_none_3devices", "replicated", "none", 1, 3, 0},
+        StrategyCase{"distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2},
+        // The same over the RDMA path's transport.
+        StrategyCase{"ucx_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx"},
+        StrategyCase{"ucx_ps_3workers", "parameter_server", "", 3, 1, 2, "ucx"},
+        StrategyCase{"ucx_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2, "ucx"},
+        StrategyCase{"grpc_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc"},
+        // BytePS scheduling: partitioned, prioritised, pipelined.
+        StrategyCase{"pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "inproc", true},
+        StrategyCase{"pipeline_ps_3workers", "parameter_server", "", 3, 1, 3, "inproc", true},
+        StrategyCase{"pipeline_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2, "inproc", true},
+        StrategyCase{"grpc_pipeline_ps_3workers", "parameter_server", "", 3, 1, 2, "grpc", true},
+        StrategyCase{"ucx_pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "ucx", true},
+        // The GPU replica path (host mirrors, copy engines), without a GPU.
+        StrategyCase{"mirrored_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "inproc", false, "cpu_mirrored"},
+        StrategyCase{"mirrored_pipeline_ps_2workers_2devices", "parameter_server", "", 2, 2, 2, "inproc", true,
+                     "cpu_mirrored"},
+        StrategyCase{"mirrored_pipeline_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2,
+                     "inproc", true, "cpu_mirrored"},
+        StrategyCase{"mirrored_replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0, "inproc", false,
+                     "cpu_mirrored"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // allreduce runs real Gloo TCP rings, so its workers get loopback addresses
