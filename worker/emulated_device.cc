@@ -141,7 +141,8 @@ const bool kDeviceRegistered = DeviceRegistry().Register(
                  .stands_for = "gpu",
                  .present = nullptr,
                  .count = nullptr,
-                 .supports = nullptr});
+                 .supports = nullptr,
+                 .mirror_copies = nullptr});
 
 }  // namespace
 

@@ -63,7 +63,8 @@ const bool kRegistered = DeviceRegistry().Register("cpu", {.summary = "the host'
                                                            .stands_for = "",
                                                            .present = nullptr,
                                                            .count = nullptr,
-                                                           .supports = Supports});
+                                                           .supports = Supports,
+                                                           .mirror_copies = nullptr});
 
 }  // namespace
 }  // namespace pstrain::cpu

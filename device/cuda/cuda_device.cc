@@ -36,7 +36,8 @@ const bool kRegistered =
                                       .stands_for = "",
                                       .present = Present,
                                       .count = DeviceCount,
-                                      .supports = Supports});
+                                      .supports = Supports,
+                                      .mirror_copies = nullptr});
 
 }  // namespace
 }  // namespace pstrain::cuda

@@ -216,7 +216,8 @@ const bool kDeviceRegistered = DeviceRegistry().Register(
                            return absl::UnavailableError("the extension device is unplugged");
                          },
                          .count = [] { return 1; },
-                         .supports = nullptr});
+                         .supports = nullptr,
+                         .mirror_copies = nullptr});
 
 // ------------------------------------------------------------------- tests
 
