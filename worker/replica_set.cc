@@ -86,12 +86,24 @@ void ReplicaSet::ForEach(const std::function<void(int)>& fn) {
 }
 
 void ReplicaSet::DownloadGradient(int r, int variable, std::function<void()> done) {
-  engines_[r]->Download(
-      models_[r]->variables()[variable].grad, mirrors_[r][variable].grad, done ? std::move(done) : [] {});
+  engines_[r]->Download(models_[r]->variables()[variable].grad, mirrors_[r][variable].grad,
+                        [this, r, variable, queued = absl::Now(), done = std::move(done)] {
+                          RecordCopy("download ", r, variable, queued);
+                          if (done) done();
+                        });
 }
 
 void ReplicaSet::UploadValue(int r, int variable) {
+  const absl::Time start = absl::Now();
   engines_[r]->Upload(mirrors_[r][variable].value, models_[r]->variables()[variable].value);
+  RecordCopy("upload ", r, variable, start);
+}
+
+void ReplicaSet::RecordCopy(absl::string_view lane, int r, int variable, absl::Time start) {
+  if (timeline_ == nullptr) return;
+  const Variable& v = mirrors_[r][variable];
+  timeline_->Record(v.name, absl::StrCat(lane, r), start, absl::Now(),
+                    absl::StrCat(R"("bytes": )", v.value.num_bytes()));
 }
 
 void ReplicaSet::SetLossScale(float scale) {

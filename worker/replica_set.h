@@ -34,6 +34,7 @@
 #include "device/copy_engine.h"
 #include "device/topology/emulated_interconnect.h"
 #include "models/model.h"
+#include "worker/timeline.h"
 
 namespace pstrain {
 
@@ -137,6 +138,12 @@ class ReplicaSet {
   // it reads the new value.
   void UploadValue(int r, int variable);
 
+  // With host mirrors: each gradient download goes to `timeline`'s lane
+  // "download <r>" (from the hook that finalised it to its bytes in host
+  // memory) and each upload by UploadValue to "upload <r>" (the call: on a
+  // GPU the queueing only, the stream waits, not the host). Null: none.
+  void SetTimeline(Timeline* timeline) { timeline_ = timeline; }
+
   // Initialises replica 0's variables from `seed` (its host mirrors too).
   void InitializeVariables(uint64_t seed);
   // Copies replica `from`'s variable values into every other replica's
@@ -153,6 +160,9 @@ class ReplicaSet {
   // Queues the download of replica r's gradient of `variable` into its
   // mirror; `done` (may be null) runs once it is there.
   void DownloadGradient(int r, int variable, std::function<void()> done);
+  // The copy of `variable` of replica r from `start` until now on the
+  // timeline's lane `lane` + r (see SetTimeline).
+  void RecordCopy(absl::string_view lane, int r, int variable, absl::Time start);
   // TrainStep() over an emulated interconnect (ReplicaOptions).
   float TrainStepOverInterconnect(int r, const Tensor& images, const int32_t* labels, const GradientReadyHook& hook);
   // TrainStep() without loss scaling.
@@ -170,6 +180,7 @@ class ReplicaSet {
   std::vector<std::vector<Variable>> mirrors_;        // [replica][variable], pinned host; empty when not mirrored
   std::vector<std::unique_ptr<CopyEngine>> engines_;  // [replica], with mirrors
   bool upload_on_wait_ = false;
+  Timeline* timeline_ = nullptr;
   int threads_per_replica_ = 1;
   std::shared_ptr<EmulatedInterconnect> interconnect_;
   bool host_mirrors_ = true;

@@ -3,16 +3,21 @@
 // gradient reaches the strategy's hook in host memory, in backward order, on
 // the copy engine's thread while backward goes on, and equal to a plain
 // replica's; with UploadValuesOnWait the forward computes on the values the
-// waits upload, not on what the device held.
+// waits upload, not on what the device held; the copies show on the
+// timeline as lanes.
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "device/timed_copy_engine.h"
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
+#include "tests/util/process_test_util.h"
 #include "worker/replica_set.h"
+#include "worker/timeline.h"
 
 namespace pstrain {
 namespace {
@@ -132,6 +137,34 @@ TEST(MirroredReplicasTest, WithUploadsOnWaitTheForwardComputesOnTheUploadedValue
     uploads += c.direction == TimedCopyEngine::Direction::kUpload ? 1 : 0;
   }
   EXPECT_EQ(uploads, variables) << "one upload per variable, by the waits only";
+}
+
+TEST(MirroredReplicasTest, EachCopyIsAnEventOnItsLaneOfTheTimeline) {
+  test::TempDir dir;
+  ExperimentConfig config;
+  config.mutable_timeline()->set_path(dir.path() + "/trace.json");
+  config.mutable_timeline()->set_start_step(0);  // trace from the first step on
+  absl::StatusOr<std::unique_ptr<Timeline>> timeline = Timeline::Create(config, 0);
+  ASSERT_TRUE(timeline.ok()) << timeline.status();
+  TimedCopyEngine* engine = nullptr;
+  std::unique_ptr<ReplicaSet> mirrored = Mirrored(&engine);
+  mirrored->InitializeVariables(5);
+  mirrored->SetTimeline(timeline->get());
+  mirrored->UploadValuesOnWait();
+  mirrored->model(0).SetVariableWait([&](int v) { mirrored->UploadValue(0, v); });
+  const Batch batch;
+  mirrored->TrainStep(0, batch.images, batch.labels.data(), [](int) {});
+  ASSERT_TRUE((*timeline)->Flush().ok());
+  const std::string trace = test::ReadFile(dir.path() + "/trace.json");
+  EXPECT_TRUE(absl::StrContains(trace, R"("download 0")")) << trace;
+  EXPECT_TRUE(absl::StrContains(trace, R"("upload 0")")) << trace;
+  for (const Variable& v : mirrored->variables(0)) {
+    const std::string event = absl::StrCat(R"("name": ")", v.name, R"(")");
+    // One upload and one download of each variable.
+    size_t count = 0;
+    for (size_t at = trace.find(event); at != std::string::npos; at = trace.find(event, at + 1)) ++count;
+    EXPECT_EQ(count, 2u) << v.name << " in\n" << trace;
+  }
 }
 
 }  // namespace

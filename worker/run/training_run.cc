@@ -155,6 +155,7 @@ absl::Status TrainingRun::CreateReplicas() {
 
 absl::Status TrainingRun::CreateStrategy() {
   PSTRAIN_ASSIGN_OR_RETURN(timeline_, Timeline::Create(config_, worker_index_));
+  replicas_->SetTimeline(timeline_.get());  // the copies of host mirrors as lanes
   StrategyContext context;
   context.config = &config_;
   context.worker_index = worker_index_;
