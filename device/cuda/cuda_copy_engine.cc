@@ -21,6 +21,7 @@ CudaCopyEngine::~CudaCopyEngine() {
   }
   changed_.notify_all();
   completer_.join();
+  context_->MakeCurrent();  // the streams' GPU, whichever thread destroys the engine
   cudaStreamDestroy(download_stream_);
   cudaStreamDestroy(upload_stream_);
 }
