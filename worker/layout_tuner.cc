@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/metrics/layout_text.h"
 
 namespace pstrain {
 namespace {
@@ -17,14 +18,8 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-std::string Bytes(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 20)) return absl::StrFormat("%d MiB", bytes >> 20);
-  return absl::StrFormat("%d KiB", bytes >> 10);
-}
-
 std::string Describe(const TransferLayout& layout) {
-  return absl::StrFormat("batch %s, window %s, %d per shard", Bytes(layout.batch_bytes), Bytes(layout.window_bytes),
-                         layout.pushes_per_shard);
+  return LayoutText(layout.batch_bytes, layout.window_bytes, layout.pushes_per_shard);
 }
 
 // The knob's value in `layout` (0 batch, 1 window, 2 pushes per shard),

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/metrics/layout_text.h"
 
 namespace pstrain::compare {
 namespace {
@@ -29,31 +30,26 @@ std::optional<std::pair<std::string, double>> FastestFixed(const std::vector<Rep
   return best;
 }
 
-std::string Bytes(int64_t b) {
-  if (b == 0) return "none";
-  if (b % (1 << 20) == 0) return absl::StrCat(b >> 20, " MiB");
-  return absl::StrCat(b >> 10, " KiB");
-}
-
 // Each re-tune (a settled step time that drifted, or a search that found
 // the link changed under it) and how long, in the run's time, it took to
 // settle again.
 std::string Retunes(const LayoutTuning& t) {
   std::string text;
-  std::optional<double> began;
-  int64_t began_step = 0;
+  const LayoutTuning::Decision* began = nullptr;  // the re-tune not yet settled
   for (const LayoutTuning::Decision& d : t.decisions()) {
     if (absl::StartsWith(d.why(), "re-tune") || absl::StartsWith(d.why(), "re-base")) {
-      began = d.run_seconds();
-      began_step = d.step();
-    } else if (began && absl::StartsWith(d.why(), "settled")) {
+      began = &d;
+    } else if (began != nullptr && absl::StartsWith(d.why(), "settled")) {
       absl::StrAppend(&text, absl::StrFormat("; re-tuned at step %d (%.1f s), settled again at step %d, %.1f s later",
-                                             began_step, *began, d.step(), d.run_seconds() - *began));
-      began.reset();
+                                             began->step(), began->run_seconds(), d.step(),
+                                             d.run_seconds() - began->run_seconds()));
+      began = nullptr;
     }
   }
-  if (began)
-    absl::StrAppend(&text, absl::StrFormat("; re-tuning since step %d (%.1f s), not settled", began_step, *began));
+  if (began != nullptr) {
+    absl::StrAppend(
+        &text, absl::StrFormat("; re-tuning since step %d (%.1f s), not settled", began->step(), began->run_seconds()));
+  }
   return text;
 }
 
@@ -81,9 +77,9 @@ std::string TunerSummary(const std::vector<ReportRow>& rows) {
       const double rate = t->settled_step_seconds() > 0
                               ? static_cast<double>(r->global_batch_size()) * scale / t->settled_step_seconds()
                               : 0;
-      absl::StrAppend(&md, absl::StrFormat("first settled at step %d (%.1f s) on batch %s, window %s, %d per shard",
-                                           settle->step(), settle->run_seconds(), Bytes(settle->batch_bytes()),
-                                           Bytes(settle->window_bytes()), settle->pushes_per_shard()));
+      absl::StrAppend(
+          &md, absl::StrFormat("first settled at step %d (%.1f s) on %s", settle->step(), settle->run_seconds(),
+                               LayoutText(settle->batch_bytes(), settle->window_bytes(), settle->pushes_per_shard())));
       if (t->settled() && rate > 0) {
         absl::StrAppend(&md, absl::StrFormat("; at the end %.4g s a step (%s images/sec)", t->settled_step_seconds(),
                                              FormatRate(rate)));
