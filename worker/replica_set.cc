@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     set->contexts_.push_back(std::move(context));
     set->models_.push_back(std::move(model));
   }
-  if ((gpu || options.mirror_cpu_replicas) && options.host_mirrors) {
+  if ((gpu || options.copy_engine) && options.host_mirrors) {
     set->mirrors_.resize(replicas);
     for (int r = 0; r < replicas; ++r) {
       DeviceContext& ctx = *set->contexts_[r];
@@ -49,7 +49,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
         set->mirrors_[r].push_back({v.name, ctx.AllocateHost(v.value.shape()), grad});
         offset += v.grad.num_elements();
       }
-      set->engines_.push_back(options.copy_engine ? options.copy_engine(ctx, r) : ctx.NewCopyEngine());
+      set->engines_.push_back(options.copy_engine ? options.copy_engine(ctx) : ctx.NewCopyEngine());
     }
   }
   set->interconnect_ = options.interconnect;

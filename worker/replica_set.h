@@ -67,13 +67,11 @@ struct ReplicaOptions {
   // stand for it), and the strategies' reductions charge theirs
   // (local_reduce.h).
   std::shared_ptr<EmulatedInterconnect> interconnect;
-  // CPU replicas with host mirrors too, their copies made by `copy_engine`:
-  // a CPU replica then stands for a device with memory of its own (the GPU
-  // replica path, tested and emulated without a GPU).
-  bool mirror_cpu_replicas = false;
   // Each mirrored replica's copy engine, made from its context; null: the
-  // context's own (DeviceContext::NewCopyEngine).
-  std::function<std::unique_ptr<CopyEngine>(DeviceContext& context, int replica)> copy_engine;
+  // context's own (DeviceContext::NewCopyEngine). Set, it gives CPU replicas
+  // host mirrors too: a CPU replica then stands for a device with memory of
+  // its own (the GPU replica path, tested and emulated without a GPU).
+  std::function<std::unique_ptr<CopyEngine>(DeviceContext& context)> copy_engine;
 };
 
 class ReplicaSet {

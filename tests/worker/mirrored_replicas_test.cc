@@ -47,8 +47,7 @@ struct Batch {
 // engine.
 std::unique_ptr<ReplicaSet> Mirrored(TimedCopyEngine** engine) {
   ReplicaOptions options;
-  options.mirror_cpu_replicas = true;
-  options.copy_engine = [engine](DeviceContext&, int) {
+  options.copy_engine = [engine](DeviceContext&) {
     auto made = std::make_unique<TimedCopyEngine>(TimedCopyEngine::Options{/*gbps=*/2, absl::Milliseconds(2)});
     *engine = made.get();
     return made;

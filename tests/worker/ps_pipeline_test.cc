@@ -815,8 +815,7 @@ TEST(PsPipelineMirroredTest, TheForwardsWaitUploadsEachLandedValueToTheDeviceLay
   Harness h("sync", /*window_bytes=*/0, 2);
   std::vector<TimedCopyEngine*> engines;
   ReplicaOptions options;
-  options.mirror_cpu_replicas = true;
-  options.copy_engine = [&engines](DeviceContext&, int) {
+  options.copy_engine = [&engines](DeviceContext&) {
     auto engine = std::make_unique<TimedCopyEngine>(TimedCopyEngine::Options{/*gbps=*/16, absl::Milliseconds(1)});
     engines.push_back(engine.get());
     return engine;

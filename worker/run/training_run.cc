@@ -131,10 +131,7 @@ absl::Status TrainingRun::CreateReplicas() {
   // step instead (LocalOptimizer).
   options.zero_non_finite_gradients = needs_.parameter_servers;
   PSTRAIN_ASSIGN_OR_RETURN(const DeviceEntry device, DeviceRegistry().Find(config_.device()));
-  if (device.mirror_copies) {  // cpu_mirrored: CPU replicas laid out as GPU replicas
-    options.mirror_cpu_replicas = true;
-    options.copy_engine = [copies = device.mirror_copies](DeviceContext& context, int) { return copies(context); };
-  }
+  options.copy_engine = device.mirror_copies;  // cpu_mirrored: CPU replicas laid out as GPU replicas
   if (emulated_) {
     PSTRAIN_ASSIGN_OR_RETURN(options.interconnect, EmulatedHostInterconnect(config_));
     options.wrap_model = [this, interconnect = options.interconnect](
