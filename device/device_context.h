@@ -39,6 +39,14 @@ class DeviceContext {
   // primitives' data types on first use); CheckPrecision's error otherwise.
   Precision precision() const { return precision_; }
   absl::Status SetPrecision(Precision precision);
+  // How float32 products run on this context (precision.h): what was set
+  // (strict unless set) where the device has TF32 (HasTf32), strict
+  // elsewhere. Set it before the model's first step, as the precision.
+  Fp32Math fp32_math() const { return HasTf32() ? fp32_math_ : Fp32Math::kStrict; }
+  void SetFp32Math(Fp32Math math) { fp32_math_ = math; }
+  // Whether this device has TF32 tensor cores (GPUs of compute capability
+  // 8.0+); false on the CPU.
+  virtual bool HasTf32() const { return false; }
   // Blocks until queued work is finished.
   virtual void Synchronize() = 0;
   // Copies src into dst (same shape), converting between their layouts;
@@ -76,6 +84,7 @@ class DeviceContext {
 
  private:
   Precision precision_ = Precision::kFp32;
+  Fp32Math fp32_math_ = Fp32Math::kStrict;
 };
 
 // Creates the context for `device`.

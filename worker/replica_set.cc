@@ -25,6 +25,7 @@ absl::StatusOr<std::unique_ptr<ReplicaSet>> ReplicaSet::Create(const ModelConfig
     const Device device = gpu ? Device{DeviceKind::kCuda, (options.worker_index * replicas + r) % gpus} : Device::Cpu();
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceContext> context, CreateDeviceContext(device));
     PSTRAIN_RETURN_IF_ERROR(context->SetPrecision(options.precision));
+    context->SetFp32Math(options.fp32_math);
     PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, CreateModel(config, context.get()));
     if (options.wrap_model) {
       PSTRAIN_ASSIGN_OR_RETURN(model, options.wrap_model(std::move(model), r));

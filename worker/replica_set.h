@@ -50,6 +50,9 @@ struct ReplicaOptions {
   bool download_gradients = true;
   // The compute-bound layers' arithmetic (DeviceContext::SetPrecision).
   Precision precision = Precision::kFp32;
+  // How float32 products run where the device has TF32
+  // (DeviceContext::SetFp32Math).
+  Fp32Math fp32_math = Fp32Math::kStrict;
   // With loss scaling (SetLossScale): a gradient that is not finite once
   // unscaled is replaced by zeros before the strategy sees it (parameter
   // servers apply what they are sent and must never be sent such a value);

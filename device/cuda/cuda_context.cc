@@ -86,8 +86,12 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int ordinal) {
     return absl::InternalError(absl::StrCat("cublasCreate on gpu:", ordinal, ": ", CublasErrorString(st)));
   }
   PSTRAIN_CUBLAS_CHECK(cublasSetStream(ctx->cublas_, ctx->stream_));
-  // fp32 means fp32: no TF32 tensor-op shortcuts, so CUDA and CPU agree.
+  // The handle's own math mode stays strict: TF32 matmuls are asked for per
+  // call (CUBLAS_COMPUTE_32F_FAST_TF32) when fp32_math() allows them.
   PSTRAIN_CUBLAS_CHECK(cublasSetMathMode(ctx->cublas_, CUBLAS_DEFAULT_MATH));
+  cudaDeviceProp prop{};
+  PSTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+  ctx->has_tf32_ = prop.major >= 8;
 
   ctx->device_allocator_ =
       std::make_unique<CachingAllocator>(CachingAllocator::Backend{absl::StrCat("cudaMalloc on gpu:", ordinal),

@@ -8,6 +8,8 @@
 //   * Device memory comes from Allocate() / AllocateBytes(): after the first
 //     step of a training loop no cudaMalloc or cudaFree happens (blocks return
 //     to the cache when their tensors go; one stream keeps reuse ordered).
+//   * fp32_math() (device_context.h) is what its convolutions and dense
+//     layers use for float32 products; strict unless set.
 //   * CUDA tensors are always plain (NCHW row-major); OutputLayout() of every
 //     CUDA layer is null.
 //   * Workspace(bytes): one scratch area shared by the cuDNN/cuBLAS calls of
@@ -62,6 +64,8 @@ class CudaContext final : public DeviceContext {
   Tensor AllocateHost(const Shape& shape) override;
 
   void MakeCurrent() override;
+  // TF32 tensor cores: compute capability 8.0 (Ampere) and newer.
+  bool HasTf32() const override { return has_tf32_; }
   MemoryStats memory_stats() const override;
   // Copy streams of its own (CudaCopyEngine, cuda_copy_engine.h).
   std::unique_ptr<CopyEngine> NewCopyEngine() override;
@@ -82,6 +86,7 @@ class CudaContext final : public DeviceContext {
   std::unique_ptr<CachingAllocator> device_allocator_;
   std::unique_ptr<CachingAllocator> pinned_allocator_;
   std::shared_ptr<Buffer> workspace_;
+  bool has_tf32_ = false;
 };
 
 // The CudaContext behind `ctx`; CHECK-fails when `ctx` is for another device.

@@ -197,6 +197,8 @@ INSTANTIATE_TEST_SUITE_P(
         ClosedChoice{"emulation: {ps_placement: nearby}\n",
                      "field 'emulation.ps_placement': expected one of separate, colocated, got 'nearby'"},
         ClosedChoice{"precision: fp8\n", "field 'precision': expected one of fp32, bf16, fp16, got 'fp8'"},
+        ClosedChoice{"fp32_math: fast\n",
+                     "field 'fp32_math': expected one of tf32_convolutions, tf32, strict, got 'fast'"},
         ClosedChoice{"elastic: {on_worker_lost: ignore}\n",
                      "field 'elastic.on_worker_lost': expected one of stop, continue, got 'ignore'"}),
     [](const ::testing::TestParamInfo<ClosedChoice>& info) {
@@ -227,7 +229,12 @@ TEST(ParseExperimentYaml, EmptyDocumentsAreAllDefaults) {
     ASSERT_TRUE(c.ok()) << yaml << ": " << c.status();
     EXPECT_EQ(c->consistency(), "sync");
     EXPECT_EQ(c->train().batch_size_per_device(), 32);
+    // GPUs compute convolutions in TF32 unless told otherwise, as PyTorch does.
+    EXPECT_EQ(c->fp32_math(), ExperimentConfig::tf32_convolutions);
   }
+  absl::StatusOr<ExperimentConfig> strict = ParseExperimentYaml("fp32_math: strict\n", "exp.yaml");
+  ASSERT_TRUE(strict.ok()) << strict.status();
+  EXPECT_EQ(strict->fp32_math(), ExperimentConfig::strict);
 }
 
 TEST(ParseExperimentYaml, WrongTypeNamesFileLineAndPath) {

@@ -233,6 +233,10 @@ TEST(TrainingTest, AsyncMlpSummarySaysWhatItsFiguresAre) {
       out, absl::StrFormat("| final loss %.4f (the workers' mean over their last 10 steps) |", result->final_loss())))
       << out;
   EXPECT_TRUE(absl::StrContains(out, "[worker0] Step\tImg/sec +/- its standard error (jitter = robust spread)")) << out;
+  // The config leaves fp32_math at its default (TF32 convolutions); CPUs
+  // have no TF32, and the header and result.json say what ran.
+  EXPECT_TRUE(absl::StrContains(out, "[worker0] Precision:   fp32 (strict)\n")) << out;
+  EXPECT_EQ(result->fp32_math(), "strict");
   EXPECT_TRUE(absl::StrContains(out, absl::StrFormat("[worker0] total images/sec: %.2f +/- %.2f (std. dev.; 2 workers",
                                                      result->images_per_sec(), result->images_per_sec_stddev())))
       << out;

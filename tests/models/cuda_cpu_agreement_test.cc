@@ -558,6 +558,101 @@ TEST_F(CudaCpuAgreementTest, MixedPrecisionRoundsTheProductsOperands) {
   }
 }
 
+// ---- TF32: float32 products on tensor cores (fp32_math tf32) ----
+
+// TF32 keeps 10 of float32's 23 mantissa bits of each operand (2^-11
+// relative when rounded, 2^-10 when truncated) and accumulates in float32;
+// Winograd and FFT algorithms transform operands in TF32 too. Against the
+// CPU in fp32 on the same operands, the bound is relative to the tensor's
+// largest magnitude: 2^-7, between fp16's 2^-9 (operands rounded alike on
+// both sides) and bf16's 2^-6.
+Tolerance Tf32Tolerance(const Tensor& want) {
+  float largest = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) largest = std::max(largest, std::fabs(want.data()[i]));
+  return Tolerance{0, 0x1p-7 * largest};
+}
+
+std::vector<AgreementCase> ConvAndDenseCases() {
+  std::vector<AgreementCase> cases;
+  for (const AgreementCase& c : Cases()) {
+    if (c.spec.type == "conv2d" || c.spec.type == "dense") cases.push_back(c);
+  }
+  return cases;
+}
+
+class Tf32AgreementTest : public BothDevices<::testing::TestWithParam<AgreementCase>> {};
+
+TEST_P(Tf32AgreementTest, MatchesTheCpuWithinTf32Rounding) {
+  const AgreementCase& c = GetParam();
+  cuda().SetFp32Math(Fp32Math::kTf32);
+  LayerPair pair;
+  ASSERT_TRUE(MakeLayerPair(c, &pair));
+  std::mt19937_64 rng(5);
+  std::vector<Tensor> inputs, params;
+  for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
+  for (const Parameter& p : pair.cpu->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
+  const Tensor grad_output = Uniform(rng, pair.output, -1, 1);
+  const LayerResults want = RunLayer(cpu(), *pair.cpu, inputs, params, grad_output);
+  const LayerResults got = RunLayer(cuda(), *pair.cuda, inputs, params, grad_output);
+  EXPECT_TRUE(Agree("output", want.output, got.output, Tf32Tolerance(want.output)));
+  EXPECT_TRUE(
+      Agree("gradient of the input", want.grad_inputs[0], got.grad_inputs[0], Tf32Tolerance(want.grad_inputs[0])));
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of ", pair.cpu->parameters()[i].name), want.param_grads[i],
+                      got.param_grads[i], Tf32Tolerance(want.param_grads[i])));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ConvAndDense, Tf32AgreementTest, ::testing::ValuesIn(ConvAndDenseCases()),
+                         [](const ::testing::TestParamInfo<AgreementCase>& info) { return info.param.name; });
+
+// Every operand 1 + 2^-12 (which TF32 cannot hold: it rounds or truncates
+// to 1) and every weight 1: a product of k terms is exactly k (1 + 2^-12)
+// in strict float32 (k < 2^11: 23 bits suffice) and k in TF32. The layers
+// are large enough for cuDNN and cuBLAS to choose tensor cores (ResNet's
+// 64-channel 3x3 convolution; a 1024-wide dense layer). The fp32_math the
+// context asked for is what the GPU computed.
+TEST_F(CudaCpuAgreementTest, Tf32RoundsTheProductsOperands) {
+  if (!cuda().HasTf32()) GTEST_SKIP() << "this GPU has no TF32 (compute capability below 8.0)";
+  struct Product {
+    LayerSpec spec;
+    Shape input;     // batched
+    int64_t center;  // an output element with every term of the sum: k of them
+    float k;
+  };
+  const std::vector<Product> products = {
+      {Conv(64, {3, 3}, {1, 1}, {1, 1}, 1, 0), {8, 64, 28, 28}, 14 * 28 + 14, 64 * 9},
+      {LayerSpec{"dense"}.Int("units", 256), {256, 1024}, 0, 1024},
+  };
+  constexpr float kX = 1.0f + 0x1p-12f;
+  for (const Product& p : products) {
+    for (Fp32Math math : {Fp32Math::kStrict, Fp32Math::kTf32}) {
+      SCOPED_TRACE(absl::StrCat(p.spec.type, " in ", Fp32MathName(math)));
+      auto ctx = CreateDeviceContext(Device{DeviceKind::kCuda, 0});
+      ASSERT_TRUE(ctx.ok()) << ctx.status();
+      (*ctx)->SetFp32Math(math);
+      ASSERT_EQ((*ctx)->fp32_math(), math);
+      auto layer = CreateLayer(p.spec, DeviceKind::kCuda);
+      ASSERT_TRUE(layer.ok()) << layer.status();
+      const absl::StatusOr<Shape> output = (*layer)->Setup(PerExample({p.input}));
+      ASSERT_TRUE(output.ok()) << output.status();
+      Tensor input(p.input);
+      for (float& v : input.span()) v = kX;
+      std::vector<Tensor> params;
+      for (const Parameter& param : (*layer)->parameters()) params.push_back(Tensor(param.value.shape()));
+      for (float& v : params[0].span()) v = 1.0f;
+      Shape grad_shape = {p.input[0]};
+      grad_shape.insert(grad_shape.end(), output->begin(), output->end());
+      Tensor grad(grad_shape);
+      for (float& v : grad.span()) v = 1.0f;
+      const LayerResults got = RunLayer(**ctx, **layer, {input}, params, grad);
+      const float want = math == Fp32Math::kStrict ? p.k * kX : p.k;
+      // Half the gap between the two answers (k 2^-12) tells them apart.
+      EXPECT_NEAR(got.output.data()[p.center], want, p.k * 0x1p-13f);
+    }
+  }
+}
+
 TEST_F(CudaCpuAgreementTest, SoftmaxCrossEntropy) {
   auto cpu_loss = CreateSoftmaxCrossEntropy(DeviceKind::kCpu);
   auto cuda_loss = CreateSoftmaxCrossEntropy(DeviceKind::kCuda);

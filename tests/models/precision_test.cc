@@ -42,6 +42,36 @@ TEST(PrecisionTest, NamesAndWhatEachDeviceRefuses) {
   }
 }
 
+TEST(PrecisionTest, Fp32MathNamesAndWhatEachAllows) {
+  EXPECT_EQ(*ParseFp32Math("tf32_convolutions"), Fp32Math::kTf32Convolutions);
+  EXPECT_EQ(Fp32MathName(Fp32Math::kTf32), "tf32");
+  const absl::Status unknown = ParseFp32Math("fast").status();
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(unknown.message(), "strict, tf32_convolutions, tf32")) << unknown;
+  EXPECT_FALSE(Tf32Convolutions(Fp32Math::kStrict));
+  EXPECT_FALSE(Tf32Matmuls(Fp32Math::kStrict));
+  EXPECT_TRUE(Tf32Convolutions(Fp32Math::kTf32Convolutions));
+  EXPECT_FALSE(Tf32Matmuls(Fp32Math::kTf32Convolutions));
+  EXPECT_TRUE(Tf32Convolutions(Fp32Math::kTf32));
+  EXPECT_TRUE(Tf32Matmuls(Fp32Math::kTf32));
+  EXPECT_EQ(DescribeArithmetic(Precision::kFp32, Fp32Math::kTf32Convolutions),
+            "fp32 (convolutions in TF32, matmuls strict)");
+  EXPECT_EQ(DescribeArithmetic(Precision::kFp32, Fp32Math::kStrict), "fp32 (strict)");
+  EXPECT_EQ(DescribeArithmetic(Precision::kBf16, Fp32Math::kTf32), "bf16 (mixed precision)");
+}
+
+// TF32 is a GPU's: a CPU context asked for it computes strictly, and says so.
+TEST(PrecisionTest, TheCpuComputesFloat32StrictlyWhateverIsAsked) {
+  auto ctx = CreateDeviceContext(Device::Cpu());
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  EXPECT_EQ((*ctx)->fp32_math(), Fp32Math::kStrict);
+  EXPECT_FALSE((*ctx)->HasTf32());
+  for (Fp32Math asked : {Fp32Math::kTf32Convolutions, Fp32Math::kTf32}) {
+    (*ctx)->SetFp32Math(asked);
+    EXPECT_EQ((*ctx)->fp32_math(), Fp32Math::kStrict) << Fp32MathName(asked);
+  }
+}
+
 TEST(PrecisionTest, AContextKeepsItsPrecisionWhenRefused) {
   auto ctx = CreateDeviceContext(Device::Cpu());
   ASSERT_TRUE(ctx.ok()) << ctx.status();

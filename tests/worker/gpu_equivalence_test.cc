@@ -20,9 +20,12 @@ namespace {
 
 int UsableGpus() { return CountDevices(DeviceKind::kCuda); }
 
+// Strict fp32 (kTolerance below); TF32 has a test of its own
+// (Tf32TrainsLikeFp32).
 ExperimentConfig BaseConfig() {
   ExperimentConfig config = EquivalenceConfig("gpu_equivalence");
   config.mutable_timeouts()->set_startup_seconds(60);
+  config.set_fp32_math(ExperimentConfig::strict);
   return config;
 }
 
@@ -33,8 +36,13 @@ std::vector<std::vector<float>> CpuReference(int global_batch) {
   return single.ok() ? single->final_params : std::vector<std::vector<float>>{};
 }
 
-// GPU and CPU sum in different orders: fp32 agreement, not bitwise.
+// GPU and CPU sum in different orders: fp32 agreement, not bitwise
+// (strict fp32 on the GPU).
 constexpr double kTolerance = 1e-4;
+// TF32 products round their operands to 10 mantissa bits (2^-11
+// relative): after a few steps the parameters stay within 1e-2, the bound
+// mixed precision meets with bf16's 7 bits.
+constexpr double kTf32Tolerance = 1e-2;
 
 struct GpuCase {
   const char* name;
@@ -158,6 +166,20 @@ TEST_F(GpuLossScalingTest, OverflowedStepsAreSkippedAndTheScaleBacksOff) {
   for (const std::vector<float>& v : run->final_params) {
     for (float x : v) ASSERT_TRUE(std::isfinite(x)) << "an overflowed step reached the variables";
   }
+}
+
+// TF32 products (fp32_math tf32: the MLP's dense layers; tf32_convolutions
+// would leave them strict) train like strict fp32 within TF32's rounding.
+// (cuBLAS may keep products this small off the tensor cores; that TF32
+// really rounds is cuda_cpu_agreement_test's Tf32RoundsTheProductsOperands.)
+TEST_F(GpuLossScalingTest, Tf32TrainsLikeFp32) {
+  ExperimentConfig config = NcclOnOneGpu(8);
+  config.set_fp32_math(ExperimentConfig::tf32);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->chief.fp32_math(), "tf32");
+  const double difference = MaxRelativeDifference(run->final_params, CpuReference(8));
+  EXPECT_LT(difference, kTf32Tolerance);
 }
 
 // Mixed precision trains like fp32: conv2d/dense products in 16 bits,

@@ -120,6 +120,9 @@ DEFINE_string(device, "cpu", "model: cpu or gpu (GPU 0; reference cuBLAS sgemm i
 DEFINE_string(precision, "fp32",
               "model: fp32, or mixed precision: bf16 (CPUs with AVX-512 BF16 or AMX, GPUs of compute capability "
               "8.0+) or fp16 (GPUs of compute capability 7.0+)");
+DEFINE_string(fp32_math, "tf32_convolutions",
+              "model: how a GPU with TF32 computes float32 products: tf32_convolutions (PyTorch's default), tf32 "
+              "(matmuls too) or strict; CPUs are always strict");
 DEFINE_int32(batch_size, 32, "model: images per step");
 DEFINE_int64(steps, 10, "model: measured training steps; timeline: traced steps, each one flush (default there 1000)");
 DEFINE_int64(warmup, 2, "model: untimed training steps before the measured ones");
@@ -248,6 +251,7 @@ int RunModel() {
   options.model = FLAGS_model;
   options.device = FLAGS_device;
   options.precision = FLAGS_precision;
+  options.fp32_math = FLAGS_fp32_math;
   options.batch_size = FLAGS_batch_size;
   options.steps = FLAGS_steps;
   options.warmup = FLAGS_warmup;

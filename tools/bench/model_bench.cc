@@ -106,6 +106,8 @@ absl::StatusOr<BenchModel> BuildModel(const ModelBenchOptions& options, ModelBen
   if (absl::Status s = bench.ctx->SetPrecision(*ParsePrecision(options.precision)); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--precision: ", s.message()));
   }
+  bench.ctx->SetFp32Math(*ParseFp32Math(options.fp32_math));
+  result.fp32_math = Fp32MathName(bench.ctx->fp32_math());
   absl::StatusOr<std::unique_ptr<Model>> created = CreateModel(config, bench.ctx.get());
   if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
   bench.model = *std::move(created);
@@ -144,8 +146,9 @@ void PrintBanner(const ModelBenchResult& result, std::ostream& out) {
              "(forward + backward, no optimizer)\nWarm-up:     %d steps\nSetup:       %.2f s\n==========\n"
              "Step\tImg/sec\ttotal_loss\n",
              result.model, result.num_parameters, absl::StrJoin(result.input_shape, ", "), result.num_classes,
-             result.batch_size, result.device == "gpu" ? "gpu:0" : "cpu", result.threads, result.precision,
-             result.warmup, result.setup_seconds)
+             result.batch_size, result.device == "gpu" ? "gpu:0" : "cpu", result.threads,
+             DescribeArithmetic(*ParsePrecision(result.precision), *ParseFp32Math(result.fp32_math)), result.warmup,
+             result.setup_seconds)
       << std::flush;
 }
 
@@ -238,6 +241,9 @@ absl::Status ValidateModelBenchOptions(const ModelBenchOptions& o) {
   }
   if (absl::Status s = ParsePrecision(o.precision).status(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--precision: ", s.message()));
+  }
+  if (absl::Status s = ParseFp32Math(o.fp32_math).status(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--fp32_math: ", s.message()));
   }
   if (o.batch_size <= 0)
     return absl::InvalidArgumentError(absl::StrCat("--batch_size must be > 0, got ", o.batch_size));
@@ -357,7 +363,8 @@ std::string FormatModelBenchProfile(const ModelBenchResult& r) {
 
 std::string FormatModelBenchJson(const ModelBenchResult& r) {
   std::string out = absl::StrFormat(
-      "{\"model\":%s,\"device\":%s,\"precision\":%s,\"matmul_reference\":%s,\"batch_size\":%d,\"steps\":%d,\"warmup\":%"
+      "{\"model\":%s,\"device\":%s,\"precision\":%s,\"fp32_math\":%s,\"matmul_reference\":%s,\"batch_size\":%d,"
+      "\"steps\":%d,\"warmup\":%"
       "d,\"input_"
       "shape\":[%s],\"num_classes\":%d,"
       "\"threads\":%d,\"num_parameters\":%d,\"images_per_sec\":%s,\"images_per_sec_stddev\":%s,"
@@ -366,14 +373,14 @@ std::string FormatModelBenchJson(const ModelBenchResult& r) {
       "\"best_ratio\":%s,\"peak_rss_bytes\":%d,\"step_arena_bytes\":%d,\"step_separate_bytes\":%d,"
       "\"step_live_peak_bytes\":%d,\"peak_device_bytes\":%d,\"device_allocations_after_first_step\":%d,"
       "\"setup_seconds\":%s",
-      JsonString(r.model), JsonString(r.device), JsonString(r.precision), JsonString(r.matmul_name), r.batch_size,
-      r.steps, r.warmup, absl::StrJoin(r.input_shape, ","), r.num_classes, r.threads, r.num_parameters,
-      JsonNumber(r.images_per_sec), JsonNumber(r.images_per_sec_stddev), JsonNumber(r.forward_gflop_per_image),
-      JsonNumber(r.gflop_per_image), JsonNumber(r.achieved_gflops), JsonNumber(r.matmul.gflops), r.matmul.m,
-      JsonNumber(r.ratio), JsonNumber(r.best_images_per_sec), JsonNumber(r.best_achieved_gflops),
-      JsonNumber(r.best_ratio), r.peak_rss_bytes, r.step_memory.arena_bytes, r.step_memory.separate_bytes,
-      r.step_memory.live_peak_bytes, r.peak_device_bytes, r.device_allocations_after_first_step,
-      JsonNumber(r.setup_seconds));
+      JsonString(r.model), JsonString(r.device), JsonString(r.precision), JsonString(r.fp32_math),
+      JsonString(r.matmul_name), r.batch_size, r.steps, r.warmup, absl::StrJoin(r.input_shape, ","), r.num_classes,
+      r.threads, r.num_parameters, JsonNumber(r.images_per_sec), JsonNumber(r.images_per_sec_stddev),
+      JsonNumber(r.forward_gflop_per_image), JsonNumber(r.gflop_per_image), JsonNumber(r.achieved_gflops),
+      JsonNumber(r.matmul.gflops), r.matmul.m, JsonNumber(r.ratio), JsonNumber(r.best_images_per_sec),
+      JsonNumber(r.best_achieved_gflops), JsonNumber(r.best_ratio), r.peak_rss_bytes, r.step_memory.arena_bytes,
+      r.step_memory.separate_bytes, r.step_memory.live_peak_bytes, r.peak_device_bytes,
+      r.device_allocations_after_first_step, JsonNumber(r.setup_seconds));
   if (r.bf16_matmul.gflops > 0) {
     absl::StrAppendFormat(&out, ",\"bf16_matmul_gflops\":%s,\"bf16_ratio\":%s,\"best_bf16_ratio\":%s",
                           JsonNumber(r.bf16_matmul.gflops), JsonNumber(r.bf16_ratio), JsonNumber(r.best_bf16_ratio));

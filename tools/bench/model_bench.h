@@ -59,6 +59,10 @@ struct ModelBenchOptions {
   // "fp32" or "bf16" (CPUs with AVX-512 BF16 or AMX). The matmul reference
   // stays fp32 sgemm, so a bf16 ratio compares against fp32's roofline.
   std::string precision = "fp32";
+  // How float32 products run on a GPU with TF32 (DeviceContext::SetFp32Math):
+  // "tf32_convolutions" (PyTorch's default), "tf32" or "strict"; CPUs are
+  // always strict. The matmul reference stays strict sgemm.
+  std::string fp32_math = "tf32_convolutions";
   int batch_size = 32;         // > 0
   int64_t steps = 10;          // measured steps, > 0
   int64_t warmup = 2;          // untimed steps first, >= 0
@@ -93,6 +97,7 @@ struct ModelBenchResult {
   double achieved_gflops = 0;
   std::string device;       // "cpu" or "gpu"
   std::string precision;    // "fp32" or "bf16"
+  std::string fp32_math;    // as it ran on the device (strict where it has no TF32)
   std::string matmul_name;  // "oneDNN sgemm" or "cuBLAS sgemm"
   MatmulReference matmul;
   double ratio = 0;  // achieved_gflops / matmul.gflops

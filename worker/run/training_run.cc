@@ -12,7 +12,9 @@
 #include "common/metrics/input_bound.h"
 #include "common/metrics/memory_usage.h"
 #include "common/status_macros.h"
+#include "device/device_context.h"
 #include "device/device_registry.h"
+#include "device/precision.h"
 #include "glog/logging.h"
 #include "models/emulated_model.h"
 #include "optim/loss_scaler.h"
@@ -44,20 +46,21 @@ ModelConfig ResolveModelConfig(const ExperimentConfig& config, const Dataset& tr
   return mc;
 }
 
-void PrintBanner(const ExperimentConfig& config, const Model& model, int64_t total_steps, int worker_index,
-                 const std::string& strategy, const std::string& preprocessing) {
+void PrintBanner(const ExperimentConfig& config, const Model& model, const DeviceContext& device, int64_t total_steps,
+                 int worker_index, const std::string& strategy, const std::string& preprocessing) {
   const int workers = config.cluster().worker_hosts_size();
   const int batch = config.train().batch_size_per_device();
   const int devices = config.devices_per_worker();
   std::cout << absl::StrFormat(
                    "Worker:      %d of %d%s\nModel:       %s\nDataset:     %s%s\nMode:        training\n"
                    "Batch size:  %d global (%d per device)\nNum batches: %d\nDevices:     %d x %s\n"
-                   "Variables:   %s\nOptimizer:   %s lr=%g\n==========\n"
+                   "Precision:   %s\nVariables:   %s\nOptimizer:   %s lr=%g\n==========\n"
                    "Step\tImg/sec +/- its standard error (jitter = robust spread)\ttotal_loss of the step\n",
                    worker_index, workers, worker_index == 0 ? " (chief)" : "", model.name(), config.data().source(),
                    preprocessing.empty() ? "" : absl::StrCat("\nInput:       ", preprocessing),
-                   batch * workers * devices, batch, total_steps, devices, config.device(), strategy,
-                   config.optimizer().name(), config.optimizer().learning_rate())
+                   batch * workers * devices, batch, total_steps, devices, config.device(),
+                   DescribeArithmetic(device.precision(), device.fp32_math()), strategy, config.optimizer().name(),
+                   config.optimizer().learning_rate())
             << std::flush;
 }
 
@@ -126,6 +129,7 @@ absl::Status TrainingRun::CreateReplicas() {
   options.host_mirrors = needs_.host_mirrors;
   options.download_gradients = needs_.download_gradients;
   PSTRAIN_ASSIGN_OR_RETURN(options.precision, ParsePrecision(ExperimentConfig::Precision_Name(config_.precision())));
+  PSTRAIN_ASSIGN_OR_RETURN(options.fp32_math, ParseFp32Math(ExperimentConfig::Fp32Math_Name(config_.fp32_math())));
   // Parameter servers apply whatever they are sent: an overflowed gradient
   // goes to them as zeros. Strategies that update on the worker skip the
   // step instead (LocalOptimizer).
@@ -257,7 +261,7 @@ absl::Status TrainingRun::Start() {
     for (auto& observer : observers_) hook = observer->WrapHook(r, std::move(hook));
     hooks_.push_back(std::move(hook));
   }
-  PrintBanner(config_, replicas_->model(0), total_steps_, worker_index_, strategy_->Describe(),
+  PrintBanner(config_, replicas_->model(0), replicas_->context(0), total_steps_, worker_index_, strategy_->Describe(),
               input_->train().preprocessing);
   if (emulated_) {
     const double scale = TimeDilation(config_);
@@ -457,6 +461,7 @@ void TrainingRun::PrintSummary(const WorkerReport& report) const {
 
 absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const ClusterReport& cluster) {
   RunResult result = DescribeRun(config_, replicas_->model(0).name(), needs_.collective, total_steps_);
+  result.set_fp32_math(Fp32MathName(replicas_->context(0).fp32_math()));
   AddReports(cluster, strategy_->shards() != nullptr ? strategy_->shards()->recoveries() : std::vector<Recovery>(),
              &result);
   if (!chief_) {

@@ -8,20 +8,23 @@
 //   [filters] (zeros) when bias=1. The weights are cuDNN's KCRS filter as
 //   they are (grouped: cudnnSetConvolutionGroupCount).
 //
-// Numerics in fp32 (the context's precision): the convolution descriptor's
-// math type is CUDNN_FMA_MATH, not CUDNN_DEFAULT_MATH: the default lets cuDNN
-// run fp32 convolutions on TF32 tensor cores (10-bit mantissa) on Ampere and
-// later, which would not match the CPU to fp32 tolerance. Results differ from
-// the CPU's by summation order only; some backward algorithms sum with
-// atomics and are not bitwise reproducible from run to run.
+// Numerics in fp32 (the context's precision) follow the context's
+// fp32_math(): strict runs CUDNN_FMA_MATH kernels only, whose results differ
+// from the CPU's by summation order only; TF32 (tf32_convolutions or tf32,
+// PyTorch's default for convolutions) lets cuDNN choose TF32 tensor-core
+// kernels (inputs rounded to a 10-bit mantissa, float32 accumulation).
+// Some backward algorithms sum with atomics and are not bitwise
+// reproducible from run to run.
 // In bf16 or fp16 (mixed_precision.h): the three products run on 16-bit
 // copies of their operands with float32 accumulation and tensor-op math;
 // their results are widened into the float32 tensors. The bias and its
 // gradient stay float32.
 //
 // Algorithms are chosen once per batched input shape: for each pass, the
-// first of a ranking (fastest first) that is supported, uses no tensor-op
-// math and needs at most 1 GiB of workspace. The ranking comes from
+// first of a ranking (fastest first) that is supported, uses tensor-op math
+// only where allowed (16-bit products, TF32) and fits the workspace limit;
+// the pass then runs with the math type cuDNN ranked it with (strict fp32:
+// always CUDNN_FMA_MATH). The ranking comes from
 // PSTRAIN_CUDNN_ALGORITHMS (read once per process):
 //   measured (default)   cudnnFind*Ex: every candidate that fits in the
 //                        workspace limit (below) is run on the layer's own buffers at
@@ -91,20 +94,20 @@ AlgorithmChoice AlgorithmChoiceFromEnvironment() {
 }
 
 // The first of `ranked` (cuDNN's ranking, fastest first) that can run
-// here: supported, workspace within the cap, and in fp32 no tensor-op math
-// (`tensor_ops`: the 16-bit products of mixed precision, which want it).
+// here: supported, workspace within the cap, and no tensor-op math unless
+// `tensor_ops` (the 16-bit products of mixed precision, and TF32).
 // Perf is one of cuDNN's cudnnConvolution*AlgoPerf_t.
 template <typename Perf>
-decltype(Perf::algo) ChooseAlgorithm(const std::vector<Perf>& ranked, const char* pass, bool tensor_ops) {
+Perf ChooseAlgorithm(const std::vector<Perf>& ranked, const char* pass, bool tensor_ops) {
   for (const Perf& p : ranked) {
     const bool uses_tensor_ops =
         p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     if (p.status == CUDNN_STATUS_SUCCESS && (tensor_ops || !uses_tensor_ops) && p.memory <= WorkspaceLimitBytes()) {
-      return p.algo;
+      return p;
     }
   }
-  LOG(FATAL) << "conv2d: cuDNN offers no " << (tensor_ops ? "16-bit" : "fp32") << " " << pass << " algorithm within "
-             << WorkspaceLimitBytes() << " bytes of workspace";
+  LOG(FATAL) << "conv2d: cuDNN offers no " << (tensor_ops ? "tensor-op" : "strict fp32") << " " << pass
+             << " algorithm within " << WorkspaceLimitBytes() << " bytes of workspace";
 }
 
 class Conv2d final : public Layer {
@@ -129,6 +132,7 @@ class Conv2d final : public Layer {
     ComputeOperand x = Operand(ctx, inputs[0], /*read=*/true), w = Operand(ctx, parameters_[0].value, true);
     ComputeOperand y = Operand(ctx, output, /*read=*/false);
     if (p.measure_forward) MeasureForward(ctx, p, x.get(), w.get(), y.get());
+    UseMath(p.forward_math);
     PSTRAIN_CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &kOne, p.input.get(), x.get(), filter_->get(), w.get(),
                                                 conv_->get(), p.forward, Workspace(ctx, p.forward_bytes),
                                                 p.forward_bytes, &kZero, p.output.get(), y.get()));
@@ -152,6 +156,7 @@ class Conv2d final : public Layer {
       const ComputeOperand w = Operand(ctx, parameters_[0].value, /*read=*/true);
       ComputeOperand dx = Operand(ctx, grad_inputs[0], /*read=*/false);
       if (p.measure_backward_data) MeasureBackwardData(ctx, p, w.get(), dy.get(), dx.get());
+      UseMath(p.backward_data_math);
       PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
           ctx.cudnn(), &kOne, filter_->get(), w.get(), p.output.get(), dy.get(), conv_->get(), p.backward_data,
           Workspace(ctx, p.backward_data_bytes), p.backward_data_bytes, &kZero, p.input.get(), dx.get()));
@@ -160,6 +165,7 @@ class Conv2d final : public Layer {
     const ComputeOperand x = Operand(ctx, inputs[0], /*read=*/true);
     ComputeOperand dw = Operand(ctx, parameters_[0].grad, /*read=*/false);
     if (p.measure_backward_filter) MeasureBackwardFilter(ctx, p, x.get(), dy.get(), dw.get());
+    UseMath(p.backward_filter_math);
     PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         ctx.cudnn(), &kOne, p.input.get(), x.get(), p.output.get(), dy.get(), conv_->get(), p.backward_filter,
         Workspace(ctx, p.backward_filter_bytes), p.backward_filter_bytes, &kZero, filter_->get(), dw.get()));
@@ -179,6 +185,10 @@ class Conv2d final : public Layer {
     cudnnConvolutionBwdDataAlgo_t backward_data{};
     cudnnConvolutionBwdFilterAlgo_t backward_filter{};
     size_t forward_bytes = 0, backward_data_bytes = 0, backward_filter_bytes = 0;  // workspace
+    // The math type each pass runs with (the convolution descriptor's, set
+    // before each call).
+    cudnnMathType_t forward_math = CUDNN_FMA_MATH, backward_data_math = CUDNN_FMA_MATH,
+                    backward_filter_math = CUDNN_FMA_MATH;
     // Measured choice: the passes still to be measured (on first use).
     bool measure_forward = false, measure_backward_data = false, measure_backward_filter = false;
   };
@@ -189,11 +199,12 @@ class Conv2d final : public Layer {
     int max_count = 0, count = 0;
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> ranked(max_count);
+    UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
         ctx.cudnn(), p.input.get(), x, filter_->get(), w, conv_->get(), p.output.get(), y, max_count, &count,
         ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
     ranked.resize(count);
-    p.forward = ChooseAlgorithm(ranked, "forward", half_.has_value());
+    Take(ChooseAlgorithm(ranked, "forward", TensorOps()), &p.forward, &p.forward_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
         ctx.cudnn(), p.input.get(), filter_->get(), conv_->get(), p.output.get(), p.forward, &p.forward_bytes));
     p.measure_forward = false;
@@ -203,11 +214,12 @@ class Conv2d final : public Layer {
     int max_count = 0, count = 0;
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> ranked(max_count);
+    UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
         ctx.cudnn(), filter_->get(), w, p.output.get(), dy, conv_->get(), p.input.get(), dx, max_count, &count,
         ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
     ranked.resize(count);
-    p.backward_data = ChooseAlgorithm(ranked, "backward-data", half_.has_value());
+    Take(ChooseAlgorithm(ranked, "backward-data", TensorOps()), &p.backward_data, &p.backward_data_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), filter_->get(), p.output.get(),
                                                                      conv_->get(), p.input.get(), p.backward_data,
                                                                      &p.backward_data_bytes));
@@ -218,15 +230,38 @@ class Conv2d final : public Layer {
     int max_count = 0, count = 0;
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx.cudnn(), &max_count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> ranked(max_count);
+    UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         ctx.cudnn(), p.input.get(), x, p.output.get(), dy, conv_->get(), filter_->get(), dw, max_count, &count,
         ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
     ranked.resize(count);
-    p.backward_filter = ChooseAlgorithm(ranked, "backward-filter", half_.has_value());
+    Take(ChooseAlgorithm(ranked, "backward-filter", TensorOps()), &p.backward_filter, &p.backward_filter_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn(), p.input.get(), p.output.get(),
                                                                        conv_->get(), filter_->get(), p.backward_filter,
                                                                        &p.backward_filter_bytes));
     p.measure_backward_filter = false;
+  }
+
+  // Whether the products may run on tensor cores: 16-bit, or TF32 allowed.
+  bool TensorOps() const { return half_.has_value() || tf32_; }
+
+  // The descriptor's math type while cuDNN ranks algorithms: tensor ops for
+  // 16-bit products, cuDNN's default (TF32 allowed on Ampere and later) for
+  // TF32, FMA kernels only for strict fp32.
+  cudnnMathType_t SearchMath() const {
+    if (half_) return CUDNN_TENSOR_OP_MATH;
+    return tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  }
+
+  void UseMath(cudnnMathType_t math) { PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_->get(), math)); }
+
+  // A pass takes the chosen algorithm and the math type it was ranked with,
+  // after which its workspace size is asked for under that math type.
+  template <typename Perf, typename Algo>
+  void Take(const Perf& chosen, Algo* algo, cudnnMathType_t* math) {
+    *algo = chosen.algo;
+    *math = TensorOps() ? chosen.mathType : CUDNN_FMA_MATH;
+    UseMath(*math);
   }
 
   static void* Workspace(CudaContext& ctx, size_t bytes) { return bytes == 0 ? nullptr : ctx.Workspace(bytes); }
@@ -243,6 +278,7 @@ class Conv2d final : public Layer {
   // context's precision (fixed from then on).
   void CreateDescriptors(const CudaContext& ctx) {
     half_ = HalfMathOf(ctx);
+    tf32_ = !half_ && Tf32Convolutions(ctx.fp32_math());
     const Window2d& w = setup_.window;
     filter_.emplace();
     PSTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_->get(), DataType(), CUDNN_TENSOR_NCHW,
@@ -254,10 +290,8 @@ class Conv2d final : public Layer {
         conv_->get(), CudnnDim(w.ph, "padding"), CudnnDim(w.pw, "padding"), CudnnDim(w.sh, "stride"),
         CudnnDim(w.sw, "stride"), /*dilation_h=*/1, /*dilation_w=*/1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_->get(), CudnnDim(setup_.groups, "groups")));
-    // Plain fp32 FMA kernels, no TF32 tensor cores (see the top of the file);
-    // tensor cores for the 16-bit products, which accumulate in float32
-    // either way (the compute type above).
-    PSTRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_->get(), half_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    // Each pass sets its own math type before its calls (Take, UseMath).
+    UseMath(SearchMath());
     if (setup_.has_bias) bias_.emplace(NchwDescriptor(1, setup_.filters, 1, 1));
   }
 
@@ -282,28 +316,31 @@ class Conv2d final : public Layer {
     int max_count = 0, count = 0;
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn, &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> forward(max_count);
+    UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn, p.input.get(), filter_->get(), conv_->get(),
                                                                p.output.get(), max_count, &count, forward.data()));
     forward.resize(count);
-    p.forward = ChooseAlgorithm(forward, "forward", half_.has_value());
+    Take(ChooseAlgorithm(forward, "forward", TensorOps()), &p.forward, &p.forward_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cudnn, p.input.get(), filter_->get(), conv_->get(),
                                                                 p.output.get(), p.forward, &p.forward_bytes));
 
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn, &max_count));
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(max_count);
+    UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn, filter_->get(), p.output.get(), conv_->get(),
                                                                     p.input.get(), max_count, &count, data.data()));
     data.resize(count);
-    p.backward_data = ChooseAlgorithm(data, "backward-data", half_.has_value());
+    Take(ChooseAlgorithm(data, "backward-data", TensorOps()), &p.backward_data, &p.backward_data_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
         cudnn, filter_->get(), p.output.get(), conv_->get(), p.input.get(), p.backward_data, &p.backward_data_bytes));
 
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn, &max_count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(max_count);
+    UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         cudnn, p.input.get(), p.output.get(), conv_->get(), filter_->get(), max_count, &count, filter.data()));
     filter.resize(count);
-    p.backward_filter = ChooseAlgorithm(filter, "backward-filter", half_.has_value());
+    Take(ChooseAlgorithm(filter, "backward-filter", TensorOps()), &p.backward_filter, &p.backward_filter_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn, p.input.get(), p.output.get(),
                                                                        conv_->get(), filter_->get(), p.backward_filter,
                                                                        &p.backward_filter_bytes));
@@ -318,6 +355,7 @@ class Conv2d final : public Layer {
   std::optional<ConvolutionDescriptor> conv_;  // padding, stride, groups, math type
   std::optional<TensorDescriptor> bias_;       // 1 x filters x 1 x 1, float32
   std::optional<HalfMath> half_;               // the 16-bit compute type; none in fp32
+  bool tf32_ = false;                          // fp32 products may run in TF32
   std::map<Shape, Plan> cache_;                // by batched input shape
 };
 

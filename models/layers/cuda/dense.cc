@@ -1,5 +1,7 @@
-// dense on CUDA: y = x W + b with cuBLAS in fp32 (the handle's default math
-// mode: no TF32), so results match the CPU layer to float rounding. In bf16
+// dense on CUDA: y = x W + b with cuBLAS in fp32: strict (sgemm, results
+// match the CPU layer to float rounding) unless the context's fp32_math()
+// is tf32, which runs the products on TF32 tensor cores (cublasGemmEx,
+// CUBLAS_COMPUTE_32F_FAST_TF32; PyTorch's matmul.allow_tf32). In bf16
 // or fp16 (the context's precision; mixed_precision.h) the three products
 // take 16-bit copies of x, W and dy and write float32 (cublasGemmEx,
 // CUBLAS_COMPUTE_32F, tensor cores); the bias and its gradient stay fp32.
@@ -96,17 +98,23 @@ class Dense final : public Layer {
   ComputeOperand Operand(CudaContext& ctx, const Tensor& t) {
     if (!precision_known_) {
       half_ = HalfMathOf(ctx);
+      tf32_ = !half_ && Tf32Matmuls(ctx.fp32_math());
       precision_known_ = true;
     }
     return ComputeOperand(ctx, half_, DevicePtr(t), t.num_elements(), /*read=*/true);
   }
 
   // C = A B (column-major, cuBLAS's shapes and transposes) written in
-  // float32, from operands in the compute type: sgemm in fp32, GemmEx with
-  // float32 accumulation in 16 bits.
+  // float32, from operands in the compute type: sgemm in strict fp32, GemmEx
+  // with TF32 products or 16-bit operands, float32 accumulation either way.
   void Gemm(CudaContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a, int lda,
             const void* b, int ldb, float* c, int ldc) const {
     const float one = 1.0f, zero = 0.0f;
+    if (tf32_) {
+      PSTRAIN_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), ta, tb, m, n, k, &one, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb,
+                                        &zero, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
     if (!half_) {
       PSTRAIN_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), ta, tb, m, n, k, &one, static_cast<const float*>(a), lda,
                                        static_cast<const float*>(b), ldb, &zero, c, ldc));
@@ -129,6 +137,7 @@ class Dense final : public Layer {
   const LayerSpec spec_;
   DenseSetup setup_;              // in_features (K) and units
   std::optional<HalfMath> half_;  // the 16-bit compute type; none in fp32
+  bool tf32_ = false;             // fp32 products in TF32
   bool precision_known_ = false;
   std::shared_ptr<Buffer> ones_;
   int ones_size_ = 0;
