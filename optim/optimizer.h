@@ -17,6 +17,10 @@
 // then points at each slot array offset to the range. On a CUDA optimizer
 // every pointer is device memory (the `slots` array itself is on the host)
 // and Apply() queues the work on the optimizer's stream and returns at once.
+//
+// ApplyAll() updates many variables in place with one step: the same result
+// as Apply() on each in turn. A CUDA optimizer does it with one kernel
+// launch for all of them (tensor_chunks.h); the default loops over Apply().
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/registry.h"
 #include "common/tensor.h"
 #include "proto/config.pb.h"
@@ -42,6 +47,16 @@ struct OptimizerStep {
   int64_t updates_before = 0;
 };
 
+// One variable of an in-place ApplyAll(): its value (updated in place),
+// gradient, length and slot arrays (num_slots() of them, on the host as in
+// Apply()).
+struct VariableUpdate {
+  float* value = nullptr;
+  const float* grad = nullptr;
+  int64_t n = 0;
+  float* const* slots = nullptr;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -50,6 +65,9 @@ class Optimizer {
   virtual int num_slots() const = 0;
   virtual void Apply(const float* old_value, const float* grad, int64_t n, const OptimizerStep& step,
                      float* const* slots, float* new_value) const = 0;
+  virtual void ApplyAll(absl::Span<const VariableUpdate> variables, const OptimizerStep& step) const {
+    for (const VariableUpdate& v : variables) Apply(v.value, v.grad, v.n, step, v.slots, v.value);
+  }
 };
 
 // Where a device optimizer queues its work: a cudaStream_t for

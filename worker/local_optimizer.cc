@@ -44,13 +44,16 @@ bool LocalOptimizer::Apply(std::vector<Variable>& variables, int64_t step, float
   }
   const OptimizerStep update{.learning_rate = schedule_.At(step) * learning_rate_scale,
                              .gradient_scale = gradient_scale};
+  std::vector<std::vector<float*>> slots(variables.size());
+  std::vector<VariableUpdate> updates;
   for (size_t v = 0; v < variables.size(); ++v) {
-    Variable& var = variables[v];
-    const int64_t n = var.value.num_elements();
-    std::vector<float*> slots;
-    for (auto& slot : slots_[v]) slots.push_back(slot.data());
-    optimizer_->Apply(var.value.data(), var.grad.data(), n, update, slots.data(), var.value.data());  // in place
+    for (auto& slot : slots_[v]) slots[v].push_back(slot.data());
+    updates.push_back({.value = variables[v].value.data(),
+                       .grad = variables[v].grad.data(),
+                       .n = variables[v].value.num_elements(),
+                       .slots = slots[v].data()});
   }
+  optimizer_->ApplyAll(updates, update);  // in place
   return true;
 }
 

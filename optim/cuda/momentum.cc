@@ -1,4 +1,6 @@
-// Momentum on the GPU: optim/momentum.cc's update, one kernel per call.
+// Momentum on the GPU: optim/momentum.cc's update, one kernel per call
+// (ApplyAll: one for every variable).
+#include "optim/cuda/chunk_table.h"
 #include "optim/cuda/optimizer_kernels.h"
 #include "optim/optimizer.h"
 
@@ -17,11 +19,18 @@ class CudaMomentum : public Optimizer {
     cuda::MomentumKernel(w, g, n, step.learning_rate, step.gradient_scale, momentum_, weight_decay_, slots[0], out,
                          stream_);
   }
+  void ApplyAll(absl::Span<const VariableUpdate> variables, const OptimizerStep& step) const override {
+    int count = 0;
+    const cuda::DeviceChunk* chunks = table_.Upload(variables, /*slot=*/0, stream_, &count);
+    cuda::MultiMomentumKernel(chunks, count, step.learning_rate, step.gradient_scale, momentum_, weight_decay_,
+                              stream_);
+  }
 
  private:
   float momentum_;
   float weight_decay_;
   cudaStream_t stream_;
+  mutable cuda::ChunkTable table_;  // ApplyAll's; one thread at a time
 };
 
 const bool kRegistered =

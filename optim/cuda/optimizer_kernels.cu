@@ -20,6 +20,21 @@ __global__ void Momentum(const float *w, const float *g, int64_t n, float lr, fl
   }
 }
 
+// One block per chunk.
+__global__ void MultiSgd(const DeviceChunk *chunks, float lr, float s, float wd) {
+  const DeviceChunk c = chunks[blockIdx.x];
+  for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x) c.w[i] = c.w[i] - lr * (Scaled(s, c.g[i]) + wd * c.w[i]);
+}
+
+__global__ void MultiMomentum(const DeviceChunk *chunks, float lr, float s, float m, float wd) {
+  const DeviceChunk c = chunks[blockIdx.x];
+  for (int64_t i = threadIdx.x; i < c.n; i += blockDim.x) {
+    const float vi = m * c.v[i] + (Scaled(s, c.g[i]) + wd * c.w[i]);
+    c.v[i] = vi;
+    c.w[i] = c.w[i] - lr * vi;
+  }
+}
+
 }  // namespace
 
 void SgdKernel(const float *w, const float *g, int64_t n, float lr, float s, float wd, float *out,
@@ -30,6 +45,15 @@ void SgdKernel(const float *w, const float *g, int64_t n, float lr, float s, flo
 void MomentumKernel(const float *w, const float *g, int64_t n, float lr, float s, float m, float wd, float *v,
                     float *out, cudaStream_t stream) {
   if (n > 0) Momentum<<<GridStrideBlocks(n), kGridStrideThreads, 0, stream>>>(w, g, n, lr, s, m, wd, v, out);
+}
+
+void MultiSgdKernel(const DeviceChunk *chunks, int count, float lr, float s, float wd, cudaStream_t stream) {
+  if (count > 0) MultiSgd<<<count, kGridStrideThreads, 0, stream>>>(chunks, lr, s, wd);
+}
+
+void MultiMomentumKernel(const DeviceChunk *chunks, int count, float lr, float s, float m, float wd,
+                         cudaStream_t stream) {
+  if (count > 0) MultiMomentum<<<count, kGridStrideThreads, 0, stream>>>(chunks, lr, s, m, wd);
 }
 
 }  // namespace pstrain::cuda

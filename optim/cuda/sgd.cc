@@ -1,4 +1,6 @@
-// SGD on the GPU: optim/sgd.cc's update, one kernel per call.
+// SGD on the GPU: optim/sgd.cc's update, one kernel per call (ApplyAll:
+// one for every variable).
+#include "optim/cuda/chunk_table.h"
 #include "optim/cuda/optimizer_kernels.h"
 #include "optim/optimizer.h"
 
@@ -14,10 +16,16 @@ class CudaSgd : public Optimizer {
              float* out) const override {
     cuda::SgdKernel(w, g, n, step.learning_rate, step.gradient_scale, weight_decay_, out, stream_);
   }
+  void ApplyAll(absl::Span<const VariableUpdate> variables, const OptimizerStep& step) const override {
+    int count = 0;
+    const cuda::DeviceChunk* chunks = table_.Upload(variables, /*slot=*/-1, stream_, &count);
+    cuda::MultiSgdKernel(chunks, count, step.learning_rate, step.gradient_scale, weight_decay_, stream_);
+  }
 
  private:
   float weight_decay_;
   cudaStream_t stream_;
+  mutable cuda::ChunkTable table_;  // ApplyAll's; one thread at a time
 };
 
 const bool kRegistered =

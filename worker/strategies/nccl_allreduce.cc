@@ -260,17 +260,21 @@ class NcclAllReduceStrategy : public Strategy {
     return runs;
   }
 
-  // Queues replica r's optimizer over its variables, in place, on its stream.
+  // Queues replica r's optimizer over all its variables, in place, on its
+  // stream: one launch for the model (Optimizer::ApplyAll).
   void ApplyOptimizer(int r, float lr) {
     Replica& rep = per_replica_[r];
     std::vector<Variable>& vars = replicas().device_variables(r);
+    std::vector<std::vector<float*>> slots(vars.size());
+    std::vector<VariableUpdate> updates;
     for (size_t v = 0; v < vars.size(); ++v) {
-      float* value = cuda::DevicePtr(vars[v].value);
-      std::vector<float*> slots;
-      for (const Tensor& slot : rep.slots[v]) slots.push_back(cuda::DevicePtr(slot));
-      rep.optimizer->Apply(value, cuda::DevicePtr(vars[v].grad), vars[v].value.num_elements(), {.learning_rate = lr},
-                           slots.data(), value);
+      for (const Tensor& slot : rep.slots[v]) slots[v].push_back(cuda::DevicePtr(slot));
+      updates.push_back({.value = cuda::DevicePtr(vars[v].value),
+                         .grad = cuda::DevicePtr(vars[v].grad),
+                         .n = vars[v].value.num_elements(),
+                         .slots = slots[v].data()});
     }
+    rep.optimizer->ApplyAll(updates, {.learning_rate = lr});
   }
 
   // kNone's start: every replica from replica 0's values (peer copies; the
