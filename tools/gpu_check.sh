@@ -4,9 +4,12 @@
 #   1. the machine (nvidia-smi, the bundle's library search)
 #   2. pstrain vs PyTorch, ResNet-50 (tools/pytorch_compare.py; pstrain with
 #      cuDNN's measured algorithms, PyTorch's step without optimizer as
-#      pstrain-bench's)
-#   3. the same in mixed precision, bf16 then fp16 (PyTorch autocast, fp16
-#      with a GradScaler), each under half of the step's limit
+#      pstrain-bench's), twice, each under half of the step's limit: fp32 as
+#      each ships (--fp32_math tf32_convolutions: TF32 convolutions, strict
+#      matmuls), then strict fp32 on both sides (--fp32_math strict)
+#   3. the same in mixed precision, bf16 then fp16 (PyTorch autocast with
+#      channels_last, pytorch_compare.py's default for them; fp16 with a
+#      GradScaler), each under half of the step's limit
 #   4. pstrain-bench model with cuDNN's heuristic algorithms
 #   5. the bundled tests (run_gpu_tests.sh)
 #   6. the single-node tables (configs/compare/single_node_gpu.yaml, and
@@ -15,11 +18,15 @@
 #   tools/gpu_check.sh BUNDLE.tar.xz OUTDIR [STEPS...]
 # BUNDLE is tools/gpu_bundle.sh --gpu's archive; STEPS picks steps by name
 # (machine, pytorch, mixed, heuristic, tests, table; default all). OUTDIR
-# receives at most 7 files: check.log (everything printed),
-# bench_pytorch_compare.json (fp32), bench_pytorch_compare_bf16.json,
-# bench_pytorch_compare_fp16.json, bench_heuristic.json, tests.tar.gz (every
-# test log) and table.tar.gz (the table's results and logs). Limits in
-# seconds: PSTRAIN_CHECK_LIMITS="pytorch=120 mixed=180 heuristic=45 ...".
+# receives at most 8 files: check.log (everything printed),
+# bench_pytorch_compare.json (fp32 as each ships),
+# bench_pytorch_compare_strict.json (strict fp32),
+# bench_pytorch_compare_bf16.json, bench_pytorch_compare_fp16.json,
+# bench_heuristic.json, tests.tar.gz (every test log) and table.tar.gz (the
+# table's results and logs). At the end, one line per comparison present:
+# its pstrain/pytorch ratio against its goal and its peak memory ratio.
+# Limits in seconds (defaults: machine=30 pytorch=180 mixed=180 heuristic=45
+# tests=150 table=150): PSTRAIN_CHECK_LIMITS="pytorch=240 table=300 ...".
 # PSTRAIN_CHECK_FASHION_MNIST=DIR: Fashion-MNIST's .gz files, installed at
 # their Debian path for the tests when the machine lacks them.
 # PSTRAIN_CHECK_TESTS="GLOB...": which bundled tests to run (default all).
@@ -31,7 +38,7 @@ set -uo pipefail
 BUNDLE="$1" OUTDIR="$2"; shift 2
 STEPS=("$@")
 [ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch mixed heuristic tests table)
-declare -A LIMIT=([machine]=30 [pytorch]=120 [mixed]=180 [heuristic]=45 [tests]=150 [table]=150)
+declare -A LIMIT=([machine]=30 [pytorch]=180 [mixed]=180 [heuristic]=45 [tests]=150 [table]=150)
 for kv in ${PSTRAIN_CHECK_LIMITS:-}; do LIMIT[${kv%%=*}]="${kv#*=}"; done
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$OUTDIR"
@@ -54,10 +61,19 @@ step_machine() {
                 "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
 }
 step_pytorch() {
-  python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
-    --optimizer none --pstrain_bin "$B" --json > "$OUTDIR/bench_pytorch_compare.json"
-  local rc=$?
-  cat "$OUTDIR/bench_pytorch_compare.json"
+  # fp32 as each ships (TF32 convolutions, strict matmuls), then strict fp32
+  # on both sides, each under half of the step's limit (less the kill grace).
+  local rc=0 r m out each=$(((STEP_LIMIT - 10) / 2))
+  for m in tf32_convolutions strict; do
+    out="$OUTDIR/bench_pytorch_compare.json"
+    [ "$m" = strict ] && out="$OUTDIR/bench_pytorch_compare_strict.json"
+    timeout -k 5 "$each" python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
+      --fp32_math "$m" --optimizer none --pstrain_bin "$B" --json > "$out"
+    r=$?
+    cat "$out"
+    echo "pytorch fp32 $m: rc=$r$([ $r -eq 124 ] && echo " (time limit $each s)")"
+    [ $r -eq 0 ] || rc=1
+  done
   return $rc
 }
 step_mixed() {
@@ -116,6 +132,32 @@ for s in "${STEPS[@]}"; do
   rc=$?
   echo "===== $s: rc=$rc after $((SECONDS - start)) s$([ $rc -eq 124 ] && echo ' (time limit)')"
   [ $rc -eq 0 ] || failed+=("$s")
+done
+# The comparisons' ratios, one line each: pstrain/pytorch images/sec against
+# its goal, and pstrain/pytorch peak device memory.
+for f in "$OUTDIR"/bench_pytorch_compare*.json; do
+  [ -e "$f" ] || continue
+  name="$(basename "$f" .json)"
+  case "$name" in
+    bench_pytorch_compare) goal=0.9 ;;
+    bench_pytorch_compare_strict) goal=1.0 ;;
+    *) goal=0.9 ;;  # bf16, fp16
+  esac
+  python3 -c '
+import json, sys
+name, path, goal = sys.argv[1:4]
+def show(x):
+    return "%.2f" % x if isinstance(x, (int, float)) and not isinstance(x, bool) else "n/a"
+try:
+    with open(path) as f:
+        r = json.load(f)
+    if not isinstance(r.get("ratio"), (int, float)):
+        raise ValueError("no ratio")
+except Exception:
+    print("%s: no result" % name)
+else:
+    print("%s: pstrain/pytorch %s (goal >= %s), memory %s" % (name, show(r["ratio"]), goal, show(r.get("memory_ratio"))))
+' "$name" "$f" "$goal" || echo "$name: no result"
 done
 echo "gpu_check: ${#STEPS[@]} steps, failed: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]

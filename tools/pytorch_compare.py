@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """pstrain vs PyTorch: training images/sec of one model on one GPU.
 
-Runs `pstrain-bench model --device gpu --precision P ... --json`, then the
-same model, batch size and precision in PyTorch (torchvision model, synthetic
-data already on the GPU, cross-entropy, NCHW, fp32 weights, cudnn.benchmark
-on, TF32 off unless --allow_tf32) in this process, and prints both rates side
-by side:
+Runs `pstrain-bench model --device gpu --precision P --fp32_math M ... --json`,
+then the same model, batch size and precision in PyTorch (torchvision model,
+synthetic data already on the GPU, cross-entropy, fp32 weights,
+cudnn.benchmark on, by default TF32 convolutions and strict fp32 matmuls as
+PyTorch ships) in this process, and prints both rates side by side:
 
-    precision: fp32 (TF32 off)
+    precision: fp32 (convolutions in TF32, matmuls strict: PyTorch's defaults)
     framework                  images/sec  relative
     pstrain                        ...        ...
     pytorch 2.x                    ...       1.00
     pstrain/pytorch ratio: X.XX (goal >= 1.00)
+    peak device memory: pstrain X.XX GB, pytorch Y.YY GB (ratio Z.ZZ)
+
+The memory line compares pstrain-bench's peak_device_bytes (its caching
+allocator's peak bytes in use) with torch.cuda.max_memory_allocated() (GB:
+10^9 bytes); --json gives their ratio as memory_ratio.
 
 What each side times (docs/GPU.md):
   pstrain   images_per_sec of `pstrain-bench model --device gpu --json`:
@@ -23,7 +28,8 @@ What each side times (docs/GPU.md):
             SGD momentum 0.9. --optimizer none matches pstrain-bench's step.
 
 Precision (--precision, both sides):
-  fp32      everything fp32 (TF32 only with --allow_tf32, PyTorch only).
+  fp32      fp32 data, weights and arithmetic; --fp32_math says where
+            tensor cores may round products to TF32.
   bf16      pstrain-bench --precision bf16; PyTorch runs forward and loss
             under torch.autocast("cuda", torch.bfloat16): convolutions and
             matmuls in bf16 with fp32 accumulation, fp32 master weights, no
@@ -35,11 +41,30 @@ Precision (--precision, both sides):
             With --optimizer none only the scaled backward runs: the scaler's
             unscale and overflow check belong to its optimizer step.
 
+fp32 math (--fp32_math, both sides: pstrain-bench --fp32_math, PyTorch's
+backend switches):
+  tf32_convolutions  the default, PyTorch as users run it: convolutions on
+            TF32 tensor cores (cudnn.allow_tf32 on), matmuls strict fp32
+            (cuda.matmul.allow_tf32 off, float32 matmul precision "highest").
+  tf32      convolutions and matmuls in TF32 (both switches on, "high").
+  strict    plain fp32 everywhere, TF32 off on both sides.
+  On a GPU without TF32 (before compute capability 8.0) pstrain-bench runs
+  strict and says so in its JSON (a warning here); PyTorch's switches then
+  change nothing either.
+
+Memory format (--memory_format, PyTorch only; pstrain's layout is its own):
+  auto            channels_last for bf16 / fp16 (autocast + channels_last, what
+                  NVIDIA and PyTorch recommend for mixed precision),
+                  channels_first for fp32 (PyTorch's default).
+  channels_first  NCHW model and images.
+  channels_last   model.to(memory_format=torch.channels_last) and
+                  images.contiguous(memory_format=torch.channels_last).
+
 The pstrain command, first match:
   --pstrain_json FILE   a result already produced by `pstrain-bench ... --json`
   --pstrain_cmd CMD     a shell command printing that JSON on stdout; {model},
                         {batch_size}, {steps}, {warmup}, {num_classes},
-                        {precision} are filled in
+                        {precision}, {fp32_math} are filled in
   --pstrain_bin PATH    a pstrain-bench executable, or a bundle directory
                         (tools/gpu_bundle.sh) whose run.sh is used
   default               $PSTRAIN_BUNDLE_DIR/run.sh (set by the bundle's env.sh),
@@ -77,6 +102,14 @@ MODELS = {
 # --precision -> the torch dtype autocast computes in (None: no autocast).
 AUTOCAST_DTYPES = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
 
+# --fp32_math -> how the table's precision line says it (fp32).
+FP32_MATH = {
+    "tf32_convolutions": "convolutions in TF32, matmuls strict: PyTorch's defaults",
+    "tf32": "convolutions and matmuls in TF32",
+    "strict": "strict: TF32 off on both sides",
+}
+MEMORY_FORMATS = ("auto", "channels_first", "channels_last")
+
 
 class Failure(Exception):
     """A run that cannot go on; the message is printed and the exit status is 1."""
@@ -103,9 +136,14 @@ def parse_args(argv):
     p.add_argument("--precision", default="fp32", choices=sorted(AUTOCAST_DTYPES),
                    help="arithmetic of both sides: fp32, or mixed precision bf16 / fp16 (pstrain-bench "
                    "--precision; PyTorch torch.autocast, fp32 master weights, fp16 with a GradScaler)")
-    p.add_argument("--allow_tf32", action="store_true",
-                   help="let PyTorch use TF32 tensor cores for fp32 matmuls and convolutions "
-                   "(pstrain stays fp32); shows how much TF32 would give")
+    p.add_argument("--fp32_math", default="tf32_convolutions", choices=sorted(FP32_MATH),
+                   help="fp32 products on both sides (pstrain-bench --fp32_math; PyTorch cudnn.allow_tf32 "
+                   "unless strict, cuda.matmul.allow_tf32 with tf32): TF32 convolutions and strict matmuls "
+                   "as PyTorch ships, TF32 for both, or strict fp32 everywhere")
+    p.add_argument("--memory_format", default="auto", choices=MEMORY_FORMATS,
+                   help="PyTorch's model and image layout: auto is channels_last for bf16 / fp16 "
+                   "(recommended with autocast) and channels_first for fp32 (PyTorch's default); "
+                   "pstrain's layout is its own")
     p.add_argument("--optimizer", default="momentum", choices=["momentum", "none"],
                    help="PyTorch step: SGD momentum 0.9, or no optimizer (like pstrain-bench model); "
                    "with fp16 and none, only the GradScaler's scaled backward runs (its unscale and "
@@ -159,13 +197,20 @@ def build_model(torchvision, name, num_classes):
         return ctor(pretrained=False, num_classes=num_classes, **kwargs)
 
 
+def memory_format(a):
+    """PyTorch's layout for --memory_format: auto is channels_last under autocast, channels_first in fp32."""
+    if a.memory_format != "auto":
+        return a.memory_format
+    return "channels_first" if a.precision == "fp32" else "channels_last"
+
+
 def set_backends(torch, a):
-    """cudnn.benchmark on; TF32 for fp32 matmuls and convolutions only with --allow_tf32."""
+    """cudnn.benchmark on; TF32 convolutions unless --fp32_math strict, TF32 matmuls only with tf32."""
     torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = a.allow_tf32
-    torch.backends.cudnn.allow_tf32 = a.allow_tf32
+    torch.backends.cudnn.allow_tf32 = a.fp32_math != "strict"
+    torch.backends.cuda.matmul.allow_tf32 = a.fp32_math == "tf32"
     if hasattr(torch, "set_float32_matmul_precision"):
-        torch.set_float32_matmul_precision("high" if a.allow_tf32 else "highest")
+        torch.set_float32_matmul_precision("high" if a.fp32_math == "tf32" else "highest")
 
 
 def make_amp(torch, precision):
@@ -213,18 +258,23 @@ def run_pytorch(torch, torchvision, a):
     autocast, scaler = make_amp(torch, a.precision)
     device = torch.device("cuda", 0)
     side = MODELS[a.model][2]
+    layout = memory_format(a)
     torch.manual_seed(0)
-    # fp32 weights (autocast's master weights), channels-first fp32 inputs, as pstrain's CUDA layers.
+    # fp32 weights (autocast's master weights) and fp32 inputs, channels-first (PyTorch's default) or
+    # channels_last (--memory_format; auto under autocast) for both.
     model = build_model(torchvision, a.model, a.num_classes).to(device=device, dtype=torch.float32)
+    images = torch.empty(a.batch_size, 3, side, side, device=device).uniform_(-1, 1)
+    if layout == "channels_last":
+        model = model.to(memory_format=torch.channels_last)
+        images = images.contiguous(memory_format=torch.channels_last)
     model.train()
     params = sum(p.numel() for p in model.parameters())
-    images = torch.empty(a.batch_size, 3, side, side, device=device).uniform_(-1, 1)
     labels = torch.randint(0, a.num_classes, (a.batch_size,), device=device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if a.optimizer == "momentum" else None
     step = make_step(model, optimizer, torch.nn.CrossEntropyLoss(), images, labels, autocast, scaler)
 
-    log("pytorch %s: %s, batch %d, %s, %d warm-up + %d steps"
-        % (torch.__version__, a.model, a.batch_size, a.precision, a.warmup, a.steps))
+    log("pytorch %s: %s, batch %d, %s, fp32_math %s, %s, %d warm-up + %d steps"
+        % (torch.__version__, a.model, a.batch_size, a.precision, a.fp32_math, layout, a.warmup, a.steps))
     for _ in range(a.warmup):
         step()
     torch.cuda.synchronize()
@@ -249,7 +299,8 @@ def run_pytorch(torch, torchvision, a):
         "precision": a.precision,
         "autocast": AUTOCAST_DTYPES[a.precision],
         "loss_scale": scaler.get_scale() if scaler is not None else None,
-        "tf32": a.allow_tf32,
+        "fp32_math": a.fp32_math,
+        "memory_format": layout,
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device),
         "loss": final_loss,
     }
@@ -261,10 +312,10 @@ def pstrain_command(a):
     """The argv (list) or shell command (str) that prints pstrain-bench's JSON."""
     flags = ["model", "--device", "gpu", "--model", a.model, "--batch_size", str(a.batch_size),
              "--steps", str(a.steps), "--warmup", str(a.warmup), "--num_classes", str(a.num_classes),
-             "--precision", a.precision, "--json"]
+             "--precision", a.precision, "--fp32_math", a.fp32_math, "--json"]
     if a.pstrain_cmd:  # plain replacement: other braces (JSON, shell) stay as they are
         cmd = a.pstrain_cmd
-        for key in ("model", "batch_size", "steps", "warmup", "num_classes", "precision"):
+        for key in ("model", "batch_size", "steps", "warmup", "num_classes", "precision", "fp32_math"):
             cmd = cmd.replace("{%s}" % key, str(getattr(a, key)))
         return cmd
     candidates = []
@@ -335,6 +386,9 @@ def check_like_for_like(a, ps, pt):
             want = getattr(a, key)
             if key in ps and ps[key] != want:
                 warnings.append("pstrain result is for %s %s, asked for %s" % (key, ps[key], want))
+        if "fp32_math" in ps and ps["fp32_math"] != a.fp32_math:  # strict where the GPU has no TF32
+            warnings.append("pstrain ran fp32_math %s, asked for %s (no TF32 on this GPU?)"
+                            % (ps["fp32_math"], a.fp32_math))
     if ps is not None and pt is not None and ps.get("num_parameters") not in (None, pt["num_parameters"]):
         warnings.append("parameter counts differ: pstrain %s, torchvision %s (not the same network)"
                         % (ps["num_parameters"], pt["num_parameters"]))
@@ -354,26 +408,56 @@ def main(argv):
     for w in warnings:
         log("warning: " + w)
     ratio = ps["images_per_sec"] / pt["images_per_sec"] if ps is not None else None
+    memory_ratio = peak_memory_ratio(ps, pt)
     if a.json:
         print(json.dumps({"model": a.model, "batch_size": a.batch_size, "steps": a.steps, "warmup": a.warmup,
-                          "precision": a.precision, "pstrain": ps, "pytorch": pt, "ratio": ratio, "goal": GOAL,
-                          "warnings": warnings}, sort_keys=True))
+                          "precision": a.precision, "fp32_math": a.fp32_math, "pstrain": ps, "pytorch": pt,
+                          "ratio": ratio, "memory_ratio": memory_ratio, "goal": GOAL, "warnings": warnings},
+                         sort_keys=True))
         return 0
-    print_table(a, ps, pt, ratio)
+    print_table(a, ps, pt, ratio, memory_ratio)
     return 0
+
+
+def peak_bytes(result, key):
+    """result[key] when it is a number > 0, else None (no result, no such key)."""
+    value = (result or {}).get(key)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def peak_memory_ratio(ps, pt):
+    """pstrain's peak_device_bytes / PyTorch's peak_memory_bytes, None unless both are > 0."""
+    ps_peak, pt_peak = peak_bytes(ps, "peak_device_bytes"), peak_bytes(pt, "peak_memory_bytes")
+    return ps_peak / pt_peak if ps_peak is not None and pt_peak is not None else None
+
+
+def memory_line(ps, pt, memory_ratio):
+    """The table's `peak device memory:` line; None when neither side reports a peak."""
+    ps_peak, pt_peak = peak_bytes(ps, "peak_device_bytes"), peak_bytes(pt, "peak_memory_bytes")
+    if ps_peak is None and pt_peak is None:
+        return None
+
+    def gb(value):
+        return "%.2f GB" % (value / 1e9) if value is not None else "unknown"
+
+    sides = ([] if ps is None else ["pstrain " + gb(ps_peak)]) + ["pytorch " + gb(pt_peak)]
+    ratio = " (ratio %.2f)" % memory_ratio if memory_ratio is not None else ""
+    return "peak device memory: %s%s" % (", ".join(sides), ratio)
 
 
 def precision_line(a):
     """The table's `precision:` line: what each side computes in."""
+    layout = memory_format(a)
     if a.precision == "fp32":
-        return "precision: fp32 (%s)" % ("PyTorch with TF32, pstrain fp32" if a.allow_tf32 else "TF32 off")
+        shown = "; PyTorch %s" % layout if layout != "channels_first" else ""
+        return "precision: fp32 (%s%s)" % (FP32_MATH[a.fp32_math], shown)
     scaling = ", GradScaler" if a.precision == "fp16" else ", no loss scaling"
-    return ("precision: %s (pstrain --precision %s; PyTorch autocast %s, fp32 master weights%s)"
-            % (a.precision, a.precision, AUTOCAST_DTYPES[a.precision], scaling))
+    return ("precision: %s (pstrain --precision %s; PyTorch autocast %s, %s, fp32 master weights%s)"
+            % (a.precision, a.precision, AUTOCAST_DTYPES[a.precision], layout, scaling))
 
 
-def print_table(a, ps, pt, ratio):
-    pt_label = "pytorch %s%s" % (pt["version"].split("+")[0], " (tf32)" if a.allow_tf32 else "")
+def print_table(a, ps, pt, ratio, memory_ratio=None):
+    pt_label = "pytorch %s" % pt["version"].split("+")[0]
     print("model %s, batch %d, %d steps after %d warm-up, %s (CUDA %s, cuDNN %s)"
           % (a.model, a.batch_size, a.steps, a.warmup, pt["gpu"], pt["cuda"], pt["cudnn"]))
     print(precision_line(a))
@@ -386,6 +470,9 @@ def print_table(a, ps, pt, ratio):
     print("%-26s %12.1f %9.2f" % (pt_label, pt["images_per_sec"], 1.0))
     if ps is not None:
         print("pstrain/pytorch ratio: %.2f (goal >= %.2f)" % (ratio, GOAL))
+    memory = memory_line(ps, pt, memory_ratio)
+    if memory is not None:
+        print(memory)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
