@@ -114,12 +114,13 @@ TEST(CompareE2eTest, TinyMatrixThroughTheRealLauncher) {
   EXPECT_THAT(csv[0], HasSubstr("label,experiment,model"));
   EXPECT_THAT(
       csv[0],
-      HasSubstr(",speedup,scaling_efficiency,worker_peak_rss_bytes,precision,loss_scaling,overflow_steps,status"));
+      HasSubstr(
+          ",speedup,scaling_efficiency,worker_peak_rss_bytes,precision,fp32_math,loss_scaling,overflow_steps,status"));
   EXPECT_THAT(csv[1], HasSubstr("\"sync, 1 worker\",tiny_matrix-sync-1-worker,mlp,"));
   // The baseline: speed-up 1, efficiency 1, then its worker's peak RSS, its
   // precision and loss scaling (none: no overflow count).
-  EXPECT_THAT(csv[1], ::testing::ContainsRegex(",1,1,[1-9][0-9]*,fp32,none,,ok,0,"));
-  EXPECT_THAT(csv[2], ::testing::ContainsRegex(",[1-9][0-9]*,fp32,none,,ok,0,"));
+  EXPECT_THAT(csv[1], ::testing::ContainsRegex(",1,1,[1-9][0-9]*,fp32,strict,none,,ok,0,"));
+  EXPECT_THAT(csv[2], ::testing::ContainsRegex(",[1-9][0-9]*,fp32,strict,none,,ok,0,"));
 
   const std::string md = ReadFile(out + "/results.md");
   EXPECT_THAT(md, HasSubstr("# Comparison: tiny_matrix"));

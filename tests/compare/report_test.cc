@@ -142,16 +142,16 @@ TEST(ReportTest, CsvHasEveryContractFieldAndQuotes) {
             "consistency,staleness,transport,num_ps,num_workers,devices_per_worker,device,"
             "batch_size_per_device,global_batch_size,steps,images_per_sec,images_per_sec_stddev,"
             "final_loss,test_accuracy,wall_seconds,speedup,scaling_efficiency,worker_peak_rss_bytes,precision,"
-            "loss_scaling,overflow_steps,status,"
+            "fp32_math,loss_scaling,overflow_steps,status,"
             "exit_code,error,run_dir,test_auc,planted_auc,warnings");
   // No worker reports: no peak RSS; no precision recorded: empty fields.
   EXPECT_EQ(lines[1],
             "\"one, sync\",exp,mlp,parameter_server,cpu,,sync,0,grpc,2,1,1,cpu,64,64,300,1000,100,"
-            "0.5,0.8125,4.5,1,1,,,,,ok,0,,\"out/one, sync\",,,");
+            "0.5,0.8125,4.5,1,1,,,,,,ok,0,,\"out/one, sync\",,,");
   // Absent test accuracy is an empty field; speed-up 1.8005, efficiency 0.90025.
-  EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,4096,bf16,dynamic,5,ok,0,,out/two"));
+  EXPECT_THAT(lines[2], HasSubstr(",1800.5,180.05,0.5,,4.5,1.8005,0.90025,4096,bf16,,dynamic,5,ok,0,,out/two"));
   EXPECT_EQ(lines[3],
-            "three,,,,,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
+            "three,,,,,,,,,,,,,,,,,,,,,,,,,,,,failed,2,\"failed: worker1 exited with code 1, "
             "\"\"boom\"\"\",out/three,,,");
 }
 
@@ -243,6 +243,29 @@ TEST(ReportTest, MarkdownDevicesNameAPrecisionOtherThanFp32) {
   ASSERT_EQ(lines.size(), 4u) << table;
   EXPECT_THAT(lines[2], HasSubstr(" 2 × 1 cpu |"));
   EXPECT_THAT(lines[3], HasSubstr(" 2 × 1 cpu bf16 |"));
+}
+
+// fp32 on GPUs with TF32 says so; strict fp32 (every CPU run) goes unmarked,
+// and the CSV carries the value as it ran.
+TEST(ReportTest, MarkdownDevicesNameTf32Products) {
+  RunResult strict = Result(1, 870), conv = Result(1, 1900), all = Result(1, 1950), bf16 = Result(1, 3000);
+  strict.set_fp32_math("strict");
+  conv.set_fp32_math("tf32_convolutions");
+  all.set_fp32_math("tf32");
+  bf16.set_precision("bf16");
+  bf16.set_fp32_math("tf32_convolutions");  // no float32 products to govern: bf16 is what it says
+  for (RunResult* r : {&strict, &conv, &all, &bf16}) r->set_device("gpu");
+  const std::vector<ReportRow> rows =
+      ComputeReport({Ok("strict", strict), Ok("conv", conv), Ok("all", all), Ok("bf16", bf16)}, 0);
+  const std::vector<std::string> lines = absl::StrSplit(FormatMarkdownTable(rows), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_THAT(lines[2], HasSubstr(" 1 × 1 gpu |"));
+  EXPECT_THAT(lines[3], HasSubstr(" 1 × 1 gpu TF32 conv |"));
+  EXPECT_THAT(lines[4], HasSubstr(" 1 × 1 gpu TF32 |"));
+  EXPECT_THAT(lines[5], HasSubstr(" 1 × 1 gpu bf16 |"));
+  const std::string csv = FormatCsv(rows);
+  EXPECT_THAT(csv, HasSubstr(",tf32_convolutions,"));
+  EXPECT_THAT(csv, HasSubstr(",strict,"));
 }
 
 TEST(ReportTest, MarkdownCellsEscapePipes) {

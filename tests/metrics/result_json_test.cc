@@ -186,7 +186,7 @@ TEST(ResultJsonTest, EmptyPsLoadAndDefaults) {
                         "  \"loss_scaling\": \"\",\n  \"membership\": [],\n  \"data_ledger\": null,\n"
                         "  \"test_auc\": null,\n  \"test_log_loss\": null,\n  \"planted_auc\": null,\n"
                         "  \"warnings\": [],\n  \"initial_loss\": 0,\n  \"stragglers\": [],\n"
-                        "  \"training_time_ratio\": 0\n}"));
+                        "  \"training_time_ratio\": 0,\n  \"fp32_math\": \"\"\n}"));
   absl::StatusOr<RunResult> back = ParseResultJson(json, "mem");
   ASSERT_TRUE(back.ok()) << back.status();
   ExpectSame(*back, r);

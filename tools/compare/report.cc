@@ -175,6 +175,16 @@ std::string FormatPercent(double fraction) {
 
 namespace {
 
+// The devices column's arithmetic: " bf16" / " fp16" for mixed precision,
+// " TF32 conv" / " TF32" for fp32 with TF32 products; strict fp32 (and
+// results that do not say) go unmarked.
+std::string ArithmeticMark(const RunResult& r) {
+  if (!r.precision().empty() && r.precision() != "fp32") return absl::StrCat(" ", r.precision());
+  if (r.fp32_math() == "tf32_convolutions") return " TF32 conv";
+  if (r.fp32_math() == "tf32") return " TF32";
+  return "";
+}
+
 // The CSV's columns, in order (FormatCsv).
 const std::vector<std::string>& CsvHeader() {
   static const std::vector<std::string> header = {"label",
@@ -202,6 +212,7 @@ const std::vector<std::string>& CsvHeader() {
                                                   "scaling_efficiency",
                                                   "worker_peak_rss_bytes",
                                                   "precision",
+                                                  "fp32_math",
                                                   "loss_scaling",
                                                   "overflow_steps",
                                                   "status",
@@ -253,6 +264,7 @@ std::string FormatCsv(const std::vector<ReportRow>& rows) {
     fields.push_back(Shortest(row.scaling_efficiency));
     fields.push_back(o.result.has_value() ? LargestPeakRss(*o.result) : std::string());
     fields.push_back(o.result.has_value() ? o.result->precision() : std::string());
+    fields.push_back(o.result.has_value() ? o.result->fp32_math() : std::string());
     fields.push_back(o.result.has_value() ? o.result->loss_scaling() : std::string());
     fields.push_back(o.result.has_value() ? OverflowSteps(*o.result) : std::string());
     fields.push_back(o.ok ? "ok" : "failed");
@@ -305,9 +317,7 @@ std::string FormatMarkdownTable(const std::vector<ReportRow>& rows) {
         MarkdownCell(label),
         MarkdownCell(StrategySummary(r)),
         r.num_ps() > 0 ? absl::StrCat(r.num_ps()) : std::string(kDash),
-        absl::StrCat(r.num_workers(), " × ", r.devices_per_worker(), " ", r.device(),
-                     // fp32 (and results that do not say) go unmarked.
-                     r.precision().empty() || r.precision() == "fp32" ? "" : absl::StrCat(" ", r.precision())),
+        absl::StrCat(r.num_workers(), " × ", r.devices_per_worker(), " ", r.device(), ArithmeticMark(r)),
         absl::StrCat(FormatRate(r.images_per_sec()), " ± ", FormatRate(r.images_per_sec_stddev()),
                      r.emulation().cpu_bound() ? " (CPU-bound: not valid)" : "",
                      InputBound(InputWaitShare(r))
