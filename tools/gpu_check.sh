@@ -60,33 +60,36 @@ step_machine() {
   python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__,
                 "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
 }
+# One tools/pytorch_compare.py run of ResNet-50 batch 64 (forward and
+# backward, like pstrain-bench's step) under LIMIT seconds, its JSON into
+# OUT and printed, then "LABEL: rc=..."; the further flags go to the script.
+compare_resnet50() {
+  local limit="$1" out="$2" label="$3" r
+  shift 3
+  timeout -k 5 "$limit" python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
+    --optimizer none --pstrain_bin "$B" --json "$@" > "$out"
+  r=$?
+  cat "$out"
+  echo "$label: rc=$r$([ $r -eq 124 ] && echo " (time limit $limit s)")"
+  return $r
+}
 step_pytorch() {
   # fp32 as each ships (TF32 convolutions, strict matmuls), then strict fp32
   # on both sides, each under half of the step's limit (less the kill grace).
-  local rc=0 r m out each=$(((STEP_LIMIT - 10) / 2))
-  for m in tf32_convolutions strict; do
-    out="$OUTDIR/bench_pytorch_compare.json"
-    [ "$m" = strict ] && out="$OUTDIR/bench_pytorch_compare_strict.json"
-    timeout -k 5 "$each" python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
-      --fp32_math "$m" --optimizer none --pstrain_bin "$B" --json > "$out"
-    r=$?
-    cat "$out"
-    echo "pytorch fp32 $m: rc=$r$([ $r -eq 124 ] && echo " (time limit $each s)")"
-    [ $r -eq 0 ] || rc=1
-  done
+  local rc=0 each=$(((STEP_LIMIT - 10) / 2))
+  compare_resnet50 "$each" "$OUTDIR/bench_pytorch_compare.json" "pytorch fp32 tf32_convolutions" \
+    --fp32_math tf32_convolutions || rc=1
+  compare_resnet50 "$each" "$OUTDIR/bench_pytorch_compare_strict.json" "pytorch fp32 strict" \
+    --fp32_math strict || rc=1
   return $rc
 }
 step_mixed() {
   # Each precision under half of the step's limit (less the kill grace): a
-  # hang in bf16 still leaves time for fp16. pstrain-bench gets --precision.
-  local rc=0 r p each=$(((STEP_LIMIT - 10) / 2))
+  # hang in bf16 still leaves time for fp16. pstrain-bench gets --precision;
+  # PyTorch runs channels_last (pytorch_compare.py's default for them).
+  local rc=0 p each=$(((STEP_LIMIT - 10) / 2))
   for p in bf16 fp16; do
-    timeout -k 5 "$each" python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
-      --precision "$p" --optimizer none --pstrain_bin "$B" --json > "$OUTDIR/bench_pytorch_compare_$p.json"
-    r=$?
-    cat "$OUTDIR/bench_pytorch_compare_$p.json"
-    echo "mixed $p: rc=$r$([ $r -eq 124 ] && echo " (time limit $each s)")"
-    [ $r -eq 0 ] || rc=1
+    compare_resnet50 "$each" "$OUTDIR/bench_pytorch_compare_$p.json" "mixed $p" --precision "$p" || rc=1
   done
   return $rc
 }

@@ -401,6 +401,22 @@ TEST(CudaCpuSetupTest, InvalidConfigurationsFailAlike) {
 
 // ---- Numerical agreement: needs a GPU ----
 
+// A case's operands, uniform in [-1, 1] from `seed`: its inputs, the layer's
+// parameters and the gradient of its output.
+struct Operands {
+  std::vector<Tensor> inputs, params;
+  Tensor grad_output;
+};
+
+Operands RandomOperands(const AgreementCase& c, const LayerPair& pair, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Operands o;
+  for (const Shape& s : c.input_shapes) o.inputs.push_back(Uniform(rng, s, -1, 1));
+  for (const Parameter& p : pair.cpu->parameters()) o.params.push_back(Uniform(rng, p.value.shape(), -1, 1));
+  o.grad_output = Uniform(rng, pair.output, -1, 1);
+  return o;
+}
+
 class LayerAgreementTest : public BothDevices<::testing::TestWithParam<AgreementCase>> {};
 
 TEST_P(LayerAgreementTest, ForwardAndBackwardMatchTheCpu) {
@@ -408,13 +424,7 @@ TEST_P(LayerAgreementTest, ForwardAndBackwardMatchTheCpu) {
   ASSERT_TRUE(SetupsAgree(c.spec, PerExample(c.input_shapes)));
   LayerPair pair;
   ASSERT_TRUE(MakeLayerPair(c, &pair));
-
-  std::mt19937_64 rng(1);
-  std::vector<Tensor> inputs, params;
-  for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
-  for (const Parameter& p : pair.cpu->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
-  const Tensor grad_output = Uniform(rng, pair.output, -1, 1);
-
+  const auto [inputs, params, grad_output] = RandomOperands(c, pair, 1);
   const LayerResults want = RunLayer(cpu(), *pair.cpu, inputs, params, grad_output);
   const LayerResults got = RunLayer(cuda(), *pair.cuda, inputs, params, grad_output);
   EXPECT_TRUE(Agree("output", want.output, got.output, c.tolerance));
@@ -498,11 +508,8 @@ TEST_P(MixedPrecisionAgreementTest, MatchesTheCpuOnRoundedOperands) {
   LayerPair pair;
   ASSERT_TRUE(MakeLayerPair(c, &pair));
 
-  std::mt19937_64 rng(4);
-  std::vector<Tensor> inputs, rounded_inputs, params, rounded_params;
-  for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
-  for (const Parameter& p : pair.cpu->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
-  const Tensor grad_output = Uniform(rng, pair.output, -1, 1);
+  const auto [inputs, params, grad_output] = RandomOperands(c, pair, 4);
+  std::vector<Tensor> rounded_inputs, rounded_params;
   for (const Tensor& t : inputs) rounded_inputs.push_back(Rounded(precision, t));
   // The weights are rounded; the bias is added in float32.
   for (size_t i = 0; i < params.size(); ++i)
@@ -587,11 +594,7 @@ TEST_P(Tf32AgreementTest, MatchesTheCpuWithinTf32Rounding) {
   cuda().SetFp32Math(Fp32Math::kTf32);
   LayerPair pair;
   ASSERT_TRUE(MakeLayerPair(c, &pair));
-  std::mt19937_64 rng(5);
-  std::vector<Tensor> inputs, params;
-  for (const Shape& s : c.input_shapes) inputs.push_back(Uniform(rng, s, -1, 1));
-  for (const Parameter& p : pair.cpu->parameters()) params.push_back(Uniform(rng, p.value.shape(), -1, 1));
-  const Tensor grad_output = Uniform(rng, pair.output, -1, 1);
+  const auto [inputs, params, grad_output] = RandomOperands(c, pair, 5);
   const LayerResults want = RunLayer(cpu(), *pair.cpu, inputs, params, grad_output);
   const LayerResults got = RunLayer(cuda(), *pair.cuda, inputs, params, grad_output);
   EXPECT_TRUE(Agree("output", want.output, got.output, Tf32Tolerance(want.output)));
