@@ -40,6 +40,10 @@ namespace pstrain {
 
 void ReduceGradientsOnHost(ReplicaSet& replicas);
 void ReduceGradientsByCopy(ReplicaSet& replicas);
+// One variable's reduction of each (LocalReduceEntry::reduce_one); the
+// functions above run it for every variable in turn.
+void ReduceGradientOnHost(ReplicaSet& replicas, int variable);
+void ReduceGradientByCopy(ReplicaSet& replicas, int variable);
 void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas);
 // Over an emulated interconnect: `bytes` from every replica but `owner` to
 // `owner` (to_owner), or back from it to each of them, as one transfer.

@@ -1,5 +1,7 @@
 // none: for variable v, replica v % N sums everyone's gradient (copying each
-// in), scales it, and copies the mean back to the others.
+// in), scales it, and copies the mean back to the others; variable by
+// variable, each as soon as every replica's gradient of it is final
+// (OverlappedReduce).
 #include <algorithm>
 #include <vector>
 
@@ -8,45 +10,35 @@
 
 namespace pstrain {
 
-namespace {
-
-// For each variable in turn: the others' gradients to its owner at once,
-// then the mean back to them at once (the sum on the owner is device
-// compute, not modelled).
-void ModelCopies(ReplicaSet& replicas, EmulatedInterconnect& interconnect) {
+void ReduceGradientByCopy(ReplicaSet& replicas, int variable) {
   const int n = replicas.size();
-  const std::vector<Variable>& vars = replicas.variables(0);
-  for (size_t v = 0; v < vars.size(); ++v) {
-    const int owner = static_cast<int>(v % n);
-    const int64_t bytes = static_cast<int64_t>(vars[v].grad.num_bytes());
-    interconnect.Transfer(OwnerCopies(n, owner, bytes, /*to_owner=*/true));
-    interconnect.Transfer(OwnerCopies(n, owner, bytes, /*to_owner=*/false));
+  if (n == 1) return;
+  const int owner = variable % n;
+  if (EmulatedInterconnect* interconnect = replicas.interconnect()) {
+    // The others' gradients to the owner at once, then the mean back to them
+    // at once (the sum on the owner is device compute, not modelled).
+    const int64_t bytes = static_cast<int64_t>(replicas.variables(0)[variable].grad.num_bytes());
+    interconnect->Transfer(OwnerCopies(n, owner, bytes, /*to_owner=*/true));
+    interconnect->Transfer(OwnerCopies(n, owner, bytes, /*to_owner=*/false));
+    return;
+  }
+  const float scale = 1.0f / static_cast<float>(n);
+  Tensor& sum = replicas.variables(owner)[variable].grad;
+  float* s = sum.data();
+  const int64_t count = sum.num_elements();
+  for (int r = 0; r < n; ++r) {
+    if (r == owner) continue;
+    const float* g = replicas.variables(r)[variable].grad.data();
+    for (int64_t i = 0; i < count; ++i) s[i] += g[i];
+  }
+  for (int64_t i = 0; i < count; ++i) s[i] *= scale;
+  for (int r = 0; r < n; ++r) {
+    if (r != owner) replicas.variables(r)[variable].grad.CopyFrom(sum);
   }
 }
 
-}  // namespace
-
 void ReduceGradientsByCopy(ReplicaSet& replicas) {
-  const int n = replicas.size();
-  if (n == 1) return;
-  if (EmulatedInterconnect* interconnect = replicas.interconnect()) return ModelCopies(replicas, *interconnect);
-  const float scale = 1.0f / static_cast<float>(n);
-  const size_t num_vars = replicas.variables(0).size();
-  for (size_t v = 0; v < num_vars; ++v) {
-    const int owner = static_cast<int>(v % n);
-    Tensor& sum = replicas.variables(owner)[v].grad;
-    float* s = sum.data();
-    const int64_t count = sum.num_elements();
-    for (int r = 0; r < n; ++r) {
-      if (r == owner) continue;
-      const float* g = replicas.variables(r)[v].grad.data();
-      for (int64_t i = 0; i < count; ++i) s[i] += g[i];
-    }
-    for (int64_t i = 0; i < count; ++i) s[i] *= scale;
-    for (int r = 0; r < n; ++r) {
-      if (r != owner) replicas.variables(r)[v].grad.CopyFrom(sum);
-    }
-  }
+  for (size_t v = 0; v < replicas.variables(0).size(); ++v) ReduceGradientByCopy(replicas, static_cast<int>(v));
 }
 
 std::vector<EmulatedInterconnect::Copy> OwnerCopies(int replicas, int owner, int64_t bytes, bool to_owner) {
@@ -89,7 +81,7 @@ namespace {
 
 const bool kRegistered =
     LocalReduceRegistry().Register("none", {"each variable summed on one replica chosen round-robin, copied back", true,
-                                            ReduceGradientsByCopy, /*reduce_one=*/nullptr});
+                                            ReduceGradientsByCopy, ReduceGradientByCopy});
 
 }  // namespace
 }  // namespace pstrain

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "worker/overlapped_reduce.h"
 #include "worker/replica_set.h"
 
 namespace pstrain {
@@ -76,6 +78,58 @@ TEST(ReduceGradientsTest, HostAndCopyLeaveTheMeanInEveryReplica) {
       for (size_t v = 0; v < vars.size(); ++v) {
         const float mean = static_cast<float>(3 * (v + 1)) / 2;
         for (float x : vars[v].grad.span()) ASSERT_FLOAT_EQ(x, mean) << spec << " replica " << r;
+      }
+    }
+  }
+}
+
+// pscpu and none run variable by variable as every replica's gradient of a
+// variable becomes final (OverlappedReduce, on its own thread): a variable
+// is reduced once all replicas announced it, before the step ends and
+// before the others are announced, each exactly once; Finish() leaves the
+// mean in every replica, the variables no hook announced included.
+TEST(OverlappedReduceTest, EachVariableIsReducedOnceEveryReplicaAnnouncedIt) {
+  for (const char* spec : {"pscpu", "none"}) {
+    SCOPED_TRACE(spec);
+    auto replicas = MlpReplicas(3);
+    ASSERT_NE(replicas, nullptr);
+    FillGradients(*replicas);
+    absl::StatusOr<LocalReduceEntry> entry = LocalReduceRegistry().Find(spec);
+    ASSERT_TRUE(entry.ok() && entry->reduce_one) << spec << " reduces variable by variable";
+    absl::Mutex mu;
+    std::vector<int> reduced;  // in the order they ran
+    OverlappedReduce overlapped(*replicas, [&](ReplicaSet& set, int variable) {
+      entry->reduce_one(set, variable);
+      absl::MutexLock lock(&mu);
+      reduced.push_back(variable);
+    });
+    const int last = static_cast<int>(replicas->variables(0).size()) - 1;
+    // The last variable first, as backward finalises it; replica 2 last.
+    for (int r = 0; r < 3; ++r) overlapped.HookFor(r)(last);
+    {
+      absl::MutexLock lock(&mu);
+      ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                          +[](std::vector<int>* done) { return !done->empty(); }, &reduced),
+                                      absl::Seconds(30)))
+          << "announced by every replica, yet not reduced";
+      EXPECT_EQ(reduced, std::vector<int>{last});
+    }
+    // Variable 0 announced by two of three replicas only: reduced by Finish.
+    for (int r = 0; r < 2; ++r) overlapped.HookFor(r)(0);
+    overlapped.Finish();
+    {
+      absl::MutexLock lock(&mu);
+      std::vector<int> sorted = reduced;
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<int> each(last + 1);
+      for (int v = 0; v <= last; ++v) each[v] = v;
+      EXPECT_EQ(sorted, each) << "every variable once";
+    }
+    for (int r = 0; r < 3; ++r) {
+      const std::vector<Variable>& vars = replicas->variables(r);
+      for (size_t v = 0; v < vars.size(); ++v) {
+        const float mean = static_cast<float>((1 + 2 + 3) * (v + 1)) / 3;
+        for (float x : vars[v].grad.span()) ASSERT_FLOAT_EQ(x, mean) << "replica " << r << " " << vars[v].name;
       }
     }
   }

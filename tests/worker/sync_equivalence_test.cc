@@ -149,6 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
         StrategyCase{"mirrored_pipeline_distributed_replicated_2x2", "distributed_replicated", "none", 2, 2, 2,
                      "inproc", true, "cpu_mirrored"},
         StrategyCase{"mirrored_replicated_pscpu_3devices", "replicated", "pscpu", 1, 3, 0, "inproc", false,
+                     "cpu_mirrored"},
+        StrategyCase{"mirrored_replicated_none_3devices", "replicated", "none", 1, 3, 0, "inproc", false,
                      "cpu_mirrored"}),
     [](const auto& info) { return std::string(info.param.name); });
 

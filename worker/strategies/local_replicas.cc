@@ -29,7 +29,19 @@ absl::StatusOr<std::unique_ptr<Strategy>> LocalReplicasStrategy::Create(const St
 
 absl::StatusOr<int64_t> LocalReplicasStrategy::Start() {
   context_.replicas->BroadcastValues(0);
+  UploadEachValueAsTheForwardReadsIt();
   return 0;
+}
+
+void LocalReplicasStrategy::UploadEachValueAsTheForwardReadsIt() {
+  ReplicaSet& replicas = *context_.replicas;
+  // An emulated interconnect models the uploads itself, before each step.
+  if (replicas.interconnect() != nullptr) return;
+  replicas.UploadValuesOnWait();
+  if (!replicas.uploads_values_on_wait()) return;  // no host mirrors: nothing to upload
+  for (int r = 0; r < replicas.size(); ++r) {
+    replicas.model(r).SetVariableWait([&replicas, r](int variable) { replicas.UploadValue(r, variable); });
+  }
 }
 
 absl::Status LocalReplicasStrategy::AfterStep(int64_t step) {

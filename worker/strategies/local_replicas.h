@@ -43,6 +43,12 @@ class LocalReplicasStrategy : public Strategy {
   LocalReplicasStrategy(const StrategyContext& context, std::optional<std::string> reduce_spec, std::string description)
       : context_(context), reduce_spec_(std::move(reduce_spec)), description_(std::move(description)) {}
 
+  // With host mirrors (GPU replicas), no value is uploaded before a step:
+  // the forward's wait for each variable uploads it (ReplicaSet::
+  // UploadValue), so a layer waits for its own variables' copies only and
+  // the uploads overlap the layers before it.
+  void UploadEachValueAsTheForwardReadsIt();
+
   StrategyContext context_;
   const std::optional<std::string> reduce_spec_;
   const std::string description_;
