@@ -64,18 +64,19 @@ class GraphModel final : public Model {
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override {
     const Tensor& logits = Forward(images, /*training=*/true);
     StepPlan& plan = *plan_;
-    float loss;
     if (plan.outputs.back().is_plain()) {
-      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.grads.back(), loss_scale_);
+      loss_->Queue(*ctx_, logits, labels, &plan.grads.back(), loss_scale_);
     } else {  // the loss reads and writes plain tensors
-      loss = loss_->ForwardBackward(*ctx_, logits, labels, &plan.plain_grad_logits, loss_scale_);
+      loss_->Queue(*ctx_, logits, labels, &plan.plain_grad_logits, loss_scale_);
       ctx_->Convert(plan.plain_grad_logits, plan.grads.back());
     }
     input_gradient_written_ = false;
     Backward(hook);
     if (keep_input_gradient_ && !input_gradient_written_) input_grad_ = ctx_->Allocate(images.shape());  // zeros
     last_train_memory_ = plan.memory;
-    return loss;
+    // Read once backward is queued: on a GPU the host waits for the loss
+    // while the device runs backward, not before queuing it.
+    return loss_->TakeLoss();
   }
 
   absl::Status KeepInputGradient() override {

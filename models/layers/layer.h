@@ -154,11 +154,23 @@ class Layer {
 class LossLayer {
  public:
   virtual ~LossLayer() = default;
-  // Mean loss over the batch; writes grad_scale * d(mean loss)/d(logits)
-  // into grad_logits when it is non-null (grad_scale: 1, or the loss scale
-  // of mixed-precision training, optim/loss_scaler.h).
-  virtual float ForwardBackward(DeviceContext& ctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
-                                float grad_scale = 1.0f) = 0;
+  // Queues, like any layer's work on `ctx`, the mean loss over the batch
+  // and, when grad_logits is non-null, grad_scale * d(mean loss)/d(logits)
+  // into it (grad_scale: 1, or the loss scale of mixed-precision training,
+  // optim/loss_scaler.h). `labels` (host memory) may be reused once it
+  // returns. Each Queue is followed by one TakeLoss before the next.
+  virtual void Queue(DeviceContext& ctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
+                     float grad_scale = 1.0f) = 0;
+  // The mean loss of the last Queue: waits for the work that computes it
+  // only, not for what was queued after it (a training step queues its
+  // backward first, so a GPU never idles while the host reads the loss).
+  virtual float TakeLoss() = 0;
+  // Queue, then TakeLoss.
+  float ForwardBackward(DeviceContext& ctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
+                        float grad_scale = 1.0f) {
+    Queue(ctx, logits, labels, grad_logits, grad_scale);
+    return TakeLoss();
+  }
 };
 
 using LayerFactory = std::function<std::unique_ptr<Layer>(const LayerSpec&)>;

@@ -437,5 +437,32 @@ TEST_F(CpuLayersTest, ConvAndBatchNormParameters) {
   EXPECT_EQ(bn->parameters()[1].value.shape(), (Shape{5}));
 }
 
+// The loss queued and taken later (as a training step takes it once its
+// backward is queued) is the batch's own: two batches in turn, each equal
+// to a one-call ForwardBackward of it on a fresh loss layer.
+TEST_F(CpuLayersTest, ALossQueuedThenTakenIsThatBatchsLoss) {
+  auto loss = CreateSoftmaxCrossEntropy(DeviceKind::kCpu);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> uniform(-3, 3);
+  float previous = -1;
+  for (int batch = 0; batch < 2; ++batch) {
+    Tensor logits({6, 4}), grad({6, 4}), want_grad({6, 4});
+    for (float& v : logits.span()) v = uniform(rng);
+    std::vector<int32_t> labels(6);
+    for (int32_t& l : labels) l = static_cast<int32_t>(rng() % 4);
+    auto fresh = CreateSoftmaxCrossEntropy(DeviceKind::kCpu);
+    ASSERT_TRUE(fresh.ok());
+    const float want = (*fresh)->ForwardBackward(*ctx_, logits, labels.data(), &want_grad);
+    (*loss)->Queue(*ctx_, logits, labels.data(), &grad, 1.0f);
+    const float got = (*loss)->TakeLoss();
+    EXPECT_EQ(got, want) << "batch " << batch;
+    EXPECT_NE(got, previous) << "batch " << batch << " took the previous batch's loss";
+    EXPECT_EQ(std::vector<float>(grad.span().begin(), grad.span().end()),
+              std::vector<float>(want_grad.span().begin(), want_grad.span().end()));
+    previous = got;
+  }
+}
+
 }  // namespace
 }  // namespace pstrain::testing

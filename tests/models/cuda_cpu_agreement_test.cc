@@ -675,11 +675,17 @@ TEST_F(CudaCpuAgreementTest, SoftmaxCrossEntropy) {
     Tensor cuda_grad = ToDevice(cuda(), Garbage({batch, classes}));
     const float cuda_value = (*cuda_loss)->ForwardBackward(cuda(), device_logits, labels.data(), &cuda_grad);
     const float cuda_value_only = (*cuda_loss)->ForwardBackward(cuda(), device_logits, labels.data(), nullptr);
+    // Queued, more work queued behind it (as a training step queues its
+    // backward before reading the loss), then taken.
+    (*cuda_loss)->Queue(cuda(), device_logits, labels.data(), nullptr);
+    const Tensor behind = cuda().Allocate({64, 1024, 1024});  // 256 MiB zero-filled on the stream
+    const float cuda_value_taken = (*cuda_loss)->TakeLoss();
 
     EXPECT_TRUE(std::isfinite(cpu_value) && cpu_value > 0) << cpu_value;
     const double allowed = kFloat32.abs + kFloat32.rel * std::fabs(cpu_value);
     EXPECT_NEAR(cuda_value, cpu_value, allowed);
     EXPECT_NEAR(cuda_value_only, cpu_value, allowed);
+    EXPECT_NEAR(cuda_value_taken, cpu_value, allowed);
     EXPECT_TRUE(Agree("gradient of logits", cpu_grad, ToHost(cuda(), cuda_grad), kFloat32));
   }
 }

@@ -16,8 +16,9 @@ namespace {
 
 class SoftmaxCrossEntropy final : public LossLayer {
  public:
-  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
-                        float grad_scale) override {
+  // Computed at once: TakeLoss returns what Queue found.
+  void Queue(DeviceContext& dctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
+             float grad_scale) override {
     CheckLogitsAndLabels(logits, labels);
     CHECK(logits.is_plain()) << "logits must be plain, got " << logits.layout()->ToString();
     CpuContext& ctx = AsCpu(dctx);
@@ -37,10 +38,13 @@ class SoftmaxCrossEntropy final : public LossLayer {
       for (int64_t i = 0; i < n * classes; ++i) g[i] = probs[i] * scale;
       for (int64_t i = 0; i < n; ++i) g[i * classes + labels[i]] -= scale;
     }
-    return static_cast<float>(total / static_cast<double>(n));
+    loss_ = static_cast<float>(total / static_cast<double>(n));
   }
 
+  float TakeLoss() override { return loss_; }
+
  private:
+  float loss_ = 0;
   struct Prims {
     dnnl::memory::desc data;
     Prim softmax;

@@ -7,7 +7,9 @@
 // losses come back to the host, which sums them in double in row order, as
 // the CPU does. The labels arrive on the host: they are checked there, staged
 // in pinned memory kept between calls and copied to the GPU.
-// ForwardBackward() synchronises the context (the loss is a host value).
+// Queue() does not wait for the GPU: an event recorded after the losses'
+// copy to the host is what TakeLoss() waits for, so the backward queued
+// between them keeps the GPU busy meanwhile.
 #include "models/layers/cuda/softmax_cross_entropy.h"
 
 #include <cstring>
@@ -21,8 +23,13 @@ namespace {
 
 class SoftmaxCrossEntropy final : public LossLayer {
  public:
-  float ForwardBackward(DeviceContext& dctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
-                        float grad_scale) override {
+  ~SoftmaxCrossEntropy() override {
+    if (losses_copied_ != nullptr) cudaEventDestroy(losses_copied_);
+  }
+
+  void Queue(DeviceContext& dctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
+             float grad_scale) override {
+    CHECK(!pending_) << "softmax_cross_entropy: TakeLoss() of the previous batch first (its labels are in flight)";
     CheckLogitsAndLabels(logits, labels);
     CudaContext& ctx = AsCuda(dctx);
     const int64_t n = logits.dim(0), classes = logits.dim(1);
@@ -49,13 +56,28 @@ class SoftmaxCrossEntropy final : public LossLayer {
     PSTRAIN_CUDA_CHECK(cudaGetLastError());
     PSTRAIN_CUDA_CHECK(
         cudaMemcpyAsync(staged_losses_.raw(), device_losses->data(), bytes, cudaMemcpyDeviceToHost, ctx.stream()));
-    ctx.Synchronize();
+    if (losses_copied_ == nullptr) {
+      PSTRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&losses_copied_, cudaEventDisableTiming));
+    }
+    PSTRAIN_CUDA_CHECK(cudaEventRecord(losses_copied_, ctx.stream()));
+    pending_rows_ = n;
+    pending_ = true;
+  }
+
+  float TakeLoss() override {
+    CHECK(pending_) << "softmax_cross_entropy: TakeLoss() without a Queue()";
+    PSTRAIN_CUDA_CHECK(cudaEventSynchronize(losses_copied_));
+    pending_ = false;
     double total = 0;
-    for (int64_t i = 0; i < n; ++i) total += staged_losses_.data()[i];
-    return static_cast<float>(total / static_cast<double>(n));
+    for (int64_t i = 0; i < pending_rows_; ++i) total += staged_losses_.data()[i];
+    return static_cast<float>(total / static_cast<double>(pending_rows_));
   }
 
  private:
+  // Recorded after the per-row losses' copy to staged_losses_.
+  cudaEvent_t losses_copied_ = nullptr;
+  bool pending_ = false;  // a Queue not yet taken
+  int64_t pending_rows_ = 0;
   // Pinned host staging, grown to the largest batch: the labels on their way
   // to the GPU, the per-row losses on their way back.
   Tensor staged_labels_, staged_losses_;
