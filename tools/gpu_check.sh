@@ -10,23 +10,27 @@
 #   3. the same in mixed precision, bf16 then fp16 (PyTorch autocast with
 #      channels_last, pytorch_compare.py's default for them; fp16 with a
 #      GradScaler), each under half of the step's limit
-#   4. pstrain-bench model with cuDNN's heuristic algorithms
-#   5. the bundled tests (run_gpu_tests.sh)
-#   6. the single-node tables (configs/compare/single_node_gpu.yaml, and
+#   4. PyTorch alone, whole steps with SGD momentum (fp32 as shipped,
+#      strict, bf16), each under a third of the step's limit: what the
+#      table's whole steps are compared with
+#   5. pstrain-bench model with cuDNN's heuristic algorithms
+#   6. the bundled tests (run_gpu_tests.sh)
+#   7. the single-node tables (configs/compare/single_node_gpu.yaml, and
 #      single_node_gpu_mixed.yaml: whole steps in fp32, bf16, fp16)
 # Usage, from the root of a checkout on the GPU machine:
 #   tools/gpu_check.sh BUNDLE.tar.xz OUTDIR [STEPS...]
 # BUNDLE is tools/gpu_bundle.sh --gpu's archive; STEPS picks steps by name
-# (machine, pytorch, mixed, heuristic, tests, table; default all). OUTDIR
-# receives at most 8 files: check.log (everything printed),
+# (machine, pytorch, mixed, momentum, heuristic, tests, table; default all).
+# OUTDIR receives at most 11 files: check.log (everything printed),
 # bench_pytorch_compare.json (fp32 as each ships),
 # bench_pytorch_compare_strict.json (strict fp32),
 # bench_pytorch_compare_bf16.json, bench_pytorch_compare_fp16.json,
-# bench_heuristic.json, tests.tar.gz (every test log) and table.tar.gz (the
-# table's results and logs). At the end, one line per comparison present:
-# its pstrain/pytorch ratio against its goal and its peak memory ratio.
-# Limits in seconds (defaults: machine=30 pytorch=180 mixed=180 heuristic=45
-# tests=150 table=150): PSTRAIN_CHECK_LIMITS="pytorch=240 table=300 ...".
+# bench_pytorch_momentum{,_strict,_bf16}.json, bench_heuristic.json,
+# tests.tar.gz (every test log) and table.tar.gz (the table's results and
+# logs). At the end tools/gpu_ratios.py prints every must-show ratio of the
+# GPU issues against its goal. Limits in seconds (defaults: machine=30
+# pytorch=180 mixed=180 momentum=120 heuristic=45 tests=150 table=200):
+# PSTRAIN_CHECK_LIMITS="pytorch=240 table=300 ...".
 # PSTRAIN_CHECK_FASHION_MNIST=DIR: Fashion-MNIST's .gz files, installed at
 # their Debian path for the tests when the machine lacks them.
 # PSTRAIN_CHECK_TESTS="GLOB...": which bundled tests to run (default all).
@@ -37,8 +41,8 @@ set -uo pipefail
 [ $# -ge 2 ] || { sed -n '/^# Usage/,/^# Exits/p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BUNDLE="$1" OUTDIR="$2"; shift 2
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch mixed heuristic tests table)
-declare -A LIMIT=([machine]=30 [pytorch]=180 [mixed]=180 [heuristic]=45 [tests]=150 [table]=150)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch mixed momentum heuristic tests table)
+declare -A LIMIT=([machine]=30 [pytorch]=180 [mixed]=180 [momentum]=120 [heuristic]=45 [tests]=150 [table]=200)
 for kv in ${PSTRAIN_CHECK_LIMITS:-}; do LIMIT[${kv%%=*}]="${kv#*=}"; done
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$OUTDIR"
@@ -81,6 +85,24 @@ step_pytorch() {
     --fp32_math tf32_convolutions || rc=1
   compare_resnet50 "$each" "$OUTDIR/bench_pytorch_compare_strict.json" "pytorch fp32 strict" \
     --fp32_math strict || rc=1
+  return $rc
+}
+step_momentum() {
+  # PyTorch alone, a whole step with SGD momentum 0.9 (the table's steps are
+  # pstrain's): fp32 as shipped, strict, bf16 with channels_last.
+  local rc=0 r m out each=$(((STEP_LIMIT - 10) / 3))
+  for m in fp32 strict bf16; do
+    out="$OUTDIR/bench_pytorch_momentum.json"
+    local flags=(--fp32_math tf32_convolutions)
+    [ "$m" = strict ] && out="$OUTDIR/bench_pytorch_momentum_strict.json" && flags=(--fp32_math strict)
+    [ "$m" = bf16 ] && out="$OUTDIR/bench_pytorch_momentum_bf16.json" && flags=(--precision bf16)
+    timeout -k 5 "$each" python3 tools/pytorch_compare.py --model resnet50 --batch_size 64 --steps 20 --warmup 5 \
+      --optimizer momentum --skip_pstrain --json "${flags[@]}" > "$out"
+    r=$?
+    cat "$out"
+    echo "pytorch momentum $m: rc=$r$([ $r -eq 124 ] && echo " (time limit $each s)")"
+    [ $r -eq 0 ] || rc=1
+  done
   return $rc
 }
 step_mixed() {
@@ -136,31 +158,7 @@ for s in "${STEPS[@]}"; do
   echo "===== $s: rc=$rc after $((SECONDS - start)) s$([ $rc -eq 124 ] && echo ' (time limit)')"
   [ $rc -eq 0 ] || failed+=("$s")
 done
-# The comparisons' ratios, one line each: pstrain/pytorch images/sec against
-# its goal, and pstrain/pytorch peak device memory.
-for f in "$OUTDIR"/bench_pytorch_compare*.json; do
-  [ -e "$f" ] || continue
-  name="$(basename "$f" .json)"
-  case "$name" in
-    bench_pytorch_compare) goal=0.9 ;;
-    bench_pytorch_compare_strict) goal=1.0 ;;
-    *) goal=0.9 ;;  # bf16, fp16
-  esac
-  python3 -c '
-import json, sys
-name, path, goal = sys.argv[1:4]
-def show(x):
-    return "%.2f" % x if isinstance(x, (int, float)) and not isinstance(x, bool) else "n/a"
-try:
-    with open(path) as f:
-        r = json.load(f)
-    if not isinstance(r.get("ratio"), (int, float)):
-        raise ValueError("no ratio")
-except Exception:
-    print("%s: no result" % name)
-else:
-    print("%s: pstrain/pytorch %s (goal >= %s), memory %s" % (name, show(r["ratio"]), goal, show(r.get("memory_ratio"))))
-' "$name" "$f" "$goal" || echo "$name: no result"
-done
+# Every must-show ratio of the GPU issues from what the steps left in OUTDIR.
+python3 tools/gpu_ratios.py "$OUTDIR"
 echo "gpu_check: ${#STEPS[@]} steps, failed: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]
