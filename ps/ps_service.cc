@@ -39,8 +39,9 @@ void PsService::Handle(std::string_view method, IncomingFrame frame, Responder r
       Reply(respond, shard_->Init(request, frame, &response), response);
   } else if (method == ps_rpc::kHeartbeat) {
     HeartbeatRequest request;
+    HeartbeatResponse response;
     if (ParseOrReject(frame, method, &request, respond))
-      Reply(respond, shard_->Heartbeat(request), HeartbeatResponse());
+      Reply(respond, shard_->Heartbeat(request, &response), response);
   } else if (method == ps_rpc::kDone) {
     DoneRequest request;
     if (ParseOrReject(frame, method, &request, respond)) Reply(respond, shard_->Done(request), DoneResponse());

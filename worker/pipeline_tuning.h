@@ -12,7 +12,9 @@
 #include <optional>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
@@ -29,32 +31,60 @@ bool TuningOn(const ExperimentConfig& config);
 class PipelineTuning {
  public:
   // Null when `config` does not tune. `pipeline` and `timeline` (may be
-  // null) outlive this.
+  // null) outlive this. The chief (worker 0) leads: its tuner measures the
+  // cluster's steps and chooses; every other worker follows, applying the
+  // chief's layout as its heartbeats bring it (one layout for the cluster:
+  // sync steps are every worker's, so one measurement suffices, and two
+  // tuners would confound each other's trials).
   static std::unique_ptr<PipelineTuning> Create(const ExperimentConfig& config, PsPipeline* pipeline,
                                                 Timeline* timeline, int worker_index);
 
-  // At the start of `step`, before PsPipeline::BeginStep and with the
+  // At the start of `step`, before PsPipeline::BeforeStep and with the
   // previous step's pushes acknowledged. When a new setting applies from
-  // this step, returns the version of the values WaitForPulls found (the
-  // caller's pulled version); nullopt otherwise; a failed wait's error.
+  // this step (the chief: its tuner's; a follower: the chief's, heard since
+  // its last step), returns the version of the values WaitForPulls found
+  // (the caller's pulled version); nullopt otherwise; a failed wait's error.
   absl::StatusOr<std::optional<int64_t>> BeforeStep(int64_t step);
 
-  // The decisions so far and where the search stands.
+  // The chief: its layout for the heartbeats (nullopt before its first
+  // change, and on followers). Any thread.
+  std::optional<ChiefLayout> Published() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A follower: the chief's layout as a heartbeat's answer brought it
+  // (kept when newer than what it heard before; the chief ignores it). Any
+  // thread.
+  void Heard(const ChiefLayout& layout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The decisions so far (a follower's: the chief's it applied) and where
+  // the search stands (a follower never settles: the chief's record says).
   LayoutTuning Record() const;
 
  private:
-  PipelineTuning(const LayoutTuner::Options& options, PsPipeline* pipeline, Timeline* timeline, int worker_index,
-                 double time_scale)
-      : tuner_(options), pipeline_(pipeline), timeline_(timeline), worker_(worker_index), time_scale_(time_scale) {}
+  PipelineTuning(const LayoutTuner::Options& options, bool leads, PsPipeline* pipeline, Timeline* timeline,
+                 int worker_index, double time_scale);
 
-  LayoutTuner tuner_;
+  // The chief: the tuner's decision after a step of `seconds`, published.
+  std::optional<TuningDecision> Decide(int64_t step, double seconds) ABSL_LOCKS_EXCLUDED(mu_);
+  // A follower: the chief's layout heard since the last step, if any.
+  std::optional<TuningDecision> Follow(int64_t step, double seconds) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for the pulls in flight and re-lays the pipeline out; logs and
+  // records it on the timeline.
+  absl::StatusOr<int64_t> Apply(int64_t step, const TuningDecision& decision, absl::Time start);
+
+  std::unique_ptr<LayoutTuner> tuner_;  // the chief's; null on followers
   PsPipeline* const pipeline_;
   Timeline* const timeline_;
   const int worker_;
   const double time_scale_;  // wall seconds per second of the run's own time
   absl::Time first_start_ = absl::InfinitePast();
   absl::Time last_start_ = absl::InfinitePast();
-  std::vector<double> decision_seconds_;  // run_seconds of each of the tuner's decisions
+  std::vector<double> decision_seconds_;  // run_seconds of each decision
+  // A follower's: the chief's layouts it applied, and the current one.
+  std::vector<TuningDecision> followed_;
+  TransferLayout current_;
+  int64_t applied_version_ = 0;
+  mutable absl::Mutex mu_;
+  ChiefLayout published_ ABSL_GUARDED_BY(mu_);  // the chief's
+  ChiefLayout heard_ ABSL_GUARDED_BY(mu_);      // a follower's
 };
 
 }  // namespace pstrain

@@ -464,17 +464,24 @@ void PsClient::PushBatchAsync(int batch, int64_t step, int64_t local_step,
                          });
 }
 
-absl::Status PsClient::Heartbeat(int64_t step, bool finished_pushing, bool paused) {
+absl::StatusOr<ChiefLayout> PsClient::Heartbeat(int64_t step, bool finished_pushing, bool paused,
+                                                const ChiefLayout* layout) {
   HeartbeatRequest header;
   header.set_worker(worker_);
   header.set_step(step);
   header.set_finished_pushing(finished_pushing);
   header.set_paused(paused);
   header.set_incarnation(incarnation_);
+  if (layout != nullptr) *header.mutable_layout() = *layout;
   std::vector<ShardCall> calls = CallsToEveryShard(header);
   CallOptions options;
   options.deadline = absl::Now() + absl::Seconds(config_.timeouts().heartbeat_seconds() * 2 + 1);
-  return FanOut(ps_rpc::kHeartbeat, calls, options);
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kHeartbeat, calls, options));
+  HeartbeatResponse response;
+  if (!calls[0].response.ParseHeader(&response)) {
+    return absl::InternalError("heartbeat: malformed response from PS shard 0");
+  }
+  return response.layout();
 }
 
 absl::Status PsClient::Done(const WorkerReport& report) {

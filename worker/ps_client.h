@@ -125,8 +125,11 @@ class PsClient {
   // Where each variable part lives (the manifest of a checkpoint lists them).
   const std::vector<VariablePart>& parts() const { return parts_; }
   // `finished_pushing`: this worker will push no more gradients; `paused`: it
-  // waits for data (HeartbeatRequest.paused).
-  absl::Status Heartbeat(int64_t step, bool finished_pushing = false, bool paused = false);
+  // waits for data (HeartbeatRequest.paused); `layout` (the chief's, when it
+  // tunes): the transfer layout every worker is to apply. Returns the chief's
+  // latest layout as shard 0 heard it (version 0: none).
+  absl::StatusOr<ChiefLayout> Heartbeat(int64_t step, bool finished_pushing = false, bool paused = false,
+                                        const ChiefLayout* layout = nullptr);
   absl::Status Done(const WorkerReport& report);
   // Stats of every shard, in shard order.
   absl::StatusOr<std::vector<StatsResponse>> Stats();

@@ -31,7 +31,7 @@ absl::Status TableSession::Start(int64_t total_steps) {
   PSTRAIN_RETURN_IF_ERROR(client_->Join(min_generation, startup).status());
   const absl::Duration period = absl::Seconds(config_.timeouts().heartbeat_seconds());
   heartbeats_ = std::make_unique<PeriodicThread>(period, [this] {
-    absl::Status s = client_->Heartbeat(step_.load(), finished_pushing_.load());
+    absl::Status s = client_->Heartbeat(step_.load(), finished_pushing_.load()).status();
     if (!s.ok()) LOG(WARNING) << "heartbeat: " << s.message();
   });
   return absl::OkStatus();
@@ -40,7 +40,7 @@ absl::Status TableSession::Start(int64_t total_steps) {
 absl::Status TableSession::Finish(const WorkerReport& mine, const std::function<void()>& before_done,
                                   ClusterReport* report) {
   finished_pushing_ = true;
-  PSTRAIN_RETURN_IF_ERROR(client_->Heartbeat(step_.load(), /*finished_pushing=*/true));
+  PSTRAIN_RETURN_IF_ERROR(client_->Heartbeat(step_.load(), /*finished_pushing=*/true).status());
   if (worker_ == 0) {
     if (before_done) before_done();  // heartbeats still going
     PSTRAIN_ASSIGN_OR_RETURN(const std::vector<StatsResponse> stats, client_->Stats());

@@ -55,11 +55,33 @@ absl::Status PsShard::ValidateWorker(int worker, const char* what) const {
   return absl::OkStatus();
 }
 
-absl::Status PsShard::Heartbeat(const HeartbeatRequest& request) {
+namespace {
+
+// A chief layout a worker can apply: none (version 0), or every field in
+// range.
+absl::Status ValidateChiefLayout(const ChiefLayout& layout) {
+  if (layout.version() < 0 || (layout.version() > 0 && (layout.batch_bytes() < 1 || layout.window_bytes() < 0 ||
+                                                        layout.pushes_per_shard() < 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "heartbeat: chief layout version ", layout.version(), " with batch_bytes ", layout.batch_bytes(),
+        ", window_bytes ", layout.window_bytes(), ", pushes_per_shard ", layout.pushes_per_shard(),
+        " (want version >= 0 and, with a version, batch_bytes >= 1, window_bytes >= 0, pushes_per_shard >= 0)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PsShard::Heartbeat(const HeartbeatRequest& request, HeartbeatResponse* response) {
   PSTRAIN_RETURN_IF_ERROR(ValidateWorker(request.worker(), "heartbeat"));
+  PSTRAIN_RETURN_IF_ERROR(ValidateChiefLayout(request.layout()));
   bool departed = false;
   {
     absl::MutexLock lock(&mu_);
+    if (request.worker() == 0 && request.layout().version() > chief_layout_.version()) {
+      chief_layout_ = request.layout();
+    }
+    *response->mutable_layout() = chief_layout_;
     members_.Note(request.worker(), request.incarnation(), store_.NewestVersion());
     WorkerRoster& roster = members_.roster();
     roster.Heard(request.worker(), absl::Now(), request.step());

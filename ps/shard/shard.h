@@ -84,7 +84,10 @@ class PsShard {
   void Pull(const PullRequest& request, Responder respond) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Push(const PushRequest& request, IncomingFrame& payload, PushResponse* response)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Heartbeat(const HeartbeatRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Notes the worker alive (and finished, paused, resumed); from the chief,
+  // a newer layout (ChiefLayout) is kept. `response` carries the chief's
+  // latest layout. A malformed layout is INVALID_ARGUMENT, nothing noted.
+  absl::Status Heartbeat(const HeartbeatRequest& request, HeartbeatResponse* response) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes this shard's variables, optimizer slots and versions to
   // request.path (ps/shard/shard_checkpoint.h). FAILED_PRECONDITION before Init.
   absl::StatusOr<CheckpointResponse> Checkpoint(const CheckpointRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
@@ -212,6 +215,8 @@ class PsShard {
   VariableStore store_;
   // The checkpoint step Init restored (0: a fresh start); pulls report it.
   int64_t resumed_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // The chief's latest transfer layout (its heartbeats'), for every worker.
+  ChiefLayout chief_layout_ ABSL_GUARDED_BY(mu_);
 
   // Acquired before any variable's lock.
   mutable absl::Mutex mu_;

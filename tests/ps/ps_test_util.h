@@ -274,6 +274,20 @@ class PsHarness {
     return Call("Heartbeat", OutgoingFrame::FromHeader(header), nullptr);
   }
 
+  // A heartbeat of `worker` carrying `layout` (the chief's, when it tunes);
+  // the shard's answer: the chief's latest layout.
+  absl::StatusOr<ChiefLayout> HeartbeatWithLayout(int worker, const ChiefLayout& layout) {
+    HeartbeatRequest header;
+    header.set_worker(worker);
+    *header.mutable_layout() = layout;
+    IncomingFrame response;
+    absl::Status s = Call("Heartbeat", OutgoingFrame::FromHeader(header), &response);
+    if (!s.ok()) return s;
+    HeartbeatResponse answer;
+    if (!response.ParseHeader(&answer)) return absl::InternalError("malformed heartbeat response");
+    return answer.layout();
+  }
+
   absl::Status Done(int worker, int64_t steps = 10, double images_per_sec = 100.0) {
     DoneRequest header;
     WorkerReport* report = header.mutable_report();

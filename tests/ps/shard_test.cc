@@ -723,6 +723,45 @@ TEST(PsShardSyncTest, HeartbeatKeepsAWorkerAlive) {
   EXPECT_EQ(ps.Heartbeat(1).code(), absl::StatusCode::kInvalidArgument);
 }
 
+ChiefLayout Layout(int64_t version, int64_t batch_bytes, int64_t window_bytes, int64_t pushes_per_shard) {
+  ChiefLayout layout;
+  layout.set_version(version);
+  layout.set_batch_bytes(batch_bytes);
+  layout.set_window_bytes(window_bytes);
+  layout.set_pushes_per_shard(pushes_per_shard);
+  return layout;
+}
+
+// The chief's layout (its tuner's choice) reaches every worker through the
+// heartbeats' answers: kept when newer, never from another worker, and a
+// malformed one is refused leaving the kept one.
+TEST(PsShardSyncTest, TheChiefsLayoutReachesEveryWorkersHeartbeat) {
+  PsHarness ps(SgdOptions(2, "sync", 0.5f));
+  absl::StatusOr<ChiefLayout> none = ps.HeartbeatWithLayout(1, ChiefLayout());
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->version(), 0) << "no layout before the chief sent one";
+  ASSERT_TRUE(ps.HeartbeatWithLayout(0, Layout(2, 1 << 20, 0, 1)).ok());
+  absl::StatusOr<ChiefLayout> heard = ps.HeartbeatWithLayout(1, ChiefLayout());
+  ASSERT_TRUE(heard.ok()) << heard.status();
+  EXPECT_EQ(heard->version(), 2);
+  EXPECT_EQ(heard->batch_bytes(), 1 << 20);
+  EXPECT_EQ(heard->pushes_per_shard(), 1);
+  // Only the chief's count; an older one of the chief's is not taken back.
+  ASSERT_TRUE(ps.HeartbeatWithLayout(1, Layout(9, 4096, 0, 1)).ok());
+  ASSERT_TRUE(ps.HeartbeatWithLayout(0, Layout(1, 65536, 0, 1)).ok());
+  heard = ps.HeartbeatWithLayout(1, ChiefLayout());
+  ASSERT_TRUE(heard.ok());
+  EXPECT_EQ(heard->version(), 2);
+  EXPECT_EQ(heard->batch_bytes(), 1 << 20);
+  // Malformed: INVALID_ARGUMENT naming the field, the kept layout stays.
+  absl::StatusOr<ChiefLayout> bad = ps.HeartbeatWithLayout(0, Layout(3, 0, 0, 1));
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Msg(bad.status()), HasSubstr("batch_bytes 0"));
+  heard = ps.HeartbeatWithLayout(1, ChiefLayout());
+  ASSERT_TRUE(heard.ok());
+  EXPECT_EQ(heard->version(), 2);
+}
+
 // data.sharding dynamic: a worker waiting for data pauses; the sync step
 // under way goes on with the others, and the steps wait for it again once it
 // resumes.

@@ -3,6 +3,8 @@
 // batcher gives worker w the w-th slice of each global batch).
 #include <cmath>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "common/transport/transport.h"
 #include "gtest/gtest.h"
 #include "tests/worker/equivalence_util.h"
@@ -64,6 +66,56 @@ TEST(SyncEquivalenceTest, PartitionedVariablesGiveTheSameParameters) {
 
 // Every synchronous strategy over W workers x N devices x batch b must match
 // one device with batch W*N*b after k steps.
+// The layout tuner on a sync cluster: only the chief tunes; worker 1 applies
+// the chief's layouts as its heartbeats bring them (each one the chief
+// chose, in the chief's order, none of its own), and the run reaches the
+// parameters it reaches without tuning.
+TEST(SyncEquivalenceTest, TheChiefTunesOneLayoutForEveryWorker) {
+  const int kWorkers = 2, kBatch = 8, kSteps = 300;
+  ExperimentConfig config = BaseConfig();
+  config.mutable_train()->set_steps(kSteps);
+  SetInProcessHosts(&config, /*num_ps=*/2, kWorkers);
+  config.mutable_train()->set_batch_size_per_device(kBatch);
+  config.mutable_ps_scheduling()->set_pipeline(true);
+  config.mutable_ps_scheduling()->set_tune(true);
+  config.set_placement("balanced");
+  config.set_partition_bytes(16 * 1024);
+  config.mutable_timeouts()->set_heartbeat_seconds(0.01f);
+  absl::StatusOr<ClusterRun> run = RunInProcessCluster(config);
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->chief.workers_size(), kWorkers);
+  const WorkerReport& chief = run->chief.workers(0).worker() == 0 ? run->chief.workers(0) : run->chief.workers(1);
+  const WorkerReport& follower = run->chief.workers(0).worker() == 0 ? run->chief.workers(1) : run->chief.workers(0);
+  const LayoutTuning& led = chief.layout_tuning();
+  const LayoutTuning& followed = follower.layout_tuning();
+  ASSERT_GT(led.decisions_size(), 0) << "the chief's tuner never moved in " << kSteps << " steps";
+  ASSERT_GT(followed.decisions_size(), 0) << "worker 1 never applied the chief's layout";
+  int64_t last_change = 0;
+  for (const LayoutTuning::Decision& d : followed.decisions()) {
+    int64_t change = 0;
+    ASSERT_TRUE(
+        absl::SimpleAtoi(d.why().substr(d.why().rfind(' ') + 1, d.why().find(')') - d.why().rfind(' ') - 1), &change) &&
+        absl::StartsWith(d.why(), "the chief's layout (its change "))
+        << d.why();
+    ASSERT_GT(change, last_change) << "changes applied out of order";
+    ASSERT_LE(change, led.decisions_size());
+    const LayoutTuning::Decision& chosen = led.decisions(static_cast<int>(change - 1));
+    EXPECT_EQ(d.batch_bytes(), chosen.batch_bytes()) << d.why();
+    EXPECT_EQ(d.window_bytes(), chosen.window_bytes()) << d.why();
+    EXPECT_EQ(d.pushes_per_shard(), chosen.pushes_per_shard()) << d.why();
+    last_change = change;
+  }
+  EXPECT_FALSE(followed.settled()) << "a follower does not search";
+
+  // A layout moves bytes, not values: the same cluster with the layout it
+  // started from reaches the same parameters, bit for bit.
+  ExperimentConfig fixed = config;
+  fixed.mutable_ps_scheduling()->set_tune(false);
+  absl::StatusOr<ClusterRun> untuned = RunInProcessCluster(fixed);
+  ASSERT_TRUE(untuned.ok()) << untuned.status();
+  EXPECT_EQ(MaxRelativeDifference(run->final_params, untuned->final_params), 0);
+}
+
 struct StrategyCase {
   const char* name;
   const char* variable_update;

@@ -85,7 +85,7 @@ void BenchWorker::RunPhase(Phase phase) {
   const int p = static_cast<int>(phase);
   context_.sync.ArriveAndWait();       // everyone warm
   SnapshotLoads(&phase_loads_[p][0]);  // then start together
-  HeartbeatProbe probe([this] { return client_->Heartbeat(0); }, kHeartbeatProbeInterval);
+  HeartbeatProbe probe([this] { return client_->Heartbeat(0).status(); }, kHeartbeatProbeInterval);
   TimedRounds([&](PhaseTiming* timing) { return RunRound(phase, timing); }, tally_.timing[p]);
   tally_.timing[p].heartbeats = probe.Stop();
   context_.sync.ArriveAndWait();       // phase over for everyone

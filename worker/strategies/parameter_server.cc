@@ -52,7 +52,13 @@ void ParameterServerStrategy::StopHeartbeats() {
 
 absl::Status ParameterServerStrategy::SendHeartbeat() {
   absl::MutexLock lock(&heartbeat_mu_);
-  return client_->Heartbeat(current_step_.load(), finished_pushing_.load(), paused_.load());
+  // The chief's layout goes out with its heartbeats; every worker's brings
+  // back the chief's latest (PipelineTuning: one layout for the cluster).
+  const std::optional<ChiefLayout> mine = tuning_ != nullptr ? tuning_->Published() : std::nullopt;
+  PSTRAIN_ASSIGN_OR_RETURN(const ChiefLayout chief, client_->Heartbeat(current_step_.load(), finished_pushing_.load(),
+                                                                       paused_.load(), mine ? &*mine : nullptr));
+  if (tuning_ != nullptr) tuning_->Heard(chief);
+  return absl::OkStatus();
 }
 
 std::string ParameterServerStrategy::Describe() const {
