@@ -21,9 +21,7 @@ struct TensorChunk {
   int64_t offset = 0;  // first element of the chunk within its tensor
   int64_t length = 0;  // 1..max_chunk
 
-  bool operator==(const TensorChunk& other) const {
-    return tensor == other.tensor && offset == other.offset && length == other.length;
-  }
+  bool operator==(const TensorChunk&) const = default;
 };
 
 // The chunks of tensors of `lengths` (each >= 0); max_chunk > 0.

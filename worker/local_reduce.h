@@ -38,10 +38,8 @@
 
 namespace pstrain {
 
-void ReduceGradientsOnHost(ReplicaSet& replicas);
-void ReduceGradientsByCopy(ReplicaSet& replicas);
-// One variable's reduction of each (LocalReduceEntry::reduce_one); the
-// functions above run it for every variable in turn.
+// One variable's reduction of pscpu and none (LocalReduceEntry::reduce_one;
+// ReduceGradients runs it for every variable in turn).
 void ReduceGradientOnHost(ReplicaSet& replicas, int variable);
 void ReduceGradientByCopy(ReplicaSet& replicas, int variable);
 void ReduceGradientsOnOwnerDevices(ReplicaSet& replicas);
@@ -61,10 +59,13 @@ struct LocalReduceEntry {
   // A config may name it in all_reduce_spec (owner_device instead follows
   // from local_parameter_device).
   bool config_spec = true;
+  // The whole reduction, for a reduction that is not variable by variable;
+  // null when reduce_one is set (ReduceGradients then runs it on every
+  // variable in turn).
   std::function<void(ReplicaSet&)> reduce;
-  // When set, one variable's reduction on its own (`reduce` is then all of
-  // them in turn): strategies may run it as soon as every replica's
-  // gradient of that variable is final (OverlappedReduce).
+  // When set, one variable's reduction on its own: strategies may run it as
+  // soon as every replica's gradient of that variable is final
+  // (OverlappedReduce).
   std::function<void(ReplicaSet&, int variable)> reduce_one;
 };
 Registry<LocalReduceEntry>& LocalReduceRegistry();

@@ -37,10 +37,6 @@ void ReduceGradientByCopy(ReplicaSet& replicas, int variable) {
   }
 }
 
-void ReduceGradientsByCopy(ReplicaSet& replicas) {
-  for (size_t v = 0; v < replicas.variables(0).size(); ++v) ReduceGradientByCopy(replicas, static_cast<int>(v));
-}
-
 std::vector<EmulatedInterconnect::Copy> OwnerCopies(int replicas, int owner, int64_t bytes, bool to_owner) {
   std::vector<EmulatedInterconnect::Copy> copies;
   for (int r = 0; r < replicas; ++r) {
@@ -73,7 +69,11 @@ std::vector<std::string> LocalReduceSpecs() {
 absl::Status ReduceGradients(const std::string& spec, ReplicaSet& replicas) {
   absl::StatusOr<LocalReduceEntry> entry = LocalReduceRegistry().Find(spec.empty() ? "pscpu" : spec);
   if (!entry.ok()) return absl::InvalidArgumentError(entry.status().message());
-  entry->reduce(replicas);
+  if (entry->reduce) {
+    entry->reduce(replicas);
+    return absl::OkStatus();
+  }
+  for (size_t v = 0; v < replicas.variables(0).size(); ++v) entry->reduce_one(replicas, static_cast<int>(v));
   return absl::OkStatus();
 }
 
@@ -81,7 +81,7 @@ namespace {
 
 const bool kRegistered =
     LocalReduceRegistry().Register("none", {"each variable summed on one replica chosen round-robin, copied back", true,
-                                            ReduceGradientsByCopy, ReduceGradientByCopy});
+                                            /*reduce=*/nullptr, ReduceGradientByCopy});
 
 }  // namespace
 }  // namespace pstrain

@@ -32,15 +32,11 @@ void ReduceGradientOnHost(ReplicaSet& replicas, int variable) {
   for (int r = 1; r < n; ++r) replicas.variables(r)[variable].grad.CopyFrom(sum);
 }
 
-void ReduceGradientsOnHost(ReplicaSet& replicas) {
-  for (size_t v = 0; v < replicas.variables(0).size(); ++v) ReduceGradientOnHost(replicas, static_cast<int>(v));
-}
-
 namespace {
 
 const bool kRegistered =
     LocalReduceRegistry().Register("pscpu", {"every gradient gathered on the host, summed there, copied back", true,
-                                             ReduceGradientsOnHost, ReduceGradientOnHost});
+                                             /*reduce=*/nullptr, ReduceGradientOnHost});
 
 }  // namespace
 }  // namespace pstrain

@@ -16,14 +16,10 @@ void RingReduceOne(ReplicaSet& replicas, int variable) {
   interconnect->RingAllReduce(static_cast<int64_t>(replicas.variables(0)[variable].grad.num_bytes()));
 }
 
-void RingReduceAll(ReplicaSet& replicas) {
-  for (size_t v = 0; v < replicas.variables(0).size(); ++v) RingReduceOne(replicas, static_cast<int>(v));
-}
-
 const bool kRegistered = LocalReduceRegistry().Register(
     "emulated_ring", {"each variable all-reduced along the emulated host's device ring (replicated nccl on emulated "
                       "devices)",
-                      false, RingReduceAll, RingReduceOne});
+                      false, /*reduce=*/nullptr, RingReduceOne});
 
 }  // namespace
 }  // namespace pstrain

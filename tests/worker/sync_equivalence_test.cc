@@ -3,8 +3,8 @@
 // batcher gives worker w the w-th slice of each global batch).
 #include <cmath>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "common/transport/transport.h"
 #include "gtest/gtest.h"
 #include "tests/worker/equivalence_util.h"
@@ -93,9 +93,9 @@ TEST(SyncEquivalenceTest, TheChiefTunesOneLayoutForEveryWorker) {
   int64_t last_change = 0;
   for (const LayoutTuning::Decision& d : followed.decisions()) {
     int64_t change = 0;
-    ASSERT_TRUE(
-        absl::SimpleAtoi(d.why().substr(d.why().rfind(' ') + 1, d.why().find(')') - d.why().rfind(' ') - 1), &change) &&
-        absl::StartsWith(d.why(), "the chief's layout (its change "))
+    absl::string_view why = d.why();
+    ASSERT_TRUE(absl::ConsumePrefix(&why, "the chief's layout (its change ") && absl::ConsumeSuffix(&why, ")") &&
+                absl::SimpleAtoi(why, &change))
         << d.why();
     ASSERT_GT(change, last_change) << "changes applied out of order";
     ASSERT_LE(change, led.decisions_size());

@@ -13,6 +13,7 @@
 #include "models/layers/cuda/softmax_cross_entropy.h"
 
 #include <cstring>
+#include <utility>
 
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_context.h"
@@ -29,7 +30,8 @@ class SoftmaxCrossEntropy final : public LossLayer {
 
   void Queue(DeviceContext& dctx, const Tensor& logits, const int32_t* labels, Tensor* grad_logits,
              float grad_scale) override {
-    CHECK(!pending_) << "softmax_cross_entropy: TakeLoss() of the previous batch first (its labels are in flight)";
+    CHECK_EQ(pending_rows_, 0) << "softmax_cross_entropy: TakeLoss() of the previous batch first (its labels are in "
+                                  "flight)";
     CheckLogitsAndLabels(logits, labels);
     CudaContext& ctx = AsCuda(dctx);
     const int64_t n = logits.dim(0), classes = logits.dim(1);
@@ -61,23 +63,21 @@ class SoftmaxCrossEntropy final : public LossLayer {
     }
     PSTRAIN_CUDA_CHECK(cudaEventRecord(losses_copied_, ctx.stream()));
     pending_rows_ = n;
-    pending_ = true;
   }
 
   float TakeLoss() override {
-    CHECK(pending_) << "softmax_cross_entropy: TakeLoss() without a Queue()";
+    CHECK_GT(pending_rows_, 0) << "softmax_cross_entropy: TakeLoss() without a Queue()";
     PSTRAIN_CUDA_CHECK(cudaEventSynchronize(losses_copied_));
-    pending_ = false;
+    const int64_t n = std::exchange(pending_rows_, 0);
     double total = 0;
-    for (int64_t i = 0; i < pending_rows_; ++i) total += staged_losses_.data()[i];
-    return static_cast<float>(total / static_cast<double>(pending_rows_));
+    for (int64_t i = 0; i < n; ++i) total += staged_losses_.data()[i];
+    return static_cast<float>(total / static_cast<double>(n));
   }
 
  private:
   // Recorded after the per-row losses' copy to staged_losses_.
   cudaEvent_t losses_copied_ = nullptr;
-  bool pending_ = false;  // a Queue not yet taken
-  int64_t pending_rows_ = 0;
+  int64_t pending_rows_ = 0;  // of a Queue not yet taken (0: none)
   // Pinned host staging, grown to the largest batch: the labels on their way
   // to the GPU, the per-row losses on their way back.
   Tensor staged_labels_, staged_losses_;
