@@ -2,8 +2,8 @@
 // known answers (workers that hardly communicate scale at 100%; one worker moving a
 // 100 MB model to and from one PS over 1 Gbit/s takes 2 x 0.8 s a step), a
 // run forced CPU-bound flagged as such, equivalence with a real CPU model
-// (the same parameters as without emulation), and the refusals (no root, no
-// iproute2) before anything starts. Needs root; skips saying so otherwise.
+// (the same parameters as without emulation), the tuner's layout across
+// hosts, and the refusals (no root, no iproute2) before anything starts. Needs root; skips saying so otherwise.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -136,6 +136,35 @@ consistency: sync
   EXPECT_GT(plain.result->test_accuracy(), 0.7);
   EXPECT_EQ(emulated.result->emulation().hosts(), 1);                  // both workers and both shards on one host
   EXPECT_EQ(emulated.result->emulation().device_images_per_sec(), 0);  // a real device: no modelled rate
+}
+
+// The pipeline's layout tuner with each worker on an emulated host of its
+// own (2 workers, 2 colocated shards, 1 Gbit/s links): the chief's layout
+// crosses the links in its heartbeats, and worker 1 applies only the
+// chief's changes (result.json's workers[].layout_tuning).
+TEST_F(EmulationTest, TheChiefsLayoutReachesAWorkerOnAnotherHost) {
+  const Launched run = Launch("chief_layout", R"(
+cluster: {ps_hosts: ["p:1", "p:2"], worker_hosts: ["w:1", "w:2"]}
+model: {name: mlp, hidden_units: [64, 32]}
+optimizer: {name: momentum, learning_rate: 0.05, momentum: 0.9}
+train: {batch_size_per_device: 64, steps: 200, display_every: 50, evaluate: false}
+variable_update: parameter_server
+consistency: sync
+ps_scheduling: {pipeline: true, tune: true}
+timeouts: {heartbeat_seconds: 0.02}
+emulation: {workers_per_host: 1, ps_placement: colocated, link_gbps: 1}
+)");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  EXPECT_EQ(run.result->emulation().hosts(), 2) << run.output;
+  ASSERT_EQ(run.result->workers_size(), 2);
+  const LayoutTuning& chief = run.result->workers(0).layout_tuning();
+  const LayoutTuning& other = run.result->workers(1).layout_tuning();
+  ASSERT_GT(chief.decisions_size(), 0) << run.output;
+  ASSERT_GT(other.decisions_size(), 0) << "worker 1 never applied the chief's layout\n" << run.output;
+  for (const LayoutTuning::Decision& d : other.decisions()) {
+    EXPECT_TRUE(absl::StartsWith(d.why(), "the chief's layout (its change ")) << d.why();
+  }
 }
 
 // configs/dlrm_synthetic_sync.yaml on an eighth of its data, every role on
