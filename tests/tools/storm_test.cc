@@ -106,6 +106,19 @@ TEST(StormRecoveryTest, TimeUntilTheChiefAdvancedPastTheFault) {
   EXPECT_FALSE(seconds[2].has_value());  // 240 at 29 s; the run ends at 250
 }
 
+// A fault that lands before training printed its first step (a slow start
+// on a loaded machine) recovers once the chief is `advance` steps past 0:
+// it is measured, not lost as "never recovered".
+TEST(StormRecoveryTest, AFaultBeforeTheFirstStepCountsFromStepZero) {
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  const std::vector<ProgressSample> progress = {
+      {t0 + absl::Seconds(8), 0}, {t0 + absl::Seconds(9), 10}, {t0 + absl::Seconds(10), 20}};
+  const std::vector<std::optional<double>> seconds = RecoverySeconds({t0 + absl::Seconds(6.5)}, progress, 20);
+  ASSERT_EQ(seconds.size(), 1u);
+  ASSERT_TRUE(seconds[0].has_value());
+  EXPECT_DOUBLE_EQ(*seconds[0], 3.5);  // 20 at 10 s
+}
+
 TEST(StormRecoveryTest, QuantilesByNearestRank) {
   EXPECT_EQ(Quantile({}, 0.5), 0);
   EXPECT_EQ(Quantile({3, 1, 2}, 0.5), 2);

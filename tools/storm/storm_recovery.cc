@@ -23,12 +23,14 @@ std::vector<std::optional<double>> RecoverySeconds(const std::vector<absl::Time>
                                                    const std::vector<ProgressSample>& progress, int64_t advance) {
   std::vector<std::optional<double>> seconds;
   for (const absl::Time fault : faults) {
-    int64_t before = -1;
+    // A fault before the chief's first progress line (training not started
+    // yet, e.g. on a loaded machine) counts from step 0.
+    int64_t before = 0;
     std::optional<double> recovered;
     for (const ProgressSample& p : progress) {
       if (p.at <= fault) {
         before = std::max(before, p.step);
-      } else if (before >= 0 && p.step >= before + advance) {
+      } else if (p.step >= before + advance) {
         recovered = absl::ToDoubleSeconds(p.at - fault);
         break;
       }

@@ -25,8 +25,9 @@ struct ProgressSample {
 std::optional<int64_t> ChiefStep(absl::string_view line);
 
 // Per fault (its time): seconds until the chief's progress passed `advance`
-// steps beyond its last sample at or before the fault; nullopt when it never
-// did (the run ended first).
+// steps beyond its last sample at or before the fault (step 0 when the fault
+// came before the chief's first line); nullopt when it never did (the run
+// ended first).
 std::vector<std::optional<double>> RecoverySeconds(const std::vector<absl::Time>& faults,
                                                    const std::vector<ProgressSample>& progress, int64_t advance);
 
