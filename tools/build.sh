@@ -5,8 +5,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=tools/ccache_env.sh
 source "$ROOT/tools/ccache_env.sh"
+# shellcheck source=tools/jobs.sh
+source "$ROOT/tools/jobs.sh"
 BUILD_DIR="${PSTRAIN_BUILD_DIR:-$ROOT/build}"
-JOBS="${PSTRAIN_JOBS:-2}"
+JOBS="$PSTRAIN_BUILD_JOBS"
 GENERATOR=()
 if command -v ninja >/dev/null 2>&1; then GENERATOR=(-G Ninja); fi
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then

@@ -7,7 +7,7 @@
 #               ABSL_GUARDED_BY annotations are checked), AddressSanitizer and
 #               UndefinedBehaviorSanitizer; the unit tests run under them
 #   3. fuzz:    each libFuzzer target the clang stage built (PSTRAIN_FUZZ;
-#               docs/FUZZING.md) runs for $PSTRAIN_FUZZ_SECONDS (default 20)
+#               docs/FUZZING.md) runs for $PSTRAIN_FUZZ_SECONDS (default 10)
 #               on a scratch copy of its corpus; a crash, leak or timeout
 #               fails, naming the target and the saved input
 #   4. tsan:    the concurrent code (transports, PS, in-process clusters,
@@ -26,9 +26,14 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CHECK_DIR="${PSTRAIN_CHECK_DIR:-$ROOT/build-check}"
-JOBS="${PSTRAIN_JOBS:-2}"
 # shellcheck source=tools/ccache_env.sh
 source "$ROOT/tools/ccache_env.sh"
+# Compilers at once: one per core as memory allows (tools/jobs.sh); tests
+# two at a time, as the suite (tools/test.sh).
+# shellcheck source=tools/jobs.sh
+source "$ROOT/tools/jobs.sh"
+JOBS="$PSTRAIN_BUILD_JOBS"
+TEST_JOBS="${PSTRAIN_TEST_JOBS:-2}"
 STAGES=("$@")
 [ ${#STAGES[@]} -eq 0 ] && STAGES=(format clang fuzz tsan isa)
 CLANG_ARGS=(-G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -85,7 +90,7 @@ stage_clang() {
   # larger zoo models (the same layers resnet50 and alexnet train through,
   # many times over; 2+ minutes under ASan). Binaries this stage does not
   # build appear to ctest as <name>_NOT_BUILT: left out too.
-  (cd "$dir" && "$ROOT/tools/ctest_once_more.sh" -j"$JOBS" --timeout 900 --output-on-failure -LE 'integration|bench' \
+  (cd "$dir" && "$ROOT/tools/ctest_once_more.sh" -j"$TEST_JOBS" --timeout 900 --output-on-failure -LE 'integration|bench' \
      -E 'ZooTrainingTest[.].*/(resnet101|resnet152|vgg16|inception3)|_NOT_BUILT$')
   say "clang: unit tests passed under ASan + UBSan ($(elapsed "$start"))"
 }
@@ -97,7 +102,7 @@ stage_clang() {
 # saved under $CHECK_DIR/fuzz-artifacts/.
 stage_fuzz() {
   local start; start=$(date +%s)
-  local dir="$CHECK_DIR/clang" seconds="${PSTRAIN_FUZZ_SECONDS:-20}"
+  local dir="$CHECK_DIR/clang" seconds="${PSTRAIN_FUZZ_SECONDS:-10}"
   # Every target tests/fuzz/CMakeLists.txt declares (one <name>_fuzz.cc each).
   local targets=() f t
   for f in "$ROOT"/tests/fuzz/*_fuzz.cc; do
@@ -184,7 +189,7 @@ stage_tsan() {
   export TSAN_OPTIONS="suppressions=$ROOT/tools/tsan.supp:ignore_noninstrumented_modules=1:halt_on_error=1:detect_deadlocks=0"
   canary "$dir/bin/sanitizer_canary" race "data race"
   "$dir/bin/sanitizer_canary" guarded
-  (cd "$dir" && "$ROOT/tools/ctest_once_more.sh" -j"$JOBS" --timeout 900 --output-on-failure -L concurrent)
+  (cd "$dir" && "$ROOT/tools/ctest_once_more.sh" -j"$TEST_JOBS" --timeout 900 --output-on-failure -L concurrent)
   say "tsan: concurrent tests passed under ThreadSanitizer ($(elapsed "$start"))"
 }
 
@@ -201,7 +206,7 @@ stage_isa() {
     exit 1
   fi
   for isa in AVX2 SSE41; do
-    (cd "$dir" && ONEDNN_MAX_CPU_ISA=$isa "$ROOT/tools/ctest_once_more.sh" -j"$JOBS" --timeout 900 \
+    (cd "$dir" && ONEDNN_MAX_CPU_ISA=$isa "$ROOT/tools/ctest_once_more.sh" -j"$TEST_JOBS" --timeout 900 \
        --output-on-failure -L numerics)
     say "isa: numerics tests passed with ONEDNN_MAX_CPU_ISA=$isa ($(elapsed "$start"))"
   done
