@@ -226,7 +226,7 @@ TEST_F(SecurityIntegrationTest, ListenAddressClusterBindsTheClusterHostOnly) {
     WriteFile(config, absl::StrReplaceAll(OnePsOneWorker(hosts, absl::StrCat(", listen_address: \"", listen, "\"")),
                                           {{NthHost(hosts, 0), ps_host}}));
     Subprocess ps = Spawn({BinDir() + "/pstrain-ps", "--config", config, "--index", "0"}, dir_.path());
-    ASSERT_TRUE(WaitUntil([&] { return Accepts("127.0.0.1", port); })) << ps.err();
+    ASSERT_TRUE(WaitUntil([&] { return Accepts("127.0.0.1", port); }, std::chrono::seconds(60))) << ps.err();
     EXPECT_EQ(Accepts("127.0.0.2", port), listen.empty()) << "listen_address '" << listen << "'";
     kill(ps.pid, SIGKILL);
     WaitForExit(ps.pid);
