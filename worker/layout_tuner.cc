@@ -50,12 +50,12 @@ LayoutTuner::LayoutTuner(const Options& options) : options_(options) {
   skip_ = options.settle_steps;
 }
 
-std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds) {
+std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds, double cpu_seconds) {
   if (skip_ > 0) {
     --skip_;
     return std::nullopt;
   }
-  const std::optional<double> cost = TrialCost(seconds);
+  const std::optional<Cost> cost = TrialCost(seconds, cpu_seconds);
   if (!cost) return std::nullopt;
   switch (state_) {
     case State::kMeasureBase: {
@@ -66,7 +66,7 @@ std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds)
         settled_step_ = step + 1;
         return std::nullopt;
       }
-      return Change(step + 1, *next, *cost, "try " + Describe(*next));
+      return Change(step + 1, *next, cost->seconds, "try " + Describe(*next));
     }
     case State::kTrial:
       return OnTrialDone(step, *cost);
@@ -78,17 +78,28 @@ std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds)
   return std::nullopt;
 }
 
-std::optional<double> LayoutTuner::TrialCost(double seconds) {
+std::optional<LayoutTuner::Cost> LayoutTuner::TrialCost(double seconds, double cpu_seconds) {
   samples_.push_back(seconds);
+  cpu_samples_.push_back(cpu_seconds);
   if (static_cast<int>(samples_.size()) < options_.steps_per_trial) return std::nullopt;
-  const double cost = Median(samples_);
+  Cost cost;
+  cost.seconds = Median(samples_);
+  const bool cpu_known = std::all_of(cpu_samples_.begin(), cpu_samples_.end(), [](double c) { return c >= 0; });
+  cost.cpu = cpu_known ? Median(cpu_samples_) : -1;
   samples_.clear();
+  cpu_samples_.clear();
   return cost;
 }
 
-void LayoutTuner::StartSearch(double base_cost) {
+bool LayoutTuner::AsFastAndCheaper(const Cost& cost) const {
+  if (cost.cpu < 0 || best_cpu_ <= 0) return false;
+  return cost.seconds <= best_seconds_ * (1 + options_.tie) && cost.cpu <= best_cpu_ * (1 - options_.min_cpu_gain);
+}
+
+void LayoutTuner::StartSearch(const Cost& base_cost) {
   best_ = current_;
-  best_seconds_ = base_cost;
+  best_seconds_ = base_cost.seconds;
+  best_cpu_ = base_cost.cpu;
   state_ = State::kTrial;
   factor_ = 4;
   knob_ = kBatch;
@@ -138,50 +149,57 @@ std::optional<TransferLayout> LayoutTuner::NextCandidate() {
   }
 }
 
-std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, double cost) {
-  if (cost > best_seconds_ * (1 + options_.drift)) {
+std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, const Cost& cost) {
+  if (cost.seconds > best_seconds_ * (1 + options_.drift)) {
     // Far slower: this setting, or the link under every setting? Measure
     // the best one again before judging.
     state_ = State::kControl;
-    return Change(step + 1, best_, cost,
+    return Change(step + 1, best_, cost.seconds,
                   absl::StrFormat("control: %s again (the trial took %.4g s a step against %.4g s)", Describe(best_),
-                                  cost, best_seconds_));
+                                  cost.seconds, best_seconds_));
   }
-  if (cost < best_seconds_ * (1 - options_.min_gain)) {
+  std::string note;
+  const bool faster = cost.seconds < best_seconds_ * (1 - options_.min_gain);
+  if (!faster && AsFastAndCheaper(cost)) {
+    note = absl::StrFormat(" (%s kept: as fast, %.0f%% less CPU a step)", Describe(current_),
+                           100 * (1 - cost.cpu / best_cpu_));
+  }
+  if (faster || !note.empty()) {
     best_ = current_;
-    best_seconds_ = cost;
+    best_seconds_ = cost.seconds;
+    best_cpu_ = cost.cpu;
     moved_in_round_ = true;
     moved_this_direction_ = true;
   } else {
     AdvanceDirection();
   }
-  return NextOrSettle(step, cost);
+  return NextOrSettle(step, cost.seconds, note);
 }
 
-std::optional<TransferLayout> LayoutTuner::OnControlDone(int64_t step, double cost) {
+std::optional<TransferLayout> LayoutTuner::OnControlDone(int64_t step, const Cost& cost) {
   state_ = State::kTrial;
-  if (std::abs(cost / best_seconds_ - 1) > options_.drift) {
+  if (std::abs(cost.seconds / best_seconds_ - 1) > options_.drift) {
     // The best setting changed pace too: the link (or the CPU) did. What
     // was measured before no longer holds; search again from here.
     const double was = best_seconds_;
     StartSearch(cost);
     std::optional<TransferLayout> next = NextCandidate();
-    if (!next) return NextOrSettle(step, cost);
-    return Change(step + 1, *next, cost,
-                  absl::StrFormat("re-base: %s now takes %.4g s a step (was %.4g s); try %s", Describe(best_), cost,
-                                  was, Describe(*next)));
+    if (!next) return NextOrSettle(step, cost.seconds);
+    return Change(step + 1, *next, cost.seconds,
+                  absl::StrFormat("re-base: %s now takes %.4g s a step (was %.4g s); try %s", Describe(best_),
+                                  cost.seconds, was, Describe(*next)));
   }
   AdvanceDirection();  // the trial's setting was slow, not the link
-  return NextOrSettle(step, cost);
+  return NextOrSettle(step, cost.seconds);
 }
 
-std::optional<TransferLayout> LayoutTuner::NextOrSettle(int64_t step, double previous) {
+std::optional<TransferLayout> LayoutTuner::NextOrSettle(int64_t step, double previous, const std::string& note) {
   std::optional<TransferLayout> next = NextCandidate();
-  if (next) return Change(step + 1, *next, previous, "try " + Describe(*next));
+  if (next) return Change(step + 1, *next, previous, "try " + Describe(*next) + note);
   state_ = State::kSettled;
   settled_step_ = step + 1;
   drifted_trials_ = 0;
-  const std::string why = absl::StrFormat("settled on %s (%.4g s a step)", Describe(best_), best_seconds_);
+  const std::string why = absl::StrFormat("settled on %s (%.4g s a step)", Describe(best_), best_seconds_) + note;
   if (current_ == best_) {
     decisions_.push_back({step + 1, best_, previous, why});
     return std::nullopt;
@@ -189,8 +207,8 @@ std::optional<TransferLayout> LayoutTuner::NextOrSettle(int64_t step, double pre
   return Change(step + 1, best_, previous, why);
 }
 
-std::optional<TransferLayout> LayoutTuner::WatchSettled(int64_t step, double cost) {
-  if (std::abs(cost / best_seconds_ - 1) <= options_.drift) {
+std::optional<TransferLayout> LayoutTuner::WatchSettled(int64_t step, const Cost& cost) {
+  if (std::abs(cost.seconds / best_seconds_ - 1) <= options_.drift) {
     drifted_trials_ = 0;
     return std::nullopt;
   }
@@ -198,15 +216,15 @@ std::optional<TransferLayout> LayoutTuner::WatchSettled(int64_t step, double cos
   const double settled = best_seconds_;
   StartSearch(cost);
   std::optional<TransferLayout> next = NextCandidate();
-  const std::string why = absl::StrFormat("re-tune: %.4g s a step against %.4g s when settled; try %s", cost, settled,
-                                          next ? Describe(*next) : "nothing");
+  const std::string why = absl::StrFormat("re-tune: %.4g s a step against %.4g s when settled; try %s", cost.seconds,
+                                          settled, next ? Describe(*next) : "nothing");
   if (!next) {
     state_ = State::kSettled;
     settled_step_ = step + 1;
     return std::nullopt;
   }
   settled_step_ = -1;
-  return Change(step + 1, *next, cost, why);
+  return Change(step + 1, *next, cost.seconds, why);
 }
 
 std::optional<TransferLayout> LayoutTuner::Change(int64_t step, const TransferLayout& to, double previous,
@@ -215,6 +233,7 @@ std::optional<TransferLayout> LayoutTuner::Change(int64_t step, const TransferLa
   decisions_.push_back({step, to, previous, std::move(why)});
   skip_ = options_.settle_steps;
   samples_.clear();
+  cpu_samples_.clear();
   return to;
 }
 

@@ -18,6 +18,11 @@
 //     may hide in the noise);
 //   - a round over the knobs that moves nothing goes on in steps of 2, and
 //     a round in steps of 2 that moves nothing settles the search;
+//   - a move that is no faster but not slower either (within `tie`) is
+//     still taken when its steps cost this process at least `min_cpu_gain`
+//     less CPU (fewer, larger RPCs for the same step time): where the links
+//     are not the limit, settings differ in CPU, not in step time, and the
+//     cheapest of equals leaves the CPU to the rest of the job;
 //   - settled, each run of `steps_per_trial` steps is compared with the
 //     settled cost: two in a row off by more than `drift` (the link or the
 //     load changed) start the search again from the current setting.
@@ -63,13 +68,17 @@ class LayoutTuner {
     int settle_steps = 1;
     int steps_per_trial = 4;
     double min_gain = 0.03;
+    double tie = 0.01;
+    double min_cpu_gain = 0.10;
     double drift = 0.15;
   };
   explicit LayoutTuner(const Options& options);
 
-  // The step time of `step` (run with current()). Returns the setting to use
-  // from the next step on when it changes, nullopt otherwise.
-  std::optional<TransferLayout> Observe(int64_t step, double seconds);
+  // The step time of `step` (run with current()) and the CPU seconds this
+  // process spent in it (negative: not known; then only step times count).
+  // Returns the setting to use from the next step on when it changes,
+  // nullopt otherwise.
+  std::optional<TransferLayout> Observe(int64_t step, double seconds, double cpu_seconds = -1);
 
   const TransferLayout& current() const { return current_; }
   // The search has settled (and not restarted since): at settled_step.
@@ -84,8 +93,17 @@ class LayoutTuner {
   // than it, to tell a bad setting from a link (or CPU) that changed.
   enum class State { kMeasureBase, kTrial, kControl, kSettled };
   enum Knob { kBatch = 0, kWindow = 1, kPushesPerShard = 2, kNumKnobs = 3 };
-  // The median of the current trial's counted steps, once it has enough.
-  std::optional<double> TrialCost(double seconds);
+  // A trial's medians: seconds a step, and CPU seconds a step (negative
+  // when a step's was not known).
+  struct Cost {
+    double seconds = 0;
+    double cpu = -1;
+  };
+  // The current trial's cost, once it has counted enough steps.
+  std::optional<Cost> TrialCost(double seconds, double cpu_seconds);
+  // The trial of current_ took no longer than best_ (within options_.tie)
+  // and at least options_.min_cpu_gain less CPU.
+  bool AsFastAndCheaper(const Cost& cost) const;
   // The next setting to try from the best one (knob_, direction_), moving
   // to the next direction or knob when one leaves the bounds; nullopt when
   // the round is over.
@@ -96,18 +114,19 @@ class LayoutTuner {
   // otherwise); after halving, the other knob.
   void AdvanceDirection();
   std::optional<TransferLayout> Change(int64_t step, const TransferLayout& to, double previous, std::string why);
-  std::optional<TransferLayout> OnTrialDone(int64_t step, double cost);
-  std::optional<TransferLayout> OnControlDone(int64_t step, double cost);
-  // The search goes on from best_ (the last trial failed): the next
-  // candidate, or settled on best_.
-  std::optional<TransferLayout> NextOrSettle(int64_t step, double previous);
-  std::optional<TransferLayout> WatchSettled(int64_t step, double cost);
-  void StartSearch(double base_cost);
+  std::optional<TransferLayout> OnTrialDone(int64_t step, const Cost& cost);
+  std::optional<TransferLayout> OnControlDone(int64_t step, const Cost& cost);
+  // The search goes on from best_: the next candidate (its decision's text
+  // ends with `note`), or settled on best_.
+  std::optional<TransferLayout> NextOrSettle(int64_t step, double previous, const std::string& note = "");
+  std::optional<TransferLayout> WatchSettled(int64_t step, const Cost& cost);
+  void StartSearch(const Cost& base_cost);
 
   const Options options_;
   TransferLayout current_;
   TransferLayout best_;
   double best_seconds_ = 0;
+  double best_cpu_ = -1;  // CPU seconds a step of best_; negative: not known
   State state_ = State::kMeasureBase;
   int knob_ = kBatch;
   int factor_ = 4;      // the step: 4, then 2
@@ -117,6 +136,7 @@ class LayoutTuner {
   int knobs_tried_ = 0;  // knobs finished in this round
   int skip_ = 0;         // settle steps still to skip
   std::vector<double> samples_;
+  std::vector<double> cpu_samples_;
   int drifted_trials_ = 0;
   int64_t settled_step_ = -1;
   std::vector<TuningDecision> decisions_;

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/config/time_dilation.h"
+#include "common/metrics/cpu_usage.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 
@@ -35,22 +36,26 @@ PipelineTuning::PipelineTuning(const LayoutTuner::Options& options, bool leads, 
       current_(options.start) {}
 
 absl::StatusOr<std::optional<int64_t>> PipelineTuning::BeforeStep(int64_t step) {
-  const absl::Time start = absl::Now();
+  const CpuSample sample = SampleCpu();
+  const absl::Time start = sample.wall;
   const absl::Time last = last_start_;
+  const double cpu_seconds = sample.process_cpu_seconds - last_cpu_;
   last_start_ = start;
+  last_cpu_ = sample.process_cpu_seconds;
   if (last == absl::InfinitePast()) {
     first_start_ = start;
     return std::nullopt;
   }
   const double seconds = absl::ToDoubleSeconds(start - last);
-  const std::optional<TuningDecision> decision = tuner_ != nullptr ? Decide(step, seconds) : Follow(step, seconds);
+  const std::optional<TuningDecision> decision =
+      tuner_ != nullptr ? Decide(step, seconds, cpu_seconds) : Follow(step, seconds);
   if (!decision) return std::nullopt;
   PSTRAIN_ASSIGN_OR_RETURN(const int64_t version, Apply(step, *decision, start));
   return version;
 }
 
-std::optional<TuningDecision> PipelineTuning::Decide(int64_t step, double seconds) {
-  const std::optional<TransferLayout> next = tuner_->Observe(step - 1, seconds);
+std::optional<TuningDecision> PipelineTuning::Decide(int64_t step, double seconds, double cpu_seconds) {
+  const std::optional<TransferLayout> next = tuner_->Observe(step - 1, seconds, cpu_seconds);
   decision_seconds_.resize(tuner_->decisions().size(), absl::ToDoubleSeconds(last_start_ - first_start_) / time_scale_);
   if (!next) return std::nullopt;
   absl::MutexLock lock(&mu_);
@@ -91,7 +96,10 @@ absl::StatusOr<int64_t> PipelineTuning::Apply(int64_t step, const TuningDecision
                                    decision.previous_seconds, R"(, "why": ")",
                                    absl::StrReplaceAll(decision.why, {{"\"", "'"}}), "\""));
   }
-  last_start_ = absl::Now();  // the wait is the change's, not the next step's
+  // The wait is the change's, not the next step's.
+  const CpuSample after = SampleCpu();
+  last_start_ = after.wall;
+  last_cpu_ = after.process_cpu_seconds;
   return version;
 }
 

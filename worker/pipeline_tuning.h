@@ -1,7 +1,7 @@
 // PipelineTuning: the layout tuner (worker/layout_tuner.h) at work on one
 // worker's pipeline (worker/ps_pipeline.h). It times each step's cycle (from
-// one step's start to the next's: compute, waits and communication), feeds
-// the tuner, and when the tuner picks another setting applies it at the
+// one step's start to the next's: compute, waits and communication) and the
+// CPU time this process spent in it, feeds the tuner, and when the tuner picks another setting applies it at the
 // start of the next step: it waits for the pulls in flight, re-batches the
 // client and sets the window. Each change goes to the log, the timeline
 // (lane "tuning") and the worker's report (result.json's
@@ -62,8 +62,9 @@ class PipelineTuning {
   PipelineTuning(const LayoutTuner::Options& options, bool leads, PsPipeline* pipeline, Timeline* timeline,
                  int worker_index, double time_scale);
 
-  // The chief: the tuner's decision after a step of `seconds`, published.
-  std::optional<TuningDecision> Decide(int64_t step, double seconds) ABSL_LOCKS_EXCLUDED(mu_);
+  // The chief: the tuner's decision after a step of `seconds` that took
+  // `cpu_seconds` of this process's CPU, published.
+  std::optional<TuningDecision> Decide(int64_t step, double seconds, double cpu_seconds) ABSL_LOCKS_EXCLUDED(mu_);
   // A follower: the chief's layout heard since the last step, if any.
   std::optional<TuningDecision> Follow(int64_t step, double seconds) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for the pulls in flight and re-lays the pipeline out; logs and
@@ -77,6 +78,7 @@ class PipelineTuning {
   const double time_scale_;  // wall seconds per second of the run's own time
   absl::Time first_start_ = absl::InfinitePast();
   absl::Time last_start_ = absl::InfinitePast();
+  double last_cpu_ = 0;                   // this process's CPU seconds at last_start_
   std::vector<double> decision_seconds_;  // run_seconds of each decision
   // A follower's: the chief's layouts it applied, and the current one.
   std::vector<TuningDecision> followed_;
