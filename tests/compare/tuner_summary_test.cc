@@ -64,6 +64,21 @@ TEST(TunerSummaryTest, WhereItSettledAgainstTheFastestFixedRunAndEachRetune) {
   EXPECT_THAT(md, Not(HasSubstr("fixed 64 KiB**")));
 }
 
+// A tuned run this machine did not keep up with is said to be invalid, as
+// its row in the table is: its share of the fastest fixed run does not count.
+TEST(TunerSummaryTest, ATunedRunThatWasCpuBoundIsMarkedNotValid) {
+  RunResult valid = PsRun(900);
+  Decide(valid, 35, 10.5, "settled on batch 64 KiB, window 1 MiB, 1 per shard (5.9 s a step)", 64 << 10);
+  RunResult cpu_bound = valid;
+  cpu_bound.mutable_emulation()->set_cpu_bound(true);
+  cpu_bound.mutable_emulation()->set_cpu_bound_reason("this machine's CPUs were 65% busy");
+  const std::string md = TunerSummary({Row("fixed 512 KiB", PsRun(1000)), Row("tuned", cpu_bound)});
+  EXPECT_THAT(md, HasSubstr("CPU-bound: not valid (this machine's CPUs were 65% busy)."));
+  const std::string valid_md = TunerSummary({Row("fixed 512 KiB", PsRun(1000)), Row("tuned", valid)});
+  EXPECT_THAT(valid_md, HasSubstr("first settled at step 35"));
+  EXPECT_THAT(valid_md, Not(HasSubstr("CPU-bound")));
+}
+
 TEST(TunerSummaryTest, ASearchThatFoundTheLinkChangedCountsAsARetune) {
   RunResult rebased = PsRun(900);
   Decide(rebased, 5, 1.5, "try batch 256 KiB, window none, 1 per shard", 256 << 10);
