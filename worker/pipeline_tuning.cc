@@ -36,12 +36,13 @@ PipelineTuning::PipelineTuning(const LayoutTuner::Options& options, bool leads, 
       current_(options.start) {}
 
 absl::StatusOr<std::optional<int64_t>> PipelineTuning::BeforeStep(int64_t step) {
-  const CpuSample sample = SampleCpu();
-  const absl::Time start = sample.wall;
+  const absl::Time start = absl::Now();
   const absl::Time last = last_start_;
-  const double cpu_seconds = sample.process_cpu_seconds - last_cpu_;
+  // Only the chief's tuner weighs CPU; a follower reads no clock of it.
+  const double cpu_now = tuner_ != nullptr ? ProcessCpuSeconds() : 0;
+  const double cpu_seconds = cpu_now - last_cpu_;
   last_start_ = start;
-  last_cpu_ = sample.process_cpu_seconds;
+  last_cpu_ = cpu_now;
   if (last == absl::InfinitePast()) {
     first_start_ = start;
     return std::nullopt;
@@ -97,9 +98,8 @@ absl::StatusOr<int64_t> PipelineTuning::Apply(int64_t step, const TuningDecision
                                    absl::StrReplaceAll(decision.why, {{"\"", "'"}}), "\""));
   }
   // The wait is the change's, not the next step's.
-  const CpuSample after = SampleCpu();
-  last_start_ = after.wall;
-  last_cpu_ = after.process_cpu_seconds;
+  last_start_ = absl::Now();
+  if (tuner_ != nullptr) last_cpu_ = ProcessCpuSeconds();
   return version;
 }
 

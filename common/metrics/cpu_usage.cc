@@ -9,14 +9,16 @@
 
 namespace pstrain {
 
+double ProcessCpuSeconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
+}
+
 CpuSample SampleCpu() {
   CpuSample sample;
   sample.wall = absl::Now();
-  rusage usage{};
-  if (getrusage(RUSAGE_SELF, &usage) == 0) {
-    sample.process_cpu_seconds =
-        usage.ru_utime.tv_sec + usage.ru_utime.tv_usec * 1e-6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec * 1e-6;
-  }
+  sample.process_cpu_seconds = ProcessCpuSeconds();
   // "cpu  user nice system idle iowait irq softirq steal guest guest_nice"
   std::ifstream stat("/proc/stat");
   std::string label;

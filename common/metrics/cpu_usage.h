@@ -19,6 +19,9 @@ struct CpuSample {
 };
 
 CpuSample SampleCpu();
+// This process's CPU seconds so far (user + system, every thread): the
+// process half of SampleCpu, without reading /proc/stat. 0 if unknown.
+double ProcessCpuSeconds();
 
 struct CpuUsage {
   // This process's CPU seconds per wall second: cores kept busy.

@@ -91,8 +91,9 @@ std::string TunerSummary(const std::vector<ReportRow>& rows) {
     }
     absl::StrAppend(&md, Retunes(*t));
     // Its own figures count only when this machine kept up with the run.
-    if (r->emulation().cpu_bound())
+    if (r->emulation().cpu_bound()) {
       absl::StrAppend(&md, " CPU-bound: not valid (", r->emulation().cpu_bound_reason(), ")");
+    }
     absl::StrAppend(&md, ".\n");
   }
   return md;
