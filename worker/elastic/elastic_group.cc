@@ -86,6 +86,10 @@ absl::Status ElasticGroup::Join() {
                      absl::FormatDuration(options_.startup),
                      " (timeouts.startup_seconds): ", latest.ok() ? *latest : latest.status().message()));
   }
+  if (number > 0) {
+    std::cout << "worker " << options_.worker << ": asked to join the run (generation " << number << " under way)"
+              << std::endl;
+  }
   for (;; ++number) {
     absl::Status s = ConnectTo(number, deadline);
     if (s.ok() || !absl::IsNotFound(s)) return s;
