@@ -1,0 +1,116 @@
+#include "common/transport/grpc/shm_lane.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+namespace pstrain {
+namespace {
+
+// Unread blocks are taken back after this long (a descriptor lost with a
+// cancelled call); far longer than any answer takes to arrive.
+constexpr absl::Duration kWithdrawAfter = absl::Seconds(60);
+// The largest half a peer may offer.
+constexpr uint64_t kMaxHalfBytes = uint64_t{1} << 36;
+
+uint64_t RoundToBlocks(uint64_t n) { return (n + kShmBlockAlignment - 1) / kShmBlockAlignment * kShmBlockAlignment; }
+// The smallest half: its state table and one block.
+constexpr uint64_t kMinHalfBytes = 2 * kShmBlockAlignment;
+
+// Frees a read block when the last holder of its frame lets go.
+class ReadBlock {
+ public:
+  ReadBlock(std::shared_ptr<const void> wire, std::shared_ptr<ShmRingReader> ring, const ShmDescriptor& descriptor)
+      : wire_(std::move(wire)), ring_(std::move(ring)), descriptor_(descriptor) {}
+  ~ReadBlock() { ring_->Free(descriptor_); }
+  ReadBlock(const ReadBlock&) = delete;
+  ReadBlock& operator=(const ReadBlock&) = delete;
+
+ private:
+  std::shared_ptr<const void> wire_;
+  std::shared_ptr<ShmRingReader> ring_;  // aliases the lane: keeps the mapping
+  ShmDescriptor descriptor_;
+};
+
+}  // namespace
+
+std::string ShmOffer::Encode() const { return absl::StrCat(name, "|", half_bytes, "|", host, "|", pid); }
+
+absl::StatusOr<ShmOffer> ShmOffer::Parse(std::string_view text) {
+  const absl::string_view t(text.data(), text.size());
+  const std::vector<absl::string_view> parts = absl::StrSplit(t, '|');
+  ShmOffer offer;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[1], &offer.half_bytes) || !absl::SimpleAtoi(parts[3], &offer.pid)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared memory offer '", t.substr(0, 128), "' is not <name>|<half bytes>|<host>|<pid>"));
+  }
+  offer.name = std::string(parts[0]);
+  offer.host = std::string(parts[2]);
+  if (offer.half_bytes < kMinHalfBytes || offer.half_bytes % kShmBlockAlignment != 0 ||
+      offer.half_bytes > kMaxHalfBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("shared memory offer: half of ", offer.half_bytes,
+                                                   " bytes (a multiple of ", kShmBlockAlignment, " from ",
+                                                   kMinHalfBytes, " up to ", kMaxHalfBytes, ")"));
+  }
+  return offer;
+}
+
+ShmLane::ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bool client, int64_t client_pid)
+    : segment_(std::move(segment)),
+      half_bytes_(half_bytes),
+      client_pid_(client_pid),
+      own_ring_(segment_.get(), client ? 0 : half_bytes, half_bytes, kWithdrawAfter),
+      peer_ring_(segment_->data() + (client ? half_bytes : 0), half_bytes) {}
+
+absl::StatusOr<std::shared_ptr<ShmLane>> ShmLane::CreateForClient(size_t half_bytes) {
+  const uint64_t half = RoundToBlocks(std::max<uint64_t>(half_bytes, kMinHalfBytes));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment, SharedSegment::Create(2 * half));
+  return std::shared_ptr<ShmLane>(new ShmLane(std::move(segment), half, /*client=*/true, getpid()));
+}
+
+absl::StatusOr<std::shared_ptr<ShmLane>> ShmLane::AcceptOffer(const ShmOffer& offer) {
+  const std::string here = SharedMemoryHostIdentity();
+  if (here.empty() || offer.host != here) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shared memory: the client runs on another host or network namespace (", offer.host, "; here ",
+                     here.empty() ? "unknown" : here, ")"));
+  }
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment,
+                           SharedSegment::Open(offer.name, 2 * offer.half_bytes));
+  return std::shared_ptr<ShmLane>(new ShmLane(std::move(segment), offer.half_bytes, /*client=*/false, offer.pid));
+}
+
+ShmOffer ShmLane::offer() const {
+  return ShmOffer{segment_->name(), half_bytes_, SharedMemoryHostIdentity(), client_pid_};
+}
+
+std::optional<ShmDescriptor> ShmLane::Write(OutgoingFrame& frame) {
+  const size_t bytes = frame.payload_bytes();
+  if (bytes < kShmMinPayloadBytes) return std::nullopt;
+  std::optional<ShmRing::Block> block = own_ring_.Allocate(bytes);
+  if (!block.has_value()) return std::nullopt;
+  char* out = block->payload;
+  for (const ConstChunk& chunk : frame.chunks) {
+    if (chunk.size > 0) std::memcpy(out, chunk.data, chunk.size);
+    out += chunk.size;
+  }
+  frame.chunks.clear();
+  return block->descriptor;
+}
+
+absl::StatusOr<IncomingFrame> ShmLane::Read(std::vector<IncomingFrame::Piece> wire,
+                                            std::shared_ptr<const void> wire_keepalive,
+                                            const ShmDescriptor& descriptor) {
+  PSTRAIN_ASSIGN_OR_RETURN(const char* payload, peer_ring_.Take(descriptor));
+  auto hold = std::make_shared<ReadBlock>(std::move(wire_keepalive),
+                                          std::shared_ptr<ShmRingReader>(shared_from_this(), &peer_ring_), descriptor);
+  if (descriptor.bytes > 0) wire.push_back({payload, descriptor.bytes});
+  return IncomingFrame::FromWire(std::move(wire), std::move(hold));
+}
+
+}  // namespace pstrain

@@ -1,0 +1,88 @@
+// ShmLane: the shared-memory path of one channel between two processes (or
+// two roles of one process) on one host.
+//
+// The client creates a segment of two halves: requests (the client writes,
+// the server reads) and responses (the server writes, the client reads), and
+// offers it to the server; the server opens it only when both run on the
+// same kernel in the same network namespace (SharedMemoryHostIdentity), so
+// emulated hosts keep crossing their links. Once the server has it open the
+// name is unlinked. A frame whose payload is at least kShmMinPayloadBytes
+// then travels as its header plus the descriptor of a block holding the
+// payload: one copy into shared memory by the sender, read in place by the
+// receiver, instead of a socket's two kernel copies. Frames that are small,
+// or find no room, go the usual way.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/transport/frame.h"
+#include "common/transport/grpc/shm_ring.h"
+#include "common/transport/grpc/shm_segment.h"
+
+namespace pstrain {
+
+// Frames with less payload than this travel inline (their copy costs less
+// than a block's bookkeeping, and control messages stay on the socket).
+inline constexpr size_t kShmMinPayloadBytes = 64 * 1024;
+
+// What a client offers: its segment, the size of each half, and where it runs.
+// Travels as "<name>|<half bytes>|<host identity>|<pid>".
+struct ShmOffer {
+  std::string name;
+  uint64_t half_bytes = 0;
+  std::string host;
+  int64_t pid = 0;
+
+  std::string Encode() const;
+  // INVALID_ARGUMENT naming what is wrong with `text`.
+  static absl::StatusOr<ShmOffer> Parse(std::string_view text);
+};
+
+class ShmLane : public std::enable_shared_from_this<ShmLane> {
+ public:
+  // A client's new lane with halves of `half_bytes` (rounded up to blocks).
+  static absl::StatusOr<std::shared_ptr<ShmLane>> CreateForClient(size_t half_bytes);
+  // The server's end of `offer`: FAILED_PRECONDITION when the client runs on
+  // another host (or namespace) or its segment cannot be opened here.
+  static absl::StatusOr<std::shared_ptr<ShmLane>> AcceptOffer(const ShmOffer& offer);
+
+  // The client's offer for this lane.
+  ShmOffer offer() const;
+  // The client's side: the server has the segment open; its name goes.
+  void Unlink() { segment_->Unlink(); }
+  // The pid of the client (the server's lanes outlive no client).
+  int64_t client_pid() const { return client_pid_; }
+
+  // When `frame` carries at least kShmMinPayloadBytes and this side's ring
+  // has room: copies its payload into a block, releases its chunks and
+  // returns the block's descriptor; otherwise nullopt and `frame` is as it was.
+  std::optional<ShmDescriptor> Write(OutgoingFrame& frame);
+  // Takes back a block this side wrote whose call failed before the peer read it.
+  void Withdraw(const ShmDescriptor& descriptor) { own_ring_.Withdraw(descriptor); }
+  // The frame the peer sent: `wire` holds its wire header (EncodeWireHeader),
+  // kept alive by `wire_keepalive`; the payload is the peer's block
+  // `descriptor`, read in place and given back when the frame is gone.
+  absl::StatusOr<IncomingFrame> Read(std::vector<IncomingFrame::Piece> wire, std::shared_ptr<const void> wire_keepalive,
+                                     const ShmDescriptor& descriptor);
+
+  // Blocks of this side taken back unread.
+  int64_t withdrawn() const { return own_ring_.withdrawn(); }
+
+ private:
+  ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bool client, int64_t client_pid);
+
+  std::unique_ptr<SharedSegment> segment_;
+  const uint64_t half_bytes_;
+  const int64_t client_pid_;
+  ShmRing own_ring_;         // the half this side writes
+  ShmRingReader peer_ring_;  // the half the peer writes
+};
+
+}  // namespace pstrain
