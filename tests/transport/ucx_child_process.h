@@ -1,7 +1,7 @@
-// Child processes of the ucx transport tests: the test binary started again
-// with PSTRAIN_UCX_CHILD naming one of its UcxChild tests (which skip
-// otherwise), reporting to the parent one line at a time through a pipe on
-// descriptor kChildFd. A child may be started through a command prefix
+// Child processes of the transport tests: the test binary started again
+// with PSTRAIN_UCX_CHILD naming one of its child tests (UcxChild.<name>
+// unless told another suite; they skip otherwise), reporting to the parent
+// one line at a time through a pipe on descriptor kChildFd. A child may be started through a command prefix
 // (`ip netns exec <namespace>`: on an emulated host).
 #pragma once
 
@@ -42,13 +42,13 @@ inline void TellParent(const std::string& line) {
   ASSERT_EQ(write(kChildFd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
 }
 
-// This binary again, running UcxChild.<test> with `env` added, started
+// This binary again, running <suite>.<test> with `env` added, started
 // through `prefix` (a command and its arguments that run the rest; empty:
 // directly). Killed (SIGKILL) when destroyed.
 class ChildProcess {
  public:
   ChildProcess(const std::string& test, const std::vector<std::string>& env,
-               const std::vector<std::string>& prefix = {}) {
+               const std::vector<std::string>& prefix = {}, const std::string& suite = "UcxChild") {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return;
     posix_spawn_file_actions_t actions;
@@ -60,7 +60,7 @@ class ChildProcess {
     const std::string exe = n > 0 ? std::string(self, n) : "/proc/self/exe";
     std::vector<std::string> args = prefix;
     args.push_back(exe);
-    args.push_back(absl::StrCat("--gtest_filter=UcxChild.", test));
+    args.push_back(absl::StrCat("--gtest_filter=", suite, ".", test));
     // Ours first: getenv finds the first of duplicate names.
     std::vector<std::string> vars = env;
     vars.push_back(absl::StrCat(kChildEnv, "=", test));

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/transport/grpc/grpc_log.h"
+#include "common/transport/grpc/grpc_shm.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -63,16 +64,22 @@ grpc::ByteBuffer ToByteBuffer(OutgoingFrame frame) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-absl::StatusOr<IncomingFrame> FromByteBuffer(const grpc::ByteBuffer& buffer) {
+// A received message's bytes as pieces, kept alive by `keepalive`.
+struct Wire {
+  std::vector<IncomingFrame::Piece> pieces;
+  std::shared_ptr<const void> keepalive;
+};
+absl::StatusOr<Wire> WireOf(const grpc::ByteBuffer& buffer) {
   auto slices = std::make_shared<std::vector<grpc::Slice>>();
   grpc::Status dumped = buffer.Dump(slices.get());
   if (!dumped.ok()) return FromGrpcStatus(dumped);
-  std::vector<IncomingFrame::Piece> pieces;
-  pieces.reserve(slices->size());
+  Wire wire;
+  wire.pieces.reserve(slices->size());
   for (const grpc::Slice& s : *slices) {
-    if (s.size() > 0) pieces.push_back({reinterpret_cast<const char*>(s.begin()), s.size()});
+    if (s.size() > 0) wire.pieces.push_back({reinterpret_cast<const char*>(s.begin()), s.size()});
   }
-  return IncomingFrame::FromWire(std::move(pieces), std::move(slices));
+  wire.keepalive = std::move(slices);
+  return wire;
 }
 
 int ClampToInt(int64_t bytes) { return static_cast<int>(std::min<int64_t>(bytes, INT_MAX)); }
@@ -94,70 +101,135 @@ void SetBulkTransferArgs(const TransportOptions& options, SetInt set_int) {
 class GrpcChannel : public Channel {
  public:
   // `token`: sent with every call (empty: none). `address` names the server
-  // in errors.
-  GrpcChannel(std::shared_ptr<grpc::Channel> channel, std::string token, std::string address, bool tls)
-      : peer_(std::make_shared<Peer>(std::move(channel), std::move(address), tls)), token_(std::move(token)) {}
+  // in errors. `shm_half_bytes`: each half of the channel's shared-memory
+  // lane (0: none).
+  GrpcChannel(std::shared_ptr<grpc::Channel> channel, std::string token, std::string address, bool tls,
+              size_t shm_half_bytes = 0)
+      : peer_(std::make_shared<Peer>(std::move(channel), std::move(address), tls, std::move(token), shm_half_bytes)) {}
 
   void Call(std::string_view method, OutgoingFrame request, const CallOptions& options,
             ResponseCallback done) override {
-    auto* state = new CallState;
-    state->done = std::move(done);
-    state->request = ToByteBuffer(std::move(request));
-    if (options.deadline != absl::InfiniteFuture()) state->context.set_deadline(absl::ToChronoTime(options.deadline));
-    state->context.set_wait_for_ready(options.wait_for_ready);
-    if (!token_.empty()) state->context.AddMetadata(kTokenMetadataKey, BearerValue(token_));
-    const bool waited = options.wait_for_ready;
-    HandOff(state);
-    peer_->stub.UnaryCall(
-        &state->context, std::string(kServicePrefix) + std::string(method), grpc::StubOptions(), &state->request,
-        &state->response, [weak = std::weak_ptr<Peer>(peer_), state, waited](grpc::Status status) {
-          TakeBack(state);
-          // Not owned here: the channel must not be destroyed
-          // from its own completion.
-          std::shared_ptr<Peer> peer =
-              waited && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? weak.lock() : nullptr;
-          if (peer != nullptr && peer->channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-            // Waited for a server that never accepted us: say why.
-            ExplainUnreachable(peer, std::move(std::unique_ptr<CallState>(state)->done));
-            return;
-          }
-          // Take what the callback needs, then destroy the call
-          // (context, buffers) before running it: user code must
-          // not outlive gRPC's view of the call.
-          std::unique_ptr<CallState> owned(state);
-          ResponseCallback done = std::move(owned->done);
-          absl::Status result = FromGrpcStatus(status);
-          absl::StatusOr<IncomingFrame> frame = IncomingFrame();
-          if (result.ok()) frame = FromByteBuffer(owned->response);  // holds slice refs
-          owned.reset();
-          if (!result.ok()) {
-            done(result, {});
-          } else if (!frame.ok()) {
-            done(frame.status(), {});
-          } else {
-            done(absl::OkStatus(), *std::move(frame));
-          }
-        });
+    Start(peer_, std::string(method), std::move(request), options, std::move(done));
   }
 
  private:
+  // The server end of the channel and what every call carries; calls in
+  // flight share it.
+  struct Peer {
+    Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t, std::string k, size_t shm_half_bytes)
+        : channel(c),
+          stub(std::move(c)),
+          address(std::move(a)),
+          tls(t),
+          token(std::move(k)),
+          shm(std::make_shared<ClientShm>(shm_half_bytes)) {}
+    std::shared_ptr<grpc::Channel> channel;
+    grpc::GenericStub stub;
+    const std::string address;
+    const bool tls;  // this end uses TLS
+    const std::string token;
+    const std::shared_ptr<ClientShm> shm;
+  };
+
   // One call in flight, owned by its completion.
   struct CallState {
     grpc::ClientContext context;
     grpc::ByteBuffer request;
     grpc::ByteBuffer response;
     ResponseCallback done;
+    std::string method;
+    CallOptions options;
+    std::shared_ptr<ClientShm> shm;
+    ClientShm::Sent sent;  // what went through shared memory
   };
 
-  // The server end of the channel; calls in flight share it.
-  struct Peer {
-    Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t)
-        : channel(c), stub(std::move(c)), address(std::move(a)), tls(t) {}
-    std::shared_ptr<grpc::Channel> channel;
-    grpc::GenericStub stub;
-    const std::string address;
-    const bool tls;  // this end uses TLS
-  };
+  static void Start(const std::shared_ptr<Peer>& peer, std::string method, OutgoingFrame request,
+                    const CallOptions& options, ResponseCallback done) {
+    if (std::optional<std::string> offer = peer->shm->OfferIfDue(request.payload_bytes())) {
+      OfferSharedMemory(*peer, *offer);
+    }
+    auto* state = new CallState;
+    state->done = std::move(done);
+    state->method = std::move(method);
+    state->options = options;
+    state->shm = peer->shm;
+    state->sent = peer->shm->Prepare(request, state->context);
+    state->request = ToByteBuffer(std::move(request));
+    if (options.deadline != absl::InfiniteFuture()) state->context.set_deadline(absl::ToChronoTime(options.deadline));
+    state->context.set_wait_for_ready(options.wait_for_ready);
+    if (!peer->token.empty()) state->context.AddMetadata(kTokenMetadataKey, BearerValue(peer->token));
+    HandOff(state);
+    peer->stub.UnaryCall(&state->context, kServicePrefix + state->method, grpc::StubOptions(), &state->request,
+                         &state->response, [weak = std::weak_ptr<Peer>(peer), state](grpc::Status status) {
+                           TakeBack(state);
+                           Complete(weak, std::unique_ptr<CallState>(state), FromGrpcStatus(status));
+                         });
+  }
+
+  // Runs a finished call's callback; a call that waited for a server that
+  // never accepted it says why, and one whose shared-memory lane the server
+  // no longer knows (it restarted) goes again through the socket.
+  static void Complete(const std::weak_ptr<Peer>& weak, std::unique_ptr<CallState> call, absl::Status status) {
+    // Not owned here unless needed: the channel must not be destroyed from
+    // its own completion.
+    const bool waited = call->options.wait_for_ready && absl::IsDeadlineExceeded(status);
+    if (std::shared_ptr<Peer> peer = waited ? weak.lock() : nullptr;
+        peer != nullptr && peer->channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      call->shm->Finish(status, call->context, {}, nullptr, call->sent).IgnoreError();  // withdraws its block
+      ExplainUnreachable(peer, std::move(call->done));
+      return;
+    }
+    if (ClientShm::ServerLostLane(status, call->sent)) {
+      call->shm->Forget(call->sent);
+      if (std::shared_ptr<Peer> peer = weak.lock()) {
+        Start(peer, std::move(call->method), std::move(call->sent.original), call->options, std::move(call->done));
+        return;
+      }
+    }
+    // Take what the callback needs, then destroy the call (context, buffers)
+    // before running it: user code must not outlive gRPC's view of the call.
+    ResponseCallback done = std::move(call->done);
+    absl::StatusOr<IncomingFrame> frame = Answer(status, *call);  // holds slice refs
+    call.reset();
+    if (!frame.ok()) {
+      done(frame.status(), {});
+    } else {
+      done(absl::OkStatus(), *std::move(frame));
+    }
+  }
+
+  // A finished call's answer: its error, or the response (its payload from
+  // shared memory when the server put it there).
+  static absl::StatusOr<IncomingFrame> Answer(const absl::Status& status, CallState& call) {
+    if (!status.ok()) return call.shm->Finish(status, call.context, {}, nullptr, call.sent);
+    absl::StatusOr<Wire> wire = WireOf(call.response);
+    if (!wire.ok()) return wire.status();
+    return call.shm->Finish(status, call.context, std::move(wire->pieces), std::move(wire->keepalive), call.sent);
+  }
+
+  // Offers the channel's shared-memory lane to the server (grpc_shm.h); calls
+  // go through the socket until it accepts.
+  static void OfferSharedMemory(Peer& peer, const std::string& offer) {
+    auto* attach = new CallState;
+    attach->shm = peer.shm;
+    attach->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    attach->context.set_wait_for_ready(true);
+    attach->context.AddMetadata(kShmOfferKey, offer);
+    if (!peer.token.empty()) attach->context.AddMetadata(kTokenMetadataKey, BearerValue(peer.token));
+    attach->request = ToByteBuffer(OutgoingFrame());
+    HandOff(attach);
+    peer.stub.UnaryCall(&attach->context, kShmAttachMethod, grpc::StubOptions(), &attach->request, &attach->response,
+                        [attach](grpc::Status status) {
+                          TakeBack(attach);
+                          std::unique_ptr<CallState> owned(attach);
+                          std::string lane;
+                          const GrpcMetadata& trailing = owned->context.GetServerTrailingMetadata();
+                          if (auto it = trailing.find(kShmLaneKey); it != trailing.end()) {
+                            lane.assign(it->second.data(), it->second.size());
+                          }
+                          owned->shm->Attached(FromGrpcStatus(status), std::move(lane));
+                        });
+  }
 
   // Completes `done` with DEADLINE_EXCEEDED and the reason the connection
   // keeps failing (a TLS handshake refused, a plaintext peer, nobody
@@ -191,7 +263,6 @@ class GrpcChannel : public Channel {
   }
 
   std::shared_ptr<Peer> peer_;
-  std::string token_;
 };
 
 // ---- server ----
@@ -205,8 +276,8 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   // `token`: what every call must present (empty: nothing); refusals are
   // logged through `refused`.
   UnaryReactor(grpc::GenericCallbackServerContext* context, pstrain::Handler* handler, const std::string& token,
-               RefusedPeerLog* refused)
-      : context_(context), handler_(handler), guard_(std::make_shared<Guard>()) {
+               RefusedPeerLog* refused, ServerShm* shm)
+      : context_(context), handler_(handler), shm_(shm), guard_(std::make_shared<Guard>()) {
     if (!token.empty() && !Presents(token)) {
       refused->Refused(context_->peer(), "no or wrong token (security.token_file)");
       FinishOnce(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
@@ -224,11 +295,12 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
       return;
     }
     const std::string& full = context_->method();
+    if (full == kShmAttachMethod) return AnswerAttach();
     if (full.rfind(kServicePrefix, 0) != 0) {
       FinishOnce(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, absl::StrCat("unknown service method ", full)));
       return;
     }
-    absl::StatusOr<IncomingFrame> frame = FromByteBuffer(request_);
+    absl::StatusOr<IncomingFrame> frame = ReadRequest();
     if (!frame.ok()) {
       FinishOnce(ToGrpcStatus(frame.status()));
       return;
@@ -242,10 +314,40 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
                          Finish(ToGrpcStatus(status));
                          return;
                        }
+                       if (lane_ != nullptr) {
+                         if (std::optional<ShmDescriptor> block = lane_->Write(response)) {
+                           context_->AddTrailingMetadata(kShmBlockKey, block->Encode());
+                         }
+                       }
                        response_ = ToByteBuffer(std::move(response));
                        HandOff(this);
                        StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
                      });
+  }
+
+  // The request, its payload from the call's shared-memory lane when it names
+  // a block there.
+  absl::StatusOr<IncomingFrame> ReadRequest() {
+    lane_ = shm_->LaneOf(context_->client_metadata());
+    absl::StatusOr<Wire> wire = WireOf(request_);
+    if (!wire.ok()) return wire.status();
+    return ServerShm::ReadRequest(context_->client_metadata(), lane_.get(), std::move(wire->pieces),
+                                  std::move(wire->keepalive));
+  }
+
+  // Serves kShmAttachMethod: the new lane's id in the trailing metadata, or
+  // why the offer is refused.
+  void AnswerAttach() {
+    absl::StatusOr<std::string> lane = shm_->Attach(context_->client_metadata());
+    if (!lane.ok()) {
+      FinishOnce(ToGrpcStatus(lane.status()));
+      return;
+    }
+    if (!guard_->Claim()) return;
+    context_->AddTrailingMetadata(kShmLaneKey, *lane);
+    response_ = ToByteBuffer(OutgoingFrame());
+    HandOff(this);
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
   // Whether the call's metadata carries `token`.
@@ -281,6 +383,8 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
 
   grpc::GenericCallbackServerContext* context_;
   pstrain::Handler* handler_;
+  ServerShm* shm_;
+  std::shared_ptr<ShmLane> lane_;  // the call's shared-memory lane, if any
   std::shared_ptr<Guard> guard_;
   grpc::ByteBuffer request_;
   grpc::ByteBuffer response_;
@@ -288,15 +392,17 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
 
 class FrameService : public grpc::CallbackGenericService {
  public:
-  FrameService(pstrain::Handler* handler, std::string token) : handler_(handler), token_(std::move(token)) {}
+  FrameService(pstrain::Handler* handler, std::string token, bool shared_memory)
+      : handler_(handler), token_(std::move(token)), shm_(shared_memory) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
-    return new UnaryReactor(context, handler_, token_, &refused_);
+    return new UnaryReactor(context, handler_, token_, &refused_, &shm_);
   }
 
  private:
   pstrain::Handler* handler_;
   const std::string token_;
   RefusedPeerLog refused_;
+  ServerShm shm_;
 };
 
 class GrpcServer : public Server {
@@ -388,12 +494,13 @@ class GrpcTransport : public Transport {
     if (credentials == nullptr) return absl::InternalError(absl::StrCat("cannot create TLS credentials for ", address));
     auto channel = grpc::CreateCustomChannel(address, credentials, args);
     if (channel == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot create channel to ", address));
-    return std::unique_ptr<Channel>(new GrpcChannel(std::move(channel), security.token, address, security.tls));
+    return std::unique_ptr<Channel>(
+        new GrpcChannel(std::move(channel), security.token, address, security.tls, SharedMemoryHalfBytes()));
   }
 
   absl::StatusOr<std::unique_ptr<Server>> Serve(const std::string& address, Handler* handler) override {
     const TransportSecurity& security = options_.security;
-    auto service = std::make_unique<FrameService>(handler, security.token);
+    auto service = std::make_unique<FrameService>(handler, security.token, SharedMemoryHalfBytes() > 0);
     std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
     const grpc_ssl_client_certificate_request_type client_certs =
         security.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
@@ -431,13 +538,19 @@ class GrpcTransport : public Transport {
   }
 
  private:
+  // Each half of a channel's shared-memory lane; 0 (none) with TLS, which
+  // keeps every byte inside the TLS session.
+  size_t SharedMemoryHalfBytes() const { return options_.security.tls ? 0 : SharedMemoryHalfBytesFromEnvironment(); }
+
   TransportOptions options_;
 };
 
 // gRPC carries TLS and the token (security.h); between processes of one host
-// it goes through the kernel's TCP stack like any other.
-const bool kRegistered = RegisterTransport(
-    "grpc", [](const TransportOptions& options) { return CreateGrpcTransport(options); }, {.security = true});
+// (one kernel and network namespace) large frames go through shared memory
+// (grpc_shm.h) unless TLS is on.
+const bool kRegistered =
+    RegisterTransport("grpc", [](const TransportOptions& options) { return CreateGrpcTransport(options); },
+                      {.security = true, .same_host_zero_copy = true});
 
 }  // namespace
 

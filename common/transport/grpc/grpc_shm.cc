@@ -1,0 +1,163 @@
+#include "common/transport/grpc/grpc_shm.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+
+namespace pstrain {
+namespace {
+
+constexpr size_t kDefaultHalfMegabytes = 256;
+constexpr size_t kMaxLanes = 1024;
+// In an UNAVAILABLE answer: the server does not know the lane a call named.
+constexpr char kUnknownLane[] = "shared-memory lane unknown to this server";
+
+std::optional<std::string_view> Find(const GrpcMetadata& metadata, std::string_view key) {
+  auto it = metadata.find(grpc::string_ref(key.data(), key.size()));
+  if (it == metadata.end()) return std::nullopt;
+  return std::string_view(it->second.data(), it->second.size());
+}
+
+bool ProcessIsGone(int64_t pid) { return pid != getpid() && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+size_t SharedMemoryHalfBytesFromEnvironment() {
+  const char* value = std::getenv("PSTRAIN_GRPC_SHARED_MEMORY_MB");
+  size_t mb = kDefaultHalfMegabytes;
+  if (value != nullptr && !absl::SimpleAtoi(value, &mb)) {
+    LOG(WARNING) << "grpc: ignoring PSTRAIN_GRPC_SHARED_MEMORY_MB='" << value << "' (not a number of MiB)";
+    mb = kDefaultHalfMegabytes;
+  }
+  return mb << 20;
+}
+
+std::optional<std::string> ClientShm::OfferIfDue(size_t payload_bytes) {
+  if (half_bytes_ == 0 || payload_bytes < kShmMinPayloadBytes) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kNotOffered) return std::nullopt;
+  absl::StatusOr<std::shared_ptr<ShmLane>> lane = ShmLane::CreateForClient(half_bytes_);
+  if (!lane.ok()) {
+    LOG(INFO) << "grpc: no shared memory for this channel (" << lane.status() << "); it uses the socket";
+    state_ = State::kRefused;
+    return std::nullopt;
+  }
+  lane_ = *std::move(lane);
+  state_ = State::kOffered;
+  return lane_->offer().Encode();
+}
+
+void ClientShm::Attached(const absl::Status& status, std::string lane_id) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kOffered) return;
+  if (lane_ != nullptr) lane_->Unlink();  // the server has it open, or never will
+  const bool transient = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
+  if (status.ok() && !lane_id.empty()) {
+    state_ = State::kAttached;
+    lane_id_ = std::move(lane_id);
+    return;
+  }
+  if (!transient) VLOG(1) << "grpc: the server takes no shared memory from this channel: " << status;
+  lane_ = nullptr;
+  state_ = transient ? State::kNotOffered : State::kRefused;
+}
+
+ClientShm::Sent ClientShm::Prepare(OutgoingFrame& frame, grpc::ClientContext& context) {
+  Sent sent;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kAttached) return sent;
+    sent.lane = lane_;
+    context.AddMetadata(kShmLaneKey, lane_id_);
+  }
+  std::vector<ConstChunk> chunks = frame.chunks;
+  sent.block = sent.lane->Write(frame);
+  if (sent.block.has_value()) {
+    context.AddMetadata(kShmBlockKey, sent.block->Encode());
+    sent.original = OutgoingFrame{frame.header, std::move(chunks)};
+  }
+  return sent;
+}
+
+absl::StatusOr<IncomingFrame> ClientShm::Finish(const absl::Status& call, const grpc::ClientContext& context,
+                                                std::vector<IncomingFrame::Piece> wire,
+                                                std::shared_ptr<const void> keepalive, const Sent& sent) {
+  if (!call.ok()) {
+    if (sent.block.has_value()) sent.lane->Withdraw(*sent.block);
+    return call;
+  }
+  const std::optional<std::string_view> block = Find(context.GetServerTrailingMetadata(), kShmBlockKey);
+  if (!block.has_value()) return IncomingFrame::FromWire(std::move(wire), std::move(keepalive));
+  if (sent.lane == nullptr) {
+    return absl::InternalError("grpc: the server answered through shared memory on a call that named no lane");
+  }
+  absl::StatusOr<ShmDescriptor> descriptor = ShmDescriptor::Parse(*block);
+  if (!descriptor.ok()) return descriptor.status();
+  return sent.lane->Read(std::move(wire), std::move(keepalive), *descriptor);
+}
+
+bool ClientShm::ServerLostLane(const absl::Status& call, const Sent& sent) {
+  return sent.lane != nullptr && absl::IsUnavailable(call) && absl::StrContains(call.message(), kUnknownLane);
+}
+
+void ClientShm::Forget(const Sent& sent) {
+  if (sent.block.has_value()) sent.lane->Withdraw(*sent.block);
+  absl::MutexLock lock(&mu_);
+  if (lane_ != sent.lane) return;
+  state_ = State::kNotOffered;
+  lane_ = nullptr;
+}
+
+absl::StatusOr<std::string> ServerShm::Attach(const GrpcMetadata& client_metadata) {
+  if (!enabled_) return absl::UnimplementedError("this server takes no shared memory (TLS, or turned off)");
+  const std::optional<std::string_view> text = Find(client_metadata, kShmOfferKey);
+  if (!text.has_value()) return absl::InvalidArgumentError("attach: no shared memory offer");
+  absl::StatusOr<ShmOffer> offer = ShmOffer::Parse(*text);
+  if (!offer.ok()) return offer.status();
+  absl::StatusOr<std::shared_ptr<ShmLane>> lane = ShmLane::AcceptOffer(*offer);
+  if (!lane.ok()) return lane.status();
+  absl::MutexLock lock(&mu_);
+  ForgetDeadClientsLocked();
+  if (lanes_.size() >= kMaxLanes) {
+    return absl::ResourceExhaustedError(absl::StrCat("this server has ", kMaxLanes, " shared memory lanes already"));
+  }
+  const uint64_t id = next_id_++;
+  lanes_[id] = *std::move(lane);
+  return absl::StrCat(id);
+}
+
+std::shared_ptr<ShmLane> ServerShm::LaneOf(const GrpcMetadata& client_metadata) const {
+  const std::optional<std::string_view> text = Find(client_metadata, kShmLaneKey);
+  uint64_t id = 0;
+  if (!text.has_value() || !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &id)) return nullptr;
+  absl::MutexLock lock(&mu_);
+  auto it = lanes_.find(id);
+  return it == lanes_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<IncomingFrame> ServerShm::ReadRequest(const GrpcMetadata& client_metadata, ShmLane* lane,
+                                                     std::vector<IncomingFrame::Piece> wire,
+                                                     std::shared_ptr<const void> keepalive) {
+  const std::optional<std::string_view> block = Find(client_metadata, kShmBlockKey);
+  if (!block.has_value()) return IncomingFrame::FromWire(std::move(wire), std::move(keepalive));
+  if (lane == nullptr) {
+    return absl::UnavailableError(absl::StrCat(kUnknownLane, " (it restarted?); the client attaches again"));
+  }
+  absl::StatusOr<ShmDescriptor> descriptor = ShmDescriptor::Parse(*block);
+  if (!descriptor.ok()) return descriptor.status();
+  return lane->Read(std::move(wire), std::move(keepalive), *descriptor);
+}
+
+// Lanes whose client process has exited (a crash leaves no detach call).
+void ServerShm::ForgetDeadClientsLocked() {
+  absl::erase_if(lanes_, [](const auto& entry) { return ProcessIsGone(entry.second->client_pid()); });
+}
+
+}  // namespace pstrain

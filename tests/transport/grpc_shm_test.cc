@@ -1,0 +1,268 @@
+// The grpc transport's shared-memory path (common/transport/grpc/grpc_shm.h)
+// through the Transport seam: large frames between two roles of one process,
+// or two processes of one host, cross through a shared segment and arrive
+// intact; small frames, a transport with it turned off, and processes on
+// different emulated hosts (network namespaces on a bridge) use the socket;
+// a server restarted on its port takes the next large call without an error.
+// What went through shared memory is read off /proc/<pid>/maps: a lane is a
+// mapping of a (deleted) /dev/shm/pstrain-* file on each side.
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/transport/grpc/grpc_transport.h"
+#include "common/transport/transport.h"
+#include "gtest/gtest.h"
+#include "tests/transport/transport_test_util.h"
+#include "tests/transport/ucx_child_process.h"
+#include "tools/launch/emulated_hosts.h"
+
+namespace pstrain {
+namespace {
+
+using ::pstrain::testing_util::Bytes;
+using ::pstrain::testing_util::ChildProcess;
+using ::pstrain::testing_util::IsChild;
+using ::pstrain::testing_util::OwnedChunk;
+using ::pstrain::testing_util::ReadPayload;
+using ::pstrain::testing_util::TellParent;
+
+constexpr char kChildSuite[] = "GrpcShmChild";
+constexpr char kServeEnv[] = "PSTRAIN_SHM_TEST_SERVE";  // the address a child serves on
+constexpr char kPeerEnv[] = "PSTRAIN_SHM_TEST_PEER";    // the server a child calls
+constexpr char kOffEnv[] = "PSTRAIN_GRPC_SHARED_MEMORY_MB";
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// Mappings of lane segments in this process (each side of a lane maps it once).
+int LaneMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) n += absl::StrContains(line, "/dev/shm/pstrain-") ? 1 : 0;
+  return n;
+}
+
+// Lane segments of this process still named in /dev/shm (a name goes once
+// the server has it open).
+int NamedSegments() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    n += absl::StrContains(line, "/dev/shm/pstrain-") && !absl::StrContains(line, "(deleted)") ? 1 : 0;
+  }
+  return n;
+}
+
+// Echoes every request; "Maps" answers with this process's LaneMappings().
+class MapsEchoHandler : public Handler {
+ public:
+  void Handle(std::string_view method, IncomingFrame request, Responder respond) override {
+    OutgoingFrame response;
+    if (method == "Maps") {
+      response.header = absl::StrCat(LaneMappings());
+    } else {
+      response.header = std::string(request.header());
+      if (request.payload_bytes() > 0) response.chunks.push_back(OwnedChunk(ReadPayload(request)));
+    }
+    respond(absl::OkStatus(), std::move(response));
+  }
+};
+
+CallOptions Deadline(absl::Duration d, bool wait_for_ready = false) {
+  CallOptions options;
+  options.deadline = absl::Now() + d;
+  options.wait_for_ready = wait_for_ready;
+  return options;
+}
+
+// Echo calls of `sizes` bytes each (several chunks each), all in flight at
+// once; the first error, or whether any answer differs.
+absl::Status EchoAll(Channel& channel, const std::vector<size_t>& sizes, bool wait_for_ready = false) {
+  struct Outcome {
+    absl::Mutex mu;
+    int pending;
+    absl::Status status;
+  } outcome;
+  outcome.pending = static_cast<int>(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string head = Bytes(sizes[i] / 3, i), tail = Bytes(sizes[i] - sizes[i] / 3, i + 1000);
+    OutgoingFrame request;
+    request.header = absl::StrCat("call ", i);
+    request.chunks = {OwnedChunk(head), OwnedChunk(tail)};
+    channel.Call("Echo", std::move(request), Deadline(absl::Seconds(60), wait_for_ready),
+                 [&outcome, expected = head + tail, i](absl::Status s, IncomingFrame response) {
+                   if (s.ok() && response.header() != absl::StrCat("call ", i)) s = absl::InternalError("header");
+                   if (s.ok() && ReadPayload(response) != expected) s = absl::DataLossError("payload differs");
+                   absl::MutexLock lock(&outcome.mu);
+                   if (outcome.status.ok()) outcome.status = s;
+                   --outcome.pending;
+                 });
+  }
+  absl::MutexLock lock(&outcome.mu);
+  outcome.mu.Await(absl::Condition(
+      +[](int* p) { return *p == 0; }, &outcome.pending));
+  return outcome.status;
+}
+
+// A server and a client of the grpc transport in this process.
+struct Pair {
+  explicit Pair(const std::string& address = "127.0.0.1:0") {
+    transport = CreateGrpcTransport(TransportOptions());
+    absl::StatusOr<std::unique_ptr<Server>> s = transport->Serve(address, &handler);
+    if (s.ok()) server = *std::move(s);
+    if (server == nullptr) return;
+    absl::StatusOr<std::unique_ptr<Channel>> c = transport->Connect(absl::StrCat("127.0.0.1:", server->port()));
+    if (c.ok()) channel = *std::move(c);
+  }
+  MapsEchoHandler handler;
+  std::unique_ptr<Transport> transport;
+  std::unique_ptr<Server> server;
+  std::unique_ptr<Channel> channel;
+};
+
+// Lanes attach asynchronously: waits until this process maps `n` of them.
+bool AwaitLaneMappings(int n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (LaneMappings() != n && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  return LaneMappings() == n;
+}
+
+TEST(GrpcShmTest, LargeFramesBetweenTwoRolesOfOneProcessCrossSharedMemoryIntact) {
+  Pair pair;
+  ASSERT_NE(pair.channel, nullptr);
+  ASSERT_TRUE(EchoAll(*pair.channel, {size_t{1} << 20}).ok());  // offers the lane
+  ASSERT_TRUE(AwaitLaneMappings(2)) << "no lane after a 1 MiB call: " << LaneMappings() << " mappings";
+  EXPECT_EQ(NamedSegments(), 0) << "a lane's name stays in /dev/shm after the server opened it";
+  // Many at once, more bytes than a lane holds: blocks are reused, or the
+  // frames that find no room go through the socket; all arrive intact.
+  std::vector<size_t> sizes;
+  for (int i = 0; i < 48; ++i) sizes.push_back((size_t{1} << 20) * (1 + i % 4) + 4096 * i);
+  absl::Status status = EchoAll(*pair.channel, sizes);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(LaneMappings(), 2) << "one lane per channel";
+}
+
+TEST(GrpcShmTest, SmallFramesOfferNoLane) {
+  Pair pair;
+  ASSERT_NE(pair.channel, nullptr);
+  ASSERT_TRUE(EchoAll(*pair.channel, {0, 100, 60 << 10}).ok());
+  EXPECT_EQ(LaneMappings(), 0);
+}
+
+TEST(GrpcShmTest, TurnedOffByTheEnvironmentEveryFrameUsesTheSocket) {
+  const std::string before = Env(kOffEnv);
+  setenv(kOffEnv, "0", 1);
+  Pair pair;
+  if (before.empty()) {
+    unsetenv(kOffEnv);
+  } else {
+    setenv(kOffEnv, before.c_str(), 1);
+  }
+  ASSERT_NE(pair.channel, nullptr);
+  absl::Status status = EchoAll(*pair.channel, {size_t{1} << 20, size_t{4} << 20});
+  EXPECT_TRUE(status.ok()) << status;
+  absl::SleepFor(absl::Milliseconds(200));  // an attach, were one made, would be done
+  EXPECT_EQ(LaneMappings(), 0);
+}
+
+// The new server does not know the lane the client attached to the old one:
+// the call goes again through the socket, and the channel attaches anew.
+TEST(GrpcShmTest, AServerRestartedOnItsPortTakesTheNextLargeCallWithoutAnError) {
+  Pair pair;
+  ASSERT_NE(pair.channel, nullptr);
+  ASSERT_TRUE(EchoAll(*pair.channel, {size_t{1} << 20}).ok());
+  ASSERT_TRUE(AwaitLaneMappings(2));
+  const std::string address = absl::StrCat("127.0.0.1:", pair.server->port());
+  pair.server.reset();
+  std::unique_ptr<Transport> other = CreateGrpcTransport(TransportOptions());
+  MapsEchoHandler handler;
+  absl::StatusOr<std::unique_ptr<Server>> again = other->Serve(address, &handler);
+  ASSERT_TRUE(again.ok()) << again.status();
+  absl::Status status = EchoAll(*pair.channel, {size_t{2} << 20}, /*wait_for_ready=*/true);
+  EXPECT_TRUE(status.ok()) << status;
+  ASSERT_TRUE(EchoAll(*pair.channel, {size_t{1} << 20}).ok());
+  EXPECT_TRUE(AwaitLaneMappings(2)) << "no new lane: " << LaneMappings() << " mappings";
+  status = EchoAll(*pair.channel, {size_t{3} << 20, size_t{1} << 20});
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// ---------------------------------------------------------------- children
+
+// Serves on $PSTRAIN_SHM_TEST_SERVE, tells the parent its port, serves until killed.
+TEST(GrpcShmChild, Serve) {
+  if (!IsChild("Serve")) GTEST_SKIP() << "runs as a child process of another test";
+  std::unique_ptr<Transport> transport = CreateGrpcTransport(TransportOptions());
+  MapsEchoHandler handler;
+  absl::StatusOr<std::unique_ptr<Server>> server = transport->Serve(Env(kServeEnv), &handler);
+  ASSERT_TRUE(server.ok()) << server.status();
+  TellParent(absl::StrCat((*server)->port()));
+  absl::SleepFor(absl::Minutes(2));
+}
+
+// Large echo calls to $PSTRAIN_SHM_TEST_PEER, then tells the parent
+// "<server's lane mappings> <this process's>" and waits to be killed.
+TEST(GrpcShmChild, Client) {
+  if (!IsChild("Client")) GTEST_SKIP() << "runs as a child process of another test";
+  std::unique_ptr<Transport> transport = CreateGrpcTransport(TransportOptions());
+  absl::StatusOr<std::unique_ptr<Channel>> channel = transport->Connect(Env(kPeerEnv));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  absl::Status first = EchoAll(**channel, {size_t{1} << 20}, /*wait_for_ready=*/true);
+  ASSERT_TRUE(first.ok()) << first;
+  absl::SleepFor(absl::Milliseconds(300));  // the attach, if the server takes it
+  absl::Status status = EchoAll(**channel, {size_t{4} << 20, size_t{1} << 20, size_t{16} << 20, 100});
+  ASSERT_TRUE(status.ok()) << status;
+  IncomingFrame maps;
+  ASSERT_TRUE((*channel)->CallSync("Maps", OutgoingFrame(), Deadline(absl::Seconds(30)), &maps).ok());
+  TellParent(absl::StrCat(maps.header(), " ", LaneMappings()));
+  absl::SleepFor(absl::Minutes(2));
+}
+
+// Runs a Client child (through `prefix`) against `address`: its report.
+std::optional<std::string> ClientReport(const std::string& address, const std::vector<std::string>& prefix = {}) {
+  ChildProcess client("Client", {absl::StrCat(kPeerEnv, "=", address)}, prefix, kChildSuite);
+  if (!client.started()) return std::nullopt;
+  return client.ReadLine(absl::Seconds(120));
+}
+
+TEST(GrpcShmTest, AnotherProcessOfThisHostCrossesSharedMemory) {
+  Pair pair;
+  ASSERT_NE(pair.server, nullptr);
+  std::optional<std::string> report = ClientReport(absl::StrCat("127.0.0.1:", pair.server->port()));
+  ASSERT_TRUE(report.has_value()) << "the client child reported nothing";
+  EXPECT_EQ(*report, "1 1") << "lane mappings (server, client)";
+}
+
+// Emulated hosts share a kernel but not a network namespace: a client on
+// another host is refused a lane (its bytes cross the link), one on the
+// server's host gets one.
+TEST(GrpcShmTest, ALaneIsOfferedAcrossEmulatedHostsOnlyWithinOne) {
+  if (absl::Status can = launch::CanEmulateHosts(); !can.ok()) GTEST_SKIP() << can.message();
+  absl::StatusOr<std::unique_ptr<launch::EmulatedHosts>> hosts =
+      launch::EmulatedHosts::Create({{"client"}, {"server"}}, /*subnet=*/214 * 256 + 23);
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  ChildProcess server("Serve", {absl::StrCat(kServeEnv, "=", (*hosts)->address(1), ":0")}, (*hosts)->RunOn(1),
+                      kChildSuite);
+  std::optional<std::string> port = server.ReadLine();
+  ASSERT_TRUE(port.has_value()) << "the server did not start";
+  const std::string address = absl::StrCat((*hosts)->address(1), ":", *port);
+  std::optional<std::string> across = ClientReport(address, (*hosts)->RunOn(0));
+  ASSERT_TRUE(across.has_value()) << "the client on the other host reported nothing";
+  EXPECT_EQ(*across, "0 0") << "lane mappings (server, client) across hosts";
+  std::optional<std::string> within = ClientReport(address, (*hosts)->RunOn(1));
+  ASSERT_TRUE(within.has_value()) << "the client on the server's host reported nothing";
+  EXPECT_EQ(*within, "1 1") << "lane mappings (server, client) within a host";
+}
+
+}  // namespace
+}  // namespace pstrain
