@@ -626,6 +626,36 @@ TEST_F(ShmRingTest, TakenBlockIsNotWithdrawnAfterWithdrawAfter) {
 // One writer thread and one reader thread, descriptors passed through a
 // queue: every block arrives in order, whole, and uncorrupted by the
 // writer's later blocks.
+// A pipeline keeps two or three 2 MiB blocks in flight in a 64 MiB region:
+// the ring goes back to its start once past four times the most in flight
+// (at least 16 MiB: here 24), so it never reaches half the region, nor
+// commits it.
+TEST(ShmRingFootprintTest, APipelineStaysNearTheStartOfTheRegion) {
+  constexpr size_t kRegion = 64 << 20, kBlock = 2 << 20;
+  std::unique_ptr<SharedSegment> segment = MakeSegment(kRegion);
+  ASSERT_NE(segment, nullptr);
+  segment->Unlink();
+  ShmRing ring(segment.get(), 0, kRegion, absl::InfiniteDuration());
+  ShmRingReader reader(segment->data(), kRegion);
+  std::deque<ShmDescriptor> live;
+  uint64_t reach = 0;
+  for (int i = 0; i < 100; ++i) {
+    std::optional<ShmRing::Block> block = ring.Allocate(kBlock);
+    ASSERT_TRUE(block.has_value()) << "block " << i;
+    reach = std::max(reach, End(block->descriptor));
+    live.push_back(block->descriptor);
+    if (live.size() > 2) {
+      ASSERT_TRUE(reader.Take(live.front()).ok());
+      reader.Free(live.front());
+      live.pop_front();
+    }
+  }
+  EXPECT_LE(reach, 4 * 3 * kBlock) << "four times the three blocks in flight; of an area of "
+                                   << ShmRegionLayout(kRegion).area_bytes;
+  EXPECT_LT(reach, kRegion / 2);
+  EXPECT_GT(reach, 4 * kBlock) << "went back to the start before its footprint";
+}
+
 TEST(ShmRingThreadsTest, WriterAndReaderThreadsPassThousandsOfBlocks) {
   constexpr size_t kRegion = 64 * kShmBlockAlignment;
   constexpr int kBlocks = 5000;

@@ -33,6 +33,7 @@ std::atomic_ref<uint64_t> StateOf(char* table, uint64_t offset) {
 uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 
 constexpr uint64_t kCommitStep = 1 << 20;  // memory is committed a MiB at a time
+constexpr uint64_t kMinFootprint = 16 << 20;
 
 }  // namespace
 
@@ -90,6 +91,8 @@ std::optional<ShmRing::Block> ShmRing::Allocate(size_t bytes) {
   SlotOf(table_, *at)->bytes = bytes;
   StateOf(table_, *at).store((seq << 2) | kLive, std::memory_order_release);
   live_.push_back({*at, *at + total, seq, absl::Now()});
+  live_bytes_ += total;
+  peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
   head_ = *at + total;
   return Block{{*at, bytes, seq}, area_ + *at};
 }
@@ -121,17 +124,23 @@ void ShmRing::ReclaimLocked(absl::Time now) {
       state = kFree;
     }
     if ((state & kTagMask) != kFree) break;
+    live_bytes_ -= oldest.end - oldest.offset;
     live_.pop_front();
   }
   if (live_.empty()) head_ = 0;
 }
 
 // Where a block of `total` bytes fits: after the newest block, or from the
-// start of the region up to the oldest one.
+// start of the region up to the oldest one. The ring goes back to the start
+// early, once it reaches past a footprint of four times the most bytes ever
+// in flight (at least 16 MiB), so the memory it commits stays near what its
+// traffic needs while leaving room to run ahead of its reader.
 std::optional<uint64_t> ShmRing::PlaceLocked(uint64_t total) const {
   if (live_.empty()) return uint64_t{0};
   const uint64_t tail = live_.front().offset;
   if (head_ > tail) {
+    const uint64_t footprint = std::max(4 * peak_live_bytes_, std::min<uint64_t>(size_, kMinFootprint));
+    if (head_ + total > footprint && tail >= total) return uint64_t{0};
     if (size_ - head_ >= total) return head_;
     if (tail >= total) return uint64_t{0};
     return std::nullopt;

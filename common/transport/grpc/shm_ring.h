@@ -12,9 +12,11 @@
 // carry the block's sequence number: a late reader finds its block withdrawn
 // and fails the call; it never reads, nor writes, bytes that were reused.
 //
-// Blocks are taken in address order around the region, and space comes back
-// as the oldest live block is freed; when there is no room Allocate says so
-// and the caller sends its bytes another way.
+// Blocks are taken in address order around the region (going back to its
+// start early once the ring reaches past a few times the bytes in flight,
+// so it commits little more memory than its traffic needs), and space comes
+// back as the oldest live block is freed; when there is no room Allocate
+// says so and the caller sends its bytes another way.
 #pragma once
 
 #include <cstddef>
@@ -97,9 +99,11 @@ class ShmRing {
   const uint64_t size_;       // layout_.area_bytes
   const absl::Duration withdraw_after_;
   mutable absl::Mutex mu_;
-  std::deque<Live> live_ ABSL_GUARDED_BY(mu_);   // allocation order = address order around the ring
-  uint64_t head_ ABSL_GUARDED_BY(mu_) = 0;       // where the next block goes
-  uint64_t committed_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of the blocks backed by memory
+  std::deque<Live> live_ ABSL_GUARDED_BY(mu_);         // allocation order = address order around the ring
+  uint64_t head_ ABSL_GUARDED_BY(mu_) = 0;             // where the next block goes
+  uint64_t live_bytes_ ABSL_GUARDED_BY(mu_) = 0;       // of the blocks in live_
+  uint64_t peak_live_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the most ever
+  uint64_t committed_ ABSL_GUARDED_BY(mu_) = 0;        // bytes of the blocks backed by memory
   bool commit_failed_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t withdrawn_ ABSL_GUARDED_BY(mu_) = 0;
