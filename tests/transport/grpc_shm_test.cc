@@ -30,20 +30,17 @@ namespace {
 
 using ::pstrain::testing_util::Bytes;
 using ::pstrain::testing_util::ChildProcess;
+using ::pstrain::testing_util::EnvValue;
 using ::pstrain::testing_util::IsChild;
 using ::pstrain::testing_util::OwnedChunk;
 using ::pstrain::testing_util::ReadPayload;
+using ::pstrain::testing_util::ServeForParent;
 using ::pstrain::testing_util::TellParent;
 
 constexpr char kChildSuite[] = "GrpcShmChild";
 constexpr char kServeEnv[] = "PSTRAIN_SHM_TEST_SERVE";  // the address a child serves on
 constexpr char kPeerEnv[] = "PSTRAIN_SHM_TEST_PEER";    // the server a child calls
 constexpr char kOffEnv[] = "PSTRAIN_GRPC_SHARED_MEMORY_MB";
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
-}
 
 // Mappings of lane segments in this process (each side of a lane maps it once).
 int LaneMappings() {
@@ -161,7 +158,7 @@ TEST(GrpcShmTest, SmallFramesOfferNoLane) {
 }
 
 TEST(GrpcShmTest, TurnedOffByTheEnvironmentEveryFrameUsesTheSocket) {
-  const std::string before = Env(kOffEnv);
+  const std::string before = EnvValue(kOffEnv);
   setenv(kOffEnv, "0", 1);
   Pair pair;
   if (before.empty()) {
@@ -204,10 +201,7 @@ TEST(GrpcShmChild, Serve) {
   if (!IsChild("Serve")) GTEST_SKIP() << "runs as a child process of another test";
   std::unique_ptr<Transport> transport = CreateGrpcTransport(TransportOptions());
   MapsEchoHandler handler;
-  absl::StatusOr<std::unique_ptr<Server>> server = transport->Serve(Env(kServeEnv), &handler);
-  ASSERT_TRUE(server.ok()) << server.status();
-  TellParent(absl::StrCat((*server)->port()));
-  absl::SleepFor(absl::Minutes(2));
+  ServeForParent(*transport, handler, EnvValue(kServeEnv));
 }
 
 // Large echo calls to $PSTRAIN_SHM_TEST_PEER, then tells the parent
@@ -215,7 +209,7 @@ TEST(GrpcShmChild, Serve) {
 TEST(GrpcShmChild, Client) {
   if (!IsChild("Client")) GTEST_SKIP() << "runs as a child process of another test";
   std::unique_ptr<Transport> transport = CreateGrpcTransport(TransportOptions());
-  absl::StatusOr<std::unique_ptr<Channel>> channel = transport->Connect(Env(kPeerEnv));
+  absl::StatusOr<std::unique_ptr<Channel>> channel = transport->Connect(EnvValue(kPeerEnv));
   ASSERT_TRUE(channel.ok()) << channel.status();
   absl::Status first = EchoAll(**channel, {size_t{1} << 20}, /*wait_for_ready=*/true);
   ASSERT_TRUE(first.ok()) << first;

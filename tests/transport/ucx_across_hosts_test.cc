@@ -38,9 +38,11 @@ namespace {
 
 using ::pstrain::testing_util::Bytes;
 using ::pstrain::testing_util::ChildProcess;
+using ::pstrain::testing_util::EnvValue;
 using ::pstrain::testing_util::IsChild;
 using ::pstrain::testing_util::OwnedChunk;
 using ::pstrain::testing_util::ReadPayload;
+using ::pstrain::testing_util::ServeForParent;
 using ::pstrain::testing_util::TellParent;
 using ::testing::HasSubstr;
 
@@ -61,11 +63,6 @@ CallOptions Deadline(absl::Duration d) {
   CallOptions options;
   options.deadline = absl::Now() + d;
   return options;
-}
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
 }
 
 // Echoes every request; a "Hold" request is kept unanswered and reported
@@ -97,10 +94,7 @@ TEST(UcxChild, Serve) {
   if (!IsChild("Serve")) GTEST_SKIP() << "runs as a child process of another test";
   std::unique_ptr<Transport> transport = CreateUcxTransport(TransportOptions());
   ServeHandler handler;
-  absl::StatusOr<std::unique_ptr<Server>> server = transport->Serve(Env(kServeEnv), &handler);
-  ASSERT_TRUE(server.ok()) << server.status();
-  TellParent(absl::StrCat((*server)->port()));
-  absl::SleepFor(absl::Minutes(2));
+  ServeForParent(*transport, handler, EnvValue(kServeEnv));
 }
 
 // The client's cases against the server at PSTRAIN_UCX_PEER; tells the
@@ -108,7 +102,7 @@ TEST(UcxChild, Serve) {
 TEST(UcxChild, Client) {
   if (!IsChild("Client")) GTEST_SKIP() << "runs as a child process of another test";
   std::unique_ptr<Transport> transport = CreateUcxTransport(TransportOptions());
-  absl::StatusOr<std::unique_ptr<Channel>> made = transport->Connect(Env(kPeerEnv));
+  absl::StatusOr<std::unique_ptr<Channel>> made = transport->Connect(EnvValue(kPeerEnv));
   ASSERT_TRUE(made.ok()) << made.status();
   Channel& channel = **made;
   ASSERT_TRUE(channel.CallSync("Echo", OutgoingFrame(), Deadline(absl::Seconds(30)), nullptr).ok());
@@ -166,7 +160,7 @@ TEST(UcxChild, Client) {
   // A deadline passes while the server holds the call.
   status = channel.CallSync("Hold", OutgoingFrame(), Deadline(absl::Milliseconds(300)), nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(Env(kPeerEnv)));
+  EXPECT_THAT(std::string(status.message()), HasSubstr(EnvValue(kPeerEnv)));
   TellParent("done");
 }
 
@@ -176,7 +170,7 @@ TEST(UcxChild, Client) {
 TEST(UcxChild, CallHeld) {
   if (!IsChild("CallHeld")) GTEST_SKIP() << "runs as a child process of another test";
   std::unique_ptr<Transport> transport = CreateUcxTransport(TransportOptions());
-  absl::StatusOr<std::unique_ptr<Channel>> made = transport->Connect(Env(kPeerEnv));
+  absl::StatusOr<std::unique_ptr<Channel>> made = transport->Connect(EnvValue(kPeerEnv));
   ASSERT_TRUE(made.ok()) << made.status();
   absl::Status held = (*made)->CallSync("Hold", OutgoingFrame(), Deadline(absl::Minutes(5)), nullptr);
   TellParent(held.ToString());

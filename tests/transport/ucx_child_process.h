@@ -14,6 +14,7 @@
 
 #include <climits>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/transport/transport.h"
 #include "gtest/gtest.h"
 
 extern char** environ;
@@ -40,6 +42,21 @@ inline bool IsChild(const std::string& name) {
 inline void TellParent(const std::string& line) {
   const std::string text = line + "\n";
   ASSERT_EQ(write(kChildFd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+}
+
+// The environment variable `name`, or "" when unset (a child's part).
+inline std::string EnvValue(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+// In a child: serves `handler` over `transport` at `address`, tells the
+// parent the port it got, and serves until killed (two minutes at most).
+inline void ServeForParent(Transport& transport, Handler& handler, const std::string& address) {
+  absl::StatusOr<std::unique_ptr<Server>> server = transport.Serve(address, &handler);
+  ASSERT_TRUE(server.ok()) << server.status();
+  TellParent(absl::StrCat((*server)->port()));
+  absl::SleepFor(absl::Minutes(2));
 }
 
 // This binary again, running <suite>.<test> with `env` added, started
