@@ -14,6 +14,8 @@
 namespace pstrain {
 namespace {
 
+constexpr char kShmLaneKey[] = "pstrain-shm-lane";    // every call of an attached channel; the attach's answer
+constexpr char kShmBlockKey[] = "pstrain-shm-block";  // a frame whose payload is a block of the lane
 constexpr size_t kDefaultHalfMegabytes = 256;
 constexpr size_t kMaxLanes = 1024;
 // In an UNAVAILABLE answer: the server does not know the lane a call named.
@@ -54,14 +56,15 @@ std::optional<std::string> ClientShm::OfferIfDue(size_t payload_bytes) {
   return lane_->offer().Encode();
 }
 
-void ClientShm::Attached(const absl::Status& status, std::string lane_id) {
+void ClientShm::Attached(const absl::Status& status, const GrpcMetadata& trailing) {
+  const std::string lane_id(Find(trailing, kShmLaneKey).value_or(""));
   absl::MutexLock lock(&mu_);
   if (state_ != State::kOffered) return;
   if (lane_ != nullptr) lane_->Unlink();  // the server has it open, or never will
   const bool transient = absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status);
   if (status.ok() && !lane_id.empty()) {
     state_ = State::kAttached;
-    lane_id_ = std::move(lane_id);
+    lane_id_ = lane_id;
     return;
   }
   if (!transient) VLOG(1) << "grpc: the server takes no shared memory from this channel: " << status;
@@ -90,7 +93,7 @@ absl::StatusOr<IncomingFrame> ClientShm::Finish(const absl::Status& call, const 
                                                 std::vector<IncomingFrame::Piece> wire,
                                                 std::shared_ptr<const void> keepalive, const Sent& sent) {
   if (!call.ok()) {
-    if (sent.block.has_value()) sent.lane->Withdraw(*sent.block);
+    Withdraw(sent);
     return call;
   }
   const std::optional<std::string_view> block = Find(context.GetServerTrailingMetadata(), kShmBlockKey);
@@ -107,17 +110,21 @@ bool ClientShm::ServerLostLane(const absl::Status& call, const Sent& sent) {
   return sent.lane != nullptr && absl::IsUnavailable(call) && absl::StrContains(call.message(), kUnknownLane);
 }
 
-void ClientShm::Forget(const Sent& sent) {
+void ClientShm::Withdraw(const Sent& sent) {
   if (sent.block.has_value()) sent.lane->Withdraw(*sent.block);
+}
+
+void ClientShm::Forget(const Sent& sent) {
+  Withdraw(sent);
   absl::MutexLock lock(&mu_);
   if (lane_ != sent.lane) return;
   state_ = State::kNotOffered;
   lane_ = nullptr;
 }
 
-absl::StatusOr<std::string> ServerShm::Attach(const GrpcMetadata& client_metadata) {
+absl::Status ServerShm::Attach(grpc::ServerContextBase& call) {
   if (!enabled_) return absl::UnimplementedError("this server takes no shared memory (TLS, or turned off)");
-  const std::optional<std::string_view> text = Find(client_metadata, kShmOfferKey);
+  const std::optional<std::string_view> text = Find(call.client_metadata(), kShmOfferKey);
   if (!text.has_value()) return absl::InvalidArgumentError("attach: no shared memory offer");
   absl::StatusOr<ShmOffer> offer = ShmOffer::Parse(*text);
   if (!offer.ok()) return offer.status();
@@ -130,7 +137,14 @@ absl::StatusOr<std::string> ServerShm::Attach(const GrpcMetadata& client_metadat
   }
   const uint64_t id = next_id_++;
   lanes_[id] = *std::move(lane);
-  return absl::StrCat(id);
+  call.AddTrailingMetadata(kShmLaneKey, absl::StrCat(id));
+  return absl::OkStatus();
+}
+
+void ServerShm::PutResponse(ShmLane* lane, OutgoingFrame& response, grpc::ServerContextBase& call) {
+  if (lane == nullptr) return;
+  if (std::optional<ShmDescriptor> block = lane->Write(response))
+    call.AddTrailingMetadata(kShmBlockKey, block->Encode());
 }
 
 std::shared_ptr<ShmLane> ServerShm::LaneOf(const GrpcMetadata& client_metadata) const {

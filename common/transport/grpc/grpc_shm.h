@@ -34,8 +34,6 @@ namespace pstrain {
 // Served by the transport itself, beside the handler's methods.
 inline constexpr char kShmAttachMethod[] = "/pstrain.Transport/AttachSharedMemory";
 inline constexpr char kShmOfferKey[] = "pstrain-shm-offer";
-inline constexpr char kShmLaneKey[] = "pstrain-shm-lane";
-inline constexpr char kShmBlockKey[] = "pstrain-shm-block";
 
 using GrpcMetadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 
@@ -52,8 +50,9 @@ class ClientShm {
   // The offer to send (kShmAttachMethod, kShmOfferKey) when a frame of
   // `payload_bytes` should start an attach now; report its outcome to Attached.
   std::optional<std::string> OfferIfDue(size_t payload_bytes);
-  // The attach call's outcome: the lane id the server gave, or why not.
-  void Attached(const absl::Status& status, std::string lane_id);
+  // The attach call's outcome: its status and the server's trailing
+  // metadata (the lane's id), or why not.
+  void Attached(const absl::Status& status, const GrpcMetadata& trailing);
   // What one call sent through the lane.
   struct Sent {
     std::shared_ptr<ShmLane> lane;  // null: not attached when the call started
@@ -75,6 +74,8 @@ class ClientShm {
   // Drops `sent`'s lane (if still this channel's), so the next large frame
   // offers a new one.
   void Forget(const Sent& sent);
+  // Takes back the request's block of a call that failed (if it had one).
+  static void Withdraw(const Sent& sent);
 
  private:
   enum class State { kNotOffered, kOffered, kAttached, kRefused };
@@ -91,8 +92,9 @@ class ServerShm {
   // `enabled` false: every offer is refused (UNIMPLEMENTED).
   explicit ServerShm(bool enabled) : enabled_(enabled) {}
 
-  // Serves an attach call: the new lane's id, or why the offer is refused.
-  absl::StatusOr<std::string> Attach(const GrpcMetadata& client_metadata);
+  // Serves an attach call: puts the new lane's id in `call`'s trailing
+  // metadata, or says why the offer is refused.
+  absl::Status Attach(grpc::ServerContextBase& call);
   // The lane a call names, if this server has it.
   std::shared_ptr<ShmLane> LaneOf(const GrpcMetadata& client_metadata) const;
   // The request: `wire` alone, or its header with the payload of the block
@@ -101,6 +103,9 @@ class ServerShm {
   static absl::StatusOr<IncomingFrame> ReadRequest(const GrpcMetadata& client_metadata, ShmLane* lane,
                                                    std::vector<IncomingFrame::Piece> wire,
                                                    std::shared_ptr<const void> keepalive);
+  // Moves a large payload of `response` into `lane` (when there is one and it
+  // has room), naming the block in `call`'s trailing metadata.
+  static void PutResponse(ShmLane* lane, OutgoingFrame& response, grpc::ServerContextBase& call);
 
  private:
   void ForgetDeadClientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -175,7 +175,7 @@ class GrpcChannel : public Channel {
     const bool waited = call->options.wait_for_ready && absl::IsDeadlineExceeded(status);
     if (std::shared_ptr<Peer> peer = waited ? weak.lock() : nullptr;
         peer != nullptr && peer->channel->GetState(false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      call->shm->Finish(status, call->context, {}, nullptr, call->sent).IgnoreError();  // withdraws its block
+      ClientShm::Withdraw(call->sent);
       ExplainUnreachable(peer, std::move(call->done));
       return;
     }
@@ -222,12 +222,7 @@ class GrpcChannel : public Channel {
                         [attach](grpc::Status status) {
                           TakeBack(attach);
                           std::unique_ptr<CallState> owned(attach);
-                          std::string lane;
-                          const GrpcMetadata& trailing = owned->context.GetServerTrailingMetadata();
-                          if (auto it = trailing.find(kShmLaneKey); it != trailing.end()) {
-                            lane.assign(it->second.data(), it->second.size());
-                          }
-                          owned->shm->Attached(FromGrpcStatus(status), std::move(lane));
+                          owned->shm->Attached(FromGrpcStatus(status), owned->context.GetServerTrailingMetadata());
                         });
   }
 
@@ -314,11 +309,7 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
                          Finish(ToGrpcStatus(status));
                          return;
                        }
-                       if (lane_ != nullptr) {
-                         if (std::optional<ShmDescriptor> block = lane_->Write(response)) {
-                           context_->AddTrailingMetadata(kShmBlockKey, block->Encode());
-                         }
-                       }
+                       ServerShm::PutResponse(lane_.get(), response, *context_);
                        response_ = ToByteBuffer(std::move(response));
                        HandOff(this);
                        StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
@@ -338,13 +329,12 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   // Serves kShmAttachMethod: the new lane's id in the trailing metadata, or
   // why the offer is refused.
   void AnswerAttach() {
-    absl::StatusOr<std::string> lane = shm_->Attach(context_->client_metadata());
-    if (!lane.ok()) {
-      FinishOnce(ToGrpcStatus(lane.status()));
+    if (!guard_->Claim()) return;
+    if (absl::Status attached = shm_->Attach(*context_); !attached.ok()) {
+      HandOff(this);
+      Finish(ToGrpcStatus(attached));
       return;
     }
-    if (!guard_->Claim()) return;
-    context_->AddTrailingMetadata(kShmLaneKey, *lane);
     response_ = ToByteBuffer(OutgoingFrame());
     HandOff(this);
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
