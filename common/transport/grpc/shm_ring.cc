@@ -83,14 +83,15 @@ std::optional<ShmRing::Block> ShmRing::Allocate(size_t bytes) {
   if (bytes > size_) return std::nullopt;
   const uint64_t total = std::max<uint64_t>(RoundUp(bytes, kShmBlockAlignment), kShmBlockAlignment);
   if (total > size_) return std::nullopt;
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
-  ReclaimLocked(absl::Now());
+  ReclaimLocked(now);
   const std::optional<uint64_t> at = PlaceLocked(total);
   if (!at.has_value() || !CommitLocked(*at + total)) return std::nullopt;
   const uint64_t seq = next_seq_++;
   SlotOf(table_, *at)->bytes = bytes;
   StateOf(table_, *at).store((seq << 2) | kLive, std::memory_order_release);
-  live_.push_back({*at, *at + total, seq, absl::Now()});
+  live_.push_back({*at, *at + total, seq, now});
   live_bytes_ += total;
   peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
   head_ = *at + total;
