@@ -35,6 +35,8 @@ void ShardMembership::Lose(int worker, int64_t step, const std::string& why) {
 }
 
 void ShardMembership::NotePace(int worker, int64_t local_step, double busy_seconds) {
+  VLOG(2) << "shard " << shard_index_ << ": worker " << worker << " pace: step " << local_step << " busy "
+          << busy_seconds << " s";
   if (!stragglers_.Observe(worker, local_step, busy_seconds)) return;
   for (const Straggler& s : stragglers_.Current()) {
     if (s.worker() != worker) continue;

@@ -2,7 +2,6 @@
 #include "ps/shard/straggler_watch.h"
 
 #include <algorithm>
-#include <numeric>
 
 namespace pstrain {
 namespace {
@@ -15,9 +14,16 @@ double Median(std::vector<double> values) {
   return (*std::max_element(values.begin(), values.begin() + mid) + upper) / 2;
 }
 
+// Busy seconds over the peers' pace over the steps [begin, end).
 template <typename Iterator>
-double Mean(Iterator begin, Iterator end) {
-  return std::accumulate(begin, end, 0.0) / static_cast<double>(std::distance(begin, end));
+double Ratio(Iterator begin, Iterator end) {
+  double busy = 0;
+  double peers = 0;
+  for (Iterator step = begin; step != end; ++step) {
+    busy += step->busy;
+    peers += step->peers;
+  }
+  return busy / peers;
 }
 
 }  // namespace
@@ -30,9 +36,9 @@ bool StragglerWatch::Observe(int worker, int64_t local_step, double seconds) {
   Remember(p, seconds);
   const double peers = PeersTypical(worker);
   if (peers <= 0) return false;
-  p.ratios.push_back(seconds / peers);
-  if (p.ratios.size() > kMeanWindow) p.ratios.pop_front();
-  if (p.ratios.size() < kRecentWindow) return false;
+  p.steps.push_back({seconds, peers});
+  if (p.steps.size() > kMeanWindow) p.steps.pop_front();
+  if (p.steps.size() < kRecentWindow) return false;
   if (p.named >= 0) {
     Straggler& s = named_[p.named];
     s.set_ratio(RecentRatio(p));
@@ -42,7 +48,7 @@ bool StragglerWatch::Observe(int worker, int64_t local_step, double seconds) {
     s.set_current(false);
     p.named = -1;
     p.throughout = 0;
-    p.ratios.clear();  // the mean rule starts again from its steps at pace
+    p.steps.clear();  // the mean rule starts again from its steps at pace
     return true;
   }
   if (!MeetsANamingRule(p)) return false;
@@ -64,18 +70,23 @@ void StragglerWatch::Remember(Pace& p, double seconds) {
 }
 
 bool StragglerWatch::MeetsANamingRule(Pace& p) {
-  bool throughout = false;
-  if (p.ratios.size() >= kThroughoutWindow) {
-    const auto recent = p.ratios.end() - kThroughoutWindow;
-    const auto slow = std::count_if(recent, p.ratios.end(), [](double r) { return r >= kThroughoutSlowRatio; });
-    throughout = slow >= kThroughoutSlowSteps && Mean(recent, p.ratios.end()) >= kThroughoutRatio;
-  }
-  p.throughout = throughout ? p.throughout + 1 : 0;
+  p.throughout = SlowedThroughout(p) ? p.throughout + 1 : 0;
   if (p.throughout >= kThroughoutPersist) return true;
-  return p.ratios.size() == kMeanWindow && Mean(p.ratios.begin(), p.ratios.end()) >= kNameRatio;
+  return p.steps.size() == kMeanWindow && Ratio(p.steps.begin(), p.steps.end()) >= kNameRatio;
 }
 
-double StragglerWatch::RecentRatio(const Pace& p) { return Mean(p.ratios.end() - kRecentWindow, p.ratios.end()); }
+bool StragglerWatch::SlowedThroughout(const Pace& p) {
+  if (p.steps.size() < kThroughoutWindow) return false;
+  const auto recent = p.steps.end() - kThroughoutWindow;
+  if (Ratio(recent, p.steps.end()) < kThroughoutRatio) return false;
+  constexpr int kBlock = kThroughoutWindow / kThroughoutBlocks;
+  for (auto block = recent; block != p.steps.end(); block += kBlock) {
+    if (Ratio(block, block + kBlock) < kThroughoutBlockRatio) return false;
+  }
+  return true;
+}
+
+double StragglerWatch::RecentRatio(const Pace& p) { return Ratio(p.steps.end() - kRecentWindow, p.steps.end()); }
 
 void StragglerWatch::Forget(int worker) {
   Pace& p = workers_[worker];

@@ -4,37 +4,41 @@
 // worker steps at the pace of the slowest, so step times cannot tell; busy
 // times can: the fast ones spend the difference waiting.
 //
-// Each step a worker reports is compared with its peers' typical step (the
+// Each step a worker reports is set beside its peers' pace then (the
 // median, over the other workers that have not left, of each one's median
-// busy time over its last kPeerWindow (20) steps): its step ratio. A peer
-// that has not reported while the workers made kStaleRounds (4) steps each
-// (dead but not yet declared lost, or paused) does not count until it does.
+// busy time over its last kPeerWindow (5) steps). The window is short on
+// purpose: what slows a whole host (its scheduler, a layout every worker
+// tries, ps_scheduling.tune) slows every worker in the same steps, and a
+// longer window (20) lagged behind it, so every worker looked slow for a few
+// steps after such an episode (over a clean 10-minute run on two cores that
+// named a worker). A peer that has not reported while the workers made
+// kStaleRounds (4) steps each (dead but not yet declared lost, or paused)
+// does not count until it does. A worker's ratio over some steps is its
+// busy seconds in them over its peers' pace in them, summed (a mean of
+// per-step ratios would overweight the steps where the peers were quick).
 // A worker is named a straggler by either of two rules:
-//  - slowed throughout: the mean of its last kThroughoutWindow (15) step
-//    ratios at kThroughoutRatio (1.5) or more, with at least
-//    kThroughoutSlowSteps (12) of them at kThroughoutSlowRatio (1.25) or
-//    more, for kThroughoutPersist (4) steps in a row. A worker paused a
-//    third of the time (slowed to 1/1.5 of its speed) measures about 1.4x
-//    for its first ten steps and 1.6-2x after: it is named within 30 of its
-//    steps (14-21 measured, 12 runs of three workers on two cores);
-//  - slowed in bursts, or by less (a coarse CPU quota, pauses, 1.3-1.5x
-//    throughout): the mean of its last kMeanWindow (100) step ratios at
-//    kNameRatio (1.3) or more (within about 70 steps for every other step
-//    twice as long).
+//  - slowed throughout: its ratio over its last kThroughoutWindow (15)
+//    steps is kThroughoutRatio (1.5) or more, and over each third of them
+//    (5 steps) kThroughoutBlockRatio (1.3) or more, for kThroughoutPersist
+//    (4) steps in a row. Thirds, not single steps: a worker paused a third
+//    of the time has steps at pace whenever a pause falls in its waits
+//    (which are not busy time), the more the closer its step is to the
+//    pause's period, yet each third of its steps stays over 1.3x. A worker
+//    paused a third of the time (slowed to 1/1.5 of its speed) is named
+//    within 20 of its steps (docs/ELASTIC.md, "Stragglers");
+//  - slowed in bursts, or by less (a coarse CPU quota, long pauses,
+//    1.3-1.5x throughout): its ratio over its last kMeanWindow (100) steps
+//    at kNameRatio (1.3) or more (within about 70 steps for every other
+//    step twice as long).
 // What a clean run has meets neither: the scheduler of a busy host delaying
 // one worker for a second or so (up to 1.44x its peers over 25 steps, a few
-// of every ten steps at pace), a worker trying a slower layout for a dozen
-// steps (ps_scheduling.tune; up to 1.5x), or workers that slow down together
-// while their peers' typical steps catch up. Over a clean 10-minute run of
-// three workers on two cores (18,700 steps) the first rule's condition held
-// for at most one step in a row (the rule it replaced, 9 of 10 steps at 1.3x
-// for 6 steps, named a worker twice); a hundred steps dilute any episode.
-// A straggler stops being one after
-// kClearPersist (8) steps in a row whose last kRecentWindow step ratios average
-// below kClearRatio (1.15); the mean rule then counts from its steps at
-// pace only. While named, its busy time beyond its peers' typical step adds
-// up (Straggler.excess_seconds: under sync, about how long the others waited
-// for it); Straggler.ratio is the mean of its last kRecentWindow step ratios.
+// of every ten steps at pace), or every worker slowing down at once (the
+// short peer window follows it). A straggler stops being one after
+// kClearPersist (8) steps in a row whose ratio over the last kRecentWindow
+// is below kClearRatio (1.15); the mean rule then counts from its steps at
+// pace only. While named, its busy time beyond its peers' pace adds up
+// (Straggler.excess_seconds: under sync, about how long the others waited
+// for it); Straggler.ratio is its ratio over its last kRecentWindow steps.
 //
 // Not thread-safe: PsShard holds it (in ShardMembership) under its mutex.
 #pragma once
@@ -49,18 +53,19 @@ namespace pstrain {
 
 class StragglerWatch {
  public:
-  static constexpr int kPeerWindow = 20;
+  static constexpr int kPeerWindow = 5;
   static constexpr int kRecentWindow = 10;
   static constexpr int kThroughoutWindow = 15;
-  static constexpr int kThroughoutSlowSteps = 12;
+  static constexpr int kThroughoutBlocks = 3;
   static constexpr int kThroughoutPersist = 4;
-  static constexpr double kThroughoutSlowRatio = 1.25;
+  static constexpr double kThroughoutBlockRatio = 1.3;
   static constexpr double kThroughoutRatio = 1.5;
   static constexpr int kMeanWindow = 100;
   static constexpr int kClearPersist = 8;
   static constexpr int kStaleRounds = 4;
   static constexpr double kNameRatio = 1.3;
   static constexpr double kClearRatio = 1.15;
+  static_assert(kThroughoutWindow % kThroughoutBlocks == 0, "the window splits into whole blocks");
 
   explicit StragglerWatch(int num_workers) : workers_(num_workers) {}
 
@@ -81,10 +86,15 @@ class StragglerWatch {
   const std::vector<Straggler>& named() const { return named_; }
 
  private:
+  // One step: the worker's busy seconds and its peers' pace then.
+  struct StepPace {
+    double busy = 0;
+    double peers = 0;
+  };
   struct Pace {
-    std::deque<double> busy;    // the last kPeerWindow busy times
-    double typical = 0;         // their median, once there are kPeerWindow
-    std::deque<double> ratios;  // the last kMeanWindow step ratios
+    std::deque<double> busy;     // the last kPeerWindow busy times
+    double typical = 0;          // their median, once there are kPeerWindow
+    std::deque<StepPace> steps;  // the last kMeanWindow steps compared
     int64_t last_step = -1;
     int64_t last_report = -1;  // reports_ at its last report
     int throughout = 0;        // steps in a row meeting the slowed-throughout rule
@@ -98,7 +108,9 @@ class StragglerWatch {
   double PeersTypical(int worker) const;
   // Whether `p`, not named, now meets a rule to be named.
   static bool MeetsANamingRule(Pace& p);
-  // The mean of the last kRecentWindow step ratios of `p`.
+  // The slowed-throughout condition on the last kThroughoutWindow steps of `p`.
+  static bool SlowedThroughout(const Pace& p);
+  // The ratio over the last kRecentWindow steps of `p`.
   static double RecentRatio(const Pace& p);
 
   std::vector<Pace> workers_;

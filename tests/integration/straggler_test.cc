@@ -1,12 +1,14 @@
 // Stragglers named (docs/RESULTS.md, `Straggler`): real pstrain-ps and
 // pstrain-worker processes under pstrain-launch, sync, Fashion-MNIST. One
 // worker is slowed to 1/1.5 of its speed by a pause duty cycle (SIGSTOP for
-// a third of every 30 ms) once it printed step 100 (it prints every step;
+// a third of every 15 ms, several pauses in each of its steps of 25-40 ms,
+// so that few steps escape them; a step whose pause falls in its waits is
+// not slowed in busy time) once it printed step 100 (it prints every step;
 // the last step printed during the first pause is where the slowdown
-// began): the chief names it within 30 of its steps (it measures about 1.4x
-// for its first ten, 1.6-2x after; ps/shard/straggler_watch.h), result.json
-// records it,
-// slow to the end, with what it cost, and nobody was named before. A clean 10-minute run names nobody (long: set
+// began): the chief names it within 30 of its steps (14-18 measured alone,
+// up to 26 beside a CPU hog; ps/shard/straggler_watch.h), result.json
+// records it, slow to the end, with what it cost, and nobody was named
+// before. A clean 10-minute run names nobody (long: set
 // PSTRAIN_LONG_TESTS=1; CI runs the short one).
 #include <signal.h>
 
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,20 +95,20 @@ TEST_F(StragglerTest, AWorkerSlowedToTwoThirdsIsNamedWithinThirtyOfItsSteps) {
       << launch.out() << launch.err();
   const std::vector<pid_t> pids = FindProcesses({"pstrain-worker", "--index=2", run_dir_});
   ASSERT_EQ(pids.size(), 1u);
-  // A pause duty cycle: stopped 10 ms of every 30 ms, until the run ends.
+  // A pause duty cycle: stopped 5 ms of every 15 ms, until the run ends.
   std::atomic<bool> stop{false};
   std::atomic<int64_t> onset{-1};
   std::string before;
   std::thread duty([&] {
     while (!stop.load() && kill(pids[0], 0) == 0) {
       kill(pids[0], SIGSTOP);
-      std::this_thread::sleep_for(milliseconds(10));
+      std::this_thread::sleep_for(milliseconds(5));
       if (onset.load() < 0) {
         before = launch.out();
         onset = LastStepOfWorker2(before);
       }
       kill(pids[0], SIGCONT);
-      std::this_thread::sleep_for(milliseconds(20));
+      std::this_thread::sleep_for(milliseconds(10));
     }
   });
   std::optional<int> status = WaitForExit(launch.pid, seconds(420));
@@ -121,6 +124,8 @@ TEST_F(StragglerTest, AWorkerSlowedToTwoThirdsIsNamedWithinThirtyOfItsSteps) {
   EXPECT_EQ(s.worker(), 2);
   EXPECT_GE(s.ratio(), 1.3);
   ASSERT_GE(onset.load(), 100);
+  std::cout << "worker 2 slowed after its step " << onset.load() << ", named at its step " << s.named_at_step() << " ("
+            << s.ratio() << "x)\n";
   EXPECT_LE(s.named_at_step(), onset.load() + 30) << s.ShortDebugString() << "; slowed after step " << onset.load();
   EXPECT_GT(s.excess_seconds(), 0);
   EXPECT_TRUE(s.current()) << "slowed to the end";
