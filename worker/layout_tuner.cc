@@ -18,6 +18,22 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// The median absolute deviation of `v` over its median (0 for a median of 0).
+double RelativeSpread(const std::vector<double>& v) {
+  const double median = Median(v);
+  if (median <= 0) return 0;
+  std::vector<double> deviations;
+  deviations.reserve(v.size());
+  for (double x : v) deviations.push_back(std::abs(x - median));
+  return Median(std::move(deviations)) / median;
+}
+
+// Keeps the last `n` of `values` after adding `v`.
+void KeepLast(std::vector<double>& values, double v, size_t n) {
+  values.push_back(v);
+  if (values.size() > n) values.erase(values.begin());
+}
+
 std::string Describe(const TransferLayout& layout) {
   return LayoutText(layout.batch_bytes, layout.window_bytes, layout.pushes_per_shard);
 }
@@ -51,8 +67,9 @@ LayoutTuner::LayoutTuner(const Options& options) : options_(options) {
 }
 
 std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds, double cpu_seconds) {
-  if (skip_ > 0) {
-    --skip_;
+  if (skip_ > 0 || skip_seconds_ > 0) {
+    skip_ = std::max(0, skip_ - 1);
+    skip_seconds_ -= seconds;
     return std::nullopt;
   }
   const std::optional<Cost> cost = TrialCost(seconds, cpu_seconds);
@@ -81,11 +98,15 @@ std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds,
 std::optional<LayoutTuner::Cost> LayoutTuner::TrialCost(double seconds, double cpu_seconds) {
   samples_.push_back(seconds);
   cpu_samples_.push_back(cpu_seconds);
-  if (static_cast<int>(samples_.size()) < options_.steps_per_trial) return std::nullopt;
+  if (static_cast<int>(samples_.size()) < TrialSteps()) return std::nullopt;
   Cost cost;
   cost.seconds = Median(samples_);
+  cost.spread = RelativeSpread(samples_);
   const bool cpu_known = std::all_of(cpu_samples_.begin(), cpu_samples_.end(), [](double c) { return c >= 0; });
   cost.cpu = cpu_known ? Median(cpu_samples_) : -1;
+  cost.cpu_spread = cpu_known ? RelativeSpread(cpu_samples_) : 0;
+  KeepLast(spreads_, cost.spread, kSpreadTrials);
+  KeepLast(cpu_spreads_, cost.cpu_spread, kSpreadTrials);
   samples_.clear();
   cpu_samples_.clear();
   return cost;
@@ -93,10 +114,26 @@ std::optional<LayoutTuner::Cost> LayoutTuner::TrialCost(double seconds, double c
 
 bool LayoutTuner::AsFastAndCheaper(const Cost& cost) const {
   if (cost.cpu < 0 || best_cpu_ <= 0) return false;
-  return cost.seconds <= best_seconds_ * (1 + options_.tie) && cost.cpu <= best_cpu_ * (1 - options_.min_cpu_gain);
+  return cost.seconds <= best_seconds_ * (1 + options_.tie) &&
+         cost.cpu <= best_cpu_ * (1 - Margin(options_.min_cpu_gain, cpu_spreads_));
+}
+
+int LayoutTuner::TrialSteps() const {
+  const bool noisy = !spreads_.empty() && Median(spreads_) > options_.noisy_spread;
+  return noisy ? std::max(options_.steps_per_trial, options_.noisy_steps_per_trial) : options_.steps_per_trial;
+}
+
+double LayoutTuner::Margin(double threshold, const std::vector<double>& spreads) const {
+  if (spreads.empty()) return threshold;
+  // The median of n samples has a standard error of about 1.25 standard
+  // deviations over sqrt(n); a deviation is about 1.48 median absolute
+  // deviations; a difference of two such medians is sqrt(2) of one.
+  const double standard_error = 1.25 * 1.4826 * Median(spreads) * std::sqrt(2.0 / TrialSteps());
+  return std::max(threshold, options_.noise_widths * standard_error);
 }
 
 void LayoutTuner::StartSearch(const Cost& base_cost) {
+  settled_costs_.clear();
   best_ = current_;
   best_seconds_ = base_cost.seconds;
   best_cpu_ = base_cost.cpu;
@@ -150,7 +187,7 @@ std::optional<TransferLayout> LayoutTuner::NextCandidate() {
 }
 
 std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, const Cost& cost) {
-  if (cost.seconds > best_seconds_ * (1 + options_.drift)) {
+  if (cost.seconds > best_seconds_ * (1 + Margin(options_.drift, spreads_))) {
     // Far slower: this setting, or the link under every setting? Measure
     // the best one again before judging.
     state_ = State::kControl;
@@ -159,7 +196,7 @@ std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, const Cost&
                                   cost.seconds, best_seconds_));
   }
   std::string note;
-  const bool faster = cost.seconds < best_seconds_ * (1 - options_.min_gain);
+  const bool faster = cost.seconds < best_seconds_ * (1 - Margin(options_.min_gain, spreads_));
   if (!faster && AsFastAndCheaper(cost)) {
     note = absl::StrFormat(" (%s kept: as fast, %.0f%% less CPU a step)", Describe(current_),
                            100 * (1 - cost.cpu / best_cpu_));
@@ -178,7 +215,7 @@ std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, const Cost&
 
 std::optional<TransferLayout> LayoutTuner::OnControlDone(int64_t step, const Cost& cost) {
   state_ = State::kTrial;
-  if (std::abs(cost.seconds / best_seconds_ - 1) > options_.drift) {
+  if (std::abs(cost.seconds / best_seconds_ - 1) > Margin(options_.drift, spreads_)) {
     // The best setting changed pace too: the link (or the CPU) did. What
     // was measured before no longer holds; search again from here.
     const double was = best_seconds_;
@@ -208,8 +245,11 @@ std::optional<TransferLayout> LayoutTuner::NextOrSettle(int64_t step, double pre
 }
 
 std::optional<TransferLayout> LayoutTuner::WatchSettled(int64_t step, const Cost& cost) {
-  if (std::abs(cost.seconds / best_seconds_ - 1) <= options_.drift) {
+  if (std::abs(cost.seconds / best_seconds_ - 1) <= Margin(options_.drift, spreads_)) {
     drifted_trials_ = 0;
+    if (settled_costs_.empty()) settled_costs_.push_back(best_seconds_);
+    KeepLast(settled_costs_, cost.seconds, kSettledCosts);
+    best_seconds_ = Median(settled_costs_);
     return std::nullopt;
   }
   if (++drifted_trials_ < 2) return std::nullopt;
@@ -232,6 +272,7 @@ std::optional<TransferLayout> LayoutTuner::Change(int64_t step, const TransferLa
   current_ = to;
   decisions_.push_back({step, to, previous, std::move(why)});
   skip_ = options_.settle_steps;
+  skip_seconds_ = options_.settle_seconds;
   samples_.clear();
   cpu_samples_.clear();
   return to;

@@ -25,7 +25,24 @@
 //     cheapest of equals leaves the CPU to the rest of the job;
 //   - settled, each run of `steps_per_trial` steps is compared with the
 //     settled cost: two in a row off by more than `drift` (the link or the
-//     load changed) start the search again from the current setting.
+//     load changed) start the search again from the current setting; each
+//     run within it refines the settled cost (the median of the last
+//     kSettledCosts such runs: one trial's figure may be off by its noise);
+//   - the thresholds above (`min_gain`, `drift`; `min_cpu_gain` for CPU
+//     seconds; not `tie`, which stays strict) widen to `noise_widths`
+//     standard errors of the difference of two trials' medians where that
+//     is larger, from the step times' spread: the median, over the last
+//     kSpreadTrials trials, of each trial's median absolute deviation over
+//     its median (CPU seconds alike). Where the spread is over
+//     `noisy_spread` a trial counts `noisy_steps_per_trial` steps. On a
+//     quiet, link-bound cluster the spread is a percent or less and nothing
+//     changes; where the CPU is the limit and steps jitter by a third, a 3%
+//     "gain" is noise, and taking it kept the search wandering, and the
+//     settled watch re-tuning, for a whole run;
+//   - after a change, `settle_steps` steps and at least `settle_seconds` of
+//     steps go uncounted: followers adopt the chief's layout through their
+//     heartbeats (PipelineTuning), and a trial timed before they did would
+//     time a mixture.
 // Pure logic: no clock, no I/O; the caller feeds step times and applies
 // the settings it returns. Not thread-safe.
 #pragma once
@@ -71,7 +88,15 @@ class LayoutTuner {
     double tie = 0.01;
     double min_cpu_gain = 0.10;
     double drift = 0.15;
+    double noise_widths = 3.0;
+    double noisy_spread = 0.05;
+    int noisy_steps_per_trial = 16;
+    double settle_seconds = 0;
   };
+  // The trials whose spreads make the noise estimate.
+  static constexpr int kSpreadTrials = 8;
+  // Settled, the cost watched against is the median of this many runs.
+  static constexpr int kSettledCosts = 5;
   explicit LayoutTuner(const Options& options);
 
   // The step time of `step` (run with current()) and the CPU seconds this
@@ -98,12 +123,19 @@ class LayoutTuner {
   struct Cost {
     double seconds = 0;
     double cpu = -1;
+    double spread = 0;      // of the seconds: median absolute deviation / median
+    double cpu_spread = 0;  // the same of the CPU seconds (0 when not known)
   };
   // The current trial's cost, once it has counted enough steps.
   std::optional<Cost> TrialCost(double seconds, double cpu_seconds);
   // The trial of current_ took no longer than best_ (within options_.tie)
-  // and at least options_.min_cpu_gain less CPU.
+  // and at least CpuMargin(min_cpu_gain) less CPU.
   bool AsFastAndCheaper(const Cost& cost) const;
+  // The steps a trial counts now: more where steps spread widely.
+  int TrialSteps() const;
+  // `threshold`, or options_.noise_widths standard errors of the
+  // difference of two trials' medians, from `spreads`, when that is larger.
+  double Margin(double threshold, const std::vector<double>& spreads) const;
   // The next setting to try from the best one (knob_, direction_), moving
   // to the next direction or knob when one leaves the bounds; nullopt when
   // the round is over.
@@ -133,12 +165,16 @@ class LayoutTuner {
   int direction_ = +1;  // +1 multiplies by factor_, -1 divides
   bool moved_in_round_ = false;
   bool moved_this_direction_ = false;
-  int knobs_tried_ = 0;  // knobs finished in this round
-  int skip_ = 0;         // settle steps still to skip
+  int knobs_tried_ = 0;              // knobs finished in this round
+  int skip_ = 0;                     // settle steps still to skip
+  double skip_seconds_ = 0;          // settle seconds still to skip
+  std::vector<double> spreads_;      // the last kSpreadTrials trials' spreads
+  std::vector<double> cpu_spreads_;  // and of their CPU seconds
   std::vector<double> samples_;
   std::vector<double> cpu_samples_;
   int drifted_trials_ = 0;
   int64_t settled_step_ = -1;
+  std::vector<double> settled_costs_;  // settled: the last kSettledCosts runs within the margin
   std::vector<TuningDecision> decisions_;
 };
 

@@ -22,6 +22,9 @@ std::unique_ptr<PipelineTuning> PipelineTuning::Create(const ExperimentConfig& c
   LayoutTuner::Options options;
   const PsSchedulingConfig& s = config.ps_scheduling();
   options.start = {s.batch_bytes(), s.window_bytes(), s.pushes_per_shard()};
+  // Followers hear the chief's layout with their heartbeats: the chief's
+  // own goes out within one period, theirs bring it back within another.
+  if (config.cluster().worker_hosts_size() > 1) options.settle_seconds = 2 * config.timeouts().heartbeat_seconds();
   return std::unique_ptr<PipelineTuning>(
       new PipelineTuning(options, /*leads=*/worker_index == 0, pipeline, timeline, worker_index, TimeDilation(config)));
 }

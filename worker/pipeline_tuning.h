@@ -35,7 +35,8 @@ class PipelineTuning {
   // cluster's steps and chooses; every other worker follows, applying the
   // chief's layout as its heartbeats bring it (one layout for the cluster:
   // sync steps are every worker's, so one measurement suffices, and two
-  // tuners would confound each other's trials).
+  // tuners would confound each other's trials). The chief's trials start
+  // counting two heartbeat periods after a change, once followers run it.
   static std::unique_ptr<PipelineTuning> Create(const ExperimentConfig& config, PsPipeline* pipeline,
                                                 Timeline* timeline, int worker_index);
 
