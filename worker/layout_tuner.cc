@@ -101,12 +101,10 @@ std::optional<LayoutTuner::Cost> LayoutTuner::TrialCost(double seconds, double c
   if (static_cast<int>(samples_.size()) < TrialSteps()) return std::nullopt;
   Cost cost;
   cost.seconds = Median(samples_);
-  cost.spread = RelativeSpread(samples_);
   const bool cpu_known = std::all_of(cpu_samples_.begin(), cpu_samples_.end(), [](double c) { return c >= 0; });
   cost.cpu = cpu_known ? Median(cpu_samples_) : -1;
-  cost.cpu_spread = cpu_known ? RelativeSpread(cpu_samples_) : 0;
-  KeepLast(spreads_, cost.spread, kSpreadTrials);
-  KeepLast(cpu_spreads_, cost.cpu_spread, kSpreadTrials);
+  KeepLast(spreads_, RelativeSpread(samples_), kSpreadTrials);
+  KeepLast(cpu_spreads_, cpu_known ? RelativeSpread(cpu_samples_) : 0, kSpreadTrials);
   samples_.clear();
   cpu_samples_.clear();
   return cost;

@@ -123,8 +123,6 @@ class LayoutTuner {
   struct Cost {
     double seconds = 0;
     double cpu = -1;
-    double spread = 0;      // of the seconds: median absolute deviation / median
-    double cpu_spread = 0;  // the same of the CPU seconds (0 when not known)
   };
   // The current trial's cost, once it has counted enough steps.
   std::optional<Cost> TrialCost(double seconds, double cpu_seconds);
