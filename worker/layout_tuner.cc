@@ -76,7 +76,7 @@ std::optional<TransferLayout> LayoutTuner::Observe(int64_t step, double seconds,
   if (!cost) return std::nullopt;
   switch (state_) {
     case State::kMeasureBase: {
-      StartSearch(*cost);
+      StartSearch(*cost, /*retune=*/false);
       std::optional<TransferLayout> next = NextCandidate();
       if (!next) {
         state_ = State::kSettled;
@@ -118,7 +118,13 @@ bool LayoutTuner::AsFastAndCheaper(const Cost& cost) const {
 
 int LayoutTuner::TrialSteps() const {
   const bool noisy = !spreads_.empty() && Median(spreads_) > options_.noisy_spread;
-  return noisy ? std::max(options_.steps_per_trial, options_.noisy_steps_per_trial) : options_.steps_per_trial;
+  if (!noisy) return options_.steps_per_trial;
+  int steps = std::max(options_.steps_per_trial, options_.noisy_steps_per_trial);
+  if (options_.max_trial_seconds > 0 && best_seconds_ > 0) {
+    const double fit = std::floor(options_.max_trial_seconds / best_seconds_);
+    steps = static_cast<int>(std::clamp<double>(fit, options_.steps_per_trial, steps));
+  }
+  return steps;
 }
 
 double LayoutTuner::Margin(double threshold, const std::vector<double>& spreads) const {
@@ -130,7 +136,8 @@ double LayoutTuner::Margin(double threshold, const std::vector<double>& spreads)
   return std::max(threshold, options_.noise_widths * standard_error);
 }
 
-void LayoutTuner::StartSearch(const Cost& base_cost) {
+void LayoutTuner::StartSearch(const Cost& base_cost, bool retune) {
+  retuning_ = retune;
   settled_costs_.clear();
   best_ = current_;
   best_seconds_ = base_cost.seconds;
@@ -170,8 +177,10 @@ std::optional<TransferLayout> LayoutTuner::NextCandidate() {
       if (!(candidate == best_)) return candidate;
       AdvanceDirection();  // at a bound
     }
-    // A round that moved nothing: in steps of 4, go on in steps of 2; in
-    // steps of 2, settled.
+    // The round is over. A re-tune settles after its one round in steps
+    // of 4. A first search, after a round that made no step faster, goes
+    // on in steps of 2, and after such a round in steps of 2 settles.
+    if (retuning_) return std::nullopt;
     if (!moved_in_round_) {
       if (factor_ == 2) return std::nullopt;
       factor_ = 2;
@@ -203,7 +212,7 @@ std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, const Cost&
     best_ = current_;
     best_seconds_ = cost.seconds;
     best_cpu_ = cost.cpu;
-    moved_in_round_ = true;
+    moved_in_round_ = moved_in_round_ || faster;
     moved_this_direction_ = true;
   } else {
     AdvanceDirection();
@@ -213,11 +222,23 @@ std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, const Cost&
 
 std::optional<TransferLayout> LayoutTuner::OnControlDone(int64_t step, const Cost& cost) {
   state_ = State::kTrial;
-  if (std::abs(cost.seconds / best_seconds_ - 1) > Margin(options_.drift, spreads_)) {
+  const bool pace_changed = std::abs(cost.seconds / best_seconds_ - 1) > Margin(options_.drift, spreads_);
+  if (pace_changed && retuning_) {
+    // A re-tune measured its base at the new pace already: the link still
+    // moving, or its first figures' noise. Its one round goes on from the
+    // pace measured now, so that it still settles within a round.
+    const std::string note = absl::StrFormat(" (re-based: %s now takes %.4g s a step, was %.4g s)", Describe(best_),
+                                             cost.seconds, best_seconds_);
+    best_seconds_ = cost.seconds;
+    best_cpu_ = cost.cpu;
+    AdvanceDirection();
+    return NextOrSettle(step, cost.seconds, note);
+  }
+  if (pace_changed) {
     // The best setting changed pace too: the link (or the CPU) did. What
     // was measured before no longer holds; search again from here.
     const double was = best_seconds_;
-    StartSearch(cost);
+    StartSearch(cost, /*retune=*/true);
     std::optional<TransferLayout> next = NextCandidate();
     if (!next) return NextOrSettle(step, cost.seconds);
     return Change(step + 1, *next, cost.seconds,
@@ -252,7 +273,7 @@ std::optional<TransferLayout> LayoutTuner::WatchSettled(int64_t step, const Cost
   }
   if (++drifted_trials_ < 2) return std::nullopt;
   const double settled = best_seconds_;
-  StartSearch(cost);
+  StartSearch(cost, /*retune=*/true);
   std::optional<TransferLayout> next = NextCandidate();
   const std::string why = absl::StrFormat("re-tune: %.4g s a step against %.4g s when settled; try %s", cost.seconds,
                                           settled, next ? Describe(*next) : "nothing");

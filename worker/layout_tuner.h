@@ -16,25 +16,41 @@
 //     going, else try dividing the same way; then the other knob (a
 //     saturating gain, as a window's, shows in steps of 4 where one of 2
 //     may hide in the noise);
-//   - a round over the knobs that moves nothing goes on in steps of 2, and
-//     a round in steps of 2 that moves nothing settles the search;
+//   - a round over the knobs that makes no step faster goes on in steps of
+//     2, and a round in steps of 2 that makes none faster settles the
+//     search. A re-tune (below) makes one round in steps of 4 (each knob
+//     on in the direction that gains, as far as it gains) and settles:
+//     after a link change the coarse moves are what pays, and more rounds
+//     would take it past a minute to settle again on the seed cluster;
 //   - a move that is no faster but not slower either (within `tie`) is
 //     still taken when its steps cost this process at least `min_cpu_gain`
 //     less CPU (fewer, larger RPCs for the same step time): where the links
 //     are not the limit, settings differ in CPU, not in step time, and the
-//     cheapest of equals leaves the CPU to the rest of the job;
+//     cheapest of equals leaves the CPU to the rest of the job. Such a move
+//     goes on in its direction but starts no further round: CPU seconds
+//     jitter from trial to trial by more than their spread within one shows
+//     (other processes share the cores), and rounds renewed by that jitter
+//     kept the search of the seed cluster going for 130 steps;
 //   - settled, each run of `steps_per_trial` steps is compared with the
 //     settled cost: two in a row off by more than `drift` (the link or the
-//     load changed) start the search again from the current setting; each
-//     run within it refines the settled cost (the median of the last
+//     load changed) start a re-tune from the current setting; each run
+//     within it refines the settled cost (the median of the last
 //     kSettledCosts such runs: one trial's figure may be off by its noise);
+//   - a trial far slower than the best (`drift`) is followed by a control
+//     trial of the best: when that one changed pace too, a first search
+//     starts over from it as a re-tune (figures from before the change do
+//     not hold), and a re-tune goes on with its round from the new figure;
 //   - the thresholds above (`min_gain`, `drift`; `min_cpu_gain` for CPU
 //     seconds; not `tie`, which stays strict) widen to `noise_widths`
 //     standard errors of the difference of two trials' medians where that
 //     is larger, from the step times' spread: the median, over the last
 //     kSpreadTrials trials, of each trial's median absolute deviation over
 //     its median (CPU seconds alike). Where the spread is over
-//     `noisy_spread` a trial counts `noisy_steps_per_trial` steps. On a
+//     `noisy_spread` a trial counts `noisy_steps_per_trial` steps, or as
+//     many as fit in `max_trial_seconds` (when set) of the best setting's
+//     steps, at least `steps_per_trial`: long steps (a slow link) are
+//     already averages over many transfers, and 16 of them made one trial
+//     of the seed cluster at 2 Gbit/s last 13 s of its time. On a
 //     quiet, link-bound cluster the spread is a percent or less and nothing
 //     changes; where the CPU is the limit and steps jitter by a third, a 3%
 //     "gain" is noise, and taking it kept the search wandering, and the
@@ -91,6 +107,7 @@ class LayoutTuner {
     double noise_widths = 3.0;
     double noisy_spread = 0.05;
     int noisy_steps_per_trial = 16;
+    double max_trial_seconds = 0;  // 0: no bound (in the seconds Observe gets)
     double settle_seconds = 0;
   };
   // The trials whose spreads make the noise estimate.
@@ -150,7 +167,8 @@ class LayoutTuner {
   // ends with `note`), or settled on best_.
   std::optional<TransferLayout> NextOrSettle(int64_t step, double previous, const std::string& note = "");
   std::optional<TransferLayout> WatchSettled(int64_t step, const Cost& cost);
-  void StartSearch(const Cost& base_cost);
+  // `retune`: the search is a re-tune (WatchSettled, a re-base), not the first.
+  void StartSearch(const Cost& base_cost, bool retune);
 
   const Options options_;
   TransferLayout current_;
@@ -159,9 +177,10 @@ class LayoutTuner {
   double best_cpu_ = -1;  // CPU seconds a step of best_; negative: not known
   State state_ = State::kMeasureBase;
   int knob_ = kBatch;
-  int factor_ = 4;      // the step: 4, then 2
-  int direction_ = +1;  // +1 multiplies by factor_, -1 divides
-  bool moved_in_round_ = false;
+  int factor_ = 4;               // the step: 4, then 2
+  int direction_ = +1;           // +1 multiplies by factor_, -1 divides
+  bool moved_in_round_ = false;  // a step got faster in this round
+  bool retuning_ = false;        // this search began from a settled or measured setting whose pace changed
   bool moved_this_direction_ = false;
   int knobs_tried_ = 0;              // knobs finished in this round
   int skip_ = 0;                     // settle steps still to skip

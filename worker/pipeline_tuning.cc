@@ -25,6 +25,11 @@ std::unique_ptr<PipelineTuning> PipelineTuning::Create(const ExperimentConfig& c
   // Followers hear the chief's layout with their heartbeats: the chief's
   // own goes out within one period, theirs bring it back within another.
   if (config.cluster().worker_hosts_size() > 1) options.settle_seconds = 2 * config.timeouts().heartbeat_seconds();
+  // Trials of noisy steps last at most this long in the run's own time, so
+  // that a re-tune after a link change settles within a minute; the tuner
+  // sees wall-clock steps, stretched by an emulation's time scale.
+  constexpr double kMaxTrialSeconds = 4;
+  options.max_trial_seconds = kMaxTrialSeconds * TimeDilation(config);
   return std::unique_ptr<PipelineTuning>(
       new PipelineTuning(options, /*leads=*/worker_index == 0, pipeline, timeline, worker_index, TimeDilation(config)));
 }
