@@ -30,7 +30,7 @@
 //     goes on in its direction but starts no further round: CPU seconds
 //     jitter from trial to trial by more than their spread within one shows
 //     (other processes share the cores), and rounds renewed by that jitter
-//     kept the search of the seed cluster going for 130 steps;
+//     kept the search of the seed cluster going for 135 steps;
 //   - settled, each run of `steps_per_trial` steps is compared with the
 //     settled cost: two in a row off by more than `drift` (the link or the
 //     load changed) start a re-tune from the current setting; each run

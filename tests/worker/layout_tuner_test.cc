@@ -263,7 +263,7 @@ TEST(LayoutTunerTest, ACheaperSettingThatIsSlowerIsNotKept) {
 // cluster's search went). The drift makes some trials look "as fast and
 // cheaper"; taking one is harmless (it goes on in its direction), but it
 // must not renew the search round after round (the seed cluster's search
-// ran 130 steps so): the search is two rounds of at most 6 trials, one
+// ran 135 steps so): the search is two rounds of at most 6 trials, one
 // more trial for each move kept, and its end.
 TEST(LayoutTunerTest, CpuThatDriftsBetweenTrialsDoesNotProlongTheSearch) {
   LayoutTuner::Options options = PoorStart();
