@@ -223,18 +223,7 @@ std::optional<TransferLayout> LayoutTuner::OnTrialDone(int64_t step, const Cost&
 std::optional<TransferLayout> LayoutTuner::OnControlDone(int64_t step, const Cost& cost) {
   state_ = State::kTrial;
   const bool pace_changed = std::abs(cost.seconds / best_seconds_ - 1) > Margin(options_.drift, spreads_);
-  if (pace_changed && retuning_) {
-    // A re-tune measured its base at the new pace already: the link still
-    // moving, or its first figures' noise. Its one round goes on from the
-    // pace measured now, so that it still settles within a round.
-    const std::string note = absl::StrFormat(" (re-based: %s now takes %.4g s a step, was %.4g s)", Describe(best_),
-                                             cost.seconds, best_seconds_);
-    best_seconds_ = cost.seconds;
-    best_cpu_ = cost.cpu;
-    AdvanceDirection();
-    return NextOrSettle(step, cost.seconds, note);
-  }
-  if (pace_changed) {
+  if (pace_changed && !retuning_) {
     // The best setting changed pace too: the link (or the CPU) did. What
     // was measured before no longer holds; search again from here.
     const double was = best_seconds_;
@@ -245,8 +234,18 @@ std::optional<TransferLayout> LayoutTuner::OnControlDone(int64_t step, const Cos
                   absl::StrFormat("re-base: %s now takes %.4g s a step (was %.4g s); try %s", Describe(best_),
                                   cost.seconds, was, Describe(*next)));
   }
-  AdvanceDirection();  // the trial's setting was slow, not the link
-  return NextOrSettle(step, cost.seconds);
+  std::string note;
+  if (pace_changed) {
+    // A re-tune measured its base at the new pace already: the link still
+    // moving, or its first figures' noise. Its one round goes on from the
+    // pace measured now, so that it still settles within a round.
+    note = absl::StrFormat(" (re-based: %s now takes %.4g s a step, was %.4g s)", Describe(best_), cost.seconds,
+                           best_seconds_);
+    best_seconds_ = cost.seconds;
+    best_cpu_ = cost.cpu;
+  }
+  AdvanceDirection();  // the trial's setting was slower than the best, as measured now
+  return NextOrSettle(step, cost.seconds, note);
 }
 
 std::optional<TransferLayout> LayoutTuner::NextOrSettle(int64_t step, double previous, const std::string& note) {

@@ -29,9 +29,10 @@ std::unique_ptr<PipelineTuning> PipelineTuning::Create(const ExperimentConfig& c
   // that a re-tune after a link change settles within a minute; the tuner
   // sees wall-clock steps, stretched by an emulation's time scale.
   constexpr double kMaxTrialSeconds = 4;
-  options.max_trial_seconds = kMaxTrialSeconds * TimeDilation(config);
+  const double time_scale = TimeDilation(config);
+  options.max_trial_seconds = kMaxTrialSeconds * time_scale;
   return std::unique_ptr<PipelineTuning>(
-      new PipelineTuning(options, /*leads=*/worker_index == 0, pipeline, timeline, worker_index, TimeDilation(config)));
+      new PipelineTuning(options, /*leads=*/worker_index == 0, pipeline, timeline, worker_index, time_scale));
 }
 
 PipelineTuning::PipelineTuning(const LayoutTuner::Options& options, bool leads, PsPipeline* pipeline,
