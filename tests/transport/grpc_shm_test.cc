@@ -5,7 +5,12 @@
 // different emulated hosts (network namespaces on a bridge) use the socket;
 // a server restarted on its port takes the next large call without an error.
 // What went through shared memory is read off /proc/<pid>/maps: a lane is a
-// mapping of a (deleted) /dev/shm/pstrain-* file on each side.
+// mapping of a (deleted) /dev/shm/pstrain-* file on each side. Calls on an
+// attached lane skip gRPC (they reach the handler on the lane's thread) and
+// keep gRPC's promises: a deadline, an answer dropped unanswered, a server
+// process that is killed.
+#include <pthread.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -17,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/transport/grpc/grpc_transport.h"
 #include "common/transport/transport.h"
@@ -61,19 +67,44 @@ int NamedSegments() {
   return n;
 }
 
-// Echoes every request; "Maps" answers with this process's LaneMappings().
+// The name of the thread running this.
+std::string ThisThreadName() {
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+// Echoes every request; "Maps" answers with this process's LaneMappings(),
+// "Thread" with the name of the thread that handles it; "Hold" is never
+// answered (until the handler goes), "Drop" drops its responder unanswered.
 class MapsEchoHandler : public Handler {
  public:
+  ~MapsEchoHandler() override {
+    absl::MutexLock lock(&mu_);
+    for (Responder& respond : held_) respond(absl::CancelledError("the handler is gone"), {});
+  }
   void Handle(std::string_view method, IncomingFrame request, Responder respond) override {
     OutgoingFrame response;
+    if (method == "Hold") {
+      absl::MutexLock lock(&mu_);
+      held_.push_back(std::move(respond));
+      return;
+    }
+    if (method == "Drop") return;
     if (method == "Maps") {
       response.header = absl::StrCat(LaneMappings());
+    } else if (method == "Thread") {
+      response.header = ThisThreadName();
     } else {
       response.header = std::string(request.header());
       if (request.payload_bytes() > 0) response.chunks.push_back(OwnedChunk(ReadPayload(request)));
     }
     respond(absl::OkStatus(), std::move(response));
   }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Responder> held_ ABSL_GUARDED_BY(mu_);
 };
 
 CallOptions Deadline(absl::Duration d, bool wait_for_ready = false) {
@@ -194,6 +225,45 @@ TEST(GrpcShmTest, AServerRestartedOnItsPortTakesTheNextLargeCallWithoutAnError) 
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// The name of the thread that handled a "Thread" call on `channel`.
+std::string HandlerThread(Channel& channel) {
+  IncomingFrame answer;
+  absl::Status status = channel.CallSync("Thread", OutgoingFrame(), Deadline(absl::Seconds(30)), &answer);
+  return status.ok() ? answer.header() : status.ToString();
+}
+
+TEST(GrpcShmTest, CallsOnAnAttachedLaneReachTheHandlerWithoutGrpc) {
+  Pair pair;
+  ASSERT_NE(pair.channel, nullptr);
+  EXPECT_NE(HandlerThread(*pair.channel), "pstrain-lane-s") << "a call before any lane";
+  ASSERT_TRUE(EchoAll(*pair.channel, {size_t{1} << 20}).ok());
+  ASSERT_TRUE(AwaitLaneMappings(2));
+  EXPECT_EQ(HandlerThread(*pair.channel), "pstrain-lane-s") << "a small call once the lane is attached";
+  // Large and small frames both ways, many in flight, through the lane's queues and blocks.
+  absl::Status status =
+      EchoAll(*pair.channel, {size_t{3} << 20, 100, size_t{64} << 10, (size_t{64} << 10) - 1, size_t{1} << 20, 0});
+  EXPECT_TRUE(status.ok()) << status;
+  std::vector<size_t> many(64, size_t{200} << 10);
+  status = EchoAll(*pair.channel, many);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(GrpcShmTest, ALaneCallFailsAtItsDeadlineAndAnAnswerDroppedIsAnError) {
+  Pair pair;
+  ASSERT_NE(pair.channel, nullptr);
+  ASSERT_TRUE(EchoAll(*pair.channel, {size_t{1} << 20}).ok());
+  ASSERT_TRUE(AwaitLaneMappings(2));
+  ASSERT_EQ(HandlerThread(*pair.channel), "pstrain-lane-s");
+  IncomingFrame answer;
+  const absl::Time start = absl::Now();
+  absl::Status held = pair.channel->CallSync("Hold", OutgoingFrame(), Deadline(absl::Milliseconds(300)), &answer);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(held)) << held;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "the deadline was not kept";
+  absl::Status dropped = pair.channel->CallSync("Drop", OutgoingFrame(), Deadline(absl::Seconds(30)), &answer);
+  EXPECT_TRUE(absl::IsInternal(dropped)) << dropped;
+  EXPECT_TRUE(EchoAll(*pair.channel, {size_t{2} << 20}).ok()) << "the lane after a late and a dropped answer";
+}
+
 // ---------------------------------------------------------------- children
 
 // Serves on $PSTRAIN_SHM_TEST_SERVE, tells the parent its port, serves until killed.
@@ -227,6 +297,32 @@ std::optional<std::string> ClientReport(const std::string& address, const std::v
   ChildProcess client("Client", {absl::StrCat(kPeerEnv, "=", address)}, prefix, kChildSuite);
   if (!client.started()) return std::nullopt;
   return client.ReadLine(absl::Seconds(120));
+}
+
+// A server process killed while a call waits on its lane: the call fails
+// UNAVAILABLE (it does not wait for its far deadline), naming the exit.
+TEST(GrpcShmTest, ACallWaitingOnTheLaneOfAKilledServerFailsUnavailable) {
+  ChildProcess server("Serve", {absl::StrCat(kServeEnv, "=127.0.0.1:0")}, {}, kChildSuite);
+  std::optional<std::string> port = server.ReadLine();
+  ASSERT_TRUE(port.has_value()) << "the server did not start";
+  std::unique_ptr<Transport> transport = CreateGrpcTransport(TransportOptions());
+  absl::StatusOr<std::unique_ptr<Channel>> channel = transport->Connect(absl::StrCat("127.0.0.1:", *port));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  ASSERT_TRUE(EchoAll(**channel, {size_t{1} << 20}, /*wait_for_ready=*/true).ok());
+  ASSERT_TRUE(AwaitLaneMappings(1));
+  ASSERT_EQ(HandlerThread(**channel), "pstrain-lane-s");
+  absl::Notification failed;
+  absl::Status held;
+  (*channel)->Call("Hold", OutgoingFrame(), Deadline(absl::Seconds(600)), [&](absl::Status s, IncomingFrame) {
+    held = s;
+    failed.Notify();
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  server.Kill();
+  server.Wait();
+  ASSERT_TRUE(failed.WaitForNotificationWithTimeout(absl::Seconds(60))) << "the call waits for a dead server";
+  EXPECT_TRUE(absl::IsUnavailable(held)) << held;
+  EXPECT_TRUE(absl::StrContains(held.message(), "exited")) << held;
 }
 
 TEST(GrpcShmTest, AnotherProcessOfThisHostCrossesSharedMemory) {

@@ -41,6 +41,17 @@ size_t SharedMemoryHalfBytesFromEnvironment() {
   return mb << 20;
 }
 
+bool LaneCallsFromEnvironment() {
+  static const bool on = [] {
+    const char* value = std::getenv("PSTRAIN_GRPC_LANE_CALLS");
+    if (value == nullptr || std::string_view(value) == "1") return true;
+    if (std::string_view(value) == "0") return false;
+    LOG(WARNING) << "grpc: ignoring PSTRAIN_GRPC_LANE_CALLS='" << value << "' (0 or 1)";
+    return true;
+  }();
+  return on;
+}
+
 std::optional<std::string> ClientShm::OfferIfDue(size_t payload_bytes) {
   if (half_bytes_ == 0 || payload_bytes < kShmMinPayloadBytes) return std::nullopt;
   absl::MutexLock lock(&mu_);
@@ -65,11 +76,34 @@ void ClientShm::Attached(const absl::Status& status, const GrpcMetadata& trailin
   if (status.ok() && !lane_id.empty()) {
     state_ = State::kAttached;
     lane_id_ = lane_id;
+    if (LaneCallsFromEnvironment()) caller_ = std::make_shared<ShmLaneCaller>(lane_);
     return;
   }
   if (!transient) VLOG(1) << "grpc: the server takes no shared memory from this channel: " << status;
   lane_ = nullptr;
   state_ = transient ? State::kNotOffered : State::kRefused;
+}
+
+bool ClientShm::CallThroughLane(std::string_view method, OutgoingFrame& request, const CallOptions& options,
+                                ResponseCallback& done) {
+  std::shared_ptr<ShmLaneCaller> caller;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kAttached || caller_ == nullptr) return false;
+    caller = caller_;
+  }
+  if (!options.wait_for_ready && caller->Call(method, request, options.deadline, done)) return true;
+  if (!caller->usable()) Drop(caller);
+  return false;
+}
+
+void ClientShm::Drop(const std::shared_ptr<ShmLaneCaller>& caller) {
+  std::shared_ptr<ShmLaneCaller> dropped;  // destroyed outside the lock
+  absl::MutexLock lock(&mu_);
+  if (caller_ != caller) return;
+  dropped = std::move(caller_);
+  state_ = State::kNotOffered;
+  lane_ = nullptr;
 }
 
 ClientShm::Sent ClientShm::Prepare(OutgoingFrame& frame, grpc::ClientContext& context) {
@@ -116,8 +150,10 @@ void ClientShm::Withdraw(const Sent& sent) {
 
 void ClientShm::Forget(const Sent& sent) {
   Withdraw(sent);
+  std::shared_ptr<ShmLaneCaller> dropped;  // destroyed outside the lock
   absl::MutexLock lock(&mu_);
   if (lane_ != sent.lane) return;
+  dropped = std::move(caller_);
   state_ = State::kNotOffered;
   lane_ = nullptr;
 }
@@ -136,9 +172,22 @@ absl::Status ServerShm::Attach(grpc::ServerContextBase& call) {
     return absl::ResourceExhaustedError(absl::StrCat("this server has ", kMaxLanes, " shared memory lanes already"));
   }
   const uint64_t id = next_id_++;
-  lanes_[id] = *std::move(lane);
+  std::unique_ptr<ShmLaneCallee> callee =
+      handler_ != nullptr ? std::make_unique<ShmLaneCallee>(*lane, handler_) : nullptr;
+  lanes_[id] = ServedLane{*std::move(lane), std::move(callee)};
   call.AddTrailingMetadata(kShmLaneKey, absl::StrCat(id));
   return absl::OkStatus();
+}
+
+void ServerShm::CloseLanes() {
+  absl::flat_hash_map<uint64_t, ServedLane> lanes;
+  {
+    absl::MutexLock lock(&mu_);
+    lanes.swap(lanes_);
+  }
+  for (auto& [id, served] : lanes) {
+    if (served.callee != nullptr) served.callee->Close();
+  }
 }
 
 void ServerShm::PutResponse(ShmLane* lane, OutgoingFrame& response, grpc::ServerContextBase& call) {
@@ -153,7 +202,7 @@ std::shared_ptr<ShmLane> ServerShm::LaneOf(const GrpcMetadata& client_metadata) 
   if (!text.has_value() || !absl::SimpleAtoi(absl::string_view(text->data(), text->size()), &id)) return nullptr;
   absl::MutexLock lock(&mu_);
   auto it = lanes_.find(id);
-  return it == lanes_.end() ? nullptr : it->second;
+  return it == lanes_.end() ? nullptr : it->second.lane;
 }
 
 absl::StatusOr<IncomingFrame> ServerShm::ReadRequest(const GrpcMetadata& client_metadata, ShmLane* lane,
@@ -171,7 +220,7 @@ absl::StatusOr<IncomingFrame> ServerShm::ReadRequest(const GrpcMetadata& client_
 
 // Lanes whose client process has exited (a crash leaves no detach call).
 void ServerShm::ForgetDeadClientsLocked() {
-  absl::erase_if(lanes_, [](const auto& entry) { return ProcessIsGone(entry.second->client_pid()); });
+  absl::erase_if(lanes_, [](const auto& entry) { return ProcessIsGone(entry.second.lane->client_pid()); });
 }
 
 }  // namespace pstrain

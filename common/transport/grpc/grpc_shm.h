@@ -11,6 +11,11 @@
 // metadata. Either end refuses nothing the other sends inline. A server keeps
 // a lane until its client process has exited (noticed at the next attach) or
 // the server stops.
+//
+// Once attached, calls that do not wait for the server to come up skip gRPC
+// altogether: they go through the lane's own queues (shm_lane_calls.h). A
+// lane whose server closed it or went away is dropped at the next call, and
+// the next large frame offers a new one.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -28,6 +33,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/transport/frame.h"
 #include "common/transport/grpc/shm_lane.h"
+#include "common/transport/grpc/shm_lane_calls.h"
+#include "common/transport/transport.h"
 
 namespace pstrain {
 
@@ -41,6 +48,11 @@ using GrpcMetadata = std::multimap<grpc::string_ref, grpc::string_ref>;
 // (default 256; 0 turns shared memory off).
 size_t SharedMemoryHalfBytesFromEnvironment();
 
+// Whether attached lanes carry calls themselves: PSTRAIN_GRPC_LANE_CALLS
+// (default 1; 0 sends every call through gRPC, the lane carrying only the
+// large payloads, as before lane calls existed: for comparisons).
+bool LaneCallsFromEnvironment();
+
 // One client channel's lane. Thread-safe.
 class ClientShm {
  public:
@@ -53,6 +65,11 @@ class ClientShm {
   // The attach call's outcome: its status and the server's trailing
   // metadata (the lane's id), or why not.
   void Attached(const absl::Status& status, const GrpcMetadata& trailing);
+  // Sends the call through the lane's own queues when attached, unless it
+  // waits for the server to come up; false (nothing changed) when it must go
+  // through gRPC. A lane that no longer serves calls is dropped here.
+  bool CallThroughLane(std::string_view method, OutgoingFrame& request, const CallOptions& options,
+                       ResponseCallback& done);
   // What one call sent through the lane.
   struct Sent {
     std::shared_ptr<ShmLane> lane;  // null: not attached when the call started
@@ -79,18 +96,24 @@ class ClientShm {
 
  private:
   enum class State { kNotOffered, kOffered, kAttached, kRefused };
+  // Forgets the lane `caller` serves, if it is still this channel's.
+  void Drop(const std::shared_ptr<ShmLaneCaller>& caller);
+
   const size_t half_bytes_;
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kNotOffered;
   std::shared_ptr<ShmLane> lane_ ABSL_GUARDED_BY(mu_);
   std::string lane_id_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<ShmLaneCaller> caller_ ABSL_GUARDED_BY(mu_);  // while attached
 };
 
 // A server's lanes, by id. Thread-safe.
 class ServerShm {
  public:
-  // `enabled` false: every offer is refused (UNIMPLEMENTED).
-  explicit ServerShm(bool enabled) : enabled_(enabled) {}
+  // `enabled` false: every offer is refused (UNIMPLEMENTED). Calls through a
+  // lane go to `handler` (not owned; must outlive CloseLanes).
+  ServerShm(bool enabled, Handler* handler) : enabled_(enabled), handler_(handler) {}
+  ~ServerShm() { CloseLanes(); }
 
   // Serves an attach call: puts the new lane's id in `call`'s trailing
   // metadata, or says why the offer is refused.
@@ -106,13 +129,21 @@ class ServerShm {
   // Moves a large payload of `response` into `lane` (when there is one and it
   // has room), naming the block in `call`'s trailing metadata.
   static void PutResponse(ShmLane* lane, OutgoingFrame& response, grpc::ServerContextBase& call);
+  // Closes every lane (their clients fail the calls still waiting and go
+  // back to the socket); returns once no lane call runs in the handler.
+  void CloseLanes();
 
  private:
+  struct ServedLane {
+    std::shared_ptr<ShmLane> lane;
+    std::unique_ptr<ShmLaneCallee> callee;  // serves the lane's own calls
+  };
   void ForgetDeadClientsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const bool enabled_;
+  Handler* const handler_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<ShmLane>> lanes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, ServedLane> lanes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -148,6 +148,7 @@ class GrpcChannel : public Channel {
     if (std::optional<std::string> offer = peer->shm->OfferIfDue(request.payload_bytes())) {
       OfferSharedMemory(*peer, *offer);
     }
+    if (peer->shm->CallThroughLane(method, request, options, done)) return;
     auto* state = new CallState;
     state->done = std::move(done);
     state->method = std::move(method);
@@ -383,10 +384,12 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
 class FrameService : public grpc::CallbackGenericService {
  public:
   FrameService(pstrain::Handler* handler, std::string token, bool shared_memory)
-      : handler_(handler), token_(std::move(token)), shm_(shared_memory) {}
+      : handler_(handler), token_(std::move(token)), shm_(shared_memory, handler) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
     return new UnaryReactor(context, handler_, token_, &refused_, &shm_);
   }
+  // Closes the shared-memory lanes: once gRPC has stopped, so no new ones come.
+  void CloseLanes() { shm_.CloseLanes(); }
 
  private:
   pstrain::Handler* handler_;
@@ -407,6 +410,7 @@ class GrpcServer : public Server {
     shut_down_ = true;
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
+    service_->CloseLanes();
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -21,6 +22,12 @@ constexpr uint64_t kMaxHalfBytes = uint64_t{1} << 36;
 uint64_t RoundToBlocks(uint64_t n) { return (n + kShmBlockAlignment - 1) / kShmBlockAlignment * kShmBlockAlignment; }
 // The smallest half: its state table and one block.
 constexpr uint64_t kMinHalfBytes = 2 * kShmBlockAlignment;
+
+// The segment's calls area: a page of lane state, then the requests and the
+// responses queues; the halves follow it.
+constexpr uint64_t kStateBytes = kShmBlockAlignment;
+constexpr uint64_t kQueueBytes = uint64_t{1} << 20;
+constexpr uint64_t kCallsBytes = kStateBytes + 2 * kQueueBytes;
 
 // Frees a read block when the last holder of its frame lets go.
 class ReadBlock {
@@ -60,16 +67,38 @@ absl::StatusOr<ShmOffer> ShmOffer::Parse(std::string_view text) {
   return offer;
 }
 
+// The lane's state page (zero until the server accepts).
+struct ShmLane::State {
+  int64_t server_pid;
+  uint32_t closed;
+};
+
 ShmLane::ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bool client, int64_t client_pid)
     : segment_(std::move(segment)),
       half_bytes_(half_bytes),
       client_pid_(client_pid),
-      own_ring_(segment_.get(), client ? 0 : half_bytes, half_bytes, kWithdrawAfter),
-      peer_ring_(segment_->data() + (client ? half_bytes : 0), half_bytes) {}
+      requests_(segment_->data() + kStateBytes, kQueueBytes),
+      responses_(segment_->data() + kStateBytes + kQueueBytes, kQueueBytes),
+      own_ring_(segment_.get(), kCallsBytes + (client ? 0 : half_bytes), half_bytes, kWithdrawAfter),
+      peer_ring_(segment_->data() + kCallsBytes + (client ? half_bytes : 0), half_bytes) {}
+
+ShmLane::State* ShmLane::state() const {
+  static_assert(sizeof(State) <= kStateBytes);
+  return reinterpret_cast<State*>(segment_->data());
+}
+
+int64_t ShmLane::server_pid() const {
+  return std::atomic_ref<int64_t>(state()->server_pid).load(std::memory_order_acquire);
+}
+
+bool ShmLane::closed() const { return std::atomic_ref<uint32_t>(state()->closed).load(std::memory_order_acquire) != 0; }
+
+void ShmLane::Close() { std::atomic_ref<uint32_t>(state()->closed).store(1, std::memory_order_release); }
 
 absl::StatusOr<std::shared_ptr<ShmLane>> ShmLane::CreateForClient(size_t half_bytes) {
   const uint64_t half = RoundToBlocks(std::max<uint64_t>(half_bytes, kMinHalfBytes));
-  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment, SharedSegment::Create(2 * half));
+  PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment, SharedSegment::Create(kCallsBytes + 2 * half));
+  PSTRAIN_RETURN_IF_ERROR(segment->Commit(0, kCallsBytes));
   return std::shared_ptr<ShmLane>(new ShmLane(std::move(segment), half, /*client=*/true, getpid()));
 }
 
@@ -81,8 +110,10 @@ absl::StatusOr<std::shared_ptr<ShmLane>> ShmLane::AcceptOffer(const ShmOffer& of
                      here.empty() ? "unknown" : here, ")"));
   }
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment,
-                           SharedSegment::Open(offer.name, 2 * offer.half_bytes));
-  return std::shared_ptr<ShmLane>(new ShmLane(std::move(segment), offer.half_bytes, /*client=*/false, offer.pid));
+                           SharedSegment::Open(offer.name, kCallsBytes + 2 * offer.half_bytes));
+  std::shared_ptr<ShmLane> lane(new ShmLane(std::move(segment), offer.half_bytes, /*client=*/false, offer.pid));
+  std::atomic_ref<int64_t>(lane->state()->server_pid).store(getpid(), std::memory_order_release);
+  return lane;
 }
 
 ShmOffer ShmLane::offer() const {
@@ -101,6 +132,15 @@ std::optional<ShmDescriptor> ShmLane::Write(OutgoingFrame& frame) {
   }
   frame.chunks.clear();
   return block->descriptor;
+}
+
+std::optional<ShmDescriptor> ShmLane::WriteWire(const OutgoingFrame& frame) {
+  auto wire_header = std::make_shared<std::string>(EncodeWireHeader(frame.header));
+  OutgoingFrame wire;
+  wire.chunks.reserve(frame.chunks.size() + 1);
+  wire.chunks.push_back({wire_header->data(), wire_header->size(), wire_header});
+  wire.chunks.insert(wire.chunks.end(), frame.chunks.begin(), frame.chunks.end());
+  return Write(wire);
 }
 
 absl::StatusOr<IncomingFrame> ShmLane::Read(std::vector<IncomingFrame::Piece> wire,

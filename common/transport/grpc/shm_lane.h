@@ -11,6 +11,10 @@
 // payload: one copy into shared memory by the sender, read in place by the
 // receiver, instead of a socket's two kernel copies. Frames that are small,
 // or find no room, go the usual way.
+//
+// The segment starts with the lane's own calls (shm_lane_calls.h): a page
+// of lane state (the server's pid, whether it closed the lane) and the two
+// call queues (requests, responses); the two halves follow.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/transport/frame.h"
+#include "common/transport/grpc/shm_call_queue.h"
 #include "common/transport/grpc/shm_ring.h"
 #include "common/transport/grpc/shm_segment.h"
 
@@ -59,11 +64,28 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
   void Unlink() { segment_->Unlink(); }
   // The pid of the client (the server's lanes outlive no client).
   int64_t client_pid() const { return client_pid_; }
+  // The pid of the server that accepted the lane (0 before it has); set by
+  // AcceptOffer.
+  int64_t server_pid() const;
+  // Whether the server has closed the lane (it stopped, or dropped the lane).
+  bool closed() const;
+  // The server's side: no more calls through this lane.
+  void Close();
+
+  // The lane's calls: the queue the client writes and the one the server writes.
+  ShmCallQueue& requests() { return requests_; }
+  ShmCallQueue& responses() { return responses_; }
 
   // When `frame` carries at least kShmMinPayloadBytes and this side's ring
   // has room: copies its payload into a block, releases its chunks and
   // returns the block's descriptor; otherwise nullopt and `frame` is as it was.
   std::optional<ShmDescriptor> Write(OutgoingFrame& frame);
+  // The wire bytes of `frame` (EncodeWireHeader(header), then its payload)
+  // copied into a block of this side's ring, `frame` unchanged; nullopt when
+  // they are fewer than kShmMinPayloadBytes or the ring has no room.
+  std::optional<ShmDescriptor> WriteWire(const OutgoingFrame& frame);
+  // The frame whose wire bytes the peer's block `descriptor` holds (WriteWire).
+  absl::StatusOr<IncomingFrame> ReadWire(const ShmDescriptor& descriptor) { return Read({}, nullptr, descriptor); }
   // Takes back a block this side wrote whose call failed before the peer read it.
   void Withdraw(const ShmDescriptor& descriptor) { own_ring_.Withdraw(descriptor); }
   // The frame the peer sent: `wire` holds its wire header (EncodeWireHeader),
@@ -78,9 +100,14 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
  private:
   ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bool client, int64_t client_pid);
 
+  struct State;
+  State* state() const;
+
   std::unique_ptr<SharedSegment> segment_;
   const uint64_t half_bytes_;
   const int64_t client_pid_;
+  ShmCallQueue requests_;
+  ShmCallQueue responses_;
   ShmRing own_ring_;         // the half this side writes
   ShmRingReader peer_ring_;  // the half the peer writes
 };
