@@ -8,10 +8,12 @@
 // mapping of a (deleted) /dev/shm/pstrain-* file on each side. Calls on an
 // attached lane skip gRPC (they reach the handler on the lane's thread) and
 // keep gRPC's promises: a deadline, an answer dropped unanswered, a server
-// process that is killed.
+// process that is killed; a client process that exits leaves no thread
+// serving its lane.
 #include <pthread.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -292,6 +294,17 @@ TEST(GrpcShmChild, Client) {
   absl::SleepFor(absl::Minutes(2));
 }
 
+// Threads of this process named `name`.
+int ThreadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
 // Runs a Client child (through `prefix`) against `address`: its report.
 std::optional<std::string> ClientReport(const std::string& address, const std::vector<std::string>& prefix = {}) {
   ChildProcess client("Client", {absl::StrCat(kPeerEnv, "=", address)}, prefix, kChildSuite);
@@ -323,6 +336,25 @@ TEST(GrpcShmTest, ACallWaitingOnTheLaneOfAKilledServerFailsUnavailable) {
   ASSERT_TRUE(failed.WaitForNotificationWithTimeout(absl::Seconds(60))) << "the call waits for a dead server";
   EXPECT_TRUE(absl::IsUnavailable(held)) << held;
   EXPECT_TRUE(absl::StrContains(held.message(), "exited")) << held;
+}
+
+// A client process that exits leaves no thread serving its lane behind.
+TEST(GrpcShmTest, TheServerStopsServingTheLaneOfAClientThatExited) {
+  Pair pair;
+  ASSERT_NE(pair.server, nullptr);
+  const int before = ThreadsNamed("pstrain-lane-s");
+  {
+    ChildProcess client("Client", {absl::StrCat(kPeerEnv, "=127.0.0.1:", pair.server->port())}, {}, kChildSuite);
+    ASSERT_TRUE(client.started());
+    std::optional<std::string> report = client.ReadLine(absl::Seconds(120));
+    ASSERT_EQ(report.value_or("nothing"), "1 1") << "lane mappings (server, client)";
+    EXPECT_EQ(ThreadsNamed("pstrain-lane-s"), before + 1) << "no thread serves the client's lane";
+    client.Kill();
+    client.Wait();
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ThreadsNamed("pstrain-lane-s") > before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(ThreadsNamed("pstrain-lane-s"), before) << "the lane of an exited client is still served";
 }
 
 TEST(GrpcShmTest, AnotherProcessOfThisHostCrossesSharedMemory) {
