@@ -1,9 +1,5 @@
 #include "common/transport/grpc/grpc_shm.h"
 
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdlib>
 
 #include "absl/strings/match.h"
@@ -26,8 +22,6 @@ std::optional<std::string_view> Find(const GrpcMetadata& metadata, std::string_v
   if (it == metadata.end()) return std::nullopt;
   return std::string_view(it->second.data(), it->second.size());
 }
-
-bool ProcessIsGone(int64_t pid) { return pid != getpid() && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
 }  // namespace
 
@@ -220,7 +214,7 @@ absl::StatusOr<IncomingFrame> ServerShm::ReadRequest(const GrpcMetadata& client_
 
 // Lanes whose client process has exited (a crash leaves no detach call).
 void ServerShm::ForgetDeadClientsLocked() {
-  absl::erase_if(lanes_, [](const auto& entry) { return ProcessIsGone(entry.second.lane->client_pid()); });
+  absl::erase_if(lanes_, [](const auto& entry) { return ProcessHasExited(entry.second.lane->client_pid()); });
 }
 
 }  // namespace pstrain

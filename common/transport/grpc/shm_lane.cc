@@ -1,9 +1,13 @@
 #include "common/transport/grpc/shm_lane.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -45,6 +49,17 @@ class ReadBlock {
 };
 
 }  // namespace
+
+bool ProcessHasExited(int64_t pid) {
+  if (pid <= 0 || pid == getpid()) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');  // the state follows the command name, which may hold anything
+  if (name_end == std::string::npos || name_end + 2 >= text.size()) return false;
+  const char state = text[name_end + 2];
+  return state == 'Z' || state == 'X';
+}
 
 std::string ShmOffer::Encode() const { return absl::StrCat(name, "|", half_bytes, "|", host, "|", pid); }
 

@@ -50,6 +50,11 @@ struct ShmOffer {
   static absl::StatusOr<ShmOffer> Parse(std::string_view text);
 };
 
+// Whether process `pid` of this pid namespace has exited: there is no such
+// process, or it has exited and waits to be reaped (a zombie: its parent, a
+// launcher, may take a while to notice). False for this process and pid <= 0.
+bool ProcessHasExited(int64_t pid);
+
 class ShmLane : public std::enable_shared_from_this<ShmLane> {
  public:
   // A client's new lane with halves of `half_bytes` (rounded up to blocks).

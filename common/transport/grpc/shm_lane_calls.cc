@@ -1,11 +1,9 @@
 #include "common/transport/grpc/shm_lane_calls.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -50,10 +48,6 @@ absl::Duration SpinFromEnvironment() {
     return absl::Microseconds(us);
   }();
   return spin;
-}
-
-bool ProcessGone(int64_t pid) {
-  return pid > 0 && pid != getpid() && kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 void NameThisThread(const char* name) { pthread_setname_np(pthread_self(), name); }
@@ -208,7 +202,7 @@ struct ShmLaneCaller::State {
   void CheckPeer() {
     if (lane->closed()) {
       FailAll(absl::UnavailableError("grpc: the server closed the shared-memory lane (it stopped)"));
-    } else if (ProcessGone(lane->server_pid())) {
+    } else if (ProcessHasExited(lane->server_pid())) {
       FailAll(
           absl::UnavailableError(absl::StrCat("grpc: the server's process (pid ", lane->server_pid(), ") has exited")));
     }
@@ -299,7 +293,7 @@ struct ShmLaneCallee::State {
         return;
       }
       if (absl::Now() >= next_check) {
-        if (ProcessGone(lane->client_pid())) return;
+        if (ProcessHasExited(lane->client_pid())) return;
         next_check = absl::Now() + kLivenessCheck;
       }
     }
@@ -385,7 +379,7 @@ struct ShmLaneCallee::State {
     const absl::Time give_up = absl::Now() + kAnswerRoomWait;
     for (;;) {
       auto value = attempt();
-      if (value.has_value() || lane->closed() || ProcessGone(lane->client_pid()) || absl::Now() > give_up) {
+      if (value.has_value() || lane->closed() || ProcessHasExited(lane->client_pid()) || absl::Now() > give_up) {
         return value;
       }
       absl::SleepFor(kRoomPoll);
