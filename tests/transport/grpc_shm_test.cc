@@ -8,8 +8,8 @@
 // mapping of a (deleted) /dev/shm/pstrain-* file on each side. Calls on an
 // attached lane skip gRPC (they reach the handler on the lane's thread) and
 // keep gRPC's promises: a deadline, an answer dropped unanswered, a server
-// process that is killed; a client process that exits leaves no thread
-// serving its lane.
+// process that is killed; a client process that exits, or a channel
+// destroyed, leaves no thread serving its lane.
 #include <pthread.h>
 
 #include <cstdlib>
@@ -227,6 +227,17 @@ TEST(GrpcShmTest, AServerRestartedOnItsPortTakesTheNextLargeCallWithoutAnError) 
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// Threads of this process named `name`.
+int ThreadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
 // The name of the thread that handled a "Thread" call on `channel`.
 std::string HandlerThread(Channel& channel) {
   IncomingFrame answer;
@@ -294,17 +305,6 @@ TEST(GrpcShmChild, Client) {
   absl::SleepFor(absl::Minutes(2));
 }
 
-// Threads of this process named `name`.
-int ThreadsNamed(const std::string& name) {
-  int n = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string line;
-    if (std::getline(comm, line) && line == name) ++n;
-  }
-  return n;
-}
-
 // Runs a Client child (through `prefix`) against `address`: its report.
 std::optional<std::string> ClientReport(const std::string& address, const std::vector<std::string>& prefix = {}) {
   ChildProcess client("Client", {absl::StrCat(kPeerEnv, "=", address)}, prefix, kChildSuite);
@@ -337,6 +337,25 @@ TEST(GrpcShmTest, ACallWaitingOnTheLaneOfAKilledServerFailsUnavailable) {
   EXPECT_TRUE(absl::IsUnavailable(held)) << held;
   EXPECT_TRUE(absl::StrContains(held.message(), "exited")) << held;
   server.Wait();
+}
+
+// A channel destroyed leaves no thread serving its lane behind (nor waiting
+// on it at the client).
+TEST(GrpcShmTest, TheServerStopsServingTheLaneOfADestroyedChannel) {
+  const int before = ThreadsNamed("pstrain-lane-s");
+  Pair pair;
+  ASSERT_NE(pair.channel, nullptr);
+  ASSERT_TRUE(EchoAll(*pair.channel, {size_t{1} << 20}).ok());
+  ASSERT_TRUE(AwaitLaneMappings(2));
+  ASSERT_EQ(HandlerThread(*pair.channel), "pstrain-lane-s");
+  EXPECT_EQ(ThreadsNamed("pstrain-lane-s"), before + 1);
+  const int callers = ThreadsNamed("pstrain-lane-c");
+  EXPECT_GE(callers, 1);
+  pair.channel.reset();
+  EXPECT_EQ(ThreadsNamed("pstrain-lane-c"), callers - 1) << "the channel's lane thread outlived it";
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ThreadsNamed("pstrain-lane-s") > before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(ThreadsNamed("pstrain-lane-s"), before) << "the lane of a destroyed channel is still served";
 }
 
 // A client process that exits leaves no thread serving its lane behind.

@@ -212,9 +212,12 @@ absl::StatusOr<IncomingFrame> ServerShm::ReadRequest(const GrpcMetadata& client_
   return lane->Read(std::move(wire), std::move(keepalive), *descriptor);
 }
 
-// Lanes whose client process has exited (a crash leaves no detach call).
+// Lanes whose client dropped them or whose process has exited (a crash
+// leaves no detach call).
 void ServerShm::ForgetDeadClientsLocked() {
-  absl::erase_if(lanes_, [](const auto& entry) { return ProcessHasExited(entry.second.lane->client_pid()); });
+  absl::erase_if(lanes_, [](const auto& entry) {
+    return entry.second.lane->client_closed() || ProcessHasExited(entry.second.lane->client_pid());
+  });
 }
 
 }  // namespace pstrain

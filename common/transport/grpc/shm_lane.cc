@@ -86,6 +86,7 @@ absl::StatusOr<ShmOffer> ShmOffer::Parse(std::string_view text) {
 struct ShmLane::State {
   int64_t server_pid;
   uint32_t closed;
+  uint32_t client_closed;
 };
 
 ShmLane::ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bool client, int64_t client_pid)
@@ -109,6 +110,14 @@ int64_t ShmLane::server_pid() const {
 bool ShmLane::closed() const { return std::atomic_ref<uint32_t>(state()->closed).load(std::memory_order_acquire) != 0; }
 
 void ShmLane::Close() { std::atomic_ref<uint32_t>(state()->closed).store(1, std::memory_order_release); }
+
+bool ShmLane::client_closed() const {
+  return std::atomic_ref<uint32_t>(state()->client_closed).load(std::memory_order_acquire) != 0;
+}
+
+void ShmLane::CloseClientSide() {
+  std::atomic_ref<uint32_t>(state()->client_closed).store(1, std::memory_order_release);
+}
 
 absl::StatusOr<std::shared_ptr<ShmLane>> ShmLane::CreateForClient(size_t half_bytes) {
   const uint64_t half = RoundToBlocks(std::max<uint64_t>(half_bytes, kMinHalfBytes));

@@ -13,7 +13,7 @@
 // or find no room, go the usual way.
 //
 // The segment starts with the lane's own calls (shm_lane_calls.h): a page
-// of lane state (the server's pid, whether it closed the lane) and the two
+// of lane state (the server's pid, whether either end closed the lane) and the two
 // call queues (requests, responses); the two halves follow.
 #pragma once
 
@@ -74,6 +74,10 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
   int64_t server_pid() const;
   // Whether the server has closed the lane (it stopped, or dropped the lane).
   bool closed() const;
+  // Whether the client has stopped taking answers through the lane (its
+  // channel dropped the lane or was destroyed); set by CloseClientSide.
+  bool client_closed() const;
+  void CloseClientSide();
   // The server's side: no more calls through this lane.
   void Close();
 

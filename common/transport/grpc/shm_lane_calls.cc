@@ -242,6 +242,9 @@ ShmLaneCaller::~ShmLaneCaller() {
   }
   state_->lane->responses().Ring();
   JoinOrDetach(state_->thread);
+  // Nobody reads answers from here on: the server stops serving the lane.
+  state_->lane->CloseClientSide();
+  state_->lane->requests().Ring();
   state_->FailAll(absl::CancelledError("grpc: the channel was destroyed with the call in flight"));
 }
 
@@ -292,6 +295,7 @@ struct ShmLaneCallee::State {
         lane->responses().Ring();
         return;
       }
+      if (lane->client_closed()) return;
       if (absl::Now() >= next_check) {
         if (ProcessHasExited(lane->client_pid())) return;
         next_check = absl::Now() + kLivenessCheck;
@@ -349,6 +353,7 @@ struct ShmLaneCallee::State {
   // Writes call `id`'s answer into the responses queue, waiting (up to
   // kAnswerRoomWait) for room while the client takes earlier answers.
   void Answer(uint64_t id, absl::Status status, OutgoingFrame response) {
+    if (lane->client_closed()) return;  // nobody would read it
     ShmCallRecord record;
     record.kind = ShmCallRecord::Kind::kResponse;
     record.call_id = id;
@@ -379,7 +384,8 @@ struct ShmLaneCallee::State {
     const absl::Time give_up = absl::Now() + kAnswerRoomWait;
     for (;;) {
       auto value = attempt();
-      if (value.has_value() || lane->closed() || ProcessHasExited(lane->client_pid()) || absl::Now() > give_up) {
+      if (value.has_value() || lane->closed() || lane->client_closed() || ProcessHasExited(lane->client_pid()) ||
+          absl::Now() > give_up) {
         return value;
       }
       absl::SleepFor(kRoomPoll);
