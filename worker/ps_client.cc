@@ -217,10 +217,11 @@ absl::Status PsClient::Init(int64_t total_steps, const std::vector<ShardRestore>
         absl::StrCat("init: ", restore->size(), " checkpoint files for ", num_shards(), " shards"));
   }
   // A generation above every shard's: shards that hold state (the chief
-  // restarted, or a shard did) replace it.
-  const CallOptions options =
-      OnceReachable(absl::Now() + wait.value_or(absl::Seconds(config_.timeouts().startup_seconds())));
-  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<StatsResponse> shards, StatsWith(options));
+  // restarted, or a shard did) replace it. A shard that just died may still
+  // refuse the first call on its old connection: asked again until the deadline.
+  const absl::Time deadline = absl::Now() + wait.value_or(absl::Seconds(config_.timeouts().startup_seconds()));
+  const CallOptions options = OnceReachable(deadline);
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<StatsResponse> shards, StatsOnceReachable(deadline));
   int64_t newest = 0;
   for (const StatsResponse& stats : shards) newest = std::max(newest, stats.generation());
   const int64_t generation = newest + 1;
