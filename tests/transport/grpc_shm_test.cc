@@ -238,6 +238,13 @@ int ThreadsNamed(const std::string& name) {
   return n;
 }
 
+// Waits (up to 30 s) until `n` threads of this process serve lanes.
+bool AwaitLaneServers(int n) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (ThreadsNamed("pstrain-lane-s") != n && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  return ThreadsNamed("pstrain-lane-s") == n;
+}
+
 // The name of the thread that handled a "Thread" call on `channel`.
 std::string HandlerThread(Channel& channel) {
   IncomingFrame answer;
@@ -353,9 +360,7 @@ TEST(GrpcShmTest, TheServerStopsServingTheLaneOfADestroyedChannel) {
   EXPECT_GE(callers, 1);
   pair.channel.reset();
   EXPECT_EQ(ThreadsNamed("pstrain-lane-c"), callers - 1) << "the channel's lane thread outlived it";
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (ThreadsNamed("pstrain-lane-s") > before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-  EXPECT_EQ(ThreadsNamed("pstrain-lane-s"), before) << "the lane of a destroyed channel is still served";
+  EXPECT_TRUE(AwaitLaneServers(before)) << "the lane of a destroyed channel is still served";
 }
 
 // A client process that exits leaves no thread serving its lane behind.
@@ -372,9 +377,7 @@ TEST(GrpcShmTest, TheServerStopsServingTheLaneOfAClientThatExited) {
     client.Kill();
     client.Wait();
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (ThreadsNamed("pstrain-lane-s") > before && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
-  EXPECT_EQ(ThreadsNamed("pstrain-lane-s"), before) << "the lane of an exited client is still served";
+  EXPECT_TRUE(AwaitLaneServers(before)) << "the lane of an exited client is still served";
 }
 
 TEST(GrpcShmTest, AnotherProcessOfThisHostCrossesSharedMemory) {

@@ -63,6 +63,18 @@ void JoinOrDetach(std::thread& thread) {
   }
 }
 
+// Tells a lane's thread to stop (`state.stop`, under `state.mu`), wakes it
+// through `wake` and waits for it to end (unless this is it).
+template <typename State>
+void StopThread(State& state, ShmCallQueue& wake) {
+  {
+    absl::MutexLock lock(&state.mu);
+    state.stop = true;
+  }
+  wake.Ring();
+  JoinOrDetach(state.thread);
+}
+
 // A frame as a record carries it: its wire bytes inline, or a block of this
 // side's ring that holds them. Nullopt when the ring has no room.
 struct EncodedFrame {
@@ -236,12 +248,7 @@ ShmLaneCaller::ShmLaneCaller(std::shared_ptr<ShmLane> lane) : state_(std::make_s
 }
 
 ShmLaneCaller::~ShmLaneCaller() {
-  {
-    absl::MutexLock lock(&state_->mu);
-    state_->stop = true;
-  }
-  state_->lane->responses().Ring();
-  JoinOrDetach(state_->thread);
+  StopThread(*state_, state_->lane->responses());
   // Nobody reads answers from here on: the server stops serving the lane.
   state_->lane->CloseClientSide();
   state_->lane->requests().Ring();
@@ -410,12 +417,7 @@ ShmLaneCallee::ShmLaneCallee(std::shared_ptr<ShmLane> lane, Handler* handler)
 ShmLaneCallee::~ShmLaneCallee() { Close(); }
 
 void ShmLaneCallee::Close() {
-  {
-    absl::MutexLock lock(&state_->mu);
-    state_->stop = true;
-  }
-  state_->lane->requests().Ring();
-  JoinOrDetach(state_->thread);
+  StopThread(*state_, state_->lane->requests());
   state_->lane->Close();
   state_->lane->responses().Ring();
 }
