@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/environment.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -26,13 +27,8 @@ std::optional<std::string_view> Find(const GrpcMetadata& metadata, std::string_v
 }  // namespace
 
 size_t SharedMemoryHalfBytesFromEnvironment() {
-  const char* value = std::getenv("PSTRAIN_GRPC_SHARED_MEMORY_MB");
-  size_t mb = kDefaultHalfMegabytes;
-  if (value != nullptr && !absl::SimpleAtoi(value, &mb)) {
-    LOG(WARNING) << "grpc: ignoring PSTRAIN_GRPC_SHARED_MEMORY_MB='" << value << "' (not a number of MiB)";
-    mb = kDefaultHalfMegabytes;
-  }
-  return mb << 20;
+  const int64_t mb = IntFromEnvironment("PSTRAIN_GRPC_SHARED_MEMORY_MB", kDefaultHalfMegabytes, "MiB", 0);
+  return static_cast<size_t>(mb) << 20;
 }
 
 bool LaneCallsFromEnvironment() {

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <thread>
@@ -13,10 +12,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/environment.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -38,15 +37,8 @@ constexpr int64_t kDefaultSpinMicros = 20;
 // How long a lane's thread polls its queue before it sleeps:
 // PSTRAIN_GRPC_LANE_SPIN_US (microseconds, default kDefaultSpinMicros).
 absl::Duration SpinFromEnvironment() {
-  static const absl::Duration spin = [] {
-    const char* value = std::getenv("PSTRAIN_GRPC_LANE_SPIN_US");
-    int64_t us = kDefaultSpinMicros;
-    if (value != nullptr && (!absl::SimpleAtoi(value, &us) || us < 0)) {
-      LOG(WARNING) << "grpc: ignoring PSTRAIN_GRPC_LANE_SPIN_US='" << value << "' (microseconds)";
-      us = kDefaultSpinMicros;
-    }
-    return absl::Microseconds(us);
-  }();
+  static const absl::Duration spin =
+      absl::Microseconds(IntFromEnvironment("PSTRAIN_GRPC_LANE_SPIN_US", kDefaultSpinMicros, "microseconds", 0));
   return spin;
 }
 

@@ -12,10 +12,10 @@
 
 #include "absl/base/config.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/environment.h"
 #include "glog/logging.h"
 
 namespace pstrain::ucx {
@@ -78,13 +78,7 @@ std::string TransportsWithoutSharedMemory(const char* user_tls) {
 }
 
 absl::Duration SpinFromEnvironment() {
-  const char* value = std::getenv("PSTRAIN_UCX_SPIN_US");
-  int64_t us = 200;
-  if (value != nullptr && !absl::SimpleAtoi(value, &us)) {
-    LOG(WARNING) << "ucx: ignoring PSTRAIN_UCX_SPIN_US='" << value << "' (not a number of microseconds)";
-    us = 200;
-  }
-  return absl::Microseconds(std::max<int64_t>(us, 0));
+  return absl::Microseconds(std::max<int64_t>(IntFromEnvironment("PSTRAIN_UCX_SPIN_US", 200, "microseconds"), 0));
 }
 
 }  // namespace pstrain::ucx
