@@ -8,13 +8,13 @@
 // nothing or fails, at most 64 times.
 // Asserts: an error is DATA_LOSS with a short message that says what is
 // wrong, and the next Pop fails the same way (a broken queue stays broken);
-// a record is a request or a response whose text and inline bytes fit
+// a record is a request, a response or a part of one, whose text and inline bytes fit
 // kMaxRecordPayload, carries a block only without inline bytes and with a
 // sequence in range, and written again into a fresh queue reads back the
 // same; the tail only moves forward, by at least a record head each time,
 // and never past the head.
 // Seeds: tests/fuzz/corpus/shm_call_queue/ (a request and a response, one in
-// a block; a record after a pad at the ring's end; an empty queue; lengths,
+// a block; an answer in parts; a record after a pad at the ring's end; an empty queue; lengths,
 // kinds and positions that cannot be).
 #include <cstdint>
 #include <cstdlib>
@@ -43,8 +43,9 @@ uint64_t Word(const char* region, size_t offset) {
 }
 
 void CheckRecord(const ShmCallRecord& r) {
-  FUZZ_CHECK(r.kind == ShmCallRecord::Kind::kRequest || r.kind == ShmCallRecord::Kind::kResponse, "kind ",
-             static_cast<uint32_t>(r.kind));
+  FUZZ_CHECK(r.kind == ShmCallRecord::Kind::kRequest || r.kind == ShmCallRecord::Kind::kResponse ||
+                 r.kind == ShmCallRecord::Kind::kResponsePart,
+             "kind ", static_cast<uint32_t>(r.kind));
   FUZZ_CHECK(r.text.size() + r.wire.size() <= ShmCallQueue::kMaxRecordPayload, "a record of ", r.text.size(), " + ",
              r.wire.size(), " bytes");
   if (r.block.has_value()) {

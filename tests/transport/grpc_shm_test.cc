@@ -77,8 +77,10 @@ std::string ThisThreadName() {
 }
 
 // Echoes every request; "Maps" answers with this process's LaneMappings(),
-// "Thread" with the name of the thread that handles it; "Hold" is never
-// answered (until the handler goes), "Drop" drops its responder unanswered.
+// "Thread" with the name of the thread that handles it, "Sized" with as
+// many payload bytes as its header says (Bytes(n, n)) under that name;
+// "Hold" is never answered (until the handler goes), "Drop" drops its
+// responder unanswered.
 class MapsEchoHandler : public Handler {
  public:
   ~MapsEchoHandler() override {
@@ -97,6 +99,9 @@ class MapsEchoHandler : public Handler {
       response.header = absl::StrCat(LaneMappings());
     } else if (method == "Thread") {
       response.header = ThisThreadName();
+    } else if (size_t n = 0; method == "Sized" && absl::SimpleAtoi(request.header(), &n)) {
+      response.header = ThisThreadName();
+      response.chunks.push_back(OwnedChunk(Bytes(n, n)));
     } else {
       response.header = std::string(request.header());
       if (request.payload_bytes() > 0) response.chunks.push_back(OwnedChunk(ReadPayload(request)));
@@ -190,17 +195,24 @@ TEST(GrpcShmTest, SmallFramesOfferNoLane) {
   EXPECT_EQ(LaneMappings(), 0);
 }
 
-TEST(GrpcShmTest, TurnedOffByTheEnvironmentEveryFrameUsesTheSocket) {
+// A Pair whose channel offers lanes of `megabytes` MiB each way
+// (PSTRAIN_GRPC_SHARED_MEMORY_MB while it connects).
+std::unique_ptr<Pair> PairWithLanesOf(const char* megabytes) {
   const std::string before = EnvValue(kOffEnv);
-  setenv(kOffEnv, "0", 1);
-  Pair pair;
+  setenv(kOffEnv, megabytes, 1);
+  auto pair = std::make_unique<Pair>();
   if (before.empty()) {
     unsetenv(kOffEnv);
   } else {
     setenv(kOffEnv, before.c_str(), 1);
   }
-  ASSERT_NE(pair.channel, nullptr);
-  absl::Status status = EchoAll(*pair.channel, {size_t{1} << 20, size_t{4} << 20});
+  return pair;
+}
+
+TEST(GrpcShmTest, TurnedOffByTheEnvironmentEveryFrameUsesTheSocket) {
+  std::unique_ptr<Pair> pair = PairWithLanesOf("0");
+  ASSERT_NE(pair->channel, nullptr);
+  absl::Status status = EchoAll(*pair->channel, {size_t{1} << 20, size_t{4} << 20});
   EXPECT_TRUE(status.ok()) << status;
   absl::SleepFor(absl::Milliseconds(200));  // an attach, were one made, would be done
   EXPECT_EQ(LaneMappings(), 0);
@@ -282,6 +294,60 @@ TEST(GrpcShmTest, ALaneCallFailsAtItsDeadlineAndAnAnswerDroppedIsAnError) {
   absl::Status dropped = pair.channel->CallSync("Drop", OutgoingFrame(), Deadline(absl::Seconds(30)), &answer);
   EXPECT_TRUE(absl::IsInternal(dropped)) << dropped;
   EXPECT_TRUE(EchoAll(*pair.channel, {size_t{2} << 20}).ok()) << "the lane after a late and a dropped answer";
+}
+
+// Calls "Sized" for each of `sizes` at once and keeps every answer until the
+// last has come (as a worker's pull of a whole model does); the first
+// error, or what differs (a payload, or an answer not handled on a lane).
+absl::Status SizedAnswersHeldTogether(Channel& channel, const std::vector<size_t>& sizes) {
+  struct Outcome {
+    absl::Mutex mu;
+    int pending;
+    absl::Status status;
+    std::vector<IncomingFrame> held;
+  } outcome;
+  outcome.pending = static_cast<int>(sizes.size());
+  for (size_t size : sizes) {
+    OutgoingFrame request;
+    request.header = absl::StrCat(size);
+    channel.Call("Sized", std::move(request), Deadline(absl::Seconds(60)),
+                 [&outcome](absl::Status s, IncomingFrame response) {
+                   absl::MutexLock lock(&outcome.mu);
+                   if (outcome.status.ok()) outcome.status = s;
+                   outcome.held.push_back(std::move(response));
+                   --outcome.pending;
+                 });
+  }
+  absl::MutexLock lock(&outcome.mu);
+  outcome.mu.Await(absl::Condition(
+      +[](int* p) { return *p == 0; }, &outcome.pending));
+  for (IncomingFrame& answer : outcome.held) {
+    if (!outcome.status.ok()) break;
+    const size_t n = answer.payload_bytes();
+    if (answer.header() != "pstrain-lane-s") {
+      outcome.status = absl::InternalError(absl::StrCat("an answer of ", n, " bytes from thread ", answer.header()));
+    } else if (ReadPayload(answer) != Bytes(n, n)) {
+      outcome.status = absl::DataLossError(absl::StrCat("an answer of ", n, " bytes differs"));
+    }
+  }
+  return outcome.status;
+}
+
+// Answers that find no room in the lane's ring (its client still holds the
+// earlier ones, or one is larger than the ring) come through the lane all
+// the same, in slices, instead of waiting for room that never comes.
+TEST(GrpcShmTest, AnswersBeyondTheRoomOfTheLaneComeThroughIt) {
+  std::unique_ptr<Pair> pair = PairWithLanesOf("8");
+  ASSERT_NE(pair->channel, nullptr);
+  ASSERT_TRUE(EchoAll(*pair->channel, {size_t{1} << 20}).ok());
+  ASSERT_TRUE(AwaitLaneMappings(2));
+  ASSERT_EQ(HandlerThread(*pair->channel), "pstrain-lane-s");
+  absl::Status status = SizedAnswersHeldTogether(*pair->channel, std::vector<size_t>(6, size_t{3} << 20));
+  EXPECT_TRUE(status.ok()) << "six answers of 3 MiB held together, lanes of 8 MiB: " << status;
+  status = SizedAnswersHeldTogether(*pair->channel, {size_t{20} << 20, size_t{3} << 20, 100});
+  EXPECT_TRUE(status.ok()) << "an answer of 20 MiB, lanes of 8 MiB: " << status;
+  status = EchoAll(*pair->channel, {size_t{2} << 20, size_t{5} << 20});
+  EXPECT_TRUE(status.ok()) << "the lane after answers in slices: " << status;
 }
 
 // ---------------------------------------------------------------- children

@@ -59,7 +59,7 @@ void ExpectSame(const ShmCallRecord& got, const ShmCallRecord& want) {
   }
 }
 
-TEST(ShmCallQueueTest, RequestsAndResponsesComeOutAsWritten) {
+TEST(ShmCallQueueTest, RequestsResponsesAndPartsComeOutAsWritten) {
   Region region(kSmallRegion);
   ShmCallQueue writer(region.data, region.bytes), reader(region.data, region.bytes);
   ShmCallRecord response;
@@ -69,8 +69,12 @@ TEST(ShmCallQueueTest, RequestsAndResponsesComeOutAsWritten) {
   response.text = "version not applied";
   ShmCallRecord in_block = Request(8, "Push", "");
   in_block.block = ShmDescriptor{4096, 2 << 20, 3};
+  ShmCallRecord part;
+  part.kind = ShmCallRecord::Kind::kResponsePart;
+  part.call_id = 10;
+  part.wire = Pattern(64 << 10, 3);
   const ShmCallRecord records[] = {Request(6, "Pull", Pattern(1000, 1)), response, in_block,
-                                   Request(9, "Init", Pattern(ShmCallQueue::kMaxRecordPayload - 4, 2))};
+                                   Request(9, "Init", Pattern(ShmCallQueue::kMaxRecordPayload - 4, 2)), part};
   for (const ShmCallRecord& r : records) ASSERT_TRUE(writer.TryPush(r));
   for (const ShmCallRecord& r : records) {
     absl::StatusOr<std::optional<ShmCallRecord>> got = reader.Pop();
@@ -90,7 +94,9 @@ TEST(ShmCallQueueTest, RecordsWrapAroundTheRingIntact) {
   for (int i = 0; i < 200; ++i) {
     const ShmCallRecord r = Request(i, absl::StrCat("m", i), Pattern(1000 + (i * 7919) % 60000, i));
     ASSERT_TRUE(writer.TryPush(r)) << "record " << i;
-    if (i % 3 == 0) ASSERT_TRUE(writer.TryPush(Request(1000 + i, "x", Pattern(17, i))));
+    if (i % 3 == 0) {
+      ASSERT_TRUE(writer.TryPush(Request(1000 + i, "x", Pattern(17, i))));
+    }
     absl::StatusOr<std::optional<ShmCallRecord>> got = reader.Pop();
     ASSERT_TRUE(got.ok() && got->has_value()) << "record " << i << ": " << got.status();
     ExpectSame(**got, r);
@@ -145,6 +151,7 @@ TEST(ShmCallQueueTest, WhatCannotBeARecordIsDataLossNamingWhatIsWrong) {
       {"a length that is not a multiple of 8", 0, 61, "bytes at 0"},
       {"a length shorter than a head", 0, 16, "shorter than its head"},
       {"an unknown kind", 4, 9, "kind 9"},
+      {"the kind after an answer's part", 4, 4, "kind 4"},
       {"text longer than the record", 20, 5000, "holding 5000"},
       {"a block flag that is neither 0 nor 1", 28, 2, "block 2"},
       {"a block beside inline bytes", 28, 1, "block 1"},

@@ -164,8 +164,8 @@ absl::StatusOr<std::optional<ShmCallRecord>> ShmCallQueue::Pop() {
     if (bytes < sizeof(h)) return Corrupt(absl::StrCat("a record of ", bytes, " bytes is shorter than its head"));
     std::memcpy(&h, data_ + pos, sizeof(h));  // read once: the fields checked are the fields used
     const uint64_t body = uint64_t{h.text_bytes} + h.wire_bytes;
-    if (h.kind != static_cast<uint32_t>(ShmCallRecord::Kind::kRequest) &&
-        h.kind != static_cast<uint32_t>(ShmCallRecord::Kind::kResponse)) {
+    if (h.kind < static_cast<uint32_t>(ShmCallRecord::Kind::kRequest) ||
+        h.kind > static_cast<uint32_t>(ShmCallRecord::Kind::kResponsePart)) {
       return Corrupt(absl::StrCat("a record of kind ", h.kind));
     }
     if (body > kMaxRecordPayload || RoundUp8(sizeof(h) + body) != bytes || h.has_block > 1 ||

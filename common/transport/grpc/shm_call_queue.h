@@ -2,8 +2,10 @@
 // written by one process and read by one thread of another, in a byte ring
 // of a shared segment, with a futex word the reader sleeps on.
 //
-// A record is a request (its call id, method and frame) or a response (the
-// call id, a status and the answer's frame). A frame travels inline (its
+// A record is a request (its call id, method and frame), a response (the
+// call id, a status and the answer's frame), or a part of an answer that
+// found no room in the writer's ring: its wire bytes travel in slices, each
+// a response part, the last slice in the response itself. A frame travels inline (its
 // wire bytes: EncodeWireHeader(header) + payload) when small, or as the
 // descriptor of a block of the writer's ShmRing holding those wire bytes.
 // The region starts with the ring's control words (head, tail, the futex
@@ -31,7 +33,7 @@
 namespace pstrain {
 
 struct ShmCallRecord {
-  enum class Kind : uint32_t { kRequest = 1, kResponse = 2 };
+  enum class Kind : uint32_t { kRequest = 1, kResponse = 2, kResponsePart = 3 };
   Kind kind = Kind::kRequest;
   uint64_t call_id = 0;
   int32_t status_code = 0;             // a response's absl::StatusCode

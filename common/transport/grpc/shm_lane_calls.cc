@@ -27,7 +27,9 @@ constexpr size_t kInlineWireBytes = kShmMinPayloadBytes;
 // The most of a method name or an error message a record carries.
 constexpr size_t kMaxText = 16 * 1024;
 static_assert(kInlineWireBytes + kMaxText <= ShmCallQueue::kMaxRecordPayload);
-// How long an answer waits for room in the lane before it is given up.
+// The most wire bytes of one answer in parts (gRPC's own limit on a message).
+constexpr size_t kMaxAnswerInParts = size_t{1} << 31;
+// How long an answer waits for room in the calls queue before it is given up.
 constexpr absl::Duration kAnswerRoomWait = absl::Seconds(10);
 constexpr absl::Duration kRoomPoll = absl::Microseconds(200);
 // 20 us: 1.25x the colocated push+pull of no polling on a 2-core VM, where
@@ -68,21 +70,28 @@ void StopThread(State& state, ShmCallQueue& wake) {
 }
 
 // A frame as a record carries it: its wire bytes inline, or a block of this
-// side's ring that holds them. Nullopt when the ring has no room.
+// side's ring that holds them.
 struct EncodedFrame {
   std::string wire;
   std::optional<ShmDescriptor> block;
 };
+
+// `frame`'s wire bytes: EncodeWireHeader(header), then its payload.
+std::string WireBytes(const OutgoingFrame& frame) {
+  std::string wire = EncodeWireHeader(frame.header);
+  wire.reserve(wire.size() + frame.payload_bytes());
+  for (const ConstChunk& chunk : frame.chunks) wire.append(static_cast<const char*>(chunk.data), chunk.size);
+  return wire;
+}
+
+// `frame` as a record carries it; nullopt when it needs a block and the ring
+// has no room.
 std::optional<EncodedFrame> Encode(ShmLane& lane, const OutgoingFrame& frame) {
   EncodedFrame out;
-  out.wire = EncodeWireHeader(frame.header);
-  const size_t total = out.wire.size() + frame.payload_bytes();
-  if (total < kInlineWireBytes) {
-    out.wire.reserve(total);
-    for (const ConstChunk& chunk : frame.chunks) out.wire.append(static_cast<const char*>(chunk.data), chunk.size);
+  if (EncodeWireHeader(frame.header).size() + frame.payload_bytes() < kInlineWireBytes) {
+    out.wire = WireBytes(frame);
     return out;
   }
-  out.wire.clear();
   out.block = lane.WriteWire(frame);
   if (!out.block.has_value()) return std::nullopt;
   return out;
@@ -151,27 +160,58 @@ struct ShmLaneCaller::State {
   void Drain() {
     for (;;) {
       absl::StatusOr<std::optional<ShmCallRecord>> popped = lane->responses().Pop();
-      if (!popped.ok() || (popped->has_value() && (*popped)->kind != ShmCallRecord::Kind::kResponse)) {
+      absl::Status broke = popped.status();
+      if (broke.ok() && popped->has_value()) broke = CheckAnswer(**popped);
+      if (!broke.ok()) {
+        parts.clear();
         FailAll(absl::UnavailableError(
-            absl::StrCat("grpc: the shared-memory lane to the server broke (",
-                         popped.ok() ? "a request among its answers" : popped.status().message(), ")")));
+            absl::StrCat("grpc: the shared-memory lane to the server broke (", broke.message(), ")")));
         return;
       }
       if (!popped->has_value()) return;
       ShmCallRecord& record = **popped;
-      std::optional<Pending> call = Take(record.call_id);
-      absl::Status status = StatusOf(record);
-      if (!call.has_value() || !status.ok()) {
-        if (record.block.has_value()) Decode(*lane, record).IgnoreError();  // frees the block
-        if (call.has_value()) call->done(status, {});
-        continue;
-      }
-      absl::StatusOr<IncomingFrame> frame = Decode(*lane, record);
-      if (frame.ok()) {
-        call->done(absl::OkStatus(), *std::move(frame));
+      if (record.kind == ShmCallRecord::Kind::kResponsePart) {
+        parts[record.call_id] += record.wire;
       } else {
-        call->done(frame.status(), {});
+        Complete(record);
       }
+    }
+  }
+
+  // What is wrong with `record` as an answer or a part of one, if anything.
+  absl::Status CheckAnswer(const ShmCallRecord& record) const {
+    if (record.kind == ShmCallRecord::Kind::kRequest) return absl::DataLossError("a request among its answers");
+    if (record.kind == ShmCallRecord::Kind::kResponsePart && record.block.has_value()) {
+      return absl::DataLossError("a part of an answer in a block");
+    }
+    auto it = parts.find(record.call_id);
+    const size_t joined = it == parts.end() ? 0 : it->second.size();
+    if (joined > 0 && record.block.has_value()) return absl::DataLossError("an answer in parts and in a block");
+    if (joined + record.wire.size() > kMaxAnswerInParts) {
+      return absl::DataLossError(absl::StrCat("an answer in parts of over ", kMaxAnswerInParts, " bytes"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Completes the call `record` answers (its earlier parts joined in front
+  // of its own wire bytes), unless it already ended.
+  void Complete(ShmCallRecord& record) {
+    if (auto it = parts.find(record.call_id); it != parts.end()) {
+      record.wire.insert(0, it->second);
+      parts.erase(it);
+    }
+    std::optional<Pending> call = Take(record.call_id);
+    absl::Status status = StatusOf(record);
+    if (!call.has_value() || !status.ok()) {
+      if (record.block.has_value()) Decode(*lane, record).IgnoreError();  // frees the block
+      if (call.has_value()) call->done(status, {});
+      return;
+    }
+    absl::StatusOr<IncomingFrame> frame = Decode(*lane, record);
+    if (frame.ok()) {
+      call->done(absl::OkStatus(), *std::move(frame));
+    } else {
+      call->done(frame.status(), {});
     }
   }
 
@@ -227,6 +267,9 @@ struct ShmLaneCaller::State {
   }
 
   const std::shared_ptr<ShmLane> lane;
+  // The slices so far of answers that come in parts, by call (the lane
+  // thread's alone).
+  absl::flat_hash_map<uint64_t, std::string> parts;
   absl::Mutex mu;
   absl::flat_hash_map<uint64_t, Pending> pending ABSL_GUARDED_BY(mu);
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
@@ -349,31 +392,65 @@ struct ShmLaneCallee::State {
     };
   }
 
-  // Writes call `id`'s answer into the responses queue, waiting (up to
-  // kAnswerRoomWait) for room while the client takes earlier answers.
+  // Writes call `id`'s answer into the responses queue: a large one in a
+  // block of the ring or, when the ring has no room for it (the client
+  // holds earlier answers, or it is larger than the ring), in slices
+  // through the queue; waits for room in the queue while the client takes
+  // earlier records.
   void Answer(uint64_t id, absl::Status status, OutgoingFrame response) {
     if (lane->client_closed()) return;  // nobody would read it
     ShmCallRecord record;
     record.kind = ShmCallRecord::Kind::kResponse;
     record.call_id = id;
+    std::string in_parts;  // the answer's wire bytes, when they go in slices
     if (status.ok()) {
-      std::optional<EncodedFrame> encoded = WaitForRoom([&] { return Encode(*lane, response); });
+      std::optional<EncodedFrame> encoded = Encode(*lane, response);
       if (encoded.has_value()) {
         record.wire = std::move(encoded->wire);
         record.block = encoded->block;
       } else {
-        status = absl::ResourceExhaustedError(absl::StrCat("grpc: no room in the shared-memory lane for an answer of ",
-                                                           response.payload_bytes(), " bytes"));
+        in_parts = WireBytes(response);
+        WarnOnceOfParts(in_parts.size());
       }
     }
     record.status_code = static_cast<int32_t>(status.code());
     record.text = std::string(status.message().substr(0, kMaxText));
     absl::MutexLock lock(&write_mu);
-    if (!WaitForRoom([&] { return lane->responses().TryPush(record) ? std::optional<bool>(true) : std::nullopt; })) {
+    if (!SendAllButTheLastSlice(id, in_parts, record) || !Push(record)) {
       if (record.block.has_value()) lane->Withdraw(*record.block);
       return;
     }
     lane->responses().Ring();
+  }
+
+  // Sends `wire` but its last slice as response parts of call `id`; the
+  // last slice goes into `last`. False when the client stopped taking them.
+  bool SendAllButTheLastSlice(uint64_t id, std::string_view wire, ShmCallRecord& last)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    ShmCallRecord part;
+    part.kind = ShmCallRecord::Kind::kResponsePart;
+    part.call_id = id;
+    for (; wire.size() > kInlineWireBytes; wire.remove_prefix(kInlineWireBytes)) {
+      part.wire.assign(wire.substr(0, kInlineWireBytes));
+      if (!Push(part)) return false;
+      lane->responses().Ring();
+    }
+    last.wire.append(wire);
+    return true;
+  }
+
+  bool Push(const ShmCallRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu) {
+    return WaitForRoom([&] { return lane->responses().TryPush(record) ? std::optional<bool>(true) : std::nullopt; })
+        .has_value();
+  }
+
+  void WarnOnceOfParts(size_t bytes) {
+    if (warned_of_parts.exchange(true)) return;
+    LOG(WARNING) << "grpc: the shared-memory lane of client pid " << lane->client_pid()
+                 << " has no room for an answer of " << bytes
+                 << " bytes (its client holds earlier answers, or the answer is larger than the lane); such "
+                 << "answers go in slices through the call queue, a copy more. PSTRAIN_GRPC_SHARED_MEMORY_MB sets the "
+                 << "lane's size (MiB each way).";
   }
 
   // `attempt()` until it gives a value, the lane closes or its client goes,
@@ -395,6 +472,7 @@ struct ShmLaneCallee::State {
   Handler* const handler;
   std::weak_ptr<State> self;
   absl::Mutex write_mu;  // one writer of the responses queue at a time
+  std::atomic<bool> warned_of_parts{false};
   absl::Mutex mu;
   bool stop ABSL_GUARDED_BY(mu) = false;
   std::thread thread;
