@@ -23,7 +23,11 @@ constexpr absl::Duration kWithdrawAfter = absl::Seconds(60);
 // The largest half a peer may offer.
 constexpr uint64_t kMaxHalfBytes = uint64_t{1} << 36;
 
+uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
 uint64_t RoundToBlocks(uint64_t n) { return (n + kShmBlockAlignment - 1) / kShmBlockAlignment * kShmBlockAlignment; }
+// Where WriteWire puts a frame's payload in its block: after the wire
+// header, at the next multiple of this (floats, and whole cache lines).
+constexpr uint64_t kShmPayloadAlignment = 64;
 // The smallest half: its state table and one block.
 constexpr uint64_t kMinHalfBytes = 2 * kShmBlockAlignment;
 
@@ -159,22 +163,46 @@ std::optional<ShmDescriptor> ShmLane::Write(OutgoingFrame& frame) {
 }
 
 std::optional<ShmDescriptor> ShmLane::WriteWire(const OutgoingFrame& frame) {
-  auto wire_header = std::make_shared<std::string>(EncodeWireHeader(frame.header));
-  OutgoingFrame wire;
-  wire.chunks.reserve(frame.chunks.size() + 1);
-  wire.chunks.push_back({wire_header->data(), wire_header->size(), wire_header});
-  wire.chunks.insert(wire.chunks.end(), frame.chunks.begin(), frame.chunks.end());
-  return Write(wire);
+  const std::string wire_header = EncodeWireHeader(frame.header);
+  const size_t payload_at = RoundUp(wire_header.size(), kShmPayloadAlignment);
+  if (wire_header.size() + frame.payload_bytes() < kShmMinPayloadBytes) return std::nullopt;
+  std::optional<ShmRing::Block> block = own_ring_.Allocate(payload_at + frame.payload_bytes());
+  if (!block.has_value()) return std::nullopt;
+  std::memcpy(block->payload, wire_header.data(), wire_header.size());
+  std::memset(block->payload + wire_header.size(), 0, payload_at - wire_header.size());
+  char* out = block->payload + payload_at;
+  for (const ConstChunk& chunk : frame.chunks) {
+    if (chunk.size > 0) std::memcpy(out, chunk.data, chunk.size);
+    out += chunk.size;
+  }
+  return block->descriptor;
+}
+
+absl::StatusOr<IncomingFrame> ShmLane::ReadWire(const ShmDescriptor& descriptor) {
+  PSTRAIN_ASSIGN_OR_RETURN(const char* block, peer_ring_.Take(descriptor));
+  std::shared_ptr<const void> hold = HoldUntilRead(nullptr, descriptor);
+  PSTRAIN_ASSIGN_OR_RETURN(IncomingFrame wire, IncomingFrame::FromWire({{block, descriptor.bytes}}, hold));
+  const size_t payload_at = RoundUp(descriptor.bytes - wire.payload_bytes(), kShmPayloadAlignment);
+  if (payload_at > descriptor.bytes) {
+    return absl::DataLossError(absl::StrCat("shared memory: a block of ", descriptor.bytes,
+                                            " bytes ends inside its frame's padded header of ", payload_at, " bytes"));
+  }
+  return IncomingFrame(wire.header(), {{block + payload_at, descriptor.bytes - payload_at}}, std::move(hold));
 }
 
 absl::StatusOr<IncomingFrame> ShmLane::Read(std::vector<IncomingFrame::Piece> wire,
                                             std::shared_ptr<const void> wire_keepalive,
                                             const ShmDescriptor& descriptor) {
   PSTRAIN_ASSIGN_OR_RETURN(const char* payload, peer_ring_.Take(descriptor));
-  auto hold = std::make_shared<ReadBlock>(std::move(wire_keepalive),
-                                          std::shared_ptr<ShmRingReader>(shared_from_this(), &peer_ring_), descriptor);
+  std::shared_ptr<const void> hold = HoldUntilRead(std::move(wire_keepalive), descriptor);
   if (descriptor.bytes > 0) wire.push_back({payload, descriptor.bytes});
   return IncomingFrame::FromWire(std::move(wire), std::move(hold));
+}
+
+std::shared_ptr<const void> ShmLane::HoldUntilRead(std::shared_ptr<const void> wire_keepalive,
+                                                   const ShmDescriptor& descriptor) {
+  return std::make_shared<ReadBlock>(std::move(wire_keepalive),
+                                     std::shared_ptr<ShmRingReader>(shared_from_this(), &peer_ring_), descriptor);
 }
 
 }  // namespace pstrain

@@ -89,12 +89,14 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
   // has room: copies its payload into a block, releases its chunks and
   // returns the block's descriptor; otherwise nullopt and `frame` is as it was.
   std::optional<ShmDescriptor> Write(OutgoingFrame& frame);
-  // The wire bytes of `frame` (EncodeWireHeader(header), then its payload)
+  // The wire bytes of `frame` (EncodeWireHeader(header), zeros up to the
+  // next multiple of 64 bytes, then its payload: aligned for the reader)
   // copied into a block of this side's ring, `frame` unchanged; nullopt when
   // they are fewer than kShmMinPayloadBytes or the ring has no room.
   std::optional<ShmDescriptor> WriteWire(const OutgoingFrame& frame);
-  // The frame whose wire bytes the peer's block `descriptor` holds (WriteWire).
-  absl::StatusOr<IncomingFrame> ReadWire(const ShmDescriptor& descriptor) { return Read({}, nullptr, descriptor); }
+  // The frame whose wire bytes the peer's block `descriptor` holds
+  // (WriteWire); DATA_LOSS or INVALID_ARGUMENT when the block cannot be one.
+  absl::StatusOr<IncomingFrame> ReadWire(const ShmDescriptor& descriptor);
   // Takes back a block this side wrote whose call failed before the peer read it.
   void Withdraw(const ShmDescriptor& descriptor) { own_ring_.Withdraw(descriptor); }
   // The frame the peer sent: `wire` holds its wire header (EncodeWireHeader),
@@ -111,6 +113,10 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
 
   struct State;
   State* state() const;
+  // Keeps `wire_keepalive` and the peer's block `descriptor` (taken) until
+  // the last holder lets go; then the block goes back to the peer.
+  std::shared_ptr<const void> HoldUntilRead(std::shared_ptr<const void> wire_keepalive,
+                                            const ShmDescriptor& descriptor);
 
   std::unique_ptr<SharedSegment> segment_;
   const uint64_t half_bytes_;
