@@ -30,13 +30,9 @@ absl::StatusOr<SocketAddress> Resolve(const HostPort& hp, bool passive);
 // The port of an IPv4 or IPv6 address; 0 for any other family.
 int PortOf(const sockaddr_storage& address);
 
-// Whether `address` belongs to this process's network namespace: a loopback
-// or wildcard address, or one assigned to one of its interfaces
-// (getifaddrs). A server there runs on this host, in this namespace; any
-// other address is another host's, or another network namespace's on this
-// host (a container, a pod, an emulated host), which the ucx transport
-// reaches without shared memory (engine.h). False, with a warning, when the
-// interfaces cannot be listed.
+// Whether `address` belongs to this process's network namespace
+// (common/network_namespace.h); any other the ucx transport reaches without
+// shared memory (engine.h).
 bool InThisNetworkNamespace(const SocketAddress& address);
 
 }  // namespace pstrain::ucx
