@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/host_port.h"
+#include "common/network_namespace.h"
 #include "common/ps_rpc.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -540,6 +542,15 @@ absl::StatusOr<ChunkResponse> PsClient::Chunk(const std::vector<CompletedChunk>&
     return absl::InternalError("chunk: malformed response from PS shard 0");
   }
   return response;
+}
+
+std::vector<bool> PsClient::ColocatedShards() const {
+  std::vector<bool> colocated;
+  for (const std::string& address : addresses_) {
+    absl::StatusOr<HostPort> hp = ParseHostPort(address);
+    colocated.push_back(hp.ok() && HostInThisNetworkNamespace(hp->host));
+  }
+  return colocated;
 }
 
 }  // namespace pstrain

@@ -141,6 +141,10 @@ class PsClient {
   absl::StatusOr<ChunkResponse> Chunk(const std::vector<CompletedChunk>& completed);
 
   int num_shards() const { return static_cast<int>(channels_.size()); }
+  // Per shard: whether it serves in this process's network namespace (its
+  // address's host is "localhost" or one of its own addresses), reached
+  // without crossing a link.
+  std::vector<bool> ColocatedShards() const;
   // Payload bytes pushed and pulled so far, as they travelled.
   int64_t bytes_pushed() const { return bytes_pushed_.load(); }
   int64_t bytes_pulled() const { return bytes_pulled_.load(); }

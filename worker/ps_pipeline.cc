@@ -45,7 +45,7 @@ void PsPipeline::TakeBatches(int64_t version) {
   }
   unreduced_in_batch_.assign(batch_variables_.size(), 0);
   batch_version_.assign(batch_variables_.size(), version);
-  admission_.Configure(window_bytes_, pushes_per_shard_, client_->num_shards());
+  admission_.Configure(window_bytes_, pushes_per_shard_, client_->num_shards(), client_->ColocatedShards());
 }
 
 void PsPipeline::Relayout(const TransferLayout& layout, int64_t version) {

@@ -50,6 +50,28 @@ TEST(PushAdmissionTest, SaturatedWhenEveryShardIsBusyOrTheWindowIsFull) {
   EXPECT_FALSE(PushAdmission(0, 0, 1).Saturated()) << "no limits";
 }
 
+TEST(PushAdmissionTest, AColocatedShardTakesOnePushMore) {
+  PushAdmission a(/*window_bytes=*/0, /*pushes_per_shard=*/1, /*num_shards=*/2, /*colocated=*/{true, false});
+  EXPECT_EQ(a.LimitOf(0), 2);
+  EXPECT_EQ(a.LimitOf(1), 1);
+  EXPECT_EQ(a.Admit(10, 0), Verdict::kSend);
+  EXPECT_EQ(a.Admit(10, 0), Verdict::kSend) << "one applied, one copied in";
+  EXPECT_EQ(a.Admit(10, 0), Verdict::kShardBusy);
+  EXPECT_EQ(a.Admit(10, 1), Verdict::kSend);
+  EXPECT_EQ(a.Admit(10, 1), Verdict::kShardBusy) << "across a link: one at a time";
+  EXPECT_TRUE(a.Saturated());
+  a.Done(10, 0);
+  EXPECT_FALSE(a.Saturated());
+  EXPECT_EQ(a.Admit(10, 0), Verdict::kSend);
+
+  PushAdmission unlimited(0, /*pushes_per_shard=*/0, 1, {true});
+  EXPECT_EQ(unlimited.LimitOf(0), 0) << "no limit stays no limit";
+  PushAdmission two(0, /*pushes_per_shard=*/2, 2, {false, true});
+  EXPECT_EQ(two.LimitOf(1), 3);
+  two.Configure(0, 1, 3);
+  EXPECT_EQ(two.LimitOf(1), 1) << "Configure without colocated shards: none is";
+}
+
 TEST(PushAdmissionTest, WindowIsCheckedBeforeTheShard) {
   PushAdmission a(/*window_bytes=*/100, /*pushes_per_shard=*/1, /*num_shards=*/2);
   EXPECT_EQ(a.Admit(100, 0), Verdict::kSend);

@@ -18,7 +18,7 @@ class Round : public std::enable_shared_from_this<Round> {
   Round(PsClient& client, int64_t window_bytes, int pushes_per_shard, absl::Duration timeout)
       : client_(client),
         timeout_(timeout),
-        admission_(window_bytes, pushes_per_shard, client.num_shards()),
+        admission_(window_bytes, pushes_per_shard, client.num_shards(), client.ColocatedShards()),
         unanswered_(client.num_push_batches()) {
     for (int b = 0; b < client.num_push_batches(); ++b) unsent_.insert(b);
   }
