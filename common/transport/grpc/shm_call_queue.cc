@@ -33,7 +33,7 @@ static_assert(sizeof(RecordHead) == 56);
 constexpr uint32_t kPad = 0;  // skips the rest of the ring to its end
 constexpr size_t kPadBytes = 8;
 
-uint64_t RoundUp8(uint64_t n) { return (n + 7) / 8 * 8; }
+uint64_t RoundUp8(uint64_t n) { return ShmRoundUp(n, 8); }
 
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("shared memory call queue: ", what));

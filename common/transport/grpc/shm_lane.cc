@@ -23,8 +23,7 @@ constexpr absl::Duration kWithdrawAfter = absl::Seconds(60);
 // The largest half a peer may offer.
 constexpr uint64_t kMaxHalfBytes = uint64_t{1} << 36;
 
-uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
-uint64_t RoundToBlocks(uint64_t n) { return (n + kShmBlockAlignment - 1) / kShmBlockAlignment * kShmBlockAlignment; }
+uint64_t RoundToBlocks(uint64_t n) { return ShmRoundUp(n, kShmBlockAlignment); }
 // Where WriteWire puts a frame's payload in its block: after the wire
 // header, at the next multiple of this (floats, and whole cache lines).
 constexpr uint64_t kShmPayloadAlignment = 64;
@@ -164,7 +163,7 @@ std::optional<ShmDescriptor> ShmLane::Write(OutgoingFrame& frame) {
 
 std::optional<ShmDescriptor> ShmLane::WriteWire(const OutgoingFrame& frame) {
   const std::string wire_header = EncodeWireHeader(frame.header);
-  const size_t payload_at = RoundUp(wire_header.size(), kShmPayloadAlignment);
+  const size_t payload_at = ShmRoundUp(wire_header.size(), kShmPayloadAlignment);
   if (wire_header.size() + frame.payload_bytes() < kShmMinPayloadBytes) return std::nullopt;
   std::optional<ShmRing::Block> block = own_ring_.Allocate(payload_at + frame.payload_bytes());
   if (!block.has_value()) return std::nullopt;
@@ -182,7 +181,7 @@ absl::StatusOr<IncomingFrame> ShmLane::ReadWire(const ShmDescriptor& descriptor)
   PSTRAIN_ASSIGN_OR_RETURN(const char* block, peer_ring_.Take(descriptor));
   std::shared_ptr<const void> hold = HoldUntilRead(nullptr, descriptor);
   PSTRAIN_ASSIGN_OR_RETURN(IncomingFrame wire, IncomingFrame::FromWire({{block, descriptor.bytes}}, hold));
-  const size_t payload_at = RoundUp(descriptor.bytes - wire.payload_bytes(), kShmPayloadAlignment);
+  const size_t payload_at = ShmRoundUp(descriptor.bytes - wire.payload_bytes(), kShmPayloadAlignment);
   if (payload_at > descriptor.bytes) {
     return absl::DataLossError(absl::StrCat("shared memory: a block of ", descriptor.bytes,
                                             " bytes ends inside its frame's padded header of ", payload_at, " bytes"));

@@ -76,11 +76,16 @@ struct EncodedFrame {
   std::optional<ShmDescriptor> block;
 };
 
+// Appends `frame`'s payload to `wire`.
+void AppendPayload(const OutgoingFrame& frame, std::string& wire) {
+  wire.reserve(wire.size() + frame.payload_bytes());
+  for (const ConstChunk& chunk : frame.chunks) wire.append(static_cast<const char*>(chunk.data), chunk.size);
+}
+
 // `frame`'s wire bytes: EncodeWireHeader(header), then its payload.
 std::string WireBytes(const OutgoingFrame& frame) {
   std::string wire = EncodeWireHeader(frame.header);
-  wire.reserve(wire.size() + frame.payload_bytes());
-  for (const ConstChunk& chunk : frame.chunks) wire.append(static_cast<const char*>(chunk.data), chunk.size);
+  AppendPayload(frame, wire);
   return wire;
 }
 
@@ -88,10 +93,12 @@ std::string WireBytes(const OutgoingFrame& frame) {
 // has no room.
 std::optional<EncodedFrame> Encode(ShmLane& lane, const OutgoingFrame& frame) {
   EncodedFrame out;
-  if (EncodeWireHeader(frame.header).size() + frame.payload_bytes() < kInlineWireBytes) {
-    out.wire = WireBytes(frame);
+  out.wire = EncodeWireHeader(frame.header);
+  if (out.wire.size() + frame.payload_bytes() < kInlineWireBytes) {
+    AppendPayload(frame, out.wire);
     return out;
   }
+  out.wire.clear();
   out.block = lane.WriteWire(frame);
   if (!out.block.has_value()) return std::nullopt;
   return out;
@@ -193,11 +200,12 @@ struct ShmLaneCaller::State {
     return absl::OkStatus();
   }
 
-  // Completes the call `record` answers (its earlier parts joined in front
-  // of its own wire bytes), unless it already ended.
+  // Completes the call `record` answers (its own wire bytes after its
+  // earlier parts), unless it already ended.
   void Complete(ShmCallRecord& record) {
     if (auto it = parts.find(record.call_id); it != parts.end()) {
-      record.wire.insert(0, it->second);
+      it->second += record.wire;
+      record.wire = std::move(it->second);
       parts.erase(it);
     }
     std::optional<Pending> call = Take(record.call_id);

@@ -30,8 +30,6 @@ std::atomic_ref<uint64_t> StateOf(char* table, uint64_t offset) {
   return std::atomic_ref<uint64_t>(SlotOf(table, offset)->state);
 }
 
-uint64_t RoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
-
 constexpr uint64_t kCommitStep = 1 << 20;  // memory is committed a MiB at a time
 constexpr uint64_t kMinFootprint = 16 << 20;
 
@@ -39,7 +37,7 @@ constexpr uint64_t kMinFootprint = 16 << 20;
 
 ShmRegionLayout::ShmRegionLayout(uint64_t region_bytes) {
   const uint64_t places = region_bytes / kShmBlockAlignment;
-  table_bytes = std::min(region_bytes, RoundUp(places * sizeof(Slot), kShmBlockAlignment));
+  table_bytes = std::min(region_bytes, ShmRoundUp(places * sizeof(Slot), kShmBlockAlignment));
   area_bytes = (region_bytes - table_bytes) / kShmBlockAlignment * kShmBlockAlignment;
 }
 
@@ -81,7 +79,7 @@ ShmRing::ShmRing(SharedSegment* segment, size_t offset, size_t bytes, absl::Dura
 
 std::optional<ShmRing::Block> ShmRing::Allocate(size_t bytes) {
   if (bytes > size_) return std::nullopt;
-  const uint64_t total = std::max<uint64_t>(RoundUp(bytes, kShmBlockAlignment), kShmBlockAlignment);
+  const uint64_t total = std::max<uint64_t>(ShmRoundUp(bytes, kShmBlockAlignment), kShmBlockAlignment);
   if (total > size_) return std::nullopt;
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
@@ -153,7 +151,7 @@ std::optional<uint64_t> ShmRing::PlaceLocked(uint64_t total) const {
 bool ShmRing::CommitLocked(uint64_t end) {
   if (end <= committed_) return true;
   if (commit_failed_) return false;
-  const uint64_t to = std::min(size_, RoundUp(end, kCommitStep));
+  const uint64_t to = std::min(size_, ShmRoundUp(end, kCommitStep));
   absl::Status status = segment_->Commit(area_offset_ + committed_, to - committed_);
   if (!status.ok()) {
     commit_failed_ = true;

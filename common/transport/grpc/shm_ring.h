@@ -51,6 +51,9 @@ struct ShmDescriptor {
 // Blocks start at multiples of this (regions are multiples of it too).
 inline constexpr size_t kShmBlockAlignment = 4096;
 
+// `n` rounded up to a multiple of `to` (> 0).
+inline constexpr uint64_t ShmRoundUp(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
 // A region of `region_bytes` (a multiple of kShmBlockAlignment): the state
 // table first, then the blocks. Writer and reader compute the same.
 struct ShmRegionLayout {
