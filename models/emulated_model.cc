@@ -1,5 +1,6 @@
 #include "models/emulated_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -16,13 +17,38 @@ void SleepUntil(absl::Time deadline) {
   if (left > absl::ZeroDuration()) absl::SleepFor(left);
 }
 
+// 1/byte_scale of `real`'s elements, rounded up: at least one.
+int64_t ScaledElements(const Variable& real, double byte_scale) {
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(static_cast<double>(real.value.num_elements()) / byte_scale)));
+}
+
 }  // namespace
 
-EmulatedModel::EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute)
+EmulatedModel::EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute, double byte_scale)
     : real_(std::move(real)), compute_(compute), layers_(real_->LayerCosts()) {
+  CHECK_GE(byte_scale, 1) << "byte scale";
   for (Variable& v : real_->variables()) {
     CHECK(v.grad.on_host()) << "an emulated model wraps a CPU model";
     std::memset(v.grad.raw(), 0, v.grad.num_bytes());
+  }
+  if (byte_scale == 1) return;
+  scaled_.emplace();
+  for (const Variable& v : real_->variables()) {
+    const int64_t n = ScaledElements(v, byte_scale);
+    Variable scaled{.name = v.name, .value = Tensor(Shape{n}), .grad = Tensor(Shape{n})};
+    std::memset(scaled.grad.raw(), 0, scaled.grad.num_bytes());
+    scaled_->push_back(std::move(scaled));
+  }
+  InitializeVariables(0);  // never left uninitialised, as the real ones
+}
+
+void EmulatedModel::InitializeVariables(uint64_t seed) {
+  real_->InitializeVariables(seed);
+  if (!scaled_) return;
+  for (size_t i = 0; i < scaled_->size(); ++i) {
+    Tensor& value = (*scaled_)[i].value;
+    std::memcpy(value.raw(), real_->variables()[i].value.raw(), value.num_bytes());
   }
 }
 

@@ -13,10 +13,16 @@
 //
 // Sleeps are taken against deadlines counted from the step's start, so
 // scheduling delays do not accumulate over the layers.
+//
+// With a byte scale b > 1 (--byte_scale: common/config/byte_scale.h) its
+// variables are its own: the real ones' names, in the same order, each a
+// flat tensor of 1/b of the real one's elements (rounded up), holding the
+// first of the real values.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,15 +39,15 @@ struct EmulatedCompute {
 
 class EmulatedModel final : public Model {
  public:
-  // `real` provides the variables and layer costs (its own compute is never
-  // run); its gradients are zeroed here.
-  EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute);
+  // `real` provides the variables (scaled by `byte_scale` >= 1) and layer
+  // costs (its own compute is never run); the gradients are zeroed here.
+  EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute, double byte_scale = 1);
 
   const std::string& name() const override { return real_->name(); }
   const Shape& input_shape() const override { return real_->input_shape(); }
   int num_classes() const override { return real_->num_classes(); }
-  std::vector<Variable>& variables() override { return real_->variables(); }
-  void InitializeVariables(uint64_t seed) override { real_->InitializeVariables(seed); }
+  std::vector<Variable>& variables() override { return scaled_ ? *scaled_ : real_->variables(); }
+  void InitializeVariables(uint64_t seed) override;
   void SetLossScale(float scale) override { real_->SetLossScale(scale); }
   // Forward then takes each layer's share of the modelled forward time from
   // the later of the previous layer's end and its variables' arrival.
@@ -71,6 +77,7 @@ class EmulatedModel final : public Model {
   absl::Time Forward();
 
   std::unique_ptr<Model> real_;
+  std::optional<std::vector<Variable>> scaled_;  // byte scale > 1: the variables exchanged
   const EmulatedCompute compute_;
   VariableWait variable_wait_;
   std::function<absl::Duration()> compute_delay_;

@@ -1,12 +1,16 @@
 #include "worker/emulated_device.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/config/byte_scale.h"
 #include "common/config/config_checks.h"
 #include "common/status_macros.h"
 #include "device/device_registry.h"
+#include "worker/pipeline_tuning.h"
 
 namespace pstrain {
 namespace {
@@ -179,13 +183,32 @@ EmulatedCompute ModelledCompute(const ExperimentConfig& config, double images_pe
   return EmulatedCompute{absl::Seconds(step / 3), absl::Seconds(step * 2 / 3)};
 }
 
-absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> EmulatedHostInterconnect(const ExperimentConfig& config) {
+absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> EmulatedHostInterconnect(const ExperimentConfig& config,
+                                                                               double byte_scale) {
   const EmulationConfig& e = config.emulation();
   if (!EmulatedTopology(config)) return std::shared_ptr<EmulatedInterconnect>();
   PSTRAIN_ASSIGN_OR_RETURN(const InterconnectProfile* profile, FindInterconnectProfile(e.topology()));
   const double share =
       e.collective_compute_share() >= 0 ? e.collective_compute_share() : profile->collective_compute_share;
-  return std::make_shared<EmulatedInterconnect>(*profile, config.devices_per_worker(), e.time_scale(), share);
+  // Copies move 1/byte_scale of their bytes, as much slower as links.
+  return std::make_shared<EmulatedInterconnect>(*profile, config.devices_per_worker(), LinkDilation(config, byte_scale),
+                                                share);
+}
+
+ExperimentConfig WithScaledLayoutBytes(const ExperimentConfig& config, double byte_scale) {
+  const double b = config.device() == "emulated" ? byte_scale : 1;
+  if (b == 1) return config;
+  ExperimentConfig scaled = config;
+  // Settled on the sizes as written: setting batch_bytes below would
+  // otherwise turn the tuner's default off.
+  PsSchedulingConfig* s = scaled.mutable_ps_scheduling();
+  if (!s->has_tune()) s->set_tune(TuningOn(config));
+  auto divide = [b](int64_t bytes) { return bytes > 0 ? std::max<int64_t>(1, std::ceil(bytes / b)) : bytes; };
+  scaled.set_partition_bytes(divide(config.partition_bytes()));
+  scaled.set_fusion_threshold_bytes(divide(config.fusion_threshold_bytes()));
+  s->set_batch_bytes(divide(s->batch_bytes()));
+  s->set_window_bytes(divide(s->window_bytes()));
+  return scaled;
 }
 
 bool EmulatedTopology(const ExperimentConfig& config) {

@@ -43,9 +43,19 @@ absl::StatusOr<double> EmulatedImagesPerSecond(const ExperimentConfig& config, c
 EmulatedCompute ModelledCompute(const ExperimentConfig& config, double images_per_second);
 
 // The interconnect of one worker's emulated host (emulation.topology, for
-// devices_per_worker devices, dilated by emulation.time_scale), or null
-// when the config names no topology.
-absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> EmulatedHostInterconnect(const ExperimentConfig& config);
+// devices_per_worker devices, dilated by LinkDilation: the time scale times
+// `byte_scale`), or null when the config names no topology.
+absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> EmulatedHostInterconnect(const ExperimentConfig& config,
+                                                                               double byte_scale = 1);
+
+// The config a worker trains with: `config` itself, except with device
+// emulated and a byte scale b > 1 (common/config/byte_scale.h), where the
+// layout's byte sizes (partition_bytes, fusion_threshold_bytes,
+// ps_scheduling.batch_bytes and window_bytes) are divided by b, rounded up
+// (0 stays 0), as the variables are (EmulatedModel). Whether the layout
+// tuner runs is settled first, on the sizes as written (ps_scheduling.tune
+// is set).
+ExperimentConfig WithScaledLayoutBytes(const ExperimentConfig& config, double byte_scale);
 
 // The config stands its replicas for devices with memory of their own
 // inside an emulated host: device emulated with emulation.topology. The

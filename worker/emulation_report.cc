@@ -10,11 +10,12 @@
 namespace pstrain {
 
 Emulation EmulationRecord(const ExperimentConfig& config, const RunResult& result, double device_images_per_sec,
-                          double machine_busy) {
+                          double machine_busy, double byte_scale) {
   const EmulationConfig& e = config.emulation();
   Emulation record;
   const double k = TimeDilation(config);
   record.set_time_scale(k);
+  record.set_byte_scale(config.device() == "emulated" ? byte_scale : 1);
   record.set_link_gbps(e.link_gbps());
   const int workers = config.cluster().worker_hosts_size();
   const int worker_hosts = (workers + e.workers_per_host() - 1) / e.workers_per_host();

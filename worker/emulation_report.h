@@ -20,8 +20,9 @@ inline constexpr double kCpuBoundWorkerCores = 0.25;
 // `result` holds the workers' reports (images/sec already in emulated time,
 // cpu_cores each); `device_images_per_sec` is one emulated device's rate (0
 // for a real device) and `machine_busy` the chief's reading of the whole
-// machine over its measured steps (-1: unknown).
+// machine over its measured steps (-1: unknown); `byte_scale` the run's
+// (common/config/byte_scale.h), recorded with device emulated.
 Emulation EmulationRecord(const ExperimentConfig& config, const RunResult& result, double device_images_per_sec,
-                          double machine_busy);
+                          double machine_busy, double byte_scale = 1);
 
 }  // namespace pstrain

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   }
   WorkerRunOptions options;
   options.run_dir = setup.run_dir;
+  options.byte_scale = setup.byte_scale;
   options.metrics = &metrics;
   absl::StatusOr<RunResult> result = RunWorker(setup.config, setup.role.index, transport->get(), options);
   if (!result.ok()) {

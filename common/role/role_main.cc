@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/allocator_tuning.h"
 #include "common/command_line/command_line.h"
+#include "common/config/byte_scale.h"
 #include "common/config/config_loader.h"
 #include "common/config/launcher_hosts.h"
 #include "common/config/time_dilation.h"
@@ -45,6 +46,9 @@ DEFINE_double(ps_recover_seconds, -1,
               "overrides timeouts.ps_recover_seconds when >= 0 (pstrain-launch gives it with --max_restarts and a "
               "checkpoint.dir when the config does not set it)");
 DEFINE_bool(check_config, false, "validate the config as this role would, print 'config ok', exit; start nothing");
+DEFINE_double(byte_scale, 1,
+              "device emulated: variables of 1/b of the model's elements over links b times slower "
+              "(docs/EMULATION.md, \"Byte scale\"); pstrain-launch passes its own to every role");
 
 namespace pstrain {
 
@@ -241,6 +245,10 @@ RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const MachineC
   ApplyConfigFlags(&setup.config);
   // A PS links no data sources, so it does not insist on the data files.
   if (absl::Status s = ValidateExperimentConfig(setup.config, FLAGS_config); !s.ok()) Fail(std::string(s.message()));
+  if (absl::Status s = CheckByteScale(setup.config, FLAGS_byte_scale); !s.ok()) {
+    Fail(FLAGS_config + ": " + std::string(s.message()));
+  }
+  setup.byte_scale = FLAGS_byte_scale;
   DilateTimeouts(&setup.config);
   if (setup.role.kind == RoleKind::kWorker && setup.role.index == 0) CheckChiefDirectories(setup.config);
   setup.security = LoadSecurity(setup.config);

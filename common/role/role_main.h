@@ -40,6 +40,8 @@ struct RoleSetup {
   int metrics_port = 0;
   // The config's `security`, loaded and checked (common/transport/security.h).
   TransportSecurity security;
+  // --byte_scale, checked against the config (common/config/byte_scale.h).
+  double byte_scale = 1;
 };
 
 // Serves `registry` at /metrics and a /healthz answering OK on

@@ -309,6 +309,7 @@ TEST(ResultJsonTest, EmulationRoundTrips) {
   e->set_cpu_bound(true);
   e->set_cpu_bound_reason("worker 3 kept 0.80 cores busy");
   e->set_suggested_time_scale(32);
+  e->set_byte_scale(4);
   WorkerReport* w = r.add_workers();
   w->set_cpu_cores(0.125);
   const std::string json = ToJson(r);
@@ -320,12 +321,13 @@ TEST(ResultJsonTest, EmulationRoundTrips) {
   EXPECT_TRUE(back->emulation().cpu_bound());
   EXPECT_EQ(back->emulation().cpu_bound_reason(), "worker 3 kept 0.80 cores busy");
   EXPECT_EQ(back->emulation().suggested_time_scale(), 32);
+  EXPECT_EQ(back->emulation().byte_scale(), 4);
   EXPECT_EQ(back->workers(0).cpu_cores(), 0.125);
   // A record of the wrong kind is refused naming it.
-  absl::StatusOr<RunResult> bad =
-      ParseResultJson(absl::StrReplaceAll(json, {{"\"emulation\": {", "\"emulation\": [{"},
-                                                 {"\"suggested_time_scale\": 32}", "\"suggested_time_scale\": 32}]"}}),
-                      "mem");
+  absl::StatusOr<RunResult> bad = ParseResultJson(
+      absl::StrReplaceAll(json,
+                          {{"\"emulation\": {", "\"emulation\": [{"}, {"\"byte_scale\": 4}", "\"byte_scale\": 4}]"}}),
+      "mem");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("field \"emulation\": expected an object or null"));
 }

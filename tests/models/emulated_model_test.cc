@@ -74,6 +74,39 @@ TEST_F(EmulatedModelTest, ReleasesGradientsInTheRealOrderAtTheModelledTimes) {
   }
 }
 
+// A byte scale (--byte_scale): the same variables by name and order, each a flat
+// quarter of the real one (rounded up), holding its first values, gradients
+// zero; InitializeVariables follows the real model's.
+TEST_F(EmulatedModelTest, AByteScaleKeepsEachVariableAsAFlatShareOfItsElements) {
+  std::unique_ptr<Model> real = Lenet();
+  ASSERT_NE(real, nullptr);
+  real->InitializeVariables(7);
+  EmulatedModel emulated(Lenet(), EmulatedCompute{absl::Milliseconds(1), absl::Milliseconds(2)}, 4);
+  emulated.InitializeVariables(7);
+  ASSERT_EQ(emulated.variables().size(), real->variables().size());
+  int64_t real_elements = 0;
+  int64_t scaled_elements = 0;
+  for (size_t i = 0; i < real->variables().size(); ++i) {
+    const Variable& r = real->variables()[i];
+    const Variable& v = emulated.variables()[i];
+    EXPECT_EQ(v.name, r.name);
+    const int64_t n = r.value.num_elements();
+    ASSERT_EQ(v.value.num_elements(), (n + 3) / 4) << v.name;
+    EXPECT_EQ(v.value.shape().size(), 1u) << v.name;
+    for (int64_t e = 0; e < v.value.num_elements(); ++e) ASSERT_EQ(v.value.data()[e], r.value.data()[e]) << v.name;
+    for (int64_t e = 0; e < v.grad.num_elements(); ++e) ASSERT_EQ(v.grad.data()[e], 0.0f) << v.name;
+    real_elements += n;
+    scaled_elements += v.value.num_elements();
+  }
+  EXPECT_NEAR(static_cast<double>(scaled_elements) / real_elements, 0.25, 0.01);
+  // The step releases every variable as without the scale.
+  Tensor images({2, 1, 28, 28});
+  std::vector<int32_t> labels = {0, 1};
+  std::vector<int> released;
+  emulated.TrainStep(images, labels.data(), [&](int v) { released.push_back(v); });
+  EXPECT_EQ(released.size(), emulated.variables().size());
+}
+
 // Compute lost to a collective on the device pushes the rest of backward
 // later: what is owed before the step is dropped, what accrues during
 // backward is added to every later deadline.

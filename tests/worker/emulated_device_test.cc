@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/emulation_report.h"
+#include "worker/pipeline_tuning.h"
 
 namespace pstrain {
 namespace {
@@ -148,6 +149,42 @@ TEST(EmulatedDevice, TheHostInterconnectFollowsTheConfig) {
   EXPECT_EQ((*interconnect)->devices(), 4);
   EXPECT_EQ((*interconnect)->profile().name, "v100_nvlink");
   EXPECT_TRUE(EmulatedTopology(c));
+}
+
+// A sync PS cluster of emulated devices, with `yaml` added.
+ExperimentConfig PsConfig(const std::string& yaml) {
+  absl::StatusOr<ExperimentConfig> c = ParseExperimentYaml(
+      "cluster: {ps_hosts: [\"p:1\"], worker_hosts: [\"w:1\", \"w:2\"]}\ndata: {source: synthetic}\n"
+      "variable_update: parameter_server\ndevice: emulated\n" +
+          yaml,
+      "exp.yaml");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : ExperimentConfig();
+}
+
+TEST(EmulatedDevice, AByteScaleDividesTheLayoutsByteSizes) {
+  const ExperimentConfig as_written = PsConfig(
+      "partition_bytes: 4194304\nfusion_threshold_bytes: 0\nps_scheduling: {window_bytes: 1000001}\n"
+      "emulation: {device_profile: p100, time_scale: 5}\n");
+  const ExperimentConfig scaled = WithScaledLayoutBytes(as_written, 4);
+  EXPECT_EQ(scaled.partition_bytes(), 1048576);
+  EXPECT_EQ(scaled.fusion_threshold_bytes(), 0);             // one all-reduce per variable stays so
+  EXPECT_EQ(scaled.ps_scheduling().batch_bytes(), 524288);   // the default 2 MiB
+  EXPECT_EQ(scaled.ps_scheduling().window_bytes(), 250001);  // rounded up
+  // The window as written turned the tuner off; it stays off.
+  EXPECT_FALSE(TuningOn(as_written));
+  EXPECT_FALSE(TuningOn(scaled));
+  // Nothing set: the tuner's default (on with the pipeline) survives the
+  // batch_bytes the scaling sets.
+  const ExperimentConfig defaults = PsConfig("emulation: {device_profile: p100}\n");
+  EXPECT_TRUE(TuningOn(defaults));
+  EXPECT_TRUE(TuningOn(WithScaledLayoutBytes(defaults, 4)));
+  EXPECT_EQ(WithScaledLayoutBytes(defaults, 4).fusion_threshold_bytes(), 16777216);  // 64 MiB / 4
+  // Byte scale 1, or a real device: the config as written.
+  EXPECT_EQ(WithScaledLayoutBytes(as_written, 1).DebugString(), as_written.DebugString());
+  ExperimentConfig real = as_written;
+  real.set_device("cpu");
+  EXPECT_EQ(WithScaledLayoutBytes(real, 4).DebugString(), real.DebugString());
 }
 
 RunResult TwoWorkers(double rate, double cores0, double cores1) {

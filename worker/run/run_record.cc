@@ -112,6 +112,7 @@ std::string EmulationSummary(const Emulation& e) {
   std::string line =
       absl::StrFormat("emulation: %d hosts, links %s, time scale %g", e.hosts(),
                       e.link_gbps() > 0 ? absl::StrFormat("%g Gbit/s", e.link_gbps()) : "uncapped", e.time_scale());
+  if (e.byte_scale() > 1) absl::StrAppendFormat(&line, ", byte scale %g", e.byte_scale());
   if (e.device_images_per_sec() <= 0) return line;
   absl::StrAppendFormat(&line, "; scaling efficiency %.3f against one device at %.1f images/sec",
                         e.scaling_efficiency(), e.device_images_per_sec());

@@ -38,6 +38,8 @@ struct WorkerRunOptions {
   // When set, this worker's progress is kept current here
   // (worker/run/observers/worker_metrics.h).
   MetricRegistry* metrics = nullptr;
+  // device emulated: the byte scale (common/config/byte_scale.h), checked.
+  double byte_scale = 1;
 };
 
 // Returns the run's result (chief: complete, with test accuracy; others:

@@ -81,7 +81,7 @@ void RecordClickMetrics(const EvalResult& eval, double planted_auc, RunResult* r
 
 TrainingRun::TrainingRun(const ExperimentConfig& config, int worker_index, Transport* transport,
                          const WorkerRunOptions& options)
-    : config_(config),
+    : config_(WithScaledLayoutBytes(config, options.byte_scale)),
       worker_index_(worker_index),
       chief_(worker_index == 0),
       devices_(config.devices_per_worker()),
@@ -137,12 +137,13 @@ absl::Status TrainingRun::CreateReplicas() {
   PSTRAIN_ASSIGN_OR_RETURN(const DeviceEntry device, DeviceRegistry().Find(config_.device()));
   options.copy_engine = device.mirror_copies;  // cpu_mirrored: CPU replicas laid out as GPU replicas
   if (emulated_) {
-    PSTRAIN_ASSIGN_OR_RETURN(options.interconnect, EmulatedHostInterconnect(config_));
+    PSTRAIN_ASSIGN_OR_RETURN(options.interconnect, EmulatedHostInterconnect(config_, options_.byte_scale));
     options.wrap_model = [this, interconnect = options.interconnect](
                              std::unique_ptr<Model> real, int replica) -> absl::StatusOr<std::unique_ptr<Model>> {
       PSTRAIN_ASSIGN_OR_RETURN(device_images_per_sec_,
                                EmulatedImagesPerSecond(config_, real->name(), real->ForwardFlopsPerExample()));
-      auto model = std::make_unique<EmulatedModel>(std::move(real), ModelledCompute(config_, device_images_per_sec_));
+      auto model = std::make_unique<EmulatedModel>(std::move(real), ModelledCompute(config_, device_images_per_sec_),
+                                                   options_.byte_scale);
       if (interconnect) {
         model->SetComputeDelay([interconnect, replica] { return interconnect->TakeComputeDelay(replica); });
       }
@@ -496,7 +497,7 @@ absl::StatusOr<RunResult> TrainingRun::Finish(const WorkerReport& report, const 
             << std::endl;
   if (config_.has_emulation()) {
     *result.mutable_emulation() =
-        EmulationRecord(config_, result, device_images_per_sec_, cpu_->UsageSoFar().machine_busy);
+        EmulationRecord(config_, result, device_images_per_sec_, cpu_->UsageSoFar().machine_busy, options_.byte_scale);
     std::cout << EmulationSummary(result.emulation()) << std::endl;
   }
   result.set_wall_seconds(absl::ToDoubleSeconds(absl::Now() - start_));

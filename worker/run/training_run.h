@@ -80,7 +80,9 @@ class TrainingRun {
   // (ShardSession::watches_stragglers).
   bool WatchesStragglers() { return strategy_->shards() != nullptr && strategy_->shards()->watches_stragglers(); }
 
-  const ExperimentConfig& config_;
+  // The config as given, its layout's byte sizes scaled with the variables
+  // (WithScaledLayoutBytes: --byte_scale).
+  const ExperimentConfig config_;
   const int worker_index_;
   const bool chief_;
   const int devices_;
