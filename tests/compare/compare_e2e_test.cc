@@ -223,16 +223,17 @@ TEST(CompareE2eTest, ARunMadeNotToLearnIsFlaggedEverywhere) {
   EXPECT_THAT(csv[3], HasSubstr("worker 0: not learning"));
 }
 
-// A fake pstrain-launch: fails configs whose consistency is async, and for
-// the others writes a result.json as the chief would.
+// A fake pstrain-launch: notes its arguments in OUT/launched, fails configs
+// whose consistency is async, and for the others writes a result.json as
+// the chief would.
 constexpr char kFakeLaunch[] = R"sh(#!/bin/sh
-CONFIG="$1"; RUN_DIR=""
+CONFIG="$1"; RUN_DIR=""; ARGS="$*"
 while [ $# -gt 0 ]; do
   case "$1" in --run_dir) RUN_DIR="$2"; shift ;; esac
   shift
 done
 echo "launch: 2 PS and 2 workers from $CONFIG; run dir $RUN_DIR"
-echo "$CONFIG" >> "$(dirname "$RUN_DIR")/launched"
+echo "$ARGS" >> "$(dirname "$RUN_DIR")/launched"
 if grep -q '^consistency: async' "$CONFIG"; then
   echo "[worker1] F boom"
   echo "launch: failed: worker1 exited with code 1; logs in $RUN_DIR"
@@ -282,6 +283,36 @@ variants:
   EXPECT_THAT(csv[2], HasSubstr(",failed,1,"));
   EXPECT_THAT(csv[3], HasSubstr(",ok,0,"));
   EXPECT_THAT(ReadFile(out + "/results.md"), HasSubstr("## Failed variants"));
+}
+
+// The matrix's byte_scale goes to the launches of emulated variants only;
+// --byte_scale overrides it; one out of range runs nothing.
+TEST_F(FakeLaunchTest, TheByteScaleGoesToTheEmulatedVariants) {
+  WriteFile(dir_ / "m.yaml", R"yaml(base: base.yaml
+byte_scale: 4
+variants:
+  - {label: cpu}
+  - {label: emulated, set: {device: emulated, emulation: {images_per_second: 100}, train: {evaluate: false}}}
+)yaml");
+  const std::string out = dir_ / "out";
+  const CompareRun run = RunCompare({dir_ / "m.yaml", "--out", out, "--bin_dir", bin_.path()}, dir_);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  std::vector<std::string> launched = Lines(ReadFile(out + "/launched"));
+  ASSERT_EQ(launched.size(), 2u);
+  EXPECT_THAT(launched[0], Not(HasSubstr("--byte_scale")));
+  EXPECT_THAT(launched[1], HasSubstr("--byte_scale 4"));
+  const std::string again = dir_ / "again";
+  const CompareRun overridden =
+      RunCompare({dir_ / "m.yaml", "--out", again, "--bin_dir", bin_.path(), "--byte_scale", "2"}, dir_);
+  ASSERT_EQ(overridden.exit_code, 0) << overridden.out << overridden.err;
+  launched = Lines(ReadFile(again + "/launched"));
+  ASSERT_EQ(launched.size(), 2u);
+  EXPECT_THAT(launched[1], HasSubstr("--byte_scale 2"));
+  WriteFile(dir_ / "bad.yaml", "base: base.yaml\nbyte_scale: 0.5\nvariants: [{label: one}]\n");
+  const CompareRun refused = RunCompare({dir_ / "bad.yaml", "--out", dir_ / "bad", "--bin_dir", bin_.path()}, dir_);
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("field 'byte_scale': expected a number in [1, 1000], got 0.5"));
+  EXPECT_FALSE(Exists(dir_ / "bad/launched"));
 }
 
 TEST_F(FakeLaunchTest, BadVariantExitsTwoAndRunsNothing) {

@@ -25,8 +25,9 @@ namespace {
 
 class EmulationTest : public ::testing::Test {
  public:
-  Launched Launch(const std::string& name, const std::string& yaml, std::vector<std::string> prefix = {}) {
-    return LaunchConfig(dir_.path(), name, yaml, std::move(prefix));
+  Launched Launch(const std::string& name, const std::string& yaml, std::vector<std::string> prefix = {},
+                  const std::vector<std::string>& launch_flags = {}) {
+    return LaunchConfig(dir_.path(), name, yaml, std::move(prefix), launch_flags);
   }
 
  protected:
@@ -97,6 +98,29 @@ TEST_F(EmulationTest, AHundredMegabyteModelOverOneGigabitTakesPullPlusPushTime) 
   const double step = 16 / run.result->images_per_sec();
   EXPECT_NEAR(step, expected_step, expected_step * 0.15) << run.output;
   EXPECT_EQ(run.result->emulation().time_scale(), 8);
+  EXPECT_FALSE(run.result->emulation().cpu_bound()) << run.result->emulation().cpu_bound_reason();
+}
+
+// The same model at byte scale 4 (pstrain-launch --byte_scale 4) and time
+// scale 2: the shard holds a quarter of the bytes, the links run at the same
+// 0.125 Gbit/s, and a step takes what the whole model takes over 1 Gbit/s,
+// in a quarter of the time.
+TEST_F(EmulationTest, AByteScaleMovesAQuarterOfTheBytesInTheModelledTime) {
+  const Launched run = Launch(
+      "ps_1gbps_bytes",
+      absl::StrCat(kHundredMegabyteModel, "emulation: {link_gbps: 1, time_scale: 2, images_per_second: 1000000}\n"), {},
+      {"--byte_scale", "4"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_TRUE(run.result.ok()) << run.result.status();
+  ASSERT_EQ(run.result->ps_load_size(), 1);
+  const double bytes = static_cast<double>(run.result->ps_load(0).variable_bytes());
+  EXPECT_GT(bytes, 25e6) << "a quarter of 100 MB";
+  EXPECT_LT(bytes, 26e6) << "a quarter of 100 MB";
+  const double expected_step = 2 * 4 * bytes * 8 / 1e9;  // the whole model's pull + push at 1 Gbit/s
+  const double step = 16 / run.result->images_per_sec();
+  EXPECT_NEAR(step, expected_step, expected_step * 0.15) << run.output;
+  EXPECT_EQ(run.result->emulation().byte_scale(), 4);
+  EXPECT_TRUE(absl::StrContains(run.output, "time scale 2, byte scale 4")) << run.output;
   EXPECT_FALSE(run.result->emulation().cpu_bound()) << run.result->emulation().cpu_bound_reason();
 }
 

@@ -23,13 +23,15 @@ struct Launched {
 
 // Writes `yaml` to <dir>/<name>.yaml and runs pstrain-launch on it (run
 // directory <dir>/<name>, its own deadline 240 s), prefixed by `prefix`
-// (e.g. another user, another PATH); waits at most 5 minutes.
+// (e.g. another user, another PATH) and followed by `launch_flags`; waits at
+// most 5 minutes.
 inline Launched LaunchConfig(const std::string& dir, const std::string& name, const std::string& yaml,
-                             std::vector<std::string> prefix = {}) {
+                             std::vector<std::string> prefix = {}, const std::vector<std::string>& launch_flags = {}) {
   const std::string config = dir + "/" + name + ".yaml";
   const std::string run_dir = dir + "/" + name;
   WriteFile(config, yaml);
   prefix.insert(prefix.end(), {BinDir() + "/pstrain-launch", config, "--run_dir", run_dir, "--timeout_s", "240"});
+  prefix.insert(prefix.end(), launch_flags.begin(), launch_flags.end());
   Subprocess launch = Spawn(prefix, dir);
   std::optional<int> status = WaitForExit(launch.pid, std::chrono::minutes(5));
   Launched out;

@@ -36,6 +36,14 @@ TEST(LinkStepsOf, EmulatedSecondsAndRatesBecomeWallClockOnes) {
   EXPECT_DOUBLE_EQ(steps[0].model_gbps, 2);
   EXPECT_EQ(steps[1].at, absl::Seconds(120));
   EXPECT_DOUBLE_EQ(steps[1].gbps, 0.4);
+  // A byte scale of 4 at a quarter of the time scale: the same rates, the
+  // changes four times sooner.
+  c.mutable_emulation()->set_time_scale(5);
+  const std::vector<LinkStep> scaled = LinkStepsOf(c, /*byte_scale=*/4);
+  ASSERT_EQ(scaled.size(), 2u);
+  EXPECT_EQ(scaled[0].at, absl::Seconds(15));
+  EXPECT_DOUBLE_EQ(scaled[0].gbps, 0.1);
+  EXPECT_DOUBLE_EQ(scaled[0].model_gbps, 2);
 }
 
 // What the schedule said, line by line.

@@ -2,7 +2,7 @@
 // through pstrain-launch and reports them side by side.
 //
 //   pstrain-compare MATRIX.yaml [--out DIR] [--bin_dir DIR] [--dry_run]
-//                   [--only REGEX] [--timeout_s N] [--require_chart] [--gnuplot PATH]
+//                   [--only REGEX] [--timeout_s N] [--byte_scale B] [--require_chart] [--gnuplot PATH]
 //
 // Writes OUT/<nn>-<slug>/config.yaml for every variant and validates them all
 // before anything runs; then runs each with run dir OUT/<nn>-<slug>/, printing
@@ -43,6 +43,9 @@ DEFINE_string(only, "",
               "are measured against)");
 DEFINE_bool(dry_run, false, "Write and validate every variant's config.yaml, print the plan, run nothing");
 DEFINE_int32(timeout_s, 0, "Deadline of each variant in seconds, passed to pstrain-launch --timeout_s; 0: none");
+DEFINE_double(byte_scale, 0,
+              "The byte scale of the variants of device emulated, passed to pstrain-launch --byte_scale "
+              "(docs/EMULATION.md, \"Byte scale\"); 0: the matrix's byte_scale");
 DEFINE_bool(require_chart, false,
             "Exit 1 when the chart cannot be drawn (e.g. gnuplot is missing); by default that is "
             "only a warning");
@@ -95,7 +98,8 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 absl::StatusOr<std::string> ParseArgs(int argc, char** argv) {
   pstrain::ParseCommandLine(
       {.program = "pstrain-compare",
-       .usage = "MATRIX.yaml [--out DIR] [--dry_run] [--only REGEX] [--timeout_s N] [--require_chart]\n"
+       .usage = "MATRIX.yaml [--out DIR] [--dry_run] [--only REGEX] [--timeout_s N] [--byte_scale B] "
+                "[--require_chart]\n"
                 "Runs every variant of a comparison matrix through pstrain-launch and writes results.csv, "
                 "results.md and\nchart.svg/chart.png (docs/COMPARE.md).",
        .own_files = {"compare_main"},
@@ -106,6 +110,9 @@ absl::StatusOr<std::string> ParseArgs(int argc, char** argv) {
         absl::StrCat("expected exactly one MATRIX argument, got ", argc - 1, " (see --help)"));
   }
   if (FLAGS_timeout_s < 0) return absl::InvalidArgumentError("--timeout_s must be >= 0");
+  if (FLAGS_byte_scale != 0 && !(FLAGS_byte_scale >= 1 && FLAGS_byte_scale <= 1000)) {
+    return absl::InvalidArgumentError("--byte_scale must be 0 (the matrix's) or in [1, 1000]");
+  }
   return std::string(argv[1]);
 }
 
@@ -260,6 +267,10 @@ int main(int argc, char** argv) {
 
   // Run every variant, then report them side by side.
   InstallSignalForwarding();
-  const std::vector<VariantOutcome> outcomes = RunVariants(*matrix, {*launch, *out_dir, FLAGS_timeout_s}, std::cout);
+  const RunSettings settings{.launch = *launch,
+                             .out_dir = *out_dir,
+                             .timeout_s = FLAGS_timeout_s,
+                             .byte_scale = FLAGS_byte_scale > 0 ? FLAGS_byte_scale : matrix->byte_scale};
+  const std::vector<VariantOutcome> outcomes = RunVariants(*matrix, settings, std::cout);
   return Report(*matrix, outcomes, *out_dir, started);
 }

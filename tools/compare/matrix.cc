@@ -81,6 +81,10 @@ class MatrixBuilder {
       matrix_.name = spec_.name();
     }
     matrix_.description = spec_.description();
+    if (!(spec_.byte_scale() >= 1 && spec_.byte_scale() <= 1000)) {
+      return FieldError(path_, "", "byte_scale", "a number in [1, 1000]", absl::StrCat(spec_.byte_scale()));
+    }
+    matrix_.byte_scale = spec_.byte_scale();
     return absl::OkStatus();
   }
 

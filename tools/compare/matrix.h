@@ -55,6 +55,7 @@ struct Matrix {
   std::string description;  // `description` (optional free text).
   std::string base_path;    // `base` resolved against the matrix's directory.
   int baseline = 0;         // Index of the speed-up reference variant.
+  double byte_scale = 1;    // `byte_scale`: what the emulated variants run at.
   std::vector<Variant> variants;
 };
 

@@ -82,15 +82,19 @@ int WaitForLauncher(pid_t pid) {
   return -1;
 }
 
-// Runs `launch config --run_dir run_dir [--timeout_s N]` with its output in
-// `log_path`; returns its exit code (128+N if it died of signal N, -1 if it
-// could not be started).
-int RunLaunch(const RunSettings& settings, const std::string& config, const std::string& run_dir,
+// Runs `launch config --run_dir run_dir [--timeout_s N] [--byte_scale B]`
+// with its output in `log_path`; returns its exit code (128+N if it died of
+// signal N, -1 if it could not be started).
+int RunLaunch(const RunSettings& settings, const Variant& variant, const std::string& run_dir,
               const std::string& log_path) {
-  std::vector<std::string> args = {settings.launch, config, "--run_dir", run_dir};
+  std::vector<std::string> args = {settings.launch, variant.config_path, "--run_dir", run_dir};
   if (settings.timeout_s > 0) {
     args.push_back("--timeout_s");
     args.push_back(absl::StrCat(settings.timeout_s));
+  }
+  if (settings.byte_scale != 1 && variant.config.device() == "emulated") {
+    args.push_back("--byte_scale");
+    args.push_back(absl::StrCat(settings.byte_scale));
   }
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -129,7 +133,7 @@ double RunVariant(const RunSettings& settings, const Variant& variant, VariantOu
   const std::string log_path = (fs::path(outcome.run_dir) / "launch.log").string();
   std::error_code ec;
   fs::remove(fs::path(outcome.run_dir) / "result.json", ec);
-  outcome.exit_code = RunLaunch(settings, variant.config_path, outcome.run_dir, log_path);
+  outcome.exit_code = RunLaunch(settings, variant, outcome.run_dir, log_path);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   ReadOutcome(settings, log_path, outcome);
   return seconds;

@@ -25,6 +25,8 @@ struct RunSettings {
   std::string launch;   // the pstrain-launch executable
   std::string out_dir;  // holds every variant's directory
   int timeout_s = 0;    // each variant's --timeout_s; 0: none
+  // --byte_scale of the variants of device emulated (common/config/byte_scale.h).
+  double byte_scale = 1;
 };
 
 // Forwards SIGINT, SIGTERM and SIGHUP as above; restores SIGCHLD's default so

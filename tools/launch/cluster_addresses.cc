@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/config/time_dilation.h"
+#include "common/config/byte_scale.h"
 #include "tools/launch/free_ports.h"
 
 namespace pstrain::launch {
@@ -21,23 +21,26 @@ std::string HostList(const std::vector<int>& ports, size_t begin, size_t count) 
 }
 
 // The config's `emulation` as EmulatedCluster lays it out.
-EmulatedLayout LayoutOf(const ExperimentConfig& experiment) {
+EmulatedLayout LayoutOf(const ExperimentConfig& experiment, double byte_scale) {
   const EmulationConfig& e = experiment.emulation();
   EmulatedLayout layout;
   layout.num_ps = experiment.cluster().ps_hosts_size();
   layout.num_workers = experiment.cluster().worker_hosts_size();
   layout.workers_per_host = std::max(1, e.workers_per_host());
   layout.server_hosts = e.ps_placement() == EmulationConfig::colocated ? e.server_hosts() : layout.num_ps;
-  layout.link_gbps = e.link_gbps() / TimeDilation(experiment);
+  // Links as much slower than modelled as time, and as bytes are fewer.
+  layout.link_gbps = e.link_gbps() / LinkDilation(experiment, byte_scale);
   layout.server_link_gbps =
-      (e.has_server_link_gbps() ? e.server_link_gbps() : e.link_gbps()) / TimeDilation(experiment);
+      (e.has_server_link_gbps() ? e.server_link_gbps() : e.link_gbps()) / LinkDilation(experiment, byte_scale);
   layout.port = experiment.cluster().port();
   return layout;
 }
 
-absl::StatusOr<ClusterAddresses> EmulatedAddresses(const ExperimentConfig& experiment, const std::string& config_path) {
+absl::StatusOr<ClusterAddresses> EmulatedAddresses(const ExperimentConfig& experiment, const std::string& config_path,
+                                                   double byte_scale) {
   const int subnet = (216 + getpid() % 32) * 256 + (getpid() / 32) % 256;
-  absl::StatusOr<std::unique_ptr<EmulatedCluster>> made = EmulatedCluster::Create(LayoutOf(experiment), subnet);
+  absl::StatusOr<std::unique_ptr<EmulatedCluster>> made =
+      EmulatedCluster::Create(LayoutOf(experiment, byte_scale), subnet);
   if (!made.ok()) {
     const std::string message =
         absl::StrCat(config_path, ": emulation: ", made.status().message(), "; nothing was started");
@@ -65,8 +68,9 @@ absl::StatusOr<ClusterAddresses> LoopbackAddresses(const ExperimentConfig& exper
 
 }  // namespace
 
-absl::StatusOr<ClusterAddresses> AssignAddresses(const ExperimentConfig& experiment, const std::string& config_path) {
-  if (experiment.has_emulation()) return EmulatedAddresses(experiment, config_path);
+absl::StatusOr<ClusterAddresses> AssignAddresses(const ExperimentConfig& experiment, const std::string& config_path,
+                                                 double byte_scale) {
+  if (experiment.has_emulation()) return EmulatedAddresses(experiment, config_path, byte_scale);
   return LoopbackAddresses(experiment);
 }
 

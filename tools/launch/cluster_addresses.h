@@ -22,13 +22,15 @@ struct ClusterAddresses {
 };
 
 // One address per role of `experiment`'s cluster. With `emulation` the hosts
-// are made and their links capped at link_gbps / the time dilation (a
-// dilated run slows the links as it slows the devices), on a /24 of
+// are made and their links capped at link_gbps / LinkDilation (a dilated
+// run slows the links as it slows the devices, and a byte-scaled one as
+// much more as it moves fewer bytes: common/config/byte_scale.h), on a /24 of
 // 10.0.0.0/8 picked from this process's id so concurrent launches do not
 // collide. Errors end with "; nothing was started" when emulating and name
 // `config_path`: InvalidArgument when this machine cannot emulate (not root,
 // no `ip`, no `tc`), Internal for any other failure, and PickFreeLoopbackPorts'
 // errors without emulation.
-absl::StatusOr<ClusterAddresses> AssignAddresses(const ExperimentConfig& experiment, const std::string& config_path);
+absl::StatusOr<ClusterAddresses> AssignAddresses(const ExperimentConfig& experiment, const std::string& config_path,
+                                                 double byte_scale = 1);
 
 }  // namespace pstrain::launch

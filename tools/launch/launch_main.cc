@@ -58,6 +58,10 @@ DEFINE_int32(max_restarts, 0,
              "Times each role is started again after it dies or exits non-zero (not 2, a config error); "
              "workers rejoin, and with timeouts.ps_recover_seconds the chief restores a restarted PS shard "
              "from the last checkpoint (120 s when the config has a checkpoint.dir and leaves it unset)");
+DEFINE_double(byte_scale, 1,
+              "device emulated: every variable holds 1/b of the model's elements, links and in-host copies run "
+              "b times slower, the layout's byte sizes are divided by b (docs/EMULATION.md, \"Byte scale\"): "
+              "with emulation.time_scale k / b, as light on this machine as at k, b times sooner");
 
 namespace {
 
@@ -135,6 +139,7 @@ absl::StatusOr<LaunchArgs> ParseArgs(int argc, char** argv) {
   args.grace_s = FLAGS_grace_s;
   args.check_timeout_s = FLAGS_check_timeout_s;
   args.max_restarts = FLAGS_max_restarts;
+  args.byte_scale = FLAGS_byte_scale;
   args.check_only = FLAGS_check_config;
   if (absl::Status status = pstrain::launch::ValidateLaunchArgs(args); !status.ok()) return status;
   return args;
@@ -149,8 +154,8 @@ int RunCluster(const LaunchPlan& plan) {
   }
   std::unique_ptr<pstrain::launch::LinkSchedule> links;
   if (plan.addresses.emulated != nullptr && plan.experiment.emulation().link_changes_size() > 0) {
-    links = std::make_unique<pstrain::launch::LinkSchedule>(plan.addresses.emulated.get(),
-                                                            pstrain::launch::LinkStepsOf(plan.experiment), Print);
+    links = std::make_unique<pstrain::launch::LinkSchedule>(
+        plan.addresses.emulated.get(), pstrain::launch::LinkStepsOf(plan.experiment, plan.byte_scale), Print);
   }
   const pstrain::launch::ClusterOutcome outcome = cluster.Wait();
   links.reset();

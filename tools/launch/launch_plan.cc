@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/config/byte_scale.h"
 #include "common/config/cluster.h"
 #include "common/config/config_loader.h"
 #include "common/config/time_dilation.h"
@@ -105,11 +106,16 @@ absl::StatusOr<LaunchPlan> PrepareLaunch(const LaunchArgs& args) {
   LaunchPlan plan;
   plan.config = args.config;
   PSTRAIN_ASSIGN_OR_RETURN(plan.experiment, ReadConfig(args.config));
+  if (absl::Status s = CheckByteScale(plan.experiment, args.byte_scale); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(args.config, ": ", s.message()));
+  }
+  plan.byte_scale = args.byte_scale;
   PSTRAIN_ASSIGN_OR_RETURN(const std::string bin_dir, RoleBinaryDir(args.bin_dir));
   plan.run_dir = args.run_dir.empty() ? DefaultRunDir(args.config) : args.run_dir;
-  PSTRAIN_ASSIGN_OR_RETURN(plan.addresses, AssignAddresses(plan.experiment, args.config));
+  PSTRAIN_ASSIGN_OR_RETURN(plan.addresses, AssignAddresses(plan.experiment, args.config, plan.byte_scale));
 
   std::vector<std::string> role_args = args.role_args;
+  if (plan.byte_scale != 1) role_args.insert(role_args.begin(), absl::StrCat("--byte_scale=", plan.byte_scale));
   const TimeoutConfig& timeouts = plan.experiment.timeouts();
   plan.recovery_by_default = args.max_restarts > 0 && plan.experiment.cluster().ps_hosts_size() > 0 &&
                              !plan.experiment.checkpoint().dir().empty() && !timeouts.has_ps_recover_seconds();

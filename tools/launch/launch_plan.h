@@ -26,6 +26,7 @@ struct LaunchArgs {
   int check_timeout_s = 30;            // --check_timeout_s
   int max_restarts = 0;                // --max_restarts
   bool check_only = false;             // --check_config: check, start nothing
+  double byte_scale = 1;               // --byte_scale (common/config/byte_scale.h)
   std::vector<std::string> role_args;  // after "--": given to every role
 };
 
@@ -37,6 +38,7 @@ struct LaunchPlan {
   std::vector<RoleSpec> roles;           // PS roles, then the workers (one mpirun role for all of them)
   std::vector<std::string> accepted_by;  // the role kinds whose --check_config accepted the config
   bool workers_under_mpirun = false;
+  double byte_scale = 1;  // --byte_scale, checked; the roles are given it too
   // --max_restarts with PS shards and checkpoint.dir, and no
   // timeouts.ps_recover_seconds in the config: the roles are given
   // --ps_recover_seconds=kDefaultPsRecoverSeconds, so a restarted shard is
@@ -58,7 +60,8 @@ int ExitCodeOf(const absl::Status& status);
 absl::Status ValidateLaunchArgs(const LaunchArgs& args);
 
 // Every step before the first role starts, in order: read CONFIG and check
-// its host lists (InvalidArgument with the loader's message), find the role
+// its host lists (InvalidArgument with the loader's message) and
+// --byte_scale against it (every role is given it), find the role
 // binaries, pick the addresses (AssignAddresses), share the cores among the
 // roles (ShareCoresAmongRoles), ask every role binary to check the config
 // (CheckRoles), run the workers under one mpirun when they need it (saying so

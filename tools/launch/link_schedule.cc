@@ -4,16 +4,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/config/byte_scale.h"
 #include "common/config/time_dilation.h"
 
 namespace pstrain::launch {
 
-std::vector<LinkStep> LinkStepsOf(const ExperimentConfig& experiment) {
+std::vector<LinkStep> LinkStepsOf(const ExperimentConfig& experiment, double byte_scale) {
   const double scale = TimeDilation(experiment);
   std::vector<LinkStep> steps;
   for (const EmulationConfig::LinkChange& change : experiment.emulation().link_changes()) {
     steps.push_back({.at = absl::Seconds(change.after_seconds() * scale),
-                     .gbps = change.gbps() / scale,
+                     .gbps = change.gbps() / LinkDilation(experiment, byte_scale),
                      .model_gbps = change.gbps(),
                      .model_seconds = change.after_seconds()});
   }

@@ -17,7 +17,8 @@
 namespace pstrain::launch {
 
 // One change as the wall clock sees it: `at` after the start, every link
-// capped at `gbps` (the config's rate divided by the time scale).
+// capped at `gbps` (the config's rate divided by the time scale and the
+// byte scale: LinkDilation).
 struct LinkStep {
   absl::Duration at;
   double gbps = 0;        // as tc applies it
@@ -25,9 +26,9 @@ struct LinkStep {
   double model_seconds = 0;
 };
 
-// The changes of `experiment` on the wall clock (after_seconds and gbps
-// scaled by emulation.time_scale), in order.
-std::vector<LinkStep> LinkStepsOf(const ExperimentConfig& experiment);
+// The changes of `experiment` on the wall clock (after_seconds scaled by
+// emulation.time_scale, gbps by LinkDilation), in order.
+std::vector<LinkStep> LinkStepsOf(const ExperimentConfig& experiment, double byte_scale = 1);
 
 class LinkSchedule {
  public:
