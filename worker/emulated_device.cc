@@ -196,7 +196,7 @@ absl::StatusOr<std::shared_ptr<EmulatedInterconnect>> EmulatedHostInterconnect(c
 }
 
 ExperimentConfig WithScaledLayoutBytes(const ExperimentConfig& config, double byte_scale) {
-  const double b = config.device() == "emulated" ? byte_scale : 1;
+  const double b = ByteScale(config, byte_scale);
   if (b == 1) return config;
   ExperimentConfig scaled = config;
   // Settled on the sizes as written: setting batch_bytes below would

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "common/config/byte_scale.h"
 #include "common/config/time_dilation.h"
 
 namespace pstrain {
@@ -15,7 +16,7 @@ Emulation EmulationRecord(const ExperimentConfig& config, const RunResult& resul
   Emulation record;
   const double k = TimeDilation(config);
   record.set_time_scale(k);
-  record.set_byte_scale(config.device() == "emulated" ? byte_scale : 1);
+  record.set_byte_scale(ByteScale(config, byte_scale));
   record.set_link_gbps(e.link_gbps());
   const int workers = config.cluster().worker_hosts_size();
   const int worker_hosts = (workers + e.workers_per_host() - 1) / e.workers_per_host();

@@ -5,8 +5,10 @@
 
 namespace pstrain {
 
+bool ByteScaleInRange(double byte_scale) { return byte_scale >= 1 && byte_scale <= 1000; }
+
 absl::Status CheckByteScale(const ExperimentConfig& config, double byte_scale) {
-  if (!(byte_scale >= 1 && byte_scale <= 1000)) {
+  if (!ByteScaleInRange(byte_scale)) {
     return absl::InvalidArgumentError(absl::StrCat("--byte_scale ", byte_scale, ": expected a number in [1, 1000]"));
   }
   if (byte_scale == 1) return absl::OkStatus();
@@ -22,8 +24,12 @@ absl::Status CheckByteScale(const ExperimentConfig& config, double byte_scale) {
   return absl::OkStatus();
 }
 
+double ByteScale(const ExperimentConfig& config, double byte_scale) {
+  return config.device() == "emulated" ? byte_scale : 1.0;
+}
+
 double LinkDilation(const ExperimentConfig& config, double byte_scale) {
-  return TimeDilation(config) * (config.device() == "emulated" ? byte_scale : 1.0);
+  return TimeDilation(config) * ByteScale(config, byte_scale);
 }
 
 }  // namespace pstrain

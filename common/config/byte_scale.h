@@ -15,10 +15,17 @@
 
 namespace pstrain {
 
-// OK, or INVALID_ARGUMENT naming --byte_scale: b in [1, 1000], and other
-// than 1 only with device emulated and no model.tables (embedding tables
-// are not scaled).
+// Whether `byte_scale` is one a run may take: in [1, 1000].
+bool ByteScaleInRange(double byte_scale);
+
+// OK, or INVALID_ARGUMENT naming --byte_scale: in range (ByteScaleInRange),
+// and other than 1 only with device emulated and no model.tables
+// (embedding tables are not scaled).
 absl::Status CheckByteScale(const ExperimentConfig& config, double byte_scale);
+
+// The byte scale `config` runs at: `byte_scale` with device emulated, 1
+// otherwise (TimeDilation's rule).
+double ByteScale(const ExperimentConfig& config, double byte_scale);
 
 // How much slower than modelled a link or an in-host copy runs: the time
 // dilation (common/config/time_dilation.h) times the byte scale.

@@ -33,6 +33,17 @@ TEST(ByteScale, IsCheckedNamingTheFlag) {
   EXPECT_EQ(CheckByteScale(tables, 4).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ByteScale, AppliesToEmulatedDevicesOnly) {
+  EXPECT_TRUE(ByteScaleInRange(1));
+  EXPECT_TRUE(ByteScaleInRange(1000));
+  EXPECT_FALSE(ByteScaleInRange(0.5));
+  EXPECT_FALSE(ByteScaleInRange(1001));
+  EXPECT_EQ(ByteScale(Emulated(), 4), 4);
+  ExperimentConfig real;
+  real.set_device("cpu");
+  EXPECT_EQ(ByteScale(real, 4), 1);
+}
+
 TEST(ByteScale, LinksAreAsMuchSlowerAsBytesAreFewer) {
   EXPECT_EQ(LinkDilation(Emulated(), 4), 20);
   EXPECT_EQ(LinkDilation(Emulated(), 1), 5);

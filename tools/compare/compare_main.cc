@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/command_line/command_line.h"
+#include "common/config/byte_scale.h"
 #include "tools/compare/chart.h"
 #include "tools/compare/matrix.h"
 #include "tools/compare/report.h"
@@ -110,7 +111,7 @@ absl::StatusOr<std::string> ParseArgs(int argc, char** argv) {
         absl::StrCat("expected exactly one MATRIX argument, got ", argc - 1, " (see --help)"));
   }
   if (FLAGS_timeout_s < 0) return absl::InvalidArgumentError("--timeout_s must be >= 0");
-  if (FLAGS_byte_scale != 0 && !(FLAGS_byte_scale >= 1 && FLAGS_byte_scale <= 1000)) {
+  if (FLAGS_byte_scale != 0 && !pstrain::ByteScaleInRange(FLAGS_byte_scale)) {
     return absl::InvalidArgumentError("--byte_scale must be 0 (the matrix's) or in [1, 1000]");
   }
   return std::string(argv[1]);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/config/byte_scale.h"
 #include "common/config/config_loader.h"
 #include "common/config/yaml_to_proto.h"
 #include "common/status_macros.h"
@@ -81,7 +82,7 @@ class MatrixBuilder {
       matrix_.name = spec_.name();
     }
     matrix_.description = spec_.description();
-    if (!(spec_.byte_scale() >= 1 && spec_.byte_scale() <= 1000)) {
+    if (!ByteScaleInRange(spec_.byte_scale())) {
       return FieldError(path_, "", "byte_scale", "a number in [1, 1000]", absl::StrCat(spec_.byte_scale()));
     }
     matrix_.byte_scale = spec_.byte_scale();

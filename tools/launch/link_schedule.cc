@@ -11,10 +11,11 @@ namespace pstrain::launch {
 
 std::vector<LinkStep> LinkStepsOf(const ExperimentConfig& experiment, double byte_scale) {
   const double scale = TimeDilation(experiment);
+  const double link_scale = LinkDilation(experiment, byte_scale);
   std::vector<LinkStep> steps;
   for (const EmulationConfig::LinkChange& change : experiment.emulation().link_changes()) {
     steps.push_back({.at = absl::Seconds(change.after_seconds() * scale),
-                     .gbps = change.gbps() / LinkDilation(experiment, byte_scale),
+                     .gbps = change.gbps() / link_scale,
                      .model_gbps = change.gbps(),
                      .model_seconds = change.after_seconds()});
   }
