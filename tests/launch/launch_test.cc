@@ -623,6 +623,17 @@ TEST_F(RealRolesTest, UnknownModelIsRefusedByTheRolesCheck) {
   EXPECT_TRUE(absl::StrContains(proc.err(), "resnet9000")) << proc.err();
 }
 
+// --byte_scale shrinks an emulated device's variables only: with the CPU
+// it is refused before anything starts.
+TEST_F(RealRolesTest, AByteScaleWithARealDeviceIsRefusedAndNothingStarts) {
+  WriteConfig("");
+  Subprocess proc = Spawn({launcher_, config_, "--run_dir", run_dir_, "--byte_scale", "4"}, dir_.path());
+  EXPECT_EQ(ExitCode(WaitForExit(proc.pid)), 2) << proc.out() << proc.err();
+  EXPECT_TRUE(absl::StrContains(proc.err(), absl::StrCat(config_, ": --byte_scale 4: expected 1 with device 'cpu'")))
+      << proc.err();
+  ExpectNothingStarted({"ps0", "worker0"});
+}
+
 TEST_F(RealRolesTest, UnknownVariableUpdateIsRefusedByTheRolesCheck) {
   WriteConfig("variable_update: ring_allreduce\n");
   Subprocess proc = LaunchReal();
