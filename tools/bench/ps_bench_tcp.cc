@@ -17,9 +17,30 @@
 #include "glog/logging.h"
 
 namespace pstrain::bench {
+
 namespace {
 
-constexpr size_t kScratchBytes = 2 << 20;
+// Bytes per send() or recv() call, at most.
+constexpr size_t kCallBytes = 2 << 20;
+// A round's bytes come from and go into memory of the round's size, as a
+// model's would, up to this much (then around again).
+constexpr int64_t kMaxRoundMemory = int64_t{256} << 20;
+
+}  // namespace
+
+// The memory one connection's rounds are sent from and received into: one
+// buffer each way, of a round's bytes (at most kMaxRoundMemory), written
+// once so that no page fault is timed. Reusing one small scratch buffer
+// instead would keep the bytes in the cache, which no model's bytes are.
+struct RoundMemory {
+  RoundMemory(int64_t send_bytes, int64_t receive_bytes)
+      : out(static_cast<size_t>(std::clamp<int64_t>(send_bytes, 1, kMaxRoundMemory)), 1),
+        in(static_cast<size_t>(std::clamp<int64_t>(receive_bytes, 1, kMaxRoundMemory)), 0) {}
+  std::vector<char> out;
+  std::vector<char> in;
+};
+
+namespace {
 // A sink waits this long for a round's bytes (the source may sit at a
 // meeting between its warm-up and its timed rounds).
 constexpr absl::Duration kSinkIdle = absl::Seconds(600);
@@ -69,34 +90,45 @@ struct Flow {
   int fd = -1;
   int64_t to_send = 0;
   int64_t to_receive = 0;
+  RoundMemory* memory = nullptr;
   int64_t sent = 0;
   int64_t received = 0;
   bool done() const { return sent >= to_send && received >= to_receive; }
 };
 
+// How many bytes the next call moves at byte `done` of `total`, from or
+// into `buffer` (so as not to run past its end).
+size_t CallBytes(const std::vector<char>& buffer, int64_t done, int64_t total) {
+  const int64_t offset = done % static_cast<int64_t>(buffer.size());
+  return static_cast<size_t>(std::min<int64_t>(
+      {static_cast<int64_t>(kCallBytes), total - done, static_cast<int64_t>(buffer.size()) - offset}));
+}
+
 // One step of `flow` after poll said `revents`: Aborted when the peer
 // closed or reset the connection.
-absl::Status Step(Flow& flow, short revents, std::vector<char>& scratch) {
+absl::Status Step(Flow& flow, short revents) {
+  std::vector<char>& in = flow.memory->in;
+  const std::vector<char>& out = flow.memory->out;
   if ((revents & (POLLIN | POLLHUP | POLLERR)) && flow.received < flow.to_receive) {
-    const size_t want = std::min<int64_t>(scratch.size(), flow.to_receive - flow.received);
-    const ssize_t n = recv(flow.fd, scratch.data(), want, 0);
+    const size_t want = CallBytes(in, flow.received, flow.to_receive);
+    const ssize_t n = recv(flow.fd, in.data() + flow.received % in.size(), want, 0);
     if (n == 0) return absl::AbortedError("closed by the peer");
     if (n > 0) flow.received += n;
     if (n < 0 && errno != EAGAIN && errno != EINTR) return absl::AbortedError(strerror(errno));
   }
   if ((revents & (POLLOUT | POLLHUP | POLLERR)) && flow.sent < flow.to_send) {
-    const size_t want = std::min<int64_t>(scratch.size(), flow.to_send - flow.sent);
-    const ssize_t n = send(flow.fd, scratch.data(), want, MSG_NOSIGNAL);
+    const size_t want = CallBytes(out, flow.sent, flow.to_send);
+    const ssize_t n = send(flow.fd, out.data() + flow.sent % out.size(), want, MSG_NOSIGNAL);
     if (n > 0) flow.sent += n;
     if (n < 0 && errno != EAGAIN && errno != EINTR) return absl::AbortedError(strerror(errno));
   }
   return absl::OkStatus();
 }
 
-// Moves every flow's bytes at once (the content is whatever `scratch`
-// holds). On error `*bad` is the flow: Aborted (closed, reset),
+// Moves every flow's bytes at once (the content is whatever each flow's
+// memory holds). On error `*bad` is the flow: Aborted (closed, reset),
 // DeadlineExceeded (nothing moved for `idle`).
-absl::Status Pump(std::vector<Flow>& flows, absl::Duration idle, std::vector<char>& scratch, size_t* bad) {
+absl::Status Pump(std::vector<Flow>& flows, absl::Duration idle, size_t* bad) {
   std::vector<pollfd> fds(flows.size());
   const int idle_ms = static_cast<int>(absl::ToInt64Milliseconds(idle));
   while (true) {
@@ -116,7 +148,7 @@ absl::Status Pump(std::vector<Flow>& flows, absl::Duration idle, std::vector<cha
       if (ready == 0 && !flows[i].done()) {
         return absl::DeadlineExceededError(absl::StrCat("nothing moved for ", absl::FormatDuration(idle)));
       }
-      if (absl::Status s = Step(flows[i], fds[i].revents, scratch); !s.ok()) return s;
+      if (absl::Status s = Step(flows[i], fds[i].revents); !s.ok()) return s;
     }
   }
 }
@@ -180,15 +212,15 @@ void TcpSink::Serve(int fd) {
   if (recv(fd, raw, sizeof(raw), MSG_WAITALL) != static_cast<ssize_t>(sizeof(raw))) return;
   const Header h{GetU64(raw), GetU64(raw + 8), GetU64(raw + 16)};
   SetNoDelayNonBlocking(fd);
-  std::vector<char> scratch(kScratchBytes);
+  RoundMemory memory(static_cast<int64_t>(h.write_bytes), static_cast<int64_t>(h.read_bytes));
   size_t bad = 0;
   while (true) {
-    std::vector<Flow> round = {
-        {fd, h.write_after_read ? 0 : static_cast<int64_t>(h.write_bytes), static_cast<int64_t>(h.read_bytes)}};
-    absl::Status s = Pump(round, kSinkIdle, scratch, &bad);
+    std::vector<Flow> round = {{fd, h.write_after_read ? 0 : static_cast<int64_t>(h.write_bytes),
+                                static_cast<int64_t>(h.read_bytes), &memory}};
+    absl::Status s = Pump(round, kSinkIdle, &bad);
     if (s.ok() && h.write_after_read) {
-      std::vector<Flow> ack = {{fd, static_cast<int64_t>(h.write_bytes), 0}};
-      s = Pump(ack, kSinkIdle, scratch, &bad);
+      std::vector<Flow> ack = {{fd, static_cast<int64_t>(h.write_bytes), 0, &memory}};
+      s = Pump(ack, kSinkIdle, &bad);
     }
     if (s.ok()) continue;
     // The source closing before it sent a round's first byte is its end.
@@ -201,7 +233,6 @@ absl::StatusOr<std::unique_ptr<TcpSource>> TcpSource::Connect(const std::vector<
                                                               const std::vector<int64_t>& bytes, bool both_directions,
                                                               absl::Duration timeout) {
   std::unique_ptr<TcpSource> source(new TcpSource);
-  source->scratch_.resize(kScratchBytes);
   const absl::Time deadline = absl::Now() + timeout;
   for (size_t i = 0; i < sinks.size(); ++i) {
     if (bytes[i] <= 0) continue;  // a sink with nothing to carry
@@ -222,6 +253,7 @@ absl::StatusOr<std::unique_ptr<TcpSource>> TcpSource::Connect(const std::vector<
     source->sinks_.push_back(sinks[i]);
     source->send_.push_back(bytes[i]);
     source->receive_.push_back(both_directions ? bytes[i] : 8);
+    source->memory_.push_back(std::make_unique<RoundMemory>(bytes[i], source->receive_.back()));
     char raw[kHeaderBytes];
     PutU64(bytes[i], raw);
     PutU64(source->receive_.back(), raw + 8);
@@ -240,9 +272,9 @@ TcpSource::~TcpSource() {
 
 absl::Status TcpSource::Round(absl::Duration timeout) {
   std::vector<Flow> flows;
-  for (size_t i = 0; i < fds_.size(); ++i) flows.push_back({fds_[i], send_[i], receive_[i]});
+  for (size_t i = 0; i < fds_.size(); ++i) flows.push_back({fds_[i], send_[i], receive_[i], memory_[i].get()});
   size_t bad = 0;
-  absl::Status s = Pump(flows, timeout, scratch_, &bad);
+  absl::Status s = Pump(flows, timeout, &bad);
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat("tcp to ", sinks_[bad], ": ", s.message()));
 }

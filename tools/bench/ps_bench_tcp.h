@@ -11,7 +11,10 @@
 // back -- the same number of bytes (both directions at once), or an 8-byte
 // ack once the sink has read the round (one direction: the ack makes a
 // round end when the bytes have arrived, not when they were buffered).
-// TCP_NODELAY on both ends, as gRPC sets it. IPv4 addresses only.
+// Each end sends from, and receives into, memory of the round's size (as a
+// worker's model and a shard's variables are; up to 256 MiB, then around
+// again), never the same few cache-hot bytes. TCP_NODELAY on both ends, as
+// gRPC sets it. IPv4 addresses only.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,8 @@
 #include "absl/time/time.h"
 
 namespace pstrain::bench {
+
+struct RoundMemory;  // where one connection's rounds are sent from and received into
 
 // Accepts connections on one address and serves each on a thread of its
 // own until its source closes it, or the sink is destroyed. Thread-safe.
@@ -76,7 +81,7 @@ class TcpSource {
   std::vector<int> fds_;
   std::vector<int64_t> send_;
   std::vector<int64_t> receive_;
-  std::vector<char> scratch_;
+  std::vector<std::unique_ptr<RoundMemory>> memory_;  // one per sink
 };
 
 }  // namespace pstrain::bench
