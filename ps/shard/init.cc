@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "common/transport/shared_values.h"
 #include "glog/logging.h"
 #include "ps/shard/request_checks.h"
 #include "ps/shard/shard.h"
@@ -76,7 +77,7 @@ absl::StatusOr<VariableMap> PsShard::BuildVariables(const InitRequest& request, 
     var->shape.assign(h.shape().begin(), h.shape().end());
     var->n = NumElements(var->shape);
     absl::MutexLock var_lock(&var->mu);
-    var->value = Buffer::Allocate(var->bytes());
+    var->value = AllocateShareableValue(var->bytes());  // Read fills it (CheckInitTensors checked the sizes)
     PSTRAIN_RETURN_IF_ERROR(payload.Read(var->value->data(), var->bytes()));
     var->slots.assign(num_slots, std::vector<float>(var->n, 0.0f));
     var->consistency = policy_->NewState(*var);

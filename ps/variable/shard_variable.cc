@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/status_macros.h"
+#include "common/transport/shared_values.h"
 
 namespace pstrain {
 
@@ -28,7 +29,9 @@ std::shared_ptr<Buffer> VariableUpdater::NextBuffer(ShardVariable& var) {
     const std::shared_ptr<Buffer> probe = var.spare;
     if (probe.use_count() == 2) return std::move(var.spare);
   }
-  return Buffer::AllocateUninitialized(var.bytes());  // the update writes every element
+  // The update writes every element. In the process's SharedValues when it
+  // has room, so that colocated workers' pulls read it in place.
+  return AllocateShareableValue(var.bytes());
 }
 
 void VariableUpdater::Publish(ShardVariable& var, std::shared_ptr<Buffer> next) {

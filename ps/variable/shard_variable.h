@@ -2,9 +2,9 @@
 // VariableUpdater: the one way its value changes.
 //
 // Publication. A variable's value is an immutable buffer: a pull sends it
-// without copying and without holding a lock while bytes travel. An update
-// writes the next value into a fresh buffer (or the previous one, once no
-// pull still references it), swaps it in and bumps the version.
+// (or lends it to a colocated worker: common/transport/shared_values.h)
+// without copying or holding a lock; an update writes a fresh buffer (or the
+// previous one, once nothing references it), swaps it in, bumps the version.
 //
 // Locks: `mu` guards a variable's data. A PS shard takes its own mutex before
 // any variable's (PsShard::mu_ -> ShardVariable::mu), and several variables'

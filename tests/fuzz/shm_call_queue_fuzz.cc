@@ -8,14 +8,15 @@
 // nothing or fails, at most 64 times.
 // Asserts: an error is DATA_LOSS with a short message that says what is
 // wrong, and the next Pop fails the same way (a broken queue stays broken);
-// a record is a request, a response or a part of one, whose text and inline bytes fit
-// kMaxRecordPayload, carries a block only without inline bytes and with a
-// sequence in range, and written again into a fresh queue reads back the
-// same; the tail only moves forward, by at least a record head each time,
+// a record is a request, a response or a part of one, whose text, inline bytes and
+// value references fit kMaxRecordPayload, carries a block only without inline
+// bytes and with a sequence in range, lends values only as a response
+// without a block and with a ticket, and written again into a fresh queue
+// reads back the same; the tail only moves forward, by at least a record head each time,
 // and never past the head.
-// Seeds: tests/fuzz/corpus/shm_call_queue/ (a request and a response, one in
-// a block; an answer in parts; a record after a pad at the ring's end; an empty queue; lengths,
-// kinds and positions that cannot be).
+// Seeds: tests/fuzz/corpus/shm_call_queue/, written by shm_call_queue_seeds.py
+// (a request and a response, one in a block; an answer in parts; a lent
+// answer; an empty queue; lends, lengths, kinds and positions that cannot be).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,7 +32,7 @@ using namespace pstrain::fuzz;  // NOLINT
 
 namespace {
 
-constexpr size_t kRegionBytes = ShmCallQueue::kControlBytes + 4 * (64 + ShmCallQueue::kMaxRecordPayload);
+constexpr size_t kRegionBytes = ShmCallQueue::kMinRegionBytes;
 constexpr size_t kHeadOffset = 0, kTailOffset = 64;  // the control words' places
 constexpr size_t kMaxMessage = 512;
 constexpr int kMaxPops = 64;
@@ -46,8 +47,12 @@ void CheckRecord(const ShmCallRecord& r) {
   FUZZ_CHECK(r.kind == ShmCallRecord::Kind::kRequest || r.kind == ShmCallRecord::Kind::kResponse ||
                  r.kind == ShmCallRecord::Kind::kResponsePart,
              "kind ", static_cast<uint32_t>(r.kind));
-  FUZZ_CHECK(r.text.size() + r.wire.size() <= ShmCallQueue::kMaxRecordPayload, "a record of ", r.text.size(), " + ",
-             r.wire.size(), " bytes");
+  FUZZ_CHECK(r.text.size() + r.wire.size() + 16 * r.values.size() <= ShmCallQueue::kMaxRecordPayload, "a record of ",
+             r.text.size(), " + ", r.wire.size(), " bytes and ", r.values.size(), " value references");
+  if (!r.values.empty()) {
+    FUZZ_CHECK(r.kind == ShmCallRecord::Kind::kResponse && !r.block.has_value() && r.lend_ticket != 0,
+               "a lend in a record of kind ", static_cast<uint32_t>(r.kind), " (ticket ", r.lend_ticket, ")");
+  }
   if (r.block.has_value()) {
     FUZZ_CHECK(r.wire.empty(), "a block beside ", r.wire.size(), " inline bytes");
     FUZZ_CHECK(r.block->seq >= 1 && r.block->seq < (uint64_t{1} << 62), "block sequence ", r.block->seq);
@@ -63,8 +68,13 @@ void CheckRecord(const ShmCallRecord& r) {
              "a record written again does not read back: ", again.status().ToString());
   const ShmCallRecord& b = **again;
   FUZZ_CHECK(b.kind == r.kind && b.call_id == r.call_id && b.status_code == r.status_code && b.text == r.text &&
-                 b.wire == r.wire && b.block.has_value() == r.block.has_value(),
+                 b.wire == r.wire && b.block.has_value() == r.block.has_value() && b.values.size() == r.values.size() &&
+                 b.lend_slot == r.lend_slot && b.lend_ticket == r.lend_ticket,
              "a record written again reads back otherwise");
+  for (size_t i = 0; i < r.values.size(); ++i) {
+    FUZZ_CHECK(b.values[i].offset == r.values[i].offset && b.values[i].bytes == r.values[i].bytes,
+               "a value reference written again reads back otherwise");
+  }
   if (r.block.has_value()) {
     FUZZ_CHECK(b.block->offset == r.block->offset && b.block->bytes == r.block->bytes && b.block->seq == r.block->seq,
                "a block written again reads back otherwise");
@@ -102,7 +112,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     if (!popped->has_value()) break;
-    FUZZ_CHECK(now - tail >= 56, "a record of ", now - tail, " bytes (pads before it included)");
+    FUZZ_CHECK(now - tail >= ShmCallQueue::kRecordHeadBytes, "a record of ", now - tail,
+               " bytes (pads before it included)");
     CheckRecord(**popped);
     tail = now;
   }

@@ -9,10 +9,13 @@
 // attached lane skip gRPC (they reach the handler on the lane's thread) and
 // keep gRPC's promises: a deadline, an answer dropped unanswered, a server
 // process that is killed; a client process that exits, or a channel
-// destroyed, leaves no thread serving its lane.
+// destroyed, leaves no thread serving its lane. Answers of the server's
+// SharedValues are lent, not copied: read in place by the client, in this
+// process and in another, and held until the client is done with them.
 #include <pthread.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -27,6 +30,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/transport/grpc/grpc_transport.h"
+#include "common/transport/shared_values.h"
 #include "common/transport/transport.h"
 #include "gtest/gtest.h"
 #include "tests/transport/transport_test_util.h"
@@ -80,9 +84,15 @@ std::string ThisThreadName() {
 // "Thread" with the name of the thread that handles it, "Sized" with as
 // many payload bytes as its header says (Bytes(n, n)) under that name;
 // "Hold" is never answered (until the handler goes), "Drop" drops its
-// responder unanswered.
+// responder unanswered; "Values" answers as "Sized" from a buffer of this
+// process's SharedValues (as a PS shard's values are), which it remembers.
 class MapsEchoHandler : public Handler {
  public:
+  // The buffer of the last "Values" answer, while anyone still holds it.
+  std::shared_ptr<Buffer> LastValues() {
+    absl::MutexLock lock(&mu_);
+    return last_values_.lock();
+  }
   ~MapsEchoHandler() override {
     absl::MutexLock lock(&mu_);
     for (Responder& respond : held_) respond(absl::CancelledError("the handler is gone"), {});
@@ -102,6 +112,13 @@ class MapsEchoHandler : public Handler {
     } else if (size_t n = 0; method == "Sized" && absl::SimpleAtoi(request.header(), &n)) {
       response.header = ThisThreadName();
       response.chunks.push_back(OwnedChunk(Bytes(n, n)));
+    } else if (method == "Values" && absl::SimpleAtoi(request.header(), &n) && SharedValues::Get() != nullptr) {
+      std::shared_ptr<Buffer> values = SharedValues::Get()->Allocate(n);
+      const std::string bytes = Bytes(n, n);
+      std::memcpy(values->data(), bytes.data(), n);
+      response.chunks.push_back({values->data(), n, values});
+      absl::MutexLock lock(&mu_);
+      last_values_ = values;
     } else {
       response.header = std::string(request.header());
       if (request.payload_bytes() > 0) response.chunks.push_back(OwnedChunk(ReadPayload(request)));
@@ -112,6 +129,7 @@ class MapsEchoHandler : public Handler {
  private:
   absl::Mutex mu_;
   std::vector<Responder> held_ ABSL_GUARDED_BY(mu_);
+  std::weak_ptr<Buffer> last_values_ ABSL_GUARDED_BY(mu_);
 };
 
 CallOptions Deadline(absl::Duration d, bool wait_for_ready = false) {
@@ -359,6 +377,42 @@ TEST(GrpcShmTest, AnswersBeyondTheRoomOfTheLaneComeThroughIt) {
   EXPECT_TRUE(status.ok()) << "the lane after answers in slices: " << status;
 }
 
+// A "Values" call of `n` bytes: its answer, checked byte for byte (the
+// frame is kept: a lent answer stays lent while the caller holds it).
+absl::Status ValuesCall(Channel& channel, size_t n, IncomingFrame* answer) {
+  OutgoingFrame request;
+  request.header = absl::StrCat(n);
+  absl::Status status = channel.CallSync("Values", std::move(request), Deadline(absl::Seconds(30)), answer);
+  if (!status.ok()) return status;
+  if (ReadPayload(*answer) != Bytes(n, n)) return absl::DataLossError("a Values answer differs");
+  return absl::OkStatus();
+}
+
+TEST(GrpcShmTest, AnswersOfSharedValuesAreLentAndHeldUntilTheClientIsDone) {
+  if (SharedValues::Get() == nullptr) GTEST_SKIP() << "this process has no SharedValues (memfd_create refused?)";
+  Pair pair;
+  ASSERT_NE(pair.channel, nullptr);
+  ASSERT_TRUE(EchoAll(*pair.channel, {size_t{1} << 20}).ok());
+  ASSERT_TRUE(AwaitLaneMappings(2));
+  ASSERT_TRUE(AwaitLaneCalls(*pair.channel));
+  IncomingFrame first, second, third;
+  ASSERT_TRUE(ValuesCall(*pair.channel, size_t{1} << 20, &first).ok());
+  const std::weak_ptr<Buffer> first_values = pair.handler.LastValues();
+  // A copied answer lets go of the server's buffer once it is in the lane;
+  // a lent one holds it while the client may read it.
+  EXPECT_FALSE(first_values.expired()) << "the answer was copied, not lent";
+  ASSERT_TRUE(ValuesCall(*pair.channel, size_t{3} << 20, &second).ok());
+  EXPECT_FALSE(first_values.expired()) << "a lend let go while its client still held the frame";
+  first = IncomingFrame();
+  second = IncomingFrame();
+  // The next lend finds the first two given back and lets them go.
+  ASSERT_TRUE(ValuesCall(*pair.channel, size_t{1} << 20, &third).ok());
+  EXPECT_TRUE(first_values.expired()) << "a lend given back is still held";
+  // Small answers of shared values go inline, as every small answer does.
+  IncomingFrame small;
+  EXPECT_TRUE(ValuesCall(*pair.channel, 100, &small).ok());
+}
+
 // ---------------------------------------------------------------- children
 
 // Serves on $PSTRAIN_SHM_TEST_SERVE, tells the parent its port, serves until killed.
@@ -369,8 +423,9 @@ TEST(GrpcShmChild, Serve) {
   ServeForParent(*transport, handler, EnvValue(kServeEnv));
 }
 
-// Large echo calls to $PSTRAIN_SHM_TEST_PEER, then tells the parent
-// "<server's lane mappings> <this process's>" and waits to be killed.
+// Large echo calls and a "Values" call to $PSTRAIN_SHM_TEST_PEER, then tells
+// the parent "<server's lane mappings> <this process's>" and waits to be
+// killed.
 TEST(GrpcShmChild, Client) {
   if (!IsChild("Client")) GTEST_SKIP() << "runs as a child process of another test";
   std::unique_ptr<Transport> transport = CreateGrpcTransport(TransportOptions());
@@ -380,6 +435,10 @@ TEST(GrpcShmChild, Client) {
   ASSERT_TRUE(first.ok()) << first;
   absl::SleepFor(absl::Milliseconds(300));  // the attach, if the server takes it
   absl::Status status = EchoAll(**channel, {size_t{4} << 20, size_t{1} << 20, size_t{16} << 20, 100});
+  ASSERT_TRUE(status.ok()) << status;
+  if (LaneMappings() > 0) ASSERT_TRUE(AwaitLaneCalls(**channel));
+  IncomingFrame values;  // lent by a server on this host, through the socket from another
+  status = ValuesCall(**channel, size_t{2} << 20, &values);
   ASSERT_TRUE(status.ok()) << status;
   IncomingFrame maps;
   ASSERT_TRUE((*channel)->CallSync("Maps", OutgoingFrame(), Deadline(absl::Seconds(30)), &maps).ok());
@@ -461,6 +520,9 @@ TEST(GrpcShmTest, AnotherProcessOfThisHostCrossesSharedMemory) {
   std::optional<std::string> report = ClientReport(absl::StrCat("127.0.0.1:", pair.server->port()));
   ASSERT_TRUE(report.has_value()) << "the client child reported nothing";
   EXPECT_EQ(*report, "1 1") << "lane mappings (server, client)";
+  if (SharedValues::Get() != nullptr) {
+    EXPECT_NE(pair.handler.LastValues(), nullptr) << "the answer of shared values to another process was copied";
+  }
 }
 
 // Emulated hosts share a kernel but not a network namespace: a client on

@@ -19,7 +19,7 @@ namespace pstrain {
 namespace {
 
 // The smallest region the queue takes, rounded up.
-constexpr size_t kSmallRegion = ShmCallQueue::kControlBytes + 4 * (64 + ShmCallQueue::kMaxRecordPayload);
+constexpr size_t kSmallRegion = ShmCallQueue::kMinRegionBytes;
 
 // A zero-filled, cache-line aligned region (as a new segment is).
 struct Region {
@@ -57,6 +57,13 @@ void ExpectSame(const ShmCallRecord& got, const ShmCallRecord& want) {
     EXPECT_EQ(got.block->bytes, want.block->bytes);
     EXPECT_EQ(got.block->seq, want.block->seq);
   }
+  ASSERT_EQ(got.values.size(), want.values.size());
+  for (size_t i = 0; i < want.values.size(); ++i) {
+    EXPECT_EQ(got.values[i].offset, want.values[i].offset);
+    EXPECT_EQ(got.values[i].bytes, want.values[i].bytes);
+  }
+  EXPECT_EQ(got.lend_slot, want.lend_slot);
+  EXPECT_EQ(got.lend_ticket, want.lend_ticket);
 }
 
 TEST(ShmCallQueueTest, RequestsResponsesAndPartsComeOutAsWritten) {
@@ -73,8 +80,19 @@ TEST(ShmCallQueueTest, RequestsResponsesAndPartsComeOutAsWritten) {
   part.kind = ShmCallRecord::Kind::kResponsePart;
   part.call_id = 10;
   part.wire = Pattern(64 << 10, 3);
-  const ShmCallRecord records[] = {Request(6, "Pull", Pattern(1000, 1)), response, in_block,
-                                   Request(9, "Init", Pattern(ShmCallQueue::kMaxRecordPayload - 4, 2)), part};
+  ShmCallRecord lent;
+  lent.kind = ShmCallRecord::Kind::kResponse;
+  lent.call_id = 11;
+  lent.wire = Pattern(300, 4);
+  lent.values = {{0, 1 << 20}, {1 << 20, 4096}, {uint64_t{5} << 30, 64}};
+  lent.lend_slot = 17;
+  lent.lend_ticket = 12345;
+  const ShmCallRecord records[] = {Request(6, "Pull", Pattern(1000, 1)),
+                                   response,
+                                   in_block,
+                                   Request(9, "Init", Pattern(ShmCallQueue::kMaxRecordPayload - 4, 2)),
+                                   part,
+                                   lent};
   for (const ShmCallRecord& r : records) ASSERT_TRUE(writer.TryPush(r));
   for (const ShmCallRecord& r : records) {
     absl::StatusOr<std::optional<ShmCallRecord>> got = reader.Pop();
@@ -140,7 +158,8 @@ absl::Status PopAfterOverwriting(size_t offset, uint32_t value) {
 
 TEST(ShmCallQueueTest, WhatCannotBeARecordIsDataLossNamingWhatIsWrong) {
   // The record's head: bytes (u32), kind (u32), call id (u64), status (i32),
-  // text bytes (u32), wire bytes (u32), has block (u32), block offset, bytes, seq (u64).
+  // text bytes (u32), wire bytes (u32), has block (u32), block offset, bytes, seq (u64),
+  // value references (u32), lend slot (u32), lend ticket (u64).
   struct Case {
     const char* what;
     size_t offset;
@@ -155,6 +174,7 @@ TEST(ShmCallQueueTest, WhatCannotBeARecordIsDataLossNamingWhatIsWrong) {
       {"text longer than the record", 20, 5000, "holding 5000"},
       {"a block flag that is neither 0 nor 1", 28, 2, "block 2"},
       {"a block beside inline bytes", 28, 1, "block 1"},
+      {"values lent in a request", 56, 1, "lending 1 pieces"},
       {"a pad that stops short of the ring's end", 4, 0, "pad record"},
   };
   for (const Case& c : cases) {

@@ -66,7 +66,10 @@ void ClientShm::Attached(const absl::Status& status, const GrpcMetadata& trailin
   if (status.ok() && !lane_id.empty()) {
     state_ = State::kAttached;
     lane_id_ = lane_id;
-    if (LaneCallsFromEnvironment()) caller_ = std::make_shared<ShmLaneCaller>(lane_);
+    if (LaneCallsFromEnvironment()) {
+      lane_->ReadServerValues();  // so that answers of the server's values come lent, not copied
+      caller_ = std::make_shared<ShmLaneCaller>(lane_);
+    }
     return;
   }
   if (!transient) VLOG(1) << "grpc: the server takes no shared memory from this channel: " << status;

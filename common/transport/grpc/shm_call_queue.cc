@@ -28,8 +28,12 @@ struct RecordHead {
   uint64_t block_offset;
   uint64_t block_bytes;
   uint64_t block_seq;
+  uint32_t value_refs;  // then, after the wire bytes, this many {offset, bytes}
+  uint32_t lend_slot;
+  uint64_t lend_ticket;
 };
-static_assert(sizeof(RecordHead) == 56);
+static_assert(sizeof(RecordHead) == ShmCallQueue::kRecordHeadBytes);
+constexpr size_t kRefBytes = 2 * sizeof(uint64_t);
 constexpr uint32_t kPad = 0;  // skips the rest of the ring to its end
 constexpr size_t kPadBytes = 8;
 
@@ -60,14 +64,15 @@ ShmCallQueue::ShmCallQueue(char* region, size_t bytes)
     : region_(region), data_(region + kControlBytes), capacity_((bytes - kControlBytes) / 8 * 8) {
   static_assert(sizeof(Control) <= kControlBytes);
   CHECK_EQ(reinterpret_cast<uintptr_t>(region) % 64, 0u);
-  CHECK_GE(bytes, kControlBytes + 4 * (sizeof(RecordHead) + kMaxRecordPayload));
+  CHECK_GE(bytes, kMinRegionBytes);
 }
 
 ShmCallQueue::Control* ShmCallQueue::control() const { return reinterpret_cast<Control*>(region_); }
 
 bool ShmCallQueue::TryPush(const ShmCallRecord& record) {
-  CHECK_LE(record.text.size() + record.wire.size(), kMaxRecordPayload);
-  const uint64_t need = RoundUp8(sizeof(RecordHead) + record.text.size() + record.wire.size());
+  const size_t body = record.text.size() + record.wire.size() + record.values.size() * kRefBytes;
+  CHECK_LE(body, kMaxRecordPayload);
+  const uint64_t need = RoundUp8(sizeof(RecordHead) + body);
   Control* c = control();
   const uint64_t head = std::atomic_ref<uint64_t>(c->head).load(std::memory_order_relaxed);
   const uint64_t tail = std::atomic_ref<uint64_t>(c->tail).load(std::memory_order_acquire);
@@ -92,10 +97,21 @@ bool ShmCallQueue::TryPush(const ShmCallRecord& record) {
     h.block_bytes = record.block->bytes;
     h.block_seq = record.block->seq;
   }
+  h.value_refs = static_cast<uint32_t>(record.values.size());
+  h.lend_slot = record.lend_slot;
+  h.lend_ticket = record.lend_ticket;
   char* out = data_ + pos;
   std::memcpy(out, &h, sizeof(h));
-  std::memcpy(out + sizeof(h), record.text.data(), record.text.size());
-  std::memcpy(out + sizeof(h) + record.text.size(), record.wire.data(), record.wire.size());
+  out += sizeof(h);
+  std::memcpy(out, record.text.data(), record.text.size());
+  out += record.text.size();
+  std::memcpy(out, record.wire.data(), record.wire.size());
+  out += record.wire.size();
+  for (const ShmValueRef& ref : record.values) {
+    const uint64_t words[2] = {ref.offset, ref.bytes};
+    std::memcpy(out, words, kRefBytes);
+    out += kRefBytes;
+  }
   std::atomic_ref<uint64_t>(c->head).store(head + pad + need, std::memory_order_seq_cst);
   return true;
 }
@@ -163,10 +179,15 @@ absl::StatusOr<std::optional<ShmCallRecord>> ShmCallQueue::Pop() {
     RecordHead h;
     if (bytes < sizeof(h)) return Corrupt(absl::StrCat("a record of ", bytes, " bytes is shorter than its head"));
     std::memcpy(&h, data_ + pos, sizeof(h));  // read once: the fields checked are the fields used
-    const uint64_t body = uint64_t{h.text_bytes} + h.wire_bytes;
+    const uint64_t body = uint64_t{h.text_bytes} + h.wire_bytes + uint64_t{h.value_refs} * kRefBytes;
     if (h.kind < static_cast<uint32_t>(ShmCallRecord::Kind::kRequest) ||
         h.kind > static_cast<uint32_t>(ShmCallRecord::Kind::kResponsePart)) {
       return Corrupt(absl::StrCat("a record of kind ", h.kind));
+    }
+    if (h.value_refs > 0 &&
+        (h.kind != static_cast<uint32_t>(ShmCallRecord::Kind::kResponse) || h.has_block != 0 || h.lend_ticket == 0)) {
+      return Corrupt(absl::StrCat("a record of kind ", h.kind, " lending ", h.value_refs, " pieces (block ",
+                                  h.has_block, ", ticket ", h.lend_ticket, ")"));
     }
     if (body > kMaxRecordPayload || RoundUp8(sizeof(h) + body) != bytes || h.has_block > 1 ||
         (h.has_block == 1 && (h.wire_bytes != 0 || h.block_seq == 0 || h.block_seq >= (uint64_t{1} << 62)))) {
@@ -180,6 +201,16 @@ absl::StatusOr<std::optional<ShmCallRecord>> ShmCallQueue::Pop() {
     const char* text = data_ + pos + sizeof(h);
     record.text.assign(text, h.text_bytes);
     record.wire.assign(text + h.text_bytes, h.wire_bytes);
+    const char* refs = text + h.text_bytes + h.wire_bytes;
+    record.values.resize(h.value_refs);
+    for (ShmValueRef& ref : record.values) {
+      uint64_t words[2];
+      std::memcpy(words, refs, kRefBytes);
+      ref = {words[0], words[1]};
+      refs += kRefBytes;
+    }
+    record.lend_slot = h.lend_slot;
+    record.lend_ticket = h.lend_ticket;
     if (h.has_block == 1) record.block = ShmDescriptor{h.block_offset, h.block_bytes, h.block_seq};
     std::atomic_ref<uint64_t>(c->tail).store(tail + bytes, std::memory_order_release);
     return record;

@@ -3,7 +3,8 @@
 // of a shared segment, with a futex word the reader sleeps on.
 //
 // A record is a request (its call id, method and frame), a response (the
-// call id, a status and the answer's frame), or a part of an answer that
+// call id, a status and the answer's frame, which may be lent: references
+// into the server's SharedValues), or a part of an answer that
 // found no room in the writer's ring: its wire bytes travel in slices, each
 // a response part, the last slice in the response itself. A frame travels inline (its
 // wire bytes: EncodeWireHeader(header) + payload) when small, or as the
@@ -25,12 +26,20 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/transport/grpc/shm_ring.h"
 
 namespace pstrain {
+
+// A piece of a lent answer's payload: bytes of the server's SharedValues
+// (shm_lends.h).
+struct ShmValueRef {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
 
 struct ShmCallRecord {
   enum class Kind : uint32_t { kRequest = 1, kResponse = 2, kResponsePart = 3 };
@@ -40,18 +49,29 @@ struct ShmCallRecord {
   std::string text;                    // the request's method, or the response's error message
   std::string wire;                    // the frame's wire bytes, when inline
   std::optional<ShmDescriptor> block;  // else: the block of the writer's ring holding them
+  // A lent answer (shm_lends.h): `wire` holds the wire header alone and the
+  // payload is these pieces of the server's arena, lent under `lend_slot`
+  // with `lend_ticket` (never with a block; responses only).
+  std::vector<ShmValueRef> values;
+  uint32_t lend_slot = 0;
+  uint64_t lend_ticket = 0;
 };
 
 class ShmCallQueue {
  public:
   // The control words and the record bytes of a region.
   static constexpr size_t kControlBytes = 256;
-  // The most text and inline wire bytes one record may carry together.
+  // The most text, inline wire bytes and value references (16 bytes each)
+  // one record may carry together.
   static constexpr size_t kMaxRecordPayload = 96 * 1024;
+  // The head each record starts with.
+  static constexpr size_t kRecordHeadBytes = 72;
+  // The smallest region a queue takes: its control words and four of the
+  // largest records.
+  static constexpr size_t kMinRegionBytes = kControlBytes + 4 * (kRecordHeadBytes + kMaxRecordPayload);
 
-  // Over `region` of `bytes` (8-byte aligned, more than kControlBytes plus
-  // four records of kMaxRecordPayload; zero-filled when new: both ends then
-  // agree on an empty ring). Not owned.
+  // Over `region` of `bytes` (8-byte aligned, at least kMinRegionBytes;
+  // zero-filled when new: both ends then agree on an empty ring). Not owned.
   ShmCallQueue(char* region, size_t bytes);
 
   // Writer's side (one thread at a time). False when the ring has no room

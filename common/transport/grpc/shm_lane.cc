@@ -90,6 +90,7 @@ struct ShmLane::State {
   int64_t server_pid;
   uint32_t closed;
   uint32_t client_closed;
+  ShmLendWords lends;
 };
 
 ShmLane::ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bool client, int64_t client_pid)
@@ -99,7 +100,9 @@ ShmLane::ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bo
       requests_(segment_->data() + kStateBytes, kQueueBytes),
       responses_(segment_->data() + kStateBytes + kQueueBytes, kQueueBytes),
       own_ring_(segment_.get(), kCallsBytes + (client ? 0 : half_bytes), half_bytes, kWithdrawAfter),
-      peer_ring_(segment_->data() + kCallsBytes + (client ? half_bytes : 0), half_bytes) {}
+      peer_ring_(segment_->data() + kCallsBytes + (client ? half_bytes : 0), half_bytes),
+      lender_(&state()->lends),
+      borrower_(&state()->lends) {}
 
 ShmLane::State* ShmLane::state() const {
   static_assert(sizeof(State) <= kStateBytes);
@@ -139,6 +142,7 @@ absl::StatusOr<std::shared_ptr<ShmLane>> ShmLane::AcceptOffer(const ShmOffer& of
   PSTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SharedSegment> segment,
                            SharedSegment::Open(offer.name, kCallsBytes + 2 * offer.half_bytes));
   std::shared_ptr<ShmLane> lane(new ShmLane(std::move(segment), offer.half_bytes, /*client=*/false, offer.pid));
+  lane->lender_.Advertise();  // before the pid: the client reads the arena once it sees the server
   std::atomic_ref<int64_t>(lane->state()->server_pid).store(getpid(), std::memory_order_release);
   return lane;
 }
@@ -196,6 +200,15 @@ absl::StatusOr<IncomingFrame> ShmLane::Read(std::vector<IncomingFrame::Piece> wi
   std::shared_ptr<const void> hold = HoldUntilRead(std::move(wire_keepalive), descriptor);
   if (descriptor.bytes > 0) wire.push_back({payload, descriptor.bytes});
   return IncomingFrame::FromWire(std::move(wire), std::move(hold));
+}
+
+bool ShmLane::ReadServerValues() {
+  const int64_t server = server_pid();
+  return server > 0 && borrower_.MapServerValues(server);
+}
+
+absl::StatusOr<IncomingFrame> ShmLane::ReadLent(std::string wire, const ShmLend& lend) {
+  return borrower_.Read(std::move(wire), lend, shared_from_this());
 }
 
 std::shared_ptr<const void> ShmLane::HoldUntilRead(std::shared_ptr<const void> wire_keepalive,

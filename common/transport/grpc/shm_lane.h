@@ -13,8 +13,9 @@
 // or find no room, go the usual way.
 //
 // The segment starts with the lane's own calls (shm_lane_calls.h): a page
-// of lane state (the server's pid, whether either end closed the lane) and the two
-// call queues (requests, responses); the two halves follow.
+// of lane state (the server's pid, whether either end closed the lane, the
+// words of lent answers: shm_lends.h) and the two call queues (requests,
+// responses); the two halves follow.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "common/transport/frame.h"
 #include "common/transport/grpc/shm_call_queue.h"
+#include "common/transport/grpc/shm_lends.h"
 #include "common/transport/grpc/shm_ring.h"
 #include "common/transport/grpc/shm_segment.h"
 
@@ -105,6 +107,15 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
   absl::StatusOr<IncomingFrame> Read(std::vector<IncomingFrame::Piece> wire, std::shared_ptr<const void> wire_keepalive,
                                      const ShmDescriptor& descriptor);
 
+  // Answers lent instead of copied (shm_lends.h). The client's side: maps
+  // the server's SharedValues, if it named any, so that the server may lend;
+  // false when there are none to read.
+  bool ReadServerValues();
+  // The client's side: a lent answer's frame (`wire`: its wire header).
+  absl::StatusOr<IncomingFrame> ReadLent(std::string wire, const ShmLend& lend);
+  // The server's side.
+  ShmLender& lender() { return lender_; }
+
   // Blocks of this side taken back unread.
   int64_t withdrawn() const { return own_ring_.withdrawn(); }
 
@@ -125,6 +136,8 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
   ShmCallQueue responses_;
   ShmRing own_ring_;         // the half this side writes
   ShmRingReader peer_ring_;  // the half the peer writes
+  ShmLender lender_;         // in the state page; the server's
+  ShmBorrower borrower_;     // the client's
 };
 
 }  // namespace pstrain

@@ -104,10 +104,14 @@ std::optional<EncodedFrame> Encode(ShmLane& lane, const OutgoingFrame& frame) {
   return out;
 }
 
-// The frame a record carries (its block, if any, is the reader's until the
-// frame is gone).
+// The frame a record carries (its block or its lend, if any, is the
+// reader's until the frame is gone).
 absl::StatusOr<IncomingFrame> Decode(ShmLane& lane, ShmCallRecord& record) {
   if (record.block.has_value()) return lane.ReadWire(*record.block);
+  if (!record.values.empty()) {
+    return lane.ReadLent(std::move(record.wire),
+                         ShmLend{std::move(record.values), record.lend_slot, record.lend_ticket});
+  }
   auto wire = std::make_shared<std::string>(std::move(record.wire));
   return IncomingFrame::FromWire({{wire->data(), wire->size()}}, wire);
 }
@@ -193,7 +197,9 @@ struct ShmLaneCaller::State {
     }
     auto it = parts.find(record.call_id);
     const size_t joined = it == parts.end() ? 0 : it->second.size();
-    if (joined > 0 && record.block.has_value()) return absl::DataLossError("an answer in parts and in a block");
+    if (joined > 0 && (record.block.has_value() || !record.values.empty())) {
+      return absl::DataLossError("an answer in parts and in a block or lent");
+    }
     if (joined + record.wire.size() > kMaxAnswerInParts) {
       return absl::DataLossError(absl::StrCat("an answer in parts of over ", kMaxAnswerInParts, " bytes"));
     }
@@ -211,7 +217,7 @@ struct ShmLaneCaller::State {
     std::optional<Pending> call = Take(record.call_id);
     absl::Status status = StatusOf(record);
     if (!call.has_value() || !status.ok()) {
-      if (record.block.has_value()) Decode(*lane, record).IgnoreError();  // frees the block
+      Decode(*lane, record).IgnoreError();  // frees the block, gives the lend back
       if (call.has_value()) call->done(status, {});
       return;
     }
@@ -411,7 +417,9 @@ struct ShmLaneCallee::State {
     record.kind = ShmCallRecord::Kind::kResponse;
     record.call_id = id;
     std::string in_parts;  // the answer's wire bytes, when they go in slices
-    if (status.ok()) {
+    std::optional<ShmLend> lend;
+    if (status.ok()) lend = Lend(response, record);
+    if (status.ok() && !lend.has_value()) {
       std::optional<EncodedFrame> encoded = Encode(*lane, response);
       if (encoded.has_value()) {
         record.wire = std::move(encoded->wire);
@@ -426,9 +434,25 @@ struct ShmLaneCallee::State {
     absl::MutexLock lock(&write_mu);
     if (!SendAllButTheLastSlice(id, in_parts, record) || !Push(record)) {
       if (record.block.has_value()) lane->Withdraw(*record.block);
+      if (lend.has_value()) lane->lender().TakeBack(*lend);
       return;
     }
     lane->responses().Ring();
+  }
+
+  // Lends `response`'s payload (shm_lends.h) into `record` when it can be
+  // (its wire header and references fit a record inline).
+  std::optional<ShmLend> Lend(const OutgoingFrame& response, ShmCallRecord& record) {
+    std::string wire = EncodeWireHeader(response.header);
+    if (wire.size() >= kInlineWireBytes) return std::nullopt;
+    const size_t max_refs = (kInlineWireBytes - wire.size()) / (2 * sizeof(uint64_t));
+    std::optional<ShmLend> lend = lane->lender().Lend(response, kShmMinPayloadBytes, max_refs);
+    if (!lend.has_value()) return std::nullopt;
+    record.wire = std::move(wire);
+    record.values = lend->refs;
+    record.lend_slot = lend->slot;
+    record.lend_ticket = lend->ticket;
+    return lend;
   }
 
   // Sends `wire` but its last slice as response parts of call `id`; the
