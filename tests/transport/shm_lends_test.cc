@@ -4,7 +4,8 @@
 // read-only mapping (this process's own /proc/self/fd here, as a colocated
 // worker opens a shard's); a lent payload reads back byte for byte, its
 // buffer stays out of the arena until the borrower's frame is gone, and
-// what cannot be lent is not; a lend that cannot be one is DATA_LOSS.
+// what cannot be lent is not; a lane that goes keeps what a living client
+// may still read; a lend that cannot be one is DATA_LOSS.
 // (End to end, through a lane between processes: grpc_shm_test.)
 #include "common/transport/grpc/shm_lends.h"
 
@@ -151,6 +152,27 @@ TEST(ShmLendsTest, WhatCannotBeLentIsNot) {
   back.ticket = ends.words->ticket[5];
   ends.lender.TakeBack(back);
   EXPECT_TRUE(ends.lender.Lend(FrameOf({in_arena}), 64 << 10, 16).has_value());
+}
+
+TEST(ShmLendsTest, ALaneThatGoesKeepsWhatItsLivingClientMayStillRead) {
+  std::weak_ptr<Buffer> kept, freed, given_back;
+  for (bool reader_gone : {false, true}) {
+    Ends ends;
+    ASSERT_TRUE(ends.borrower.MapServerValues(getpid()));
+    std::shared_ptr<Buffer> b = Filled(1 << 20, 1), c = Filled(1 << 20, 2);
+    ASSERT_TRUE(ends.lender.Lend(FrameOf({b}), 64 << 10, 16).has_value());
+    std::optional<ShmLend> returned = ends.lender.Lend(FrameOf({c}), 64 << 10, 16);
+    ASSERT_TRUE(returned.has_value());
+    ends.words->ticket[returned->slot] = 0;  // the client gave this one back
+    (reader_gone ? freed : kept) = b;
+    given_back = c;
+    b.reset();
+    c.reset();
+    ends.lender.Abandon(reader_gone);
+    EXPECT_TRUE(given_back.expired()) << "a lend given back outlived its lane";
+  }
+  EXPECT_FALSE(kept.expired()) << "a lane dropped while its client lives let go of what it lent";
+  EXPECT_TRUE(freed.expired()) << "a lane whose client has gone kept what it lent";
 }
 
 TEST(ShmLendsTest, ALendThatCannotBeOneIsDataLossAndGoesBack) {

@@ -67,8 +67,8 @@ class ShmCallQueue {
   // The head each record starts with.
   static constexpr size_t kRecordHeadBytes = 72;
   // The smallest region a queue takes: its control words and four of the
-  // largest records.
-  static constexpr size_t kMinRegionBytes = kControlBytes + 4 * (kRecordHeadBytes + kMaxRecordPayload);
+  // largest records, rounded up to whole cache lines.
+  static constexpr size_t kMinRegionBytes = (kControlBytes + 4 * (kRecordHeadBytes + kMaxRecordPayload) + 63) / 64 * 64;
 
   // Over `region` of `bytes` (8-byte aligned, at least kMinRegionBytes;
   // zero-filled when new: both ends then agree on an empty ring). Not owned.

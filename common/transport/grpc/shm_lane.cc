@@ -104,6 +104,8 @@ ShmLane::ShmLane(std::unique_ptr<SharedSegment> segment, uint64_t half_bytes, bo
       lender_(&state()->lends),
       borrower_(&state()->lends) {}
 
+ShmLane::~ShmLane() { lender_.Abandon(ProcessHasExited(client_pid_) || client_pid_ == 0); }
+
 ShmLane::State* ShmLane::state() const {
   static_assert(sizeof(State) <= kStateBytes);
   return reinterpret_cast<State*>(segment_->data());

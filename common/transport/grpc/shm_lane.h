@@ -64,6 +64,9 @@ class ShmLane : public std::enable_shared_from_this<ShmLane> {
   // The server's end of `offer`: FAILED_PRECONDITION when the client runs on
   // another host (or namespace) or its segment cannot be opened here.
   static absl::StatusOr<std::shared_ptr<ShmLane>> AcceptOffer(const ShmOffer& offer);
+  // The server's side: what it lent and was not given back stays lent
+  // while the client process lives (ShmLender::Abandon).
+  ~ShmLane();
 
   // The client's offer for this lane.
   ShmOffer offer() const;

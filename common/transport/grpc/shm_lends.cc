@@ -87,6 +87,25 @@ void ShmLender::TakeBack(const ShmLend& lend) {
   held_[lend.slot].clear();
 }
 
+void ShmLender::Abandon(bool reader_gone) {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  if (reader_gone) return;
+  // Never freed (reachable from here): the arena must not hand these bytes out again.
+  static absl::Mutex kept_mu(absl::kConstInit);
+  static auto* const kept_for_good = new std::vector<std::shared_ptr<const void>>();
+  int64_t kept = 0;
+  absl::MutexLock keep(&kept_mu);
+  for (auto& owners : held_) {
+    if (owners.empty()) continue;
+    for (auto& owner : owners) kept_for_good->push_back(std::move(owner));
+    owners.clear();
+    ++kept;
+  }
+  LOG_IF(WARNING, kept > 0) << "shared memory: a lane dropped while its client lives still lends " << kept
+                            << " answers; their buffers are kept for the life of this process";
+}
+
 // ---------------------------------------------------------------- client
 
 bool ShmBorrower::MapServerValues(int64_t server_pid) {

@@ -13,7 +13,9 @@
 // lend (so a value buffer is never reused while a client may read it). When
 // no slot is free, or the payload is not all in the arena, the answer is
 // copied into the lane as before. A client that dies holding lends leaves
-// them to the lane, which the server drops once the client has exited.
+// them to the lane, which the server drops once the client has exited; a
+// lane dropped while its client lives keeps what it lent for the life of
+// the process, as the client may still read it.
 //
 // The client checks what it is given (a slot past the table, a zero ticket,
 // references outside the arena: DATA_LOSS), as for every record.
@@ -63,6 +65,9 @@ class ShmLender {
   std::optional<ShmLend> Lend(const OutgoingFrame& frame, size_t min_bytes, size_t max_refs);
   // Takes back a lend whose record never reached the client.
   void TakeBack(const ShmLend& lend);
+  // The lane goes: lends not given back are kept for the life of the
+  // process (their client may still read them) unless `reader_gone`.
+  void Abandon(bool reader_gone);
 
  private:
   // Drops the owners of the slots the client gave back.
