@@ -78,14 +78,15 @@ TEST(TrainingTest, AsyncMlpReachesTargetAccuracyWithinThreeEpochs) {
 }
 
 // Four async workers apply their updates in the order the machine runs
-// them: 0.8375-0.8487 over 8 runs on a 2-core AMD EPYC VM (before and after
-// the same change alike), so the target sits below that spread; training
-// that does not learn stays far under it (chance: 0.10).
+// them: 0.8106-0.8482 over 28 runs on a 2-core AMD EPYC VM (14 with pulls
+// lent through the lane, mean 0.834; 14 copied, mean 0.837), so the target
+// sits below that spread; training that does not learn stays far under it
+// (chance: 0.10).
 TEST(TrainingTest, AsyncWithFourWorkersReachesTargetAccuracy) {
   RunResult result = LaunchAndRead("configs/fashion_mnist_mlp_async4.yaml");
   EXPECT_EQ(result.num_workers(), 4);
   ASSERT_TRUE(result.has_test_accuracy());
-  EXPECT_GE(result.test_accuracy(), 0.83);
+  EXPECT_GE(result.test_accuracy(), 0.80);
 }
 
 TEST(TrainingTest, SspWithFourWorkersReachesTargetAccuracy) {

@@ -1,6 +1,8 @@
 // RunParameterServer (ps/ps_runner.h) over real transports: exits OK when
 // every worker is done, and exits with an error naming the worker when one is
-// lost in sync mode -- also while other workers' pulls are parked.
+// lost in sync mode -- also while other workers' pulls are parked. An async
+// pull taken while another worker's pushes land is one whole value, never
+// bytes of two (over grpc, pulls through the lane are lent: read in place).
 #include "ps/ps_runner.h"
 
 #include <arpa/inet.h>
@@ -8,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <thread>
@@ -185,6 +188,82 @@ TEST_P(PsRunnerTest, ExitsOkWhenEveryWorkerIsDone) {
   EXPECT_TRUE(runner.status.ok()) << runner.status;
   EXPECT_EQ(runner.stats.done_size(), 2);
   EXPECT_EQ(runner.stats.load().applied_updates(), 1);
+}
+
+// Calls that do not wait for the server to come up: once a lane is
+// attached, they go through it (grpc_shm.h).
+CallOptions LaneOpts() {
+  CallOptions o = Opts();
+  o.wait_for_ready = false;
+  return o;
+}
+
+// A pull's values (one variable of `n` floats): every element, or the error.
+absl::StatusOr<std::vector<float>> PullValues(Channel* channel, int worker, size_t n) {
+  PullRequest header;
+  header.set_worker(worker);
+  IncomingFrame response;
+  absl::Status s = channel->CallSync("Pull", OutgoingFrame::FromHeader(header), LaneOpts(), &response);
+  if (!s.ok()) return s;
+  std::vector<float> values(n);
+  if (absl::Status r = response.Read(values.data(), n * sizeof(float)); !r.ok()) return r;
+  return values;
+}
+
+absl::Status PushConstant(Channel* channel, int worker, int64_t step, size_t n, float g) {
+  PushRequest header;
+  header.set_worker(worker);
+  header.set_step(step);
+  AddTensor(header.add_tensors(), "w", {static_cast<int64_t>(n)}, n * sizeof(float));
+  OutgoingFrame f = OutgoingFrame::FromHeader(header);
+  f.chunks = ps_testing::Chunks(FloatBytes(std::vector<float>(n, g)), {});
+  return channel->CallSync("Push", std::move(f), LaneOpts(), nullptr);
+}
+
+TEST_P(PsRunnerTest, AsyncPullsUnderPushesAreWholeValues) {
+  constexpr size_t kFloats = size_t{1} << 18;  // 1 MiB: a lane's size, lent through it over grpc
+  ExperimentConfig config = Config(listen_, 2, "async", /*worker_lost_seconds=*/30);
+  Runner runner;
+  runner.Start(config, transport_.get(), listen_);
+  WaitServing();
+  std::unique_ptr<Channel> pusher = Connect(), puller = Connect();
+  InitRequest init;
+  init.set_worker(0);
+  AddTensor(init.add_tensors(), "w", {static_cast<int64_t>(kFloats)}, kFloats * sizeof(float));
+  OutgoingFrame f = OutgoingFrame::FromHeader(init);
+  f.chunks = ps_testing::Chunks(FloatBytes(std::vector<float>(kFloats, 1.0f)), {});
+  ASSERT_TRUE(pusher->CallSync("Init", std::move(f), Opts(), nullptr).ok());
+  // Every update moves every element alike (lr 0.5 x 2^-11, exact in float),
+  // so a whole value has all its elements equal.
+  std::atomic<bool> stop{false};
+  std::thread pushes([&] {
+    for (int64_t step = 0; !stop.load(); ++step) {
+      if (!PushConstant(pusher.get(), 0, step, kFloats, 1.0f / 1024).ok()) return;
+    }
+  });
+  ASSERT_TRUE(PushConstant(puller.get(), 1, 0, kFloats, 0.0f).ok());  // a large frame: the lane attaches
+  int changes = 0, pulls = 0;
+  float last = 1.0f;
+  const absl::Time until = absl::Now() + absl::Seconds(3);
+  for (; absl::Now() < until || changes < 10; ++pulls) {
+    absl::StatusOr<std::vector<float>> values = PullValues(puller.get(), 1, kFloats);
+    ASSERT_TRUE(values.ok()) << values.status();
+    const float first = values->front();
+    const auto other = std::find_if(values->begin(), values->end(), [&](float v) { return v != first; });
+    ASSERT_EQ(other, values->end()) << "pull " << pulls << ": element 0 is " << first << ", element "
+                                    << (other - values->begin()) << " is " << *other;
+    changes += first != last ? 1 : 0;
+    last = first;
+    if (absl::Now() > until + absl::Seconds(30)) break;
+  }
+  stop = true;
+  pushes.join();
+  EXPECT_GE(changes, 10) << "the pulls did not see the pushes land (" << pulls << " pulls)";
+  ASSERT_TRUE(Done(pusher.get(), 0).ok());
+  ASSERT_TRUE(Done(puller.get(), 1).ok());
+  ASSERT_TRUE(ps_testing::WaitUntil([&] { return runner.finished.load(); }, absl::Seconds(30)));
+  runner.thread.join();
+  EXPECT_TRUE(runner.status.ok()) << runner.status;
 }
 
 TEST_P(PsRunnerTest, SyncLostWorkerIsAnErrorNamingIt) {
