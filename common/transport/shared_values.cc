@@ -112,9 +112,10 @@ void SharedValues::Release(uint64_t offset, uint64_t bytes) {
 }
 
 std::optional<uint64_t> SharedValues::OffsetOf(const void* data, size_t bytes) const {
-  const char* p = static_cast<const char*>(data);
-  if (p < data_ || p > data_ + size_ || bytes > static_cast<uint64_t>(data_ + size_ - p)) return std::nullopt;
-  return static_cast<uint64_t>(p - data_);
+  // As addresses: `data` may point anywhere, not only into the arena.
+  const uintptr_t p = reinterpret_cast<uintptr_t>(data), start = reinterpret_cast<uintptr_t>(data_);
+  if (p < start || p - start > size_ || bytes > size_ - (p - start)) return std::nullopt;
+  return static_cast<uint64_t>(p - start);
 }
 
 uint64_t SharedValues::committed() const {
