@@ -139,6 +139,9 @@ TEST(ShmLendsTest, WhatCannotBeLentIsNot) {
   std::shared_ptr<Buffer> heap = Buffer::Allocate(1 << 20);
   EXPECT_FALSE(ends.lender.Lend(FrameOf({in_arena, heap}), 64 << 10, 16).has_value()) << "a heap chunk lent";
   EXPECT_FALSE(ends.lender.Lend(FrameOf({in_arena}), 2 << 20, 16).has_value()) << "below the least bytes";
+  OutgoingFrame unowned = FrameOf({in_arena});
+  unowned.chunks[0].owner = nullptr;
+  EXPECT_FALSE(ends.lender.Lend(unowned, 64 << 10, 16).has_value()) << "a chunk nothing keeps alive lent";
   EXPECT_FALSE(ends.lender.Lend(FrameOf({in_arena, in_arena}), 64 << 10, 1).has_value()) << "past the most pieces";
   // Every slot lent: the next answer is copied instead.
   for (uint32_t i = 0; i < kLendSlots; ++i) {

@@ -63,8 +63,9 @@ std::optional<ShmLend> ShmLender::Lend(const OutgoingFrame& frame, size_t min_by
   std::vector<std::shared_ptr<const void>> owners;
   for (const ConstChunk& chunk : frame.chunks) {
     if (chunk.size == 0) continue;
+    // Only what an owner keeps alive can be lent: the lend holds the owner.
     const std::optional<uint64_t> offset = arena->OffsetOf(chunk.data, chunk.size);
-    if (!offset.has_value() || lend.refs.size() == max_refs) return std::nullopt;
+    if (!offset.has_value() || chunk.owner == nullptr || lend.refs.size() == max_refs) return std::nullopt;
     lend.refs.push_back({*offset, chunk.size});
     owners.push_back(chunk.owner);
   }

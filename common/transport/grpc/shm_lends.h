@@ -60,8 +60,9 @@ class ShmLender {
   // Names this process's arena in the shared words (none: nothing to lend).
   void Advertise();
   // Lends `frame`'s payload when the client reads the arena, the payload is
-  // all in it (at least `min_bytes`, in at most `max_refs` pieces) and a slot
-  // is free; holds its chunks' owners until the client gives them back.
+  // all in it (at least `min_bytes`, in at most `max_refs` pieces, each chunk
+  // with an owner) and a slot is free; holds its chunks' owners until the
+  // client gives them back.
   std::optional<ShmLend> Lend(const OutgoingFrame& frame, size_t min_bytes, size_t max_refs);
   // Takes back a lend whose record never reached the client.
   void TakeBack(const ShmLend& lend);
