@@ -217,7 +217,9 @@ struct ShmLaneCaller::State {
     std::optional<Pending> call = Take(record.call_id);
     absl::Status status = StatusOf(record);
     if (!call.has_value() || !status.ok()) {
-      Decode(*lane, record).IgnoreError();  // frees the block, gives the lend back
+      if (record.block.has_value() || !record.values.empty()) {
+        Decode(*lane, record).IgnoreError();  // frees the block, gives the lend back
+      }
       if (call.has_value()) call->done(status, {});
       return;
     }
@@ -441,14 +443,16 @@ struct ShmLaneCallee::State {
   }
 
   // Lends `response`'s payload (shm_lends.h) into `record` when it can be
-  // (its wire header and references fit a record inline).
+  // (its wire header and references fit a record inline). The header is
+  // encoded only once lent: most answers are not.
   std::optional<ShmLend> Lend(const OutgoingFrame& response, ShmCallRecord& record) {
-    std::string wire = EncodeWireHeader(response.header);
-    if (wire.size() >= kInlineWireBytes) return std::nullopt;
-    const size_t max_refs = (kInlineWireBytes - wire.size()) / (2 * sizeof(uint64_t));
+    // The wire header is the header after its varint32 length (5 bytes at most).
+    const size_t wire_bytes = response.header.size() + 5;
+    if (wire_bytes >= kInlineWireBytes) return std::nullopt;
+    const size_t max_refs = (kInlineWireBytes - wire_bytes) / (2 * sizeof(uint64_t));
     std::optional<ShmLend> lend = lane->lender().Lend(response, kShmMinPayloadBytes, max_refs);
     if (!lend.has_value()) return std::nullopt;
-    record.wire = std::move(wire);
+    record.wire = EncodeWireHeader(response.header);
     record.values = lend->refs;
     record.lend_slot = lend->slot;
     record.lend_ticket = lend->ticket;
