@@ -30,6 +30,37 @@ void DescribePart(const VariablePart& part, TensorHeader* h) {
   h->set_num_bytes(part.count * sizeof(float));
 }
 
+// Where a pull answer of `batch` (indices into `parts`) may be received in
+// place: each part's float32 values straight into its variable, the payload
+// being the parts' values in batch order; nothing when values travel in 16
+// bits.
+PayloadDestination PullPlaces(const std::vector<VariablePart>& parts, const std::vector<int>& batch,
+                              std::vector<Variable>& variables, Compression compression) {
+  if (compression == Compression::kFp16 || compression == Compression::kBf16) return nullptr;
+  struct Place {
+    uint64_t offset;  // in the answer's payload
+    uint64_t bytes;
+    char* data;
+  };
+  std::vector<Place> places;
+  uint64_t offset = 0;
+  for (int i : batch) {
+    const VariablePart& part = parts[i];
+    const uint64_t bytes = static_cast<uint64_t>(part.count) * sizeof(float);
+    places.push_back({offset, bytes, reinterpret_cast<char*>(variables[part.variable].value.data() + part.offset)});
+    offset += bytes;
+  }
+  return [places = std::move(places)](uint64_t offset, size_t bytes) -> void* {
+    auto after =
+        std::upper_bound(places.begin(), places.end(), offset, [](uint64_t o, const Place& p) { return o < p.offset; });
+    if (after == places.begin()) return nullptr;
+    const Place& p = *std::prev(after);
+    const uint64_t into = offset - p.offset;
+    if (bytes > p.bytes || into > p.bytes - bytes) return nullptr;  // not within one part
+    return p.data + into;
+  };
+}
+
 }  // namespace
 
 bool IsShardLostOrRestored(const absl::Status& status) {
@@ -140,6 +171,12 @@ void PsClient::AddPushTensor(int index, PushRequest* header, OutgoingFrame* requ
 absl::Status PsClient::ReadPulledPart(const VariablePart& part, const TensorHeader& h, IncomingFrame& response) {
   const size_t size = WireDTypeSize(h.dtype());
   float* dst = (*variables_)[part.variable].value.data() + part.offset;
+  const bool sixteen_bits = compression_ == Compression::kFp16 || compression_ == Compression::kBf16;
+  if (h.dtype() != (sixteen_bits ? DenseWireDType(compression_) : DT_FLOAT32)) {
+    // A part of it may have been received in place as float32 (PullPlaces).
+    return absl::InternalError(
+        absl::StrCat("pull: ", part.name, " arrived in dtype ", h.dtype(), ", not the one asked for"));
+  }
   if (size == 0 || h.sparse_count() != 0 || h.num_bytes() != part.count * size) {
     return absl::InternalError(absl::StrCat("pull: ", part.name, " arrived as ", h.num_bytes(), " bytes of dtype ",
                                             h.dtype(), " for ", part.count, " elements"));
@@ -178,8 +215,11 @@ absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& c
   const std::vector<std::unique_ptr<Channel>>& channels = ps_rpc::IsControl(method) ? control_channels_ : channels_;
   for (int i = 0; i < n; ++i) {
     ShardCall& call = state->calls[i];
-    channels[call.shard]->Call(method, std::move(call.request), options,
-                               [state, i](absl::Status status, IncomingFrame frame) {
+    CallOptions call_options = options;
+    call_options.receive_into = call.in_place.receive_into;
+    channels[call.shard]->Call(method, std::move(call.request), call_options,
+                               [state, i, ticket = call.in_place.ticket](absl::Status status, IncomingFrame frame) {
+                                 if (ticket != nullptr) ticket->Complete();
                                  absl::MutexLock lock(&state->mu);
                                  if (state->ended_at_once < 0 && IsShardLostOrRestored(status))
                                    state->ended_at_once = i;
@@ -192,15 +232,24 @@ absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& c
     return absl::Status(call.status.code(), absl::StrCat(std::string(method), " to PS shard ", call.shard, " (",
                                                          addresses_[call.shard], "): ", call.status.message()));
   };
-  absl::MutexLock lock(&state->mu);
-  state->mu.Await(absl::Condition(
-      +[](State* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->pending == 0 || s->ended_at_once >= 0; }, state.get()));
-  if (state->pending > 0) return failed(state->calls[state->ended_at_once]);
-  for (const ShardCall& call : state->calls) {
-    if (!call.status.ok()) return failed(call);
+  absl::Status ended_early;
+  {
+    absl::MutexLock lock(&state->mu);
+    state->mu.Await(absl::Condition(
+        +[](State* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->pending == 0 || s->ended_at_once >= 0; },
+        state.get()));
+    if (state->pending == 0) {
+      for (const ShardCall& call : state->calls) {
+        if (!call.status.ok()) return failed(call);
+      }
+      calls = std::move(state->calls);
+      return absl::OkStatus();
+    }
+    ended_early = failed(state->calls[state->ended_at_once]);
   }
-  calls = std::move(state->calls);
-  return absl::OkStatus();
+  // Pulls still open must not land in the variables after this returns.
+  in_place_.Stop();
+  return ended_early;
 }
 
 std::vector<PsClient::ShardCall> PsClient::CallsToEveryShard(const google::protobuf::MessageLite& header) const {
@@ -298,6 +347,7 @@ std::vector<PsClient::ShardCall> PsClient::PullCalls(int64_t min_version, int64_
   std::vector<ShardCall> calls(batches_.size());
   for (size_t b = 0; b < batches_.size(); ++b) {
     calls[b].shard = batches_[b].shard;
+    calls[b].in_place = in_place_.Open(PullPlaces(parts_, batches_[b].parts, *variables_, compression_));
     PullHeader(static_cast<int>(b), min_version, min_generation, generation, timeout, local_step)
         .SerializeToString(&calls[b].request.header);
   }
@@ -312,10 +362,14 @@ void PsClient::PullBatchAsync(int batch, int64_t min_version, absl::Duration tim
   // The PS answers at `timeout` with what it waited for; the RPC deadline
   // leaves room for that answer to arrive.
   options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
+  InPlacePulls::Call in_place = in_place_.Open(PullPlaces(parts_, batches_[batch].parts, *variables_, compression_));
+  options.receive_into = std::move(in_place.receive_into);
   const int shard = batches_[batch].shard;
   const std::string address = addresses_[shard];
   channels_[shard]->Call(ps_rpc::kPull, std::move(request), options,
-                         [done = std::move(done), shard, address](absl::Status status, IncomingFrame response) {
+                         [done = std::move(done), shard, address, ticket = std::move(in_place.ticket)](
+                             absl::Status status, IncomingFrame response) {
+                           if (ticket != nullptr) ticket->Complete();
                            if (!status.ok()) {
                              status = absl::Status(status.code(), absl::StrCat("Pull from PS shard ", shard, " (",
                                                                                address, "): ", status.message()));
@@ -392,6 +446,8 @@ absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeo
 }
 
 absl::StatusOr<PsClient::JoinInfo> PsClient::Join(int64_t min_generation, absl::Duration timeout) {
+  // Answers to pulls from before (a failed step's) land nowhere from now on.
+  in_place_.Stop();
   // Reachable first, within `timeout`: a pull's RPC deadline adds
   // rpc_seconds for a live shard's answer, which a shard that never comes
   // back must not get.

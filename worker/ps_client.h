@@ -24,6 +24,7 @@
 #include "models/model.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
+#include "worker/in_place_pulls.h"
 #include "worker/step_pace.h"
 
 namespace pstrain {
@@ -173,6 +174,7 @@ class PsClient {
   // One RPC of a fan-out: its shard, request and (after FanOut) answer.
   struct ShardCall {
     int shard = 0;
+    InPlacePulls::Call in_place;  // pulls: where its answer may be received in place
     OutgoingFrame request;
     IncomingFrame response;
     absl::Status status;
@@ -231,6 +233,10 @@ class PsClient {
   std::atomic<int64_t> bytes_pushed_{0};
   std::atomic<int64_t> bytes_pulled_{0};
   StepPace pace_;
+  // Pull answers received straight into the variables (PullPlaces in
+  // ps_client.cc). Last, so that it is destroyed first: it waits for parts
+  // still arriving into the variables while the channels are still up.
+  InPlacePulls in_place_;
 };
 
 }  // namespace pstrain

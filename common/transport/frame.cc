@@ -62,7 +62,8 @@ absl::Status IncomingFrame::Consume(size_t n, absl::FunctionRef<void(const char*
 absl::Status IncomingFrame::Read(void* dst, size_t n) {
   char* out = static_cast<char*>(dst);
   return Consume(n, [&out](const char* data, size_t size) {
-    std::memcpy(out, data, size);
+    // A piece received in place (CallOptions::receive_into) is already there.
+    if (data != out) std::memmove(out, data, size);
     out += size;
   });
 }

@@ -55,7 +55,8 @@ class IncomingFrame {
   // Hands the next `n` payload bytes to `fn`, one contiguous piece at a time.
   // OutOfRange if fewer than n bytes remain (nothing is consumed then).
   absl::Status Consume(size_t n, absl::FunctionRef<void(const char* data, size_t size)> fn);
-  // Copies the next `n` bytes into `dst`.
+  // Copies the next `n` bytes into `dst` (nothing for bytes already there:
+  // pieces received in place, CallOptions::receive_into).
   absl::Status Read(void* dst, size_t n);
   // Hands the next `n` bytes (a multiple of 4) to `fn` as aligned float runs:
   // fn(first_element_index, floats, count). Pieces that split a float or are

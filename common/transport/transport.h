@@ -36,11 +36,23 @@ class Handler {
   virtual void Handle(std::string_view method, IncomingFrame request, Responder respond) = 0;
 };
 
+// Where the bytes [offset, offset + bytes) of an answer's payload may be
+// received in place: memory of that many bytes, or null (the transport's
+// own buffer). Called on a transport thread; must not block.
+using PayloadDestination = std::function<void*(uint64_t offset, size_t bytes)>;
+
 struct CallOptions {
   absl::Time deadline = absl::InfiniteFuture();
   // Wait for the server to come up (until the deadline) instead of failing
   // at once with UNAVAILABLE. Used while a cluster starts.
   bool wait_for_ready = false;
+  // Optional. A transport that receives a large answer piece by piece (ucx)
+  // may receive a piece of its payload straight into the memory this names,
+  // and the answer's pieces then point there: reading them into that same
+  // memory (IncomingFrame::Read) copies nothing. The memory must stay valid
+  // until `done` has run, and may hold any bytes of the answer once the call
+  // started, also when the call fails. Other transports ignore it.
+  PayloadDestination receive_into;
 };
 
 class Channel {

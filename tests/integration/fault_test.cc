@@ -282,7 +282,7 @@ transport: )",
     AddTensor(&init.add_tensors()[0], "w", {2, 2}, 16);
     OutgoingFrame frame = OutgoingFrame::FromHeader(init);
     frame.chunks.push_back(Floats({1, 2, 3, 4}));
-    CallOptions options{absl::Now() + absl::Seconds(30), /*wait_for_ready=*/true};
+    CallOptions options{absl::Now() + absl::Seconds(30), /*wait_for_ready=*/true, /*receive_into=*/{}};
     ASSERT_TRUE(channel_->CallSync("Init", std::move(frame), options, nullptr).ok()) << ps_.err();
   }
 
@@ -303,7 +303,7 @@ transport: )",
     auto owned = std::make_shared<std::vector<float>>(std::move(values));
     return {owned->data(), owned->size() * sizeof(float), owned};
   }
-  static CallOptions Options() { return {absl::Now() + absl::Seconds(30), false}; }
+  static CallOptions Options() { return {absl::Now() + absl::Seconds(30), false, {}}; }
 
   absl::Status Push(const std::string& name, std::vector<int64_t> shape, uint64_t declared_bytes,
                     std::vector<float> payload, int64_t step = 0) {

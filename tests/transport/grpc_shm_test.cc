@@ -436,7 +436,9 @@ TEST(GrpcShmChild, Client) {
   absl::SleepFor(absl::Milliseconds(300));  // the attach, if the server takes it
   absl::Status status = EchoAll(**channel, {size_t{4} << 20, size_t{1} << 20, size_t{16} << 20, 100});
   ASSERT_TRUE(status.ok()) << status;
-  if (LaneMappings() > 0) ASSERT_TRUE(AwaitLaneCalls(**channel));
+  if (LaneMappings() > 0) {
+    ASSERT_TRUE(AwaitLaneCalls(**channel));
+  }
   IncomingFrame values;  // lent by a server on this host, through the socket from another
   status = ValuesCall(**channel, size_t{2} << 20, &values);
   ASSERT_TRUE(status.ok()) << status;

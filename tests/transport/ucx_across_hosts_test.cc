@@ -29,6 +29,7 @@
 #include "common/transport/ucx/ucx_transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/transport/in_place_echo.h"
 #include "tests/transport/transport_test_util.h"
 #include "tests/transport/ucx_child_process.h"
 #include "tools/launch/emulated_hosts.h"
@@ -156,6 +157,17 @@ TEST(UcxChild, Client) {
   absl::Status status = channel.CallSync("Echo", std::move(mixed), Deadline(absl::Seconds(60)), &response);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_TRUE(ReadPayload(response) == expected) << "interleaved payload differs";
+  // The same, received in place where the caller said (CallOptions::receive_into).
+  testing_util::InPlaceRecord record;
+  EXPECT_TRUE(testing_util::InPlaceEcho(channel, {5, size_t{1} << 20, size_t{300} << 10, 11}, true, &record));
+  std::string placed;
+  size_t placed_bytes = 0;
+  for (const auto& [offset, bytes] : record.placed) {
+    absl::StrAppend(&placed, " ", bytes, "@", offset);
+    placed_bytes += bytes;
+  }
+  // However the server chunks its answer, the large bytes travel in parts of their own.
+  EXPECT_GE(placed_bytes, size_t{1} << 20) << "the answer was not received in place; placed:" << placed;
 
   // A deadline passes while the server holds the call.
   status = channel.CallSync("Hold", OutgoingFrame(), Deadline(absl::Milliseconds(300)), nullptr);

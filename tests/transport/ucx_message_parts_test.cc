@@ -132,5 +132,31 @@ TEST(PartAssemblerTest, ForgettingOneMessageDropsItsLaterParts) {
   EXPECT_EQ(assembler.in_progress(), 0u);
 }
 
+// A part's claimed payload offset (AmHeader::payload_offset) must be where
+// it lies: one received in place by a wrong offset is malformed, not read.
+TEST(CheckPayloadOffsetsTest, APartAtAnotherPayloadOffsetThanItSaysIsMalformed) {
+  auto part = [](const std::string& bytes, uint64_t payload_offset) {
+    ReceivedPart p = PartOf(bytes);
+    p.payload_offset = payload_offset;
+    return p;
+  };
+  // 4 bytes of text, 2 of wire header, then the payload "abcdefghi".
+  std::vector<ReceivedPart> parts = {part("TEXTwhabc", UINT64_MAX), part("defg", 3), part("hi", 7)};
+  EXPECT_TRUE(CheckPayloadOffsets(parts, 4, 9).ok());
+  parts[1].payload_offset = UINT64_MAX;  // not claimed: taken as it lies
+  EXPECT_TRUE(CheckPayloadOffsets(parts, 4, 9).ok());
+
+  parts[2].payload_offset = 6;  // it starts at 7
+  absl::Status wrong = CheckPayloadOffsets(parts, 4, 9);
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong.message(), HasSubstr("part 2 says it starts at payload offset 6"));
+
+  // A part that starts in the wire header is not in the payload at all.
+  parts = {part("TEXTw", UINT64_MAX), part("habc", 0), part("defghi", 3)};
+  EXPECT_EQ(CheckPayloadOffsets(parts, 4, 9).code(), absl::StatusCode::kInvalidArgument);
+  // Sizes that do not add up.
+  EXPECT_EQ(CheckPayloadOffsets(parts, 4, 100).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace pstrain::ucx_parts

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/transport/ucx/engine.h"
 #include "common/transport/ucx/workers.h"
 #include "glog/logging.h"
@@ -53,6 +54,9 @@ std::string Malformed(const AmHeader& h, size_t length) {
   if (h.text_bytes > length) return absl::StrCat("text of ", h.text_bytes, " bytes in ", length, " bytes of data");
   if (h.parts == 0 || h.part >= h.parts) return absl::StrCat("part ", h.part, " of a message of ", h.parts, " parts");
   if (h.part > 0 && h.text_bytes > 0) return absl::StrCat("text in part ", h.part, " (only part 0 has text)");
+  if (h.part == 0 && h.payload_offset != ucx_wire::kNotInPayload) {
+    return absl::StrCat("part 0 at payload offset ", h.payload_offset, " (it starts before the payload)");
+  }
   if (h.kind == static_cast<uint16_t>(Kind::kRequest) && (h.call_id == 0 || (h.part == 0 && h.text_bytes == 0))) {
     return "request without a method or call id";
   }
@@ -69,7 +73,11 @@ absl::StatusOr<IncomingFrame> FrameOf(const ReceivedMessage& message) {
     if (part.length > skip) pieces.push_back({part.data.get() + skip, part.length - skip});
   }
   auto keepalive = std::make_shared<std::vector<ucx_parts::ReceivedPart>>(message.parts);
-  return IncomingFrame::FromWire(std::move(pieces), std::move(keepalive));
+  absl::StatusOr<IncomingFrame> frame = IncomingFrame::FromWire(std::move(pieces), std::move(keepalive));
+  if (!frame.ok()) return frame;
+  PSTRAIN_RETURN_IF_ERROR(
+      ucx_parts::CheckPayloadOffsets(message.parts, message.header.text_bytes, frame->payload_bytes()));
+  return frame;
 }
 
 // ---------------------------------------------------------------- sending
@@ -84,12 +92,17 @@ void ActiveMessages::Send(ucp_ep_h ep, AmHeader header, std::string text, Outgoi
   if (has_frame) message->wire_header = EncodeWireHeader(frame.header);
   message->chunks = std::move(frame.chunks);
   std::vector<ucp_dt_iov_t> pieces;
-  auto add = [&pieces](const void* data, size_t size) {
-    if (size > 0) pieces.push_back(ucp_dt_iov_t{const_cast<void*>(data), size});
+  std::vector<uint64_t> payload_offsets;  // [piece]: where it starts in the payload
+  uint64_t payload_bytes = 0;
+  auto add = [&](const void* data, size_t size, bool in_payload) {
+    if (size == 0) return;
+    pieces.push_back(ucp_dt_iov_t{const_cast<void*>(data), size});
+    payload_offsets.push_back(in_payload ? payload_bytes : ucx_wire::kNotInPayload);
+    if (in_payload) payload_bytes += size;
   };
-  add(message->text.data(), message->text.size());
-  add(message->wire_header.data(), message->wire_header.size());
-  for (const ConstChunk& chunk : message->chunks) add(chunk.data, chunk.size);
+  add(message->text.data(), message->text.size(), false);
+  add(message->wire_header.data(), message->wire_header.size(), false);
+  for (const ConstChunk& chunk : message->chunks) add(chunk.data, chunk.size, has_frame);
   std::vector<size_t> sizes;
   for (const ucp_dt_iov_t& piece : pieces) sizes.push_back(piece.length);
   const std::vector<ucx_parts::PartSpan> spans = ucx_parts::SplitIntoParts(sizes);
@@ -100,6 +113,7 @@ void ActiveMessages::Send(ucp_ep_h ep, AmHeader header, std::string text, Outgoi
     op->header = header;
     op->header.part = static_cast<uint32_t>(p);
     if (p > 0) op->header.text_bytes = 0;  // the text starts part 0
+    op->header.payload_offset = p > 0 ? payload_offsets[spans[p].first] : ucx_wire::kNotInPayload;
     op->message = message;
     op->iov.assign(pieces.begin() + spans[p].first, pieces.begin() + spans[p].first + spans[p].count);
     SendPart(ep, std::move(op));
@@ -218,12 +232,26 @@ ucs_status_t ActiveMessages::ReceiveData(ucp_worker_h worker, const AmHeader& h,
   op->reply_ep = reply_ep;
   op->server_conn_id = server_conn_id;
   op->length = length;
-  op->data = Allocate(length);
+  PlaceData(*op);
   if (rndv) return ReceiveRendezvous(std::move(op), data);
   // Eager: the bytes are UCX's until we return; keep a copy.
   if (length > 0) std::memcpy(op->data.get(), data, length);
   DeferReceived(std::move(op));
   return UCS_OK;
+}
+
+void ActiveMessages::PlaceData(RecvOp& op) {
+  engine_.progress().AssertHeld();
+  const AmHeader& h = op.header;
+  if (h.kind == static_cast<uint16_t>(Kind::kResponse) && h.status_code == 0 &&
+      h.payload_offset != ucx_wire::kNotInPayload && op.length > 0) {
+    if (void* place = engine_.clients().ReceiveInPlace(h.call_id, h.payload_offset, op.length)) {
+      op.data = std::shared_ptr<char>(static_cast<char*>(place), [](char*) {});  // the caller's
+      op.in_place = true;
+      return;
+    }
+  }
+  op.data = Allocate(op.length);
 }
 
 bool ActiveMessages::Admit(const AmHeader& h, ucp_ep_h reply_ep, size_t length, uint64_t* server_conn_id) {
@@ -272,8 +300,9 @@ ucs_status_t ActiveMessages::ReceiveRendezvous(std::unique_ptr<RecvOp> op, void*
     const std::string why = absl::StrCat("ucx: receiving a message failed: ", UcsText(UCS_PTR_STATUS(request_handle)));
     LOG(WARNING) << why;
     if (op->header.kind != static_cast<uint16_t>(Kind::kRequest)) {
-      engine_.Defer([this, call_id = op->header.call_id, why] {
+      engine_.Defer([this, call_id = op->header.call_id, in_place = op->in_place, why] {
         engine_.progress().AssertHeld();
+        if (in_place) engine_.clients().ReceivedInPlace(call_id);
         engine_.clients().Complete(call_id, absl::UnavailableError(why));
       });
     }
@@ -293,6 +322,12 @@ void ActiveMessages::OnRecvDone(void* request, ucs_status_t status, size_t lengt
   if (status != UCS_OK) {
     // The sender's endpoint failed or was closed; its error handling covers the call.
     VLOG(1) << "ucx: receiving a message failed: " << UcsText(status);
+    if (op->in_place) {
+      messages->engine_.Defer([messages, call_id = op->header.call_id] {
+        messages->engine_.progress().AssertHeld();
+        messages->engine_.clients().ReceivedInPlace(call_id);
+      });
+    }
     return;
   }
   messages->DeferReceived(std::move(op));
@@ -305,11 +340,12 @@ void ActiveMessages::DeferReceived(std::unique_ptr<RecvOp> op) {
 
 void ActiveMessages::Received(std::unique_ptr<RecvOp> op) {
   engine_.progress().AssertHeld();
+  if (op->in_place) engine_.clients().ReceivedInPlace(op->header.call_id);
   ReceivedMessage message;
   message.header = op->header;
   message.reply_ep = op->reply_ep;
   message.server_conn_id = op->server_conn_id;
-  ucx_parts::ReceivedPart part{std::move(op->data), op->length, op->header.text_bytes};
+  ucx_parts::ReceivedPart part{std::move(op->data), op->length, op->header.text_bytes, op->header.payload_offset};
   if (op->header.parts > 1) {
     const ucx_parts::MessageKey key{op->reply_ep, op->header.kind, op->header.call_id};
     message.parts = assembler_.Complete(key, op->header.part, std::move(part));

@@ -18,8 +18,11 @@
 // descriptor arrives, the receiver allocates the part and pulls it with
 // ucp_am_recv_data_nbx, which UCX carries out zero-copy where the transport
 // can (RDMA read/write on InfiniBand/RoCE, cross-memory attach within a host,
-// a pipeline over TCP). UCX callbacks only record what happened and defer the
-// work (Engine::Defer): nothing re-enters our state from inside UCX.
+// a pipeline over TCP). A part of an answer that the call wants in place
+// (CallOptions::receive_into, by the part's payload_offset) is received
+// straight into the caller's memory instead, so reading the answer copies
+// nothing. UCX callbacks only record what happened and defer the work
+// (Engine::Defer): nothing re-enters our state from inside UCX.
 //
 // A whole message goes to its side: a response to the client's calls
 // (client.h), a request to the servers (server.h), a hello to the servers,
@@ -74,11 +77,13 @@ struct RecvOp {
   uint64_t server_conn_id = 0;  // requests: the connection it came on
   std::shared_ptr<char> data;   // header.text_bytes of text, then (part of) the wire frame
   size_t length = 0;
+  bool in_place = false;  // `data` is the caller's memory (ClientCalls::ReceiveInPlace)
 };
 
 // A whole message: its parts' data in order (one part unless the sender
 // split it); part 0 starts with `text_bytes` of text, the rest is the wire
-// frame. The header is part 0's.
+// frame. The header is part 0's. A part may lie in the caller's memory
+// (received in place, client.h).
 struct ReceivedMessage {
   ucx_wire::AmHeader header;
   ucp_ep_h reply_ep = nullptr;
@@ -89,7 +94,8 @@ struct ReceivedMessage {
 };
 
 // The wire frame that follows the text in `message`'s parts; the frame keeps
-// the parts' buffers alive.
+// the parts' buffers alive. INVALID_ARGUMENT when a part's payload_offset
+// is not where it lies (it may have been received in place by it).
 absl::StatusOr<IncomingFrame> FrameOf(const ReceivedMessage& message);
 
 // Sends and receives the messages of one engine. Every function runs on
@@ -125,6 +131,9 @@ class ActiveMessages {
   // (*server_conn_id), a size and part the limits allow. Otherwise the
   // message is dropped (refused where it is answered).
   bool Admit(const ucx_wire::AmHeader& h, ucp_ep_h reply_ep, size_t length, uint64_t* server_conn_id);
+  // Where op's data goes: the caller's memory when an answer's part is
+  // wanted in place, otherwise a new buffer.
+  void PlaceData(RecvOp& op);
   // Pulls the data of a message that came by rendezvous (`data`: UCX's
   // descriptor, of op's worker) into op's buffer.
   ucs_status_t ReceiveRendezvous(std::unique_ptr<RecvOp> op, void* data);

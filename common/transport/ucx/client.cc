@@ -87,10 +87,33 @@ void ClientCalls::RequestSendFailed(uint64_t call_id, const std::string& method,
                         absl::StrCat("ucx: sending ", method, " to ", address, " failed: ", UcsText(status))));
 }
 
+bool ClientCalls::Expects(uint64_t call_id) const {
+  auto it = calls_.find(call_id);
+  return it != calls_.end() && !it->second->held.has_value();
+}
+
+void* ClientCalls::ReceiveInPlace(uint64_t call_id, uint64_t offset, size_t bytes) {
+  auto it = calls_.find(call_id);
+  if (it == calls_.end() || it->second->held.has_value() || !it->second->receive_into) return nullptr;
+  void* place = it->second->receive_into(offset, bytes);
+  if (place != nullptr) ++it->second->receiving_in_place;
+  return place;
+}
+
+void ClientCalls::ReceivedInPlace(uint64_t call_id) {
+  auto it = calls_.find(call_id);
+  if (it == calls_.end()) return;
+  PendingCall& call = *it->second;
+  if (--call.receiving_in_place > 0 || !call.held.has_value()) return;
+  absl::Status held = *std::move(call.held);
+  call.held.reset();
+  Complete(call_id, std::move(held));
+}
+
 void ClientCalls::Deliver(ReceivedMessage message) {
   const uint64_t call_id = message.header.call_id;
   auto it = calls_.find(call_id);
-  if (it == calls_.end()) return;  // completed meanwhile (deadline)
+  if (it == calls_.end() || it->second->held.has_value()) return;  // completed meanwhile (deadline)
   const ClientConn& conn = conns_.at(it->second->conn_id);
   if (conn.ep != message.reply_ep) {
     LOG_EVERY_N(WARNING, 100) << "ucx: dropped an answer to call " << call_id << " that came from another endpoint";
@@ -113,8 +136,19 @@ void ClientCalls::Deliver(ReceivedMessage message) {
 }
 
 void ClientCalls::Complete(uint64_t call_id, absl::Status status, IncomingFrame frame) {
-  auto node = calls_.extract(call_id);
-  if (node.empty()) return;
+  auto it = calls_.find(call_id);
+  if (it == calls_.end()) return;
+  if (PendingCall& call = *it->second; call.receiving_in_place > 0) {
+    // Only a failure comes before the answer's parts are in: held until
+    // they are, or until the grace ends and the connection closes.
+    if (!call.held.has_value()) {
+      call.held = std::move(status);
+      call.grace_ends = absl::Now() + kInPlaceGrace;
+      deadlines_.emplace(call.grace_ends, call_id);
+    }
+    return;
+  }
+  auto node = calls_.extract(it);
   std::unique_ptr<PendingCall> call = std::move(node.mapped());
   if (auto conn = conns_.find(call->conn_id); conn != conns_.end()) {
     conn->second.waiting.erase(call_id);
@@ -132,7 +166,18 @@ void ClientCalls::ExpireCalls(absl::Time now) {
     auto it = calls_.find(call_id);
     if (it == calls_.end()) continue;
     const PendingCall& call = *it->second;
-    const ClientConn& conn = conns_.at(call.conn_id);
+    auto conn_it = conns_.find(call.conn_id);
+    if (call.held.has_value()) {
+      // Its grace is over: the connection goes, and with it the parts on
+      // their way (a destroyed channel's endpoint is closing already).
+      if (now < call.grace_ends || conn_it == conns_.end()) continue;
+      ClientConn& conn = conn_it->second;
+      DropEndpoint(conn, absl::StrCat("ucx: an answer to ", call.method, " from ", conn.address,
+                                      " was still arriving into the caller's memory ",
+                                      absl::FormatDuration(kInPlaceGrace), " after the call ended"));
+      continue;
+    }
+    const ClientConn& conn = conn_it->second;
     std::string message = absl::StrCat("ucx: ", call.method, " to ", conn.address, " exceeded its deadline ",
                                        absl::FormatTime(call.deadline), " (",
                                        absl::FormatDuration(call.deadline - call.started), " after it started)");
@@ -232,6 +277,15 @@ void ClientCalls::EndpointFailed(uint64_t conn_id, ucs_status_t status) {
   for (uint64_t id : sent) Complete(id, absl::UnavailableError(why));
 }
 
+void ClientCalls::DropEndpoint(ClientConn& conn, const std::string& why) {
+  LOG(WARNING) << why << "; closing the connection";
+  if (conn.ep != nullptr) engine_.CloseEndpoint(conn.ep, /*force=*/true);  // fails the parts on their way
+  conn.ep = nullptr;
+  conn.state = ClientConn::State::kIdle;  // the next call reconnects
+  const std::vector<uint64_t> sent(conn.sent.begin(), conn.sent.end());
+  for (uint64_t id : sent) Complete(id, absl::UnavailableError(why));
+}
+
 void ClientCalls::CloseConn(uint64_t conn_id) {
   engine_.progress().AssertHeld();
   auto it = conns_.find(conn_id);
@@ -254,6 +308,8 @@ void ClientCalls::CloseAll() {
       conn.ep = nullptr;
     }
   }
+  // Every endpoint is closed: no part arrives in place any more.
+  for (auto& [id, call] : calls_) call->receiving_in_place = 0;
   while (!calls_.empty()) Complete(calls_.begin()->first, absl::UnavailableError("ucx: the transport shut down"));
   conns_.clear();
 }

@@ -18,6 +18,14 @@
 // Deadlines. Every call with a finite deadline is in the deadline queue;
 // the progress loop completes it DEADLINE_EXCEEDED when it passes (an answer
 // that arrives later is dropped).
+//
+// Answers received in place (CallOptions::receive_into). A part of an
+// answer whose payload range the caller names is received straight into the
+// caller's memory. While such a part is on its way the call cannot complete
+// (UCX would write into memory the caller may free): a deadline or failure
+// meanwhile is held until the part is in or has failed, and a connection
+// whose part is still on its way kInPlaceGrace after that closes, which
+// fails the part.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -25,6 +33,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -42,6 +51,9 @@ class Engine;
 // Reconnection backoff for wait_for_ready calls (doubling from the first).
 inline constexpr absl::Duration kFirstBackoff = absl::Milliseconds(20);
 inline constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
+// How long a call whose deadline passed waits for a part on its way into
+// the caller's memory before its connection is closed.
+inline constexpr absl::Duration kInPlaceGrace = absl::Seconds(5);
 
 // Calls `done` exactly once: through Run, or -- if the call is dropped
 // without an answer (its task discarded at shutdown) -- with UNAVAILABLE.
@@ -71,6 +83,13 @@ struct PendingCall {
   absl::Time started;
   absl::Time deadline;
   bool wait_for_ready = false;
+  PayloadDestination receive_into;  // CallOptions::receive_into
+  // Parts of the answer being received into the caller's memory: the call
+  // completes only once none is (UCX would write there after `done`); a
+  // completion that comes meanwhile is held here.
+  int receiving_in_place = 0;
+  std::optional<absl::Status> held;
+  absl::Time grace_ends;  // with `held`: when the connection closes
   Completion completion;
 };
 
@@ -103,14 +122,21 @@ class ClientCalls {
   // The channel was destroyed: its calls complete CANCELLED, its endpoint closes.
   void CloseConn(uint64_t conn_id);
   // Whether an answer to `call_id` would be taken (the call is pending).
-  bool Expects(uint64_t call_id) const { return calls_.count(call_id) > 0; }
+  bool Expects(uint64_t call_id) const;
+  // Where the caller of `call_id` wants its answer's payload bytes
+  // [offset, offset + bytes): memory a part is then received into, counted
+  // until ReceivedInPlace; null when not wanted (receive into a buffer).
+  void* ReceiveInPlace(uint64_t call_id, uint64_t offset, size_t bytes);
+  // A part ReceiveInPlace placed is in, or failed.
+  void ReceivedInPlace(uint64_t call_id);
   // The server acknowledged the hello on `ep`: the waiting calls are sent.
   void Connected(ucp_ep_h ep);
   // Sending the request of `call_id` (method `method`) failed.
   void RequestSendFailed(uint64_t call_id, const std::string& method, ucs_status_t status);
   // An answer arrived.
   void Deliver(ReceivedMessage message);
-  // Completes the call (if still pending) on a callback thread.
+  // Completes the call (if still pending) on a callback thread; a failure
+  // while parts are arriving in place is held until they are in.
   void Complete(uint64_t call_id, absl::Status status, IncomingFrame frame = {});
   // The progress loop's turn: calls whose deadline passed complete, and
   // connections whose backoff ended are tried again.
@@ -128,6 +154,8 @@ class ClientCalls {
   void Connect(uint64_t conn_id, ClientConn& conn);
   void ConnectFailed(ClientConn& conn, const std::string& why);
   void SendRequest(ClientConn& conn, uint64_t call_id);
+  // Closes `conn`'s endpoint at once (its calls complete UNAVAILABLE `why`).
+  void DropEndpoint(ClientConn& conn, const std::string& why);
 
   Engine& engine_;
   std::map<uint64_t, std::unique_ptr<PendingCall>> calls_;

@@ -4,6 +4,27 @@
 
 namespace pstrain::ucx_parts {
 
+absl::Status CheckPayloadOffsets(const std::vector<ReceivedPart>& parts, size_t text_bytes, uint64_t payload_bytes) {
+  uint64_t total = 0;
+  for (const ReceivedPart& part : parts) total += part.length;
+  if (payload_bytes > total || text_bytes > total - payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(payload_bytes, " bytes of payload and ", text_bytes,
+                                                   " of text in a message of ", total, " bytes"));
+  }
+  const uint64_t payload_start = total - payload_bytes;  // in the whole message, text included
+  uint64_t start = 0;
+  for (size_t p = 0; p < parts.size(); start += parts[p].length, ++p) {
+    const uint64_t claimed = parts[p].payload_offset;
+    if (p == 0 || claimed == UINT64_MAX) continue;
+    if (start < payload_start || start - payload_start != claimed) {
+      return absl::InvalidArgumentError(absl::StrCat("part ", p, " says it starts at payload offset ", claimed,
+                                                     ", but it starts at byte ", start,
+                                                     " of a message whose payload starts at byte ", payload_start));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::vector<PartSpan> SplitIntoParts(const std::vector<size_t>& piece_sizes, size_t own_part_bytes) {
   std::vector<PartSpan> parts;
   PartSpan run;  // the run of small pieces being grouped

@@ -62,8 +62,16 @@ struct MessageKey {
 struct ReceivedPart {
   std::shared_ptr<char> data;
   size_t length = 0;
-  uint32_t text_bytes = 0;  // part 0: bytes of text (method or status message) at its start
+  uint32_t text_bytes = 0;               // part 0: bytes of text (method or status message) at its start
+  uint64_t payload_offset = UINT64_MAX;  // where the sender said it starts in the payload (ucx_wire)
 };
+
+// Whether every part after the first that names a payload offset (not
+// UINT64_MAX) starts there, in a message whose first `text_bytes` are text
+// and whose last `payload_bytes` are the frame's payload. INVALID_ARGUMENT
+// naming the first part that does not (it may have been received in place
+// by that offset).
+absl::Status CheckPayloadOffsets(const std::vector<ReceivedPart>& parts, size_t text_bytes, uint64_t payload_bytes);
 
 // Collects the parts of multi-part messages. Not thread-safe: the ucx
 // transport's progress thread alone uses it.

@@ -81,4 +81,9 @@ absl::Duration SpinFromEnvironment() {
   return absl::Microseconds(std::max<int64_t>(IntFromEnvironment("PSTRAIN_UCX_SPIN_US", 200, "microseconds"), 0));
 }
 
+bool ReceiveInPlaceFromEnvironment() {
+  static const bool in_place = IntFromEnvironment("PSTRAIN_UCX_RECEIVE_IN_PLACE", 1, "0 or 1") != 0;
+  return in_place;
+}
+
 }  // namespace pstrain::ucx

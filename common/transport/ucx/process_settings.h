@@ -71,4 +71,9 @@ std::string TransportsWithoutSharedMemory(const char* user_tls);
 // number is ignored with a warning.
 absl::Duration SpinFromEnvironment();
 
+// PSTRAIN_UCX_RECEIVE_IN_PLACE: whether answers a call wants in place
+// (CallOptions::receive_into) are received there (default 1; 0: into the
+// transport's buffers, as before, for comparisons). Read once.
+bool ReceiveInPlaceFromEnvironment();
+
 }  // namespace pstrain::ucx

@@ -18,6 +18,7 @@
 #include "common/transport/ucx/address.h"
 #include "common/transport/ucx/client.h"
 #include "common/transport/ucx/engine.h"
+#include "common/transport/ucx/process_settings.h"
 #include "common/transport/ucx/server.h"
 #include "glog/logging.h"
 
@@ -70,6 +71,7 @@ class UcxChannel : public Channel {
     call->started = absl::Now();
     call->deadline = options.deadline;
     call->wait_for_ready = options.wait_for_ready;
+    if (ucx::ReceiveInPlaceFromEnvironment()) call->receive_into = options.receive_into;
     const size_t bytes = method.size() + EncodeWireHeader(request.header).size() + request.payload_bytes();
     if (static_cast<int64_t>(bytes) > engine_->max_message_bytes()) {
       absl::Status too_big =

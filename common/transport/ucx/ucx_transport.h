@@ -20,6 +20,9 @@
 //   UCX_TCP_CM_REUSEADDR=y and UCX_RNDV_SCHEME=get_zcopy unless they are set
 //   (process_settings.h). PSTRAIN_UCX_SPIN_US (default 200): how long the
 //   progress thread polls after activity before it sleeps.
+// - CallOptions::receive_into is honoured: a part of an answer whose payload
+//   range the caller names is received straight there (client.h), unless
+//   PSTRAIN_UCX_RECEIVE_IN_PLACE=0.
 // - Sanitizer builds must start with UCX_MEM_MMAP_HOOK_MODE=none
 //   UCX_MEM_MALLOC_HOOKS=no; otherwise Connect and Serve fail with
 //   FAILED_PRECONDITION saying so, instead of the process crashing.
@@ -57,7 +60,7 @@ namespace ucx_wire {
 // The AM id of every pstrain message.
 inline constexpr unsigned kAmId = 23;
 inline constexpr uint32_t kMagic = 0x50535458;  // "PSTX"
-inline constexpr uint16_t kVersion = 2;
+inline constexpr uint16_t kVersion = 3;         // 3: AmHeader::payload_offset
 
 enum class Kind : uint16_t {
   kHello = 1,     // client -> server on a new endpoint; no data
@@ -65,6 +68,9 @@ enum class Kind : uint16_t {
   kRequest = 3,   // data: method (text_bytes), then the wire frame
   kResponse = 4,  // data: status message (text_bytes), then the wire frame if status_code is 0
 };
+
+// AmHeader::payload_offset of a part that does not start in the payload.
+inline constexpr uint64_t kNotInPayload = UINT64_MAX;
 
 // The AM header (ucp_am_send_nbx's header argument), in host byte order.
 struct AmHeader {
@@ -76,8 +82,13 @@ struct AmHeader {
   uint32_t text_bytes = 0;  // length of the text that starts the data (part 0 only)
   uint32_t part = 0;        // this message's index among the parts of one frame
   uint32_t parts = 1;       // how many active messages carry the frame (message_parts.h)
+  // Where this part's data starts in the frame's payload (after the wire
+  // header), or kNotInPayload for a part that starts before the payload
+  // (part 0). A receiver may put the part where its call wants those bytes
+  // (CallOptions::receive_into); a wrong offset makes the answer malformed.
+  uint64_t payload_offset = kNotInPayload;
 };
-static_assert(sizeof(AmHeader) == 32, "AmHeader is part of the wire format");
+static_assert(sizeof(AmHeader) == 40, "AmHeader is part of the wire format");
 
 }  // namespace ucx_wire
 }  // namespace pstrain

@@ -1,0 +1,83 @@
+// Answers received in place over the "ucx" transport
+// (CallOptions::receive_into): parts of an answer's payload land where the
+// caller said before the answer is read, a caller that places nothing gets
+// the answer as before, and an answer whose part says it starts elsewhere in
+// the payload than it does is malformed (ucx_message_parts_test.cc). Real
+// UCX over loopback; the same echo across emulated hosts is in
+// ucx_across_hosts_test.cc.
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/transport/ucx/ucx_transport.h"
+#include "gtest/gtest.h"
+#include "tests/transport/in_place_echo.h"
+#include "tests/transport/transport_test_util.h"
+
+namespace pstrain {
+namespace {
+
+using ::pstrain::testing_util::EchoHandler;
+using ::pstrain::testing_util::InPlaceEcho;
+using ::pstrain::testing_util::InPlaceRecord;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+class UcxInPlaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    transport_ = CreateUcxTransport(TransportOptions());
+    absl::StatusOr<std::unique_ptr<Server>> server = transport_->Serve("127.0.0.1:0", &echo_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    absl::StatusOr<std::unique_ptr<Channel>> channel = transport_->Connect(absl::StrCat("127.0.0.1:", server_->port()));
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    channel_ = *std::move(channel);
+  }
+
+  EchoHandler echo_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<Channel> channel_;
+};
+
+// Every part after the first starts at a chunk: the large chunks (parts of
+// their own) and the small run after them are placed at their offsets.
+TEST_F(UcxInPlaceTest, PartsOfAnAnswerLandWhereTheCallerSaid) {
+  InPlaceRecord record;
+  ASSERT_TRUE(InPlaceEcho(*channel_, {5, kMiB, 3 * kMiB, 300 << 10, 11}, /*place=*/true, &record));
+  std::map<uint64_t, size_t> expected = {
+      {5, kMiB}, {5 + kMiB, 3 * kMiB}, {5 + 4 * kMiB, 300 << 10}, {5 + 4 * kMiB + (300 << 10), 11}};
+  EXPECT_EQ(record.placed, expected);
+}
+
+TEST_F(UcxInPlaceTest, ACallerThatPlacesNothingGetsTheWholeAnswer) {
+  InPlaceRecord record;
+  ASSERT_TRUE(InPlaceEcho(*channel_, {5, 2 * kMiB, 11}, /*place=*/false, &record));
+  EXPECT_TRUE(record.placed.empty());
+}
+
+// Many calls at once, each into its own memory: no part lands in another's.
+TEST_F(UcxInPlaceTest, ConcurrentCallsEachLandInTheirOwnMemory) {
+  constexpr int kCalls = 8;
+  std::vector<std::unique_ptr<InPlaceRecord>> records(kCalls);
+  std::vector<::testing::AssertionResult> results(kCalls, ::testing::AssertionSuccess());
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCalls; ++i) {
+    records[i] = std::make_unique<InPlaceRecord>();
+    threads.emplace_back([&, i] {
+      results[i] = InPlaceEcho(*channel_, {3, kMiB + static_cast<size_t>(i), 1 + static_cast<size_t>(i)},
+                               /*place=*/true, records[i].get());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kCalls; ++i) {
+    EXPECT_TRUE(results[i]) << "call " << i;
+    EXPECT_EQ(records[i]->placed.count(3), 1u) << "call " << i << ": its large chunk was not placed";
+  }
+}
+
+}  // namespace
+}  // namespace pstrain
