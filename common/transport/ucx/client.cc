@@ -278,6 +278,7 @@ void ClientCalls::EndpointFailed(uint64_t conn_id, ucs_status_t status) {
 }
 
 void ClientCalls::DropEndpoint(ClientConn& conn, const std::string& why) {
+  engine_.progress().AssertHeld();
   LOG(WARNING) << why << "; closing the connection";
   if (conn.ep != nullptr) engine_.CloseEndpoint(conn.ep, /*force=*/true);  // fails the parts on their way
   conn.ep = nullptr;
