@@ -22,6 +22,17 @@ struct InPlaceRecord {
   std::map<uint64_t, size_t> placed;  // offset -> bytes
 };
 
+// A destination that places every range wholly inside `dst` (none when
+// `place` is false), recording each in `record`.
+inline PayloadDestination RecordedDestination(std::string* dst, bool place, InPlaceRecord* record) {
+  return [dst, place, record](uint64_t offset, size_t bytes) -> void* {
+    std::lock_guard<std::mutex> lock(record->mu);
+    if (!place || offset > dst->size() || bytes > dst->size() - offset) return nullptr;
+    record->placed[offset] = bytes;
+    return dst->data() + offset;
+  };
+}
+
 // Echoes chunks of `sizes` (a small one first, so part 0 holds payload too)
 // with a destination that places every range wholly inside `dst` (the
 // payload's size), unless `place` is false. Checks that the answer is whole,
@@ -41,12 +52,7 @@ inline ::testing::AssertionResult InPlaceEcho(Channel& channel, const std::vecto
   std::string dst(expected.size(), '\0');
   CallOptions options;
   options.deadline = absl::Now() + timeout;
-  options.receive_into = [&dst, place, record](uint64_t offset, size_t bytes) -> void* {
-    std::lock_guard<std::mutex> lock(record->mu);
-    if (!place || offset > dst.size() || bytes > dst.size() - offset) return nullptr;
-    record->placed[offset] = bytes;
-    return dst.data() + offset;
-  };
+  options.receive_into = RecordedDestination(&dst, place, record);
   IncomingFrame response;
   absl::Status status = channel.CallSync("Echo", std::move(request), options, &response);
   if (!status.ok()) return ::testing::AssertionFailure() << status;

@@ -28,6 +28,7 @@ namespace {
 
 using ::pstrain::testing_util::Bytes;
 using ::pstrain::testing_util::EchoHandler;
+using ::pstrain::testing_util::FunctionHandler;
 using ::pstrain::testing_util::HoldingHandler;
 using ::pstrain::testing_util::OwnedChunk;
 using ::pstrain::testing_util::ReadPayload;
@@ -56,19 +57,6 @@ CallOptions Deadline(absl::Duration d, bool wait_for_ready = false) {
   options.wait_for_ready = wait_for_ready;
   return options;
 }
-
-// Calls `handler` for every request.
-class FunctionHandler : public Handler {
- public:
-  using Fn = std::function<void(std::string_view, IncomingFrame, Responder)>;
-  explicit FunctionHandler(Fn fn) : fn_(std::move(fn)) {}
-  void Handle(std::string_view method, IncomingFrame request, Responder respond) override {
-    fn_(method, std::move(request), std::move(respond));
-  }
-
- private:
-  Fn fn_;
-};
 
 // Collects the result of an asynchronous Call; counts completions.
 struct AsyncResult {

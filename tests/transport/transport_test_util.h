@@ -5,11 +5,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,6 +76,19 @@ bool WaitFor(Pred pred, absl::Duration timeout = absl::Seconds(5)) {
   }
   return true;
 }
+
+// Calls a function for every request.
+class FunctionHandler : public Handler {
+ public:
+  using Fn = std::function<void(std::string_view, IncomingFrame, Responder)>;
+  explicit FunctionHandler(Fn fn) : fn_(std::move(fn)) {}
+  void Handle(std::string_view method, IncomingFrame request, Responder respond) override {
+    fn_(method, std::move(request), std::move(respond));
+  }
+
+ private:
+  Fn fn_;
+};
 
 // Echoes header and payload (the payload's pieces become the response's
 // chunks). Method "Fail" answers with the status named by the header

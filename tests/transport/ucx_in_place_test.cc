@@ -24,22 +24,12 @@ namespace pstrain {
 namespace {
 
 using ::pstrain::testing_util::EchoHandler;
+using ::pstrain::testing_util::FunctionHandler;
 using ::pstrain::testing_util::InPlaceEcho;
 using ::pstrain::testing_util::InPlaceRecord;
+using ::pstrain::testing_util::RecordedDestination;
 
 constexpr size_t kMiB = size_t{1} << 20;
-
-class FunctionHandlerForTest : public Handler {
- public:
-  using Fn = std::function<void(std::string_view, IncomingFrame, Responder)>;
-  explicit FunctionHandlerForTest(Fn fn) : fn_(std::move(fn)) {}
-  void Handle(std::string_view method, IncomingFrame request, Responder respond) override {
-    fn_(method, std::move(request), std::move(respond));
-  }
-
- private:
-  Fn fn_;
-};
 
 class UcxInPlaceTest : public ::testing::Test {
  protected:
@@ -103,7 +93,7 @@ TEST(UcxInPlaceDeadlineTest, ACallEndsOnlyAfterItsPlacedPartsAreIn) {
   constexpr size_t kChunk = 16 * kMiB;
   constexpr int kChunks = 8;
   auto answer = std::make_shared<std::string>(testing_util::Bytes(kChunk * kChunks, 3));
-  FunctionHandlerForTest handler([answer](std::string_view, IncomingFrame, Responder respond) {
+  FunctionHandler handler([answer](std::string_view, IncomingFrame, Responder respond) {
     OutgoingFrame frame;
     frame.header = "large";
     for (int c = 0; c < kChunks; ++c) frame.chunks.push_back(ConstChunk{answer->data() + c * kChunk, kChunk, answer});
@@ -121,12 +111,7 @@ TEST(UcxInPlaceDeadlineTest, ACallEndsOnlyAfterItsPlacedPartsAreIn) {
     InPlaceRecord record;
     CallOptions options;
     options.deadline = absl::Now() + absl::Milliseconds(ms);
-    options.receive_into = [&dst, &record](uint64_t offset, size_t bytes) -> void* {
-      std::lock_guard<std::mutex> lock(record.mu);
-      if (offset > dst.size() || bytes > dst.size() - offset) return nullptr;
-      record.placed[offset] = bytes;
-      return dst.data() + offset;
-    };
+    options.receive_into = RecordedDestination(&dst, /*place=*/true, &record);
     IncomingFrame response;
     absl::Status status = (*channel)->CallSync("Large", OutgoingFrame(), options, &response);
     if (ms == 10000) ASSERT_TRUE(status.ok()) << status;

@@ -38,6 +38,7 @@ namespace {
 using ::pstrain::testing_util::Bytes;
 using ::pstrain::testing_util::ChildProcess;
 using ::pstrain::testing_util::EchoHandler;
+using ::pstrain::testing_util::FunctionHandler;
 using ::pstrain::testing_util::HoldingHandler;
 using ::pstrain::testing_util::IsChild;
 using ::pstrain::testing_util::OwnedChunk;
@@ -69,18 +70,6 @@ struct AsyncResult {
       }
     };
   }
-};
-
-class FunctionHandler : public Handler {
- public:
-  using Fn = std::function<void(std::string_view, IncomingFrame, Responder)>;
-  explicit FunctionHandler(Fn fn) : fn_(std::move(fn)) {}
-  void Handle(std::string_view method, IncomingFrame request, Responder respond) override {
-    fn_(method, std::move(request), std::move(respond));
-  }
-
- private:
-  Fn fn_;
 };
 
 std::unique_ptr<Server> ServeOrDie(Transport& transport, const std::string& address, Handler* handler) {
