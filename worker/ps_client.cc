@@ -36,7 +36,7 @@ void DescribePart(const VariablePart& part, TensorHeader* h) {
 // bits.
 PayloadDestination PullPlaces(const std::vector<VariablePart>& parts, const std::vector<int>& batch,
                               std::vector<Variable>& variables, Compression compression) {
-  if (compression == Compression::kFp16 || compression == Compression::kBf16) return nullptr;
+  if (DenseWireDType(compression) != DT_FLOAT32) return nullptr;
   struct Place {
     uint64_t offset;  // in the answer's payload
     uint64_t bytes;
@@ -171,8 +171,7 @@ void PsClient::AddPushTensor(int index, PushRequest* header, OutgoingFrame* requ
 absl::Status PsClient::ReadPulledPart(const VariablePart& part, const TensorHeader& h, IncomingFrame& response) {
   const size_t size = WireDTypeSize(h.dtype());
   float* dst = (*variables_)[part.variable].value.data() + part.offset;
-  const bool sixteen_bits = compression_ == Compression::kFp16 || compression_ == Compression::kBf16;
-  if (h.dtype() != (sixteen_bits ? DenseWireDType(compression_) : DT_FLOAT32)) {
+  if (h.dtype() != DenseWireDType(compression_)) {
     // A part of it may have been received in place as float32 (PullPlaces).
     return absl::InternalError(
         absl::StrCat("pull: ", part.name, " arrived in dtype ", h.dtype(), ", not the one asked for"));
@@ -335,9 +334,8 @@ PullRequest PsClient::PullHeader(int batch, int64_t min_version, int64_t min_gen
   header.set_generation(generation);
   header.set_min_generation(min_generation);
   header.set_incarnation(incarnation_);
-  if (compression_ == Compression::kFp16 || compression_ == Compression::kBf16) {
-    header.set_value_dtype(DenseWireDType(compression_));
-  }
+  // Values travel as the pushes' dense values do; float32 is the default.
+  if (DenseWireDType(compression_) != DT_FLOAT32) header.set_value_dtype(DenseWireDType(compression_));
   for (int i : batches_[batch].parts) header.add_names(parts_[i].name);
   return header;
 }
