@@ -10,6 +10,8 @@
 #   3. the same in mixed precision, bf16 then fp16 (PyTorch autocast with
 #      channels_last, pytorch_compare.py's default for them; fp16 with a
 #      GradScaler), each under half of the step's limit
+#   3b. "half": bf16 with 16-bit channels-last activations
+#      (PSTRAIN_CUDA_ACTIVATIONS=half) against the same PyTorch run
 #   4. PyTorch alone, whole steps with SGD momentum (fp32 as shipped,
 #      strict, bf16), each under a third of the step's limit: what the
 #      table's whole steps are compared with
@@ -20,16 +22,18 @@
 # Usage, from the root of a checkout on the GPU machine:
 #   tools/gpu_check.sh BUNDLE.tar.xz OUTDIR [STEPS...]
 # BUNDLE is tools/gpu_bundle.sh --gpu's archive; STEPS picks steps by name
-# (machine, pytorch, mixed, momentum, heuristic, tests, table; default all).
-# OUTDIR receives at most 11 files: check.log (everything printed),
+# (machine, pytorch, mixed, half, momentum, heuristic, tests, table; default
+# all). OUTDIR receives at most 12 files: check.log (everything printed),
 # bench_pytorch_compare.json (fp32 as each ships),
 # bench_pytorch_compare_strict.json (strict fp32),
 # bench_pytorch_compare_bf16.json, bench_pytorch_compare_fp16.json,
+# bench_pytorch_compare_bf16_half.json,
 # bench_pytorch_momentum{,_strict,_bf16}.json, bench_heuristic.json,
 # tests.tar.gz (every test log) and table.tar.gz (the table's results and
 # logs). At the end tools/gpu_ratios.py prints every must-show ratio of the
 # GPU issues against its goal. Limits in seconds (defaults: machine=30
-# pytorch=180 mixed=180 momentum=120 heuristic=45 tests=150 table=200):
+# pytorch=180 mixed=180 half=90 momentum=120 heuristic=45 tests=150
+# table=200):
 # PSTRAIN_CHECK_LIMITS="pytorch=240 table=300 ...".
 # PSTRAIN_CHECK_FASHION_MNIST=DIR: Fashion-MNIST's .gz files, installed at
 # their Debian path for the tests when the machine lacks them.
@@ -41,8 +45,9 @@ set -uo pipefail
 [ $# -ge 2 ] || { sed -n '/^# Usage/,/^# Exits/p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BUNDLE="$1" OUTDIR="$2"; shift 2
 STEPS=("$@")
-[ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch mixed momentum heuristic tests table)
-declare -A LIMIT=([machine]=30 [pytorch]=180 [mixed]=180 [momentum]=120 [heuristic]=45 [tests]=150 [table]=200)
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(machine pytorch mixed half momentum heuristic tests table)
+declare -A LIMIT=([machine]=30 [pytorch]=180 [mixed]=180 [half]=90 [momentum]=120 [heuristic]=45 [tests]=150
+  [table]=200)
 for kv in ${PSTRAIN_CHECK_LIMITS:-}; do LIMIT[${kv%%=*}]="${kv#*=}"; done
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$OUTDIR"
@@ -114,6 +119,12 @@ step_mixed() {
     compare_resnet50 "$each" "$OUTDIR/bench_pytorch_compare_$p.json" "mixed $p" --precision "$p" || rc=1
   done
   return $rc
+}
+step_half() {
+  # bf16 with the activations kept in 16 bits, channels last, between layers.
+  export PSTRAIN_CUDA_ACTIVATIONS=half
+  compare_resnet50 "$((STEP_LIMIT - 10))" "$OUTDIR/bench_pytorch_compare_bf16_half.json" \
+    "mixed bf16, 16-bit activations" --precision bf16
 }
 step_heuristic() {
   PSTRAIN_CUDNN_ALGORITHMS=heuristic "$B/run.sh" pstrain-bench model --device gpu --model resnet50 \

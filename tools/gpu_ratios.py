@@ -7,11 +7,12 @@ Reads what gpu_check.sh leaves in OUTDIR and prints one line per figure:
 its name, the ratio, the goal and PASS / FAIL, or "no result" when a file
 or a row it needs is missing (a step that failed or did not run):
 
-  fwd+bwd vs PyTorch   bench_pytorch_compare{,_strict,_bf16,_fp16}.json
+  fwd+bwd vs PyTorch   bench_pytorch_compare{,_strict,_bf16,_fp16,_bf16_half}.json
                        (pytorch_compare.py --optimizer none): pstrain-bench
                        model's forward+backward over PyTorch's, fp32 as each
                        ships (goal 0.9), strict (1.0), bf16 and fp16 (0.9)
-  peak memory, bf16    the same bf16 file's memory_ratio (goal <= 1.3)
+  peak memory, bf16    the bf16 files' memory_ratio, with float32 and with
+                       16-bit activations (goal <= 1.3)
   whole step vs        the table's whole training steps with SGD momentum
   PyTorch              (single_node_gpu: "independent", "independent,
                        strict fp32"; single_node_gpu_mixed: "nccl bf16", one
@@ -40,6 +41,7 @@ FWD_BWD = [  # (file, label, goal)
     ("bench_pytorch_compare_strict.json", "fwd+bwd vs PyTorch, strict fp32 (TF32 off)", 1.0),
     ("bench_pytorch_compare_bf16.json", "fwd+bwd vs PyTorch, bf16 (autocast + channels_last)", 0.9),
     ("bench_pytorch_compare_fp16.json", "fwd+bwd vs PyTorch, fp16 (autocast + channels_last)", 0.9),
+    ("bench_pytorch_compare_bf16_half.json", "fwd+bwd vs PyTorch, bf16 with 16-bit NHWC activations", 0.9),
 ]
 WHOLE_STEP = [  # (matrix, row, PyTorch momentum file, label, goal)
     ("single_node_gpu", "independent", "bench_pytorch_momentum.json",
@@ -138,6 +140,9 @@ def main(argv):
     bf16 = compares["bench_pytorch_compare_bf16.json"]
     report.line("peak device memory vs PyTorch, bf16", number(bf16.get("memory_ratio")) if bf16 else None, 1.3,
                 at_most=True)
+    half = compares["bench_pytorch_compare_bf16_half.json"]
+    report.line("peak device memory vs PyTorch, bf16 with 16-bit NHWC activations",
+                number(half.get("memory_ratio")) if half else None, 1.3, at_most=True)
     tables = read_tables(outdir)
     for matrix, row, momentum_file, label, goal in WHOLE_STEP:
         pytorch = load_json(outdir, momentum_file)

@@ -1,6 +1,8 @@
 #include "device/cuda/cuda_context.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,8 @@
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_copy_engine.h"
 #include "device/cuda/elementwise.h"
+#include "device/cuda/half_nhwc.h"
+#include "device/cuda/half_nhwc_layout.h"
 
 namespace pstrain::cuda {
 
@@ -40,6 +44,23 @@ absl::Status CudaStatus(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return absl::OkStatus();
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(error)));
 }
+
+namespace {
+
+// PSTRAIN_CUDA_ACTIVATIONS, read once: whether 16-bit training keeps
+// activations in 16 bits, channels last.
+bool HalfActivationsAsked() {
+  static const bool half = [] {
+    const char* value = std::getenv("PSTRAIN_CUDA_ACTIVATIONS");
+    const std::string v = value == nullptr ? "" : value;
+    if (v.empty() || v == "float32") return false;
+    if (v == "half") return true;
+    LOG(FATAL) << "PSTRAIN_CUDA_ACTIVATIONS must be float32 or half, got '" << v << "'";
+  }();
+  return half;
+}
+
+}  // namespace
 
 int DeviceCount() {
   int count = 0;
@@ -92,6 +113,7 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int ordinal) {
   cudaDeviceProp prop{};
   PSTRAIN_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
   ctx->has_tf32_ = prop.major >= 8;
+  ctx->half_activations_ = HalfActivationsAsked();
 
   ctx->device_allocator_ =
       std::make_unique<CachingAllocator>(CachingAllocator::Backend{absl::StrCat("cudaMalloc on gpu:", ordinal),
@@ -148,25 +170,64 @@ void CudaContext::Synchronize() { PSTRAIN_CUDA_CHECK(cudaStreamSynchronize(strea
 
 void CudaContext::Convert(const Tensor& src, const Tensor& dst) {
   CHECK(src.shape() == dst.shape()) << "Convert " << ShapeToString(src.shape()) << " to " << ShapeToString(dst.shape());
-  CHECK(src.is_plain() && dst.is_plain()) << "CUDA tensors are plain; Convert got a laid-out tensor";
+  if (!SameLayout(src.layout(), dst.layout())) {
+    ConvertLayout(src, dst);
+    return;
+  }
   CHECK_EQ(src.num_bytes(), dst.num_bytes());
   if (src.num_bytes() == 0) return;
   PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.num_bytes(), cudaMemcpyDefault, stream_));
   if (dst.on_host()) Synchronize();  // the contract: host data is there on return
 }
 
+void CudaContext::ConvertLayout(const Tensor& src, const Tensor& dst) {
+  const HalfNhwcLayout* from = AsHalfNhwc(src.layout());
+  const HalfNhwcLayout* to = AsHalfNhwc(dst.layout());
+  CHECK((from != nullptr && dst.is_plain()) || (src.is_plain() && to != nullptr))
+      << "CUDA Convert: from " << (src.is_plain() ? "plain" : src.layout()->ToString()) << " to "
+      << (dst.is_plain() ? "plain" : dst.layout()->ToString())
+      << "; only plain float32 and 16-bit channels-last convert into each other";
+  // The plain side on the host goes through plain device memory.
+  const Tensor& plain = from != nullptr ? dst : src;
+  Tensor staged = plain;
+  if (plain.on_host()) {
+    staged = Tensor(plain.shape(), DType::kFloat32, AllocateBytes(plain.num_bytes()), device());
+    if (src.on_host()) Convert(src, staged);
+  }
+  if (from != nullptr) {
+    FromHalfNhwc(ActivationPtr(src), DevicePtr(staged), from->extents(), from->type(), stream_);
+    if (dst.on_host()) Convert(staged, dst);
+  } else {
+    ToHalfNhwc(DevicePtr(staged), ActivationPtr(dst), to->extents(), to->type(), stream_);
+  }
+}
+
 void CudaContext::Accumulate(const Tensor& sum, const Tensor& addend) {
   CHECK(sum.shape() == addend.shape()) << "Accumulate " << ShapeToString(addend.shape()) << " into "
                                        << ShapeToString(sum.shape());
+  if (const HalfNhwcLayout* half = AsHalfNhwc(sum.layout())) {
+    CHECK(SameLayout(sum.layout(), addend.layout()))
+        << "Accumulate " << (addend.is_plain() ? "plain" : addend.layout()->ToString()) << " into " << half->ToString();
+    AddHalf(ActivationPtr(sum), ActivationPtr(addend), ActivationPtr(sum), sum.num_elements(), half->type(), stream_);
+    return;
+  }
   AddInto(DevicePtr(sum), DevicePtr(addend), sum.num_elements(), stream_);
 }
 
 Tensor CudaContext::Allocate(const Shape& shape, const TensorLayoutPtr& layout) {
-  CHECK(layout == nullptr) << "CUDA tensors are plain; asked for layout " << layout->ToString();
-  const size_t bytes = static_cast<size_t>(NumElements(shape)) * sizeof(float);
+  CHECK(layout == nullptr || AsHalfNhwc(layout) != nullptr)
+      << "CUDA tensors are plain or 16-bit channels-last; asked for layout " << layout->ToString();
+  const size_t bytes = layout ? layout->num_bytes() : static_cast<size_t>(NumElements(shape)) * sizeof(float);
   std::shared_ptr<Buffer> buffer = AllocateBytes(bytes);
   if (bytes > 0) PSTRAIN_CUDA_CHECK(cudaMemsetAsync(buffer->data(), 0, bytes, stream_));
-  return Tensor(shape, DType::kFloat32, std::move(buffer), device());
+  return Tensor(shape, DType::kFloat32, std::move(buffer), device(), layout);
+}
+
+TensorLayoutPtr CudaContext::ActivationLayout(const Shape& shape) const {
+  if (precision() == Precision::kFp32 || !half_activations_ || shape.size() < 2 || shape.size() > 4) {
+    return nullptr;
+  }
+  return MakeHalfNhwcLayout(shape, precision() == Precision::kBf16 ? HalfType::kBf16 : HalfType::kFp16);
 }
 
 std::shared_ptr<Buffer> CudaContext::AllocateBytes(size_t bytes) {
@@ -200,8 +261,15 @@ void* CudaContext::Workspace(size_t bytes) {
 
 float* DevicePtr(const Tensor& t) {
   CHECK(t.device().kind == DeviceKind::kCuda) << "expected a CUDA tensor, got one on " << t.device().ToString();
-  CHECK(t.is_plain()) << "CUDA tensors are plain";
+  CHECK(t.is_plain()) << "expected a plain CUDA tensor, got one laid out as " << t.layout()->ToString();
   return t.data();
+}
+
+void* ActivationPtr(const Tensor& t) {
+  CHECK(t.device().kind == DeviceKind::kCuda) << "expected a CUDA tensor, got one on " << t.device().ToString();
+  CHECK(t.is_plain() || AsHalfNhwc(t.layout()) != nullptr)
+      << "expected a plain or 16-bit channels-last CUDA tensor, got " << t.layout()->ToString();
+  return t.raw();
 }
 
 }  // namespace pstrain::cuda

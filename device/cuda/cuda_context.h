@@ -10,8 +10,11 @@
 //     to the cache when their tensors go; one stream keeps reuse ordered).
 //   * fp32_math() (device_context.h) is what its convolutions and dense
 //     layers use for float32 products; strict unless set.
-//   * CUDA tensors are always plain (NCHW row-major); OutputLayout() of every
-//     CUDA layer is null.
+//   * CUDA tensors are plain (NCHW row-major float32) or, for activations
+//     and their gradients in bf16 or fp16 training with
+//     PSTRAIN_CUDA_ACTIVATIONS=half, laid out as HalfNhwcLayout
+//     (half_nhwc_layout.h): ActivationLayout() says which a layer gives its
+//     output. Allocate(), Convert() and Accumulate() take both.
 //   * Workspace(bytes): one scratch area shared by the cuDNN/cuBLAS calls of
 //     this context (they run one at a time on its stream); it grows to the
 //     largest request and is then reused. Valid until the next call.
@@ -51,11 +54,28 @@ class CudaContext final : public DeviceContext {
 
   Device device() const override { return Device{DeviceKind::kCuda, ordinal_}; }
   void Synchronize() override;
-  // Plain tensors only; any of device<-device, device<-host, host<-device.
+  // Plain tensors: any of device<-device, device<-host, host<-device.
+  // Between plain float32 (on this GPU or the host) and HalfNhwcLayout (on
+  // this GPU): rounded or widened, and moved between NCHW and NHWC. A
+  // same-layout copy otherwise.
   void Convert(const Tensor& src, const Tensor& dst) override;
+  // sum += addend, both plain or both in one HalfNhwcLayout.
   void Accumulate(const Tensor& sum, const Tensor& addend) override;
-  // Zero-filled (cudaMemsetAsync on the stream). Layouts are refused.
+  // Zero-filled (cudaMemsetAsync on the stream); plain or HalfNhwcLayout.
   Tensor Allocate(const Shape& shape, const TensorLayoutPtr& layout = nullptr) override;
+
+  // The layout the CUDA layers that can give 16-bit channels-last outputs
+  // (convolutions without bias, batch norm, relu, add, pooling) give an
+  // activation of batched `shape` (rank 2 to 4): HalfNhwcLayout in the
+  // precision's 16-bit type when precision() is bf16 or fp16 and
+  // half_activations() is on; null (plain float32) otherwise.
+  TensorLayoutPtr ActivationLayout(const Shape& shape) const;
+  // Whether 16-bit training keeps activations in 16 bits, channels last.
+  // Initially the process's PSTRAIN_CUDA_ACTIVATIONS, read once: "float32"
+  // (the default: off) or "half"; another value stops the process naming
+  // it. Set it, like the precision, before the model's first step.
+  bool half_activations() const { return half_activations_; }
+  void SetHalfActivations(bool on) { half_activations_ = on; }
 
   // Raw device bytes (not zeroed) from the caching allocator.
   std::shared_ptr<Buffer> AllocateBytes(size_t bytes);
@@ -79,6 +99,8 @@ class CudaContext final : public DeviceContext {
 
  private:
   explicit CudaContext(int ordinal) : ordinal_(ordinal) {}
+  // Convert() between plain float32 and a HalfNhwcLayout.
+  void ConvertLayout(const Tensor& src, const Tensor& dst);
   const int ordinal_;
   cudaStream_t stream_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
@@ -87,6 +109,7 @@ class CudaContext final : public DeviceContext {
   std::unique_ptr<CachingAllocator> pinned_allocator_;
   std::shared_ptr<Buffer> workspace_;
   bool has_tf32_ = false;
+  bool half_activations_ = false;
 };
 
 // The CudaContext behind `ctx`; CHECK-fails when `ctx` is for another device.
@@ -97,5 +120,8 @@ inline CudaContext& AsCuda(DeviceContext& ctx) {
 
 // The device pointer of a CUDA tensor (CHECK: plain, on a GPU).
 float* DevicePtr(const Tensor& t);
+// The device memory of a CUDA tensor that is plain or in a HalfNhwcLayout
+// (CHECK: on a GPU, no other layout).
+void* ActivationPtr(const Tensor& t);
 
 }  // namespace pstrain::cuda

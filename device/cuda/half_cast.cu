@@ -1,23 +1,9 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "device/cuda/grid_stride.cuh"
 #include "device/cuda/half_cast.h"
+#include "device/cuda/half_types.cuh"
 
 namespace pstrain::cuda {
 namespace {
-
-// The conversions of each type, so one kernel template serves both.
-struct Fp16 {
-  using T = __half;
-  static __device__ T From(float x) { return __float2half_rn(x); }
-  static __device__ float To(T x) { return __half2float(x); }
-};
-struct Bf16 {
-  using T = __nv_bfloat16;
-  static __device__ T From(float x) { return __float2bfloat16_rn(x); }
-  static __device__ float To(T x) { return __bfloat162float(x); }
-};
 
 template <typename Type>
 __global__ void ToHalfKernel(const float *src, typename Type::T *dst, int64_t n) {

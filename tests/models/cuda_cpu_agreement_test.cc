@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -37,6 +38,10 @@
 #include "models/layers/layer.h"
 #include "models/model.h"
 #include "tests/models/layer_specs.h"
+
+#ifdef PSTRAIN_WITH_CUDA
+#include "device/cuda/cuda_context.h"
+#endif
 
 namespace pstrain::testing {
 namespace {
@@ -227,21 +232,29 @@ std::string Describe(const absl::StatusOr<Shape>& s) { return s.ok() ? ShapeToSt
 
 // ---- Running a layer ----
 
-// What a layer produced, as plain host tensors.
+// What a layer produced, as plain host tensors, and the layout it chose.
 struct LayerResults {
+  TensorLayoutPtr output_layout;
   Tensor output;
   std::vector<Tensor> grad_inputs;
   std::vector<Tensor> param_grads;
 };
 
+// The layout an input of a batched shape is given on the device; null: plain.
+using InputLayout = std::function<TensorLayoutPtr(const Shape&)>;
+
 // Runs `layer` (after Setup) on ctx's device: parameters set to
-// `param_values`, Forward() in training mode on `inputs`, Backward() with
-// `grad_output` (all plain host tensors). Backward's outputs start as garbage,
-// so one that is accumulated into rather than overwritten shows.
+// `param_values`, Forward() in training mode on `inputs` (laid out by
+// `input_layout` when given), Backward() with `grad_output` (all plain host
+// tensors). Backward's outputs start as garbage, so one that is accumulated
+// into rather than overwritten shows.
 LayerResults RunLayer(DeviceContext& ctx, Layer& layer, const std::vector<Tensor>& inputs,
-                      const std::vector<Tensor>& param_values, const Tensor& grad_output) {
+                      const std::vector<Tensor>& param_values, const Tensor& grad_output,
+                      const InputLayout& input_layout = nullptr) {
   std::vector<Tensor> device_inputs;
-  for (const Tensor& in : inputs) device_inputs.push_back(ToDevice(ctx, in));
+  for (const Tensor& in : inputs) {
+    device_inputs.push_back(ToDevice(ctx, in, input_layout ? input_layout(in.shape()) : nullptr));
+  }
   std::vector<Parameter>& params = layer.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     Place(ctx, param_values[i], params[i].value);
@@ -255,6 +268,7 @@ LayerResults RunLayer(DeviceContext& ctx, Layer& layer, const std::vector<Tensor
   layer.Backward(ctx, device_inputs, output, device_grad_output, absl::MakeSpan(grad_inputs));
 
   LayerResults results;
+  results.output_layout = output.layout();
   results.output = ToHost(ctx, output);
   for (const Tensor& g : grad_inputs) results.grad_inputs.push_back(ToHost(ctx, g));
   for (const Parameter& p : params) results.param_grads.push_back(ToHost(ctx, p.grad));
@@ -743,6 +757,138 @@ TEST_F(CudaCpuAgreementTest, MlpTrainStep) { ExpectTrainStepsAgree(cpu(), cuda()
 TEST_F(CudaCpuAgreementTest, LenetTrainStep) {
   ExpectTrainStepsAgree(cpu(), cuda(), "lenet", {1, 12, 12}, 4, Tolerance{kConvolution.rel, kFloat32.abs});
 }
+
+#ifdef PSTRAIN_WITH_CUDA
+// ---- 16-bit channels-last activations (PSTRAIN_CUDA_ACTIVATIONS=half) ----
+
+// Layers that keep 16-bit channels-last activations as they are; every other
+// one converts them and gives plain float32 outputs.
+bool KeepsHalfActivations(const LayerSpec& spec) {
+  static const auto* native =
+      new std::set<std::string>{"relu", "add", "batch_norm", "max_pool", "avg_pool", "global_avg_pool"};
+  return native->contains(spec.type) || (spec.type == "conv2d" && spec.GetInt("bias", 1) == 0);
+}
+
+std::vector<MixedCase> EveryLayerInBothHalfTypes() {
+  std::vector<MixedCase> cases;
+  for (const AgreementCase& c : Cases()) {
+    for (Precision p : {Precision::kBf16, Precision::kFp16}) cases.push_back({c, p});
+  }
+  return cases;
+}
+
+class HalfActivationsAgreementTest : public BothDevices<::testing::TestWithParam<MixedCase>> {};
+
+// Every layer type, given its inputs and output gradient as 16-bit
+// channels-last activations, matches the CPU on the rounded operands within
+// the mixed-precision tolerance, and lays out its output as it should.
+TEST_P(HalfActivationsAgreementTest, MatchesTheCpuOnRoundedOperands) {
+  const AgreementCase& c = GetParam().layer;
+  const Precision precision = GetParam().precision;
+  cuda::CudaContext& gpu = cuda::AsCuda(cuda());
+  ASSERT_TRUE(gpu.SetPrecision(precision).ok());
+  gpu.SetHalfActivations(true);
+  LayerPair pair;
+  ASSERT_TRUE(MakeLayerPair(c, &pair));
+  const auto [inputs, params, grad_output] = RandomOperands(c, pair, 6);
+  std::vector<Tensor> rounded_inputs, rounded_params;
+  for (const Tensor& t : inputs) rounded_inputs.push_back(Rounded(precision, t));
+  for (size_t i = 0; i < params.size(); ++i)
+    rounded_params.push_back(i == 0 ? Rounded(precision, params[i]) : params[i]);
+
+  const LayerResults want = RunLayer(cpu(), *pair.cpu, rounded_inputs, rounded_params, Rounded(precision, grad_output));
+  const LayerResults got = RunLayer(gpu, *pair.cuda, inputs, params, grad_output,
+                                    [&](const Shape& shape) { return gpu.ActivationLayout(shape); });
+  EXPECT_EQ(got.output_layout != nullptr, KeepsHalfActivations(c.spec))
+      << "output laid out as " << (got.output_layout ? got.output_layout->ToString() : "plain");
+  EXPECT_TRUE(Agree("output", want.output, got.output, MixedTolerance(precision, want.output)));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of input ", i), want.grad_inputs[i], got.grad_inputs[i],
+                      MixedTolerance(precision, want.grad_inputs[i])));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of ", pair.cpu->parameters()[i].name), want.param_grads[i],
+                      got.param_grads[i], MixedTolerance(precision, want.param_grads[i])));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCpuLayerTypes, HalfActivationsAgreementTest,
+                         ::testing::ValuesIn(EveryLayerInBothHalfTypes()),
+                         [](const ::testing::TestParamInfo<MixedCase>& info) {
+                           return info.param.layer.name + PrecisionName(info.param.precision);
+                         });
+
+// Plain float32 -> 16-bit channels-last -> plain float32 on the GPU: each
+// element rounded once and back at its own index, for both types.
+TEST_F(CudaCpuAgreementTest, HalfActivationsConvertBothWays) {
+  cuda::CudaContext& gpu = cuda::AsCuda(cuda());
+  std::mt19937_64 rng(8);
+  const Tensor host = Uniform(rng, {2, 3, 4, 5}, -4, 4);
+  for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    ASSERT_TRUE(gpu.SetPrecision(precision).ok());
+    gpu.SetHalfActivations(true);
+    const TensorLayoutPtr layout = gpu.ActivationLayout(host.shape());
+    ASSERT_NE(layout, nullptr);
+    EXPECT_EQ(layout->num_bytes(), static_cast<size_t>(host.num_elements()) * 2);
+    const Tensor half = ToDevice(gpu, host, layout);
+    EXPECT_TRUE(Agree(PrecisionName(precision), Rounded(precision, host), ToHost(gpu, half), kExact));
+    Tensor sum = ToDevice(gpu, host, layout);
+    gpu.Accumulate(sum, half);
+    Tensor twice(host.shape());
+    for (int64_t i = 0; i < host.num_elements(); ++i)
+      twice.data()[i] = RoundTo(precision, 2 * RoundTo(precision, host.data()[i]));
+    EXPECT_TRUE(Agree("sum", twice, ToHost(gpu, sum), kExact));
+  }
+  ASSERT_TRUE(gpu.SetPrecision(Precision::kFp32).ok());
+  EXPECT_EQ(gpu.ActivationLayout(host.shape()), nullptr) << "float32 training keeps plain activations";
+}
+
+// One ResNet-50 training step in bf16 with 16-bit channels-last activations
+// against the same step with float32 activations: the loss and the
+// gradients agree within bf16's rounding, and the step's activation and
+// gradient arena holds at most 0.55 of the bytes.
+TEST_F(CudaCpuAgreementTest, HalfActivationsResnetStep) {
+  auto other = CreateDeviceContext(Device{DeviceKind::kCuda, 0});
+  ASSERT_TRUE(other.ok()) << other.status();
+  cuda::CudaContext& half = cuda::AsCuda(cuda());
+  cuda::CudaContext& plain = cuda::AsCuda(**other);
+  ASSERT_TRUE(half.SetPrecision(Precision::kBf16).ok() && plain.SetPrecision(Precision::kBf16).ok());
+  half.SetHalfActivations(true);
+  plain.SetHalfActivations(false);
+  ModelConfig config;
+  config.set_name("resnet50");
+  for (int d : {3, 64, 64}) config.add_input_shape(d);
+  config.set_num_classes(10);
+  auto half_model = CreateModel(config, &half);
+  auto plain_model = CreateModel(config, &plain);
+  ASSERT_TRUE(half_model.ok() && plain_model.ok());
+  (*half_model)->InitializeVariables(5);
+  (*plain_model)->InitializeVariables(5);
+  constexpr int64_t kBatch = 8;
+  std::mt19937_64 rng(3);
+  const Tensor images = Uniform(rng, {kBatch, 3, 64, 64}, -1, 1);
+  std::vector<int32_t> labels(kBatch);
+  for (int32_t& l : labels) l = static_cast<int32_t>(rng() % 10);
+  const float half_loss = (*half_model)->TrainStep(images, labels.data(), nullptr);
+  const float plain_loss = (*plain_model)->TrainStep(images, labels.data(), nullptr);
+  EXPECT_TRUE(std::isfinite(half_loss)) << half_loss;
+  EXPECT_NEAR(half_loss, plain_loss, 0x1p-5 * std::fabs(plain_loss));
+  std::vector<Variable>& hv = (*half_model)->variables();
+  std::vector<Variable>& pv = (*plain_model)->variables();
+  for (size_t i : {size_t{0}, hv.size() - 2}) {  // conv1's weights, fc's weights
+    const Tensor want = ToHost(plain, pv[i].grad);
+    float largest = 0;
+    for (float v : want.span()) largest = std::max(largest, std::fabs(v));
+    EXPECT_TRUE(Agree(absl::StrCat("gradient of ", pv[i].name), want, ToHost(half, hv[i].grad),
+                      Tolerance{0, 0x1p-3 * largest}));
+  }
+  const StepMemory half_memory = (*half_model)->LastStepMemory(true);
+  const StepMemory plain_memory = (*plain_model)->LastStepMemory(true);
+  EXPECT_GT(plain_memory.arena_bytes, 0);
+  EXPECT_LE(half_memory.arena_bytes, 0.55 * plain_memory.arena_bytes)
+      << half_memory.arena_bytes << " bytes with 16-bit activations, " << plain_memory.arena_bytes << " without";
+}
+#endif  // PSTRAIN_WITH_CUDA
 
 }  // namespace
 }  // namespace pstrain::testing

@@ -17,6 +17,7 @@ compare bench_pytorch_compare.json 0.95 1.1 1900
 compare bench_pytorch_compare_strict.json 0.97 1.0 900
 compare bench_pytorch_compare_bf16.json 0.91 1.25 2800
 compare bench_pytorch_compare_fp16.json 0.5 1.0 1500
+compare bench_pytorch_compare_bf16_half.json 0.96 0.62 2950
 printf '{"pytorch": {"images_per_sec": 2000}, "ratio": null}\n' > "$out/bench_pytorch_momentum.json"
 printf '{"pytorch": {"images_per_sec": 1000}, "ratio": null}\n' > "$out/bench_pytorch_momentum_strict.json"
 # bench_pytorch_momentum_bf16.json missing: its line has no result.
@@ -44,6 +45,8 @@ expect "fwd\+bwd vs PyTorch, fp32 as each ships \(TF32 convolutions\)" "0\.950  
 expect "fwd\+bwd vs PyTorch, strict fp32 \(TF32 off\)" "0\.970  \(goal >= 1\.00\)  FAIL"
 expect "fwd\+bwd vs PyTorch, fp16" ".*0\.500  \(goal >= 0\.90\)  FAIL"
 expect "peak device memory vs PyTorch, bf16" "1\.250  \(goal <= 1\.30\)  PASS"
+expect "fwd\+bwd vs PyTorch, bf16 with 16-bit NHWC activations" "0\.960  \(goal >= 0\.90\)  PASS"
+expect "peak device memory vs PyTorch, bf16 with 16-bit NHWC activations" "0\.620  \(goal <= 1\.30\)  PASS"
 expect "whole step with momentum vs PyTorch, fp32 as each ships" "0\.931  \(goal >= 0\.90\)  PASS"
 expect "whole step with momentum vs PyTorch, strict fp32" "1\.010  \(goal >= 1\.00\)  PASS"
 expect "whole step with momentum vs PyTorch, bf16" "no result"
@@ -67,7 +70,7 @@ sed -i 's/^replicated none,,failed$/replicated none,1800,ok/; s/^parameter_serve
 python3 "$ROOT/tools/gpu_ratios.py" "$ok" > "$T/ok.txt"
 status=$?
 [ "$status" -eq 0 ] || { cat "$T/ok.txt"; fail "exit status $status with every figure passing, want 0"; }
-grep -c PASS "$T/ok.txt" | grep -qx 13 || { cat "$T/ok.txt"; fail "want 13 PASS lines"; }
+grep -c PASS "$T/ok.txt" | grep -qx 15 || { cat "$T/ok.txt"; fail "want 15 PASS lines"; }
 
 python3 "$ROOT/tools/gpu_ratios.py" "$T/none" 2> /dev/null
 [ $? -eq 2 ] || fail "a folder that is not there: want exit status 2"

@@ -21,6 +21,10 @@
 // grad_output where that output is 0 before the batch norm's own backward.
 // This saves the relu's buffers, not passes over memory (the relu is still a
 // cuDNN call of its own).
+//
+// Layouts: the output is laid out as the input. 16-bit channels-last inputs
+// (HalfNhwcLayout) are normalised as they are, with gamma, beta and the
+// statistics in float32 (cuDNN's mixed-precision batch norm).
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,6 +49,10 @@ class BatchNorm final : public Layer {
     return setup_.shape;
   }
 
+  TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override {
+    return inputs[0].layout();
+  }
+
   bool Fuse(const LayerSpec& next) override {
     if (next.type != "relu") return false;
     fuse_relu_ = true;
@@ -53,15 +61,15 @@ class BatchNorm final : public Layer {
 
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
-    const Descriptors& d = DescriptorsFor(inputs[0].shape());
+    const Descriptors& d = DescriptorsFor(inputs[0]);
     CHECK(output.shape() == inputs[0].shape()) << "batch_norm output " << ShapeToString(output.shape());
     if (running_mean_.empty()) {
       running_mean_ = ctx.Allocate({setup_.channels});  // zeros
       running_var_ = ctx.Allocate({setup_.channels});
       Fill(DevicePtr(running_var_), 1.0f, setup_.channels, ctx.stream());
     }
-    const float* x = DevicePtr(inputs[0]);
-    float* y = DevicePtr(output);
+    const void* x = ActivationPtr(inputs[0]);
+    void* y = ActivationPtr(output);
     const float* gamma = DevicePtr(parameters_[0].value);
     const float* beta = DevicePtr(parameters_[1].value);
     if (!training) {
@@ -97,35 +105,35 @@ class BatchNorm final : public Layer {
   void Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 absl::Span<Tensor> grad_inputs) override {
     CudaContext& ctx = AsCuda(dctx);
-    const Descriptors& d = DescriptorsFor(inputs[0].shape());
+    const Descriptors& d = DescriptorsFor(inputs[0]);
     CHECK(!saved_mean_.empty()) << "batch_norm Backward() without a training Forward()";
     CHECK(grad_output.shape() == inputs[0].shape()) << "batch_norm grad_output " << ShapeToString(grad_output.shape());
-    const size_t bytes = inputs[0].num_elements() * sizeof(float);
-    const float* dy = DevicePtr(grad_output);
+    const size_t bytes = inputs[0].num_bytes();
+    const void* dy = ActivationPtr(grad_output);
     std::shared_ptr<Buffer> masked_dy;
     if (fuse_relu_) {
       // d(loss)/d(batch norm output): zero where the relu's output is 0. The
       // relu's input is gone, but its output is positive exactly where the
       // input was, so it serves as both.
       masked_dy = ctx.AllocateBytes(bytes);
-      const float* y = DevicePtr(output);
+      const void* y = ActivationPtr(output);
       PSTRAIN_CUDNN_CHECK(cudnnActivationBackward(ctx.cudnn(), Relu(), &kOne, d.data.get(), y, d.data.get(), dy,
                                                   d.data.get(), y, &kZero, d.data.get(), masked_dy->data()));
-      dy = static_cast<const float*>(masked_dy->data());
+      dy = masked_dy->data();
     }
     // cuDNN always writes the input's gradient; an unwanted one goes to scratch.
     std::shared_ptr<Buffer> unwanted_dx;
-    float* dx = nullptr;
+    void* dx = nullptr;
     if (grad_inputs[0].empty()) {
       unwanted_dx = ctx.AllocateBytes(bytes);
-      dx = static_cast<float*>(unwanted_dx->data());
+      dx = unwanted_dx->data();
     } else {
       CHECK(grad_inputs[0].shape() == inputs[0].shape())
           << "batch_norm grad_input " << ShapeToString(grad_inputs[0].shape());
-      dx = DevicePtr(grad_inputs[0]);
+      dx = ActivationPtr(grad_inputs[0]);
     }
     PSTRAIN_CUDNN_CHECK(cudnnBatchNormalizationBackward(
-        ctx.cudnn(), mode_, &kOne, &kZero, &kOne, &kZero, d.data.get(), DevicePtr(inputs[0]), d.data.get(), dy,
+        ctx.cudnn(), mode_, &kOne, &kZero, &kOne, &kZero, d.data.get(), ActivationPtr(inputs[0]), d.data.get(), dy,
         d.data.get(), dx, d.channels.get(), DevicePtr(parameters_[0].value), DevicePtr(parameters_[0].grad),
         DevicePtr(parameters_[1].grad), setup_.epsilon, DevicePtr(saved_mean_), DevicePtr(saved_inv_std_)));
   }
@@ -137,15 +145,19 @@ class BatchNorm final : public Layer {
     TensorDescriptor channels;  // 1 x C x 1 x 1: gamma, beta, statistics
   };
 
-  const Descriptors& DescriptorsFor(const Shape& input) {
-    auto it = cache_.find(input);
+  // By the input's shape and element type; the channel descriptor is
+  // float32 either way (cuDNN derives it so for 16-bit data).
+  const Descriptors& DescriptorsFor(const Tensor& in) {
+    const std::pair<Shape, cudnnDataType_t> key(in.shape(), ElementType(in));
+    auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
+    const Shape& input = in.shape();
     CHECK(input == Batched(input.at(0), setup_.shape))
         << "batch_norm set up for " << ShapeToString(setup_.shape) << " got input " << ShapeToString(input);
     Descriptors d;
-    d.data = NchwDescriptor(input);
+    d.data = ActivationDescriptor4d(in);
     PSTRAIN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(d.channels.get(), d.data.get(), mode_));
-    return cache_.emplace(input, std::move(d)).first->second;
+    return cache_.emplace(key, std::move(d)).first->second;
   }
 
   cudnnActivationDescriptor_t Relu() {
@@ -160,7 +172,7 @@ class BatchNorm final : public Layer {
   Tensor running_mean_, running_var_;  // on the GPU, made by the first Forward()
   Tensor saved_mean_, saved_inv_std_;  // the last training batch's, for Backward()
   std::optional<ActivationDescriptor> relu_;
-  std::map<Shape, Descriptors> cache_;  // by batched input shape
+  std::map<std::pair<Shape, cudnnDataType_t>, Descriptors> cache_;  // by batched input shape and type
 };
 
 PSTRAIN_REGISTER_LAYER("batch_norm", DeviceKind::kCuda, BatchNorm, {.floats = {"epsilon", "momentum"}});

@@ -8,10 +8,13 @@
 // (inner: the product of the dims after the channels) that sits at offset
 // n * sum(C) * inner + (C_0 + ... + C_{i-1}) * inner of the output: each input
 // is one strided copy (cudaMemcpy2DAsync, N rows), each way.
+// The output is plain float32; 16-bit channels-last inputs (HalfNhwcLayout)
+// are converted, and their gradients back (plain_fallback.h).
 #include <vector>
 
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_context.h"
+#include "models/layers/cuda/plain_fallback.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {
@@ -40,7 +43,8 @@ class Concat final : public Layer {
     size_t offset = 0;  // bytes into an output row
     for (size_t i = 0; i < inputs.size(); ++i) {
       const size_t width = example_floats_[i] * sizeof(float);
-      PSTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(out + offset, RowBytes(), DevicePtr(inputs[i]), width, width, batch,
+      const Tensor input = PlainActivation(ctx, inputs[i]);
+      PSTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(out + offset, RowBytes(), DevicePtr(input), width, width, batch,
                                            cudaMemcpyDeviceToDevice, ctx.stream()));
       offset += width;
     }
@@ -57,8 +61,10 @@ class Concat final : public Layer {
       if (!grad_inputs[i].empty()) {
         CHECK(grad_inputs[i].shape() == inputs[i].shape())
             << "concat: gradient of input " << i << " is " << ShapeToString(grad_inputs[i].shape());
-        PSTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(DevicePtr(grad_inputs[i]), width, dy + offset, RowBytes(), width, batch,
+        PlainGradient dx(ctx, grad_inputs[i]);
+        PSTRAIN_CUDA_CHECK(cudaMemcpy2DAsync(DevicePtr(dx.get()), width, dy + offset, RowBytes(), width, batch,
                                              cudaMemcpyDeviceToDevice, ctx.stream()));
+        dx.Store();
       }
       offset += width;
     }

@@ -18,7 +18,13 @@
 // In bf16 or fp16 (mixed_precision.h): the three products run on 16-bit
 // copies of their operands with float32 accumulation and tensor-op math;
 // their results are widened into the float32 tensors. The bias and its
-// gradient stay float32.
+// gradient stay float32. With 16-bit activations (PSTRAIN_CUDA_ACTIVATIONS=
+// half, cuda_context.h), a convolution without bias runs channels last:
+// its output and input gradient are 16-bit NHWC tensors (HalfNhwcLayout)
+// that the products write directly, an input in that layout is read as it
+// is (a plain one, the images, is converted), and the weights go through a
+// 16-bit KRSC copy each way. A convolution with bias keeps plain float32
+// outputs, converting 16-bit inputs first.
 //
 // Algorithms are chosen once per batched input shape: for each pass, the
 // first of a ranking (fastest first) that is supported, uses tensor-op math
@@ -53,8 +59,10 @@
 
 #include "absl/strings/numbers.h"
 #include "device/cuda/cuda_context.h"
+#include "device/cuda/half_nhwc_layout.h"
 #include "models/layers/cuda/cudnn_util.h"
 #include "models/layers/cuda/mixed_precision.h"
+#include "models/layers/cuda/plain_fallback.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {
@@ -124,12 +132,19 @@ class Conv2d final : public Layer {
   // Backward reads the input (filter gradients).
   BackwardReads ReadsInBackward() const override { return {.inputs = true, .output = false}; }
 
+  TensorLayoutPtr OutputLayout(DeviceContext& dctx, absl::Span<const Tensor> inputs) override {
+    CudaContext& ctx = AsCuda(dctx);
+    if (!conv_) CreateDescriptors(ctx);
+    return nhwc_ ? ctx.ActivationLayout(Batched(inputs[0].dim(0), setup_.output)) : nullptr;
+  }
+
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
     Plan& p = PlanFor(ctx, inputs[0].shape());
     CHECK(output.shape() == Batched(inputs[0].dim(0), setup_.output))
         << "conv2d output " << ShapeToString(output.shape());
-    ComputeOperand x = Operand(ctx, inputs[0], /*read=*/true), w = Operand(ctx, parameters_[0].value, true);
+    const Tensor input = nhwc_ ? inputs[0] : PlainActivation(ctx, inputs[0]);
+    ComputeOperand x = Operand(ctx, input, /*read=*/true), w = Operand(ctx, parameters_[0].value, true);
     ComputeOperand y = Operand(ctx, output, /*read=*/false);
     if (p.measure_forward) MeasureForward(ctx, p, x.get(), w.get(), y.get());
     UseMath(p.forward_math);
@@ -154,15 +169,17 @@ class Conv2d final : public Layer {
       CHECK(grad_inputs[0].shape() == inputs[0].shape())
           << "conv2d grad_input " << ShapeToString(grad_inputs[0].shape());
       const ComputeOperand w = Operand(ctx, parameters_[0].value, /*read=*/true);
-      ComputeOperand dx = Operand(ctx, grad_inputs[0], /*read=*/false);
+      PlainGradient plain_dx(ctx, nhwc_ ? Tensor() : grad_inputs[0]);
+      ComputeOperand dx = Operand(ctx, nhwc_ ? grad_inputs[0] : plain_dx.get(), /*read=*/false);
       if (p.measure_backward_data) MeasureBackwardData(ctx, p, w.get(), dy.get(), dx.get());
       UseMath(p.backward_data_math);
       PSTRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
           ctx.cudnn(), &kOne, filter_->get(), w.get(), p.output.get(), dy.get(), conv_->get(), p.backward_data,
           Workspace(ctx, p.backward_data_bytes), p.backward_data_bytes, &kZero, p.input.get(), dx.get()));
       dx.Store();
+      plain_dx.Store();
     }
-    const ComputeOperand x = Operand(ctx, inputs[0], /*read=*/true);
+    const ComputeOperand x = Operand(ctx, nhwc_ ? inputs[0] : PlainActivation(ctx, inputs[0]), /*read=*/true);
     ComputeOperand dw = Operand(ctx, parameters_[0].grad, /*read=*/false);
     if (p.measure_backward_filter) MeasureBackwardFilter(ctx, p, x.get(), dy.get(), dw.get());
     UseMath(p.backward_filter_math);
@@ -266,9 +283,17 @@ class Conv2d final : public Layer {
 
   static void* Workspace(CudaContext& ctx, size_t bytes) { return bytes == 0 ? nullptr : ctx.Workspace(bytes); }
 
-  // `t` as an operand of the products, in the compute type.
+  // `t` as an operand of the products, in the compute type and, with
+  // 16-bit activations, channels last.
   ComputeOperand Operand(CudaContext& ctx, const Tensor& t, bool read) const {
+    if (nhwc_) return ComputeOperand::ChannelsLast(ctx, *half_, t, read);
     return ComputeOperand(ctx, half_, DevicePtr(t), t.num_elements(), read);
+  }
+
+  // A batched activation's descriptor in the compute type and arrangement.
+  TensorDescriptor DataDescriptor(const Shape& batched) const {
+    if (nhwc_) return ActivationDescriptor4d(batched, MakeHalfNhwcLayout(batched, half_->type));
+    return NchwDescriptor(batched, DataType());
   }
 
   // The compute type's name for cuDNN.
@@ -279,12 +304,13 @@ class Conv2d final : public Layer {
   void CreateDescriptors(const CudaContext& ctx) {
     half_ = HalfMathOf(ctx);
     tf32_ = !half_ && Tf32Convolutions(ctx.fp32_math());
+    nhwc_ = half_ && !setup_.has_bias && ctx.ActivationLayout(Batched(1, setup_.output)) != nullptr;
     const Window2d& w = setup_.window;
     filter_.emplace();
-    PSTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_->get(), DataType(), CUDNN_TENSOR_NCHW,
-                                                   CudnnDim(setup_.filters, "filters"),
-                                                   CudnnDim(setup_.InputChannelsPerGroup(), "channels per group"),
-                                                   CudnnDim(w.kh, "kernel"), CudnnDim(w.kw, "kernel")));
+    PSTRAIN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
+        filter_->get(), DataType(), nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, CudnnDim(setup_.filters, "filters"),
+        CudnnDim(setup_.InputChannelsPerGroup(), "channels per group"), CudnnDim(w.kh, "kernel"),
+        CudnnDim(w.kw, "kernel")));
     conv_.emplace();
     PSTRAIN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         conv_->get(), CudnnDim(w.ph, "padding"), CudnnDim(w.pw, "padding"), CudnnDim(w.sh, "stride"),
@@ -302,9 +328,9 @@ class Conv2d final : public Layer {
         << "conv2d set up for " << ShapeToString(setup_.input) << " got input " << ShapeToString(input);
     if (!conv_) CreateDescriptors(ctx);
     Plan p;
-    p.input = NchwDescriptor(input, DataType());
+    p.input = DataDescriptor(input);
     const Shape output = Batched(input[0], setup_.output);
-    p.output = NchwDescriptor(output, DataType());
+    p.output = DataDescriptor(output);
     p.output_fp32 = NchwDescriptor(output);
     int n = 0, c = 0, h = 0, w = 0;
     PSTRAIN_CUDNN_CHECK(
@@ -351,11 +377,12 @@ class Conv2d final : public Layer {
 
   const LayerSpec spec_;
   Conv2dSetup setup_;                          // attributes and per-example shapes
-  std::optional<FilterDescriptor> filter_;     // [filters, C/groups, kh, kw]
+  std::optional<FilterDescriptor> filter_;     // [filters, C/groups, kh, kw], KCRS or (nhwc_) KRSC
   std::optional<ConvolutionDescriptor> conv_;  // padding, stride, groups, math type
   std::optional<TensorDescriptor> bias_;       // 1 x filters x 1 x 1, float32
   std::optional<HalfMath> half_;               // the 16-bit compute type; none in fp32
   bool tf32_ = false;                          // fp32 products may run in TF32
+  bool nhwc_ = false;                          // 16-bit channels-last activations
   std::map<Shape, Plan> cache_;                // by batched input shape
 };
 

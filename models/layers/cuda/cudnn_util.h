@@ -1,9 +1,10 @@
 // cuDNN helpers shared by the CUDA layers: owning descriptor handles, fp32
 // NCHW tensor descriptors for batched shapes, and the blend scalars.
 //
-// Data is float32 (CUDNN_DATA_FLOAT) and plain NCHW; the compute-bound
-// layers' 16-bit operands of mixed precision (mixed_precision.h) ask for
-// their type. cuDNN's legacy API takes int dimensions; the helpers CHECK
+// Data is float32 (CUDNN_DATA_FLOAT) and plain NCHW unless a helper takes a
+// type or a tensor: the compute-bound layers' 16-bit operands of mixed
+// precision (mixed_precision.h) and 16-bit channels-last activations
+// (HalfNhwcLayout) ask for theirs. cuDNN's legacy API takes int dimensions; the helpers CHECK
 // that every dimension fits.
 #pragma once
 
@@ -14,6 +15,7 @@
 
 #include "common/tensor.h"
 #include "device/cuda/cuda_check.h"
+#include "device/cuda/half_cast.h"
 
 namespace pstrain::cuda {
 
@@ -68,9 +70,21 @@ Shape Batched(int64_t n, const Shape& per_example);
 TensorDescriptor NchwDescriptor(int64_t n, int64_t c, int64_t h, int64_t w, cudnnDataType_t type = CUDNN_DATA_FLOAT);
 // A batched shape [N, C, H, W], or [N, C] as N x C x 1 x 1.
 TensorDescriptor NchwDescriptor(const Shape& batched, cudnnDataType_t type = CUDNN_DATA_FLOAT);
-// Any batched shape [N, ...] as N x (product of the rest) x 1 x 1: for
-// elementwise operations, which ignore the arrangement.
-TensorDescriptor FlatDescriptor(const Shape& batched);
+// Any batched shape [N, ...] as N x (product of the rest) x 1 x 1 of
+// `type`: for elementwise operations, which ignore the arrangement.
+TensorDescriptor FlatDescriptor(const Shape& batched, cudnnDataType_t type = CUDNN_DATA_FLOAT);
+
+// cuDNN's name for a 16-bit type.
+cudnnDataType_t CudnnType(HalfType type);
+// The descriptor of a batched activation as it is laid out: plain float32
+// NCHW ([N, C, H, W] or [N, C]), or 16-bit channels last
+// (HalfNhwcLayout; [N, C, H] as N x C x H x 1).
+TensorDescriptor ActivationDescriptor4d(const Shape& batched, const TensorLayoutPtr& layout);
+inline TensorDescriptor ActivationDescriptor4d(const Tensor& t) {
+  return ActivationDescriptor4d(t.shape(), t.layout());
+}
+// The element type of a CUDA activation: float32, or its layout's 16 bits.
+cudnnDataType_t ElementType(const Tensor& t);
 
 // max(x, 0), NaN propagating (as oneDNN's relu, x > 0 ? x : 0 * x, does).
 ActivationDescriptor ReluDescriptor();

@@ -5,6 +5,8 @@
 // or fp16 (the context's precision; mixed_precision.h) the three products
 // take 16-bit copies of x, W and dy and write float32 (cublasGemmEx,
 // CUBLAS_COMPUTE_32F, tensor cores); the bias and its gradient stay fp32.
+// An input in 16-bit channels-last activations (HalfNhwcLayout) is converted
+// to plain float32 first, and its gradient back (plain_fallback.h).
 //
 // Same contract as the CPU layer (cpu/dense.cc): attribute "units" (> 0);
 // input [N, ...] read as [N, K] with K the product of the per-example dims;
@@ -31,6 +33,7 @@
 #include "device/cuda/cuda_context.h"
 #include "device/cuda/elementwise.h"
 #include "models/layers/cuda/mixed_precision.h"
+#include "models/layers/cuda/plain_fallback.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {
@@ -61,7 +64,7 @@ class Dense final : public Layer {
     const int k = CheckedInt(setup_.in_features), u = CheckedInt(setup_.units);
     const float one = 1.0f;
     float* y = DevicePtr(output);
-    const ComputeOperand w = Operand(ctx, parameters_[0].value), x = Operand(ctx, inputs[0]);
+    const ComputeOperand w = Operand(ctx, parameters_[0].value), x = Operand(ctx, PlainActivation(ctx, inputs[0]));
     Gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, u, n, k, w.get(), u, x.get(), k, y, u);
     PSTRAIN_CUBLAS_CHECK(
         cublasSger(ctx.cublas(), u, n, &one, DevicePtr(parameters_[1].value), 1, Ones(ctx, n), 1, y, u));
@@ -77,9 +80,11 @@ class Dense final : public Layer {
     if (!grad_inputs[0].empty()) {
       CHECK_EQ(grad_inputs[0].num_elements(), inputs[0].num_elements()) << "dense: input gradient shape";
       const ComputeOperand w = Operand(ctx, parameters_[0].value);
-      Gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, k, n, u, w.get(), u, dy.get(), u, DevicePtr(grad_inputs[0]), k);
+      PlainGradient dx(ctx, grad_inputs[0]);
+      Gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, k, n, u, w.get(), u, dy.get(), u, DevicePtr(dx.get()), k);
+      dx.Store();
     }
-    const ComputeOperand x = Operand(ctx, inputs[0]);
+    const ComputeOperand x = Operand(ctx, PlainActivation(ctx, inputs[0]));
     Gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, u, k, n, dy.get(), u, x.get(), k, DevicePtr(parameters_[0].grad), u);
     PSTRAIN_CUBLAS_CHECK(cublasSgemv(ctx.cublas(), CUBLAS_OP_N, u, n, &one, DevicePtr(grad_output), u, Ones(ctx, n), 1,
                                      &zero, DevicePtr(parameters_[1].grad), 1));

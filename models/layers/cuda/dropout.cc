@@ -9,6 +9,8 @@
 // function, so both devices draw the same masks (dropout_kernels.h). The keep
 // flags of the last training Forward() (one byte per element, grown to the
 // largest input) are what Backward() applies.
+// The output is plain float32; 16-bit channels-last inputs (HalfNhwcLayout)
+// are converted, and their gradients back (plain_fallback.h).
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "device/cuda/cuda_check.h"
 #include "device/cuda/cuda_context.h"
 #include "models/layers/cuda/dropout_kernels.h"
+#include "models/layers/cuda/plain_fallback.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {
@@ -35,7 +38,7 @@ class Dropout final : public Layer {
 
   void Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override {
     CudaContext& ctx = AsCuda(dctx);
-    const Tensor& x = inputs[0];
+    const Tensor x = PlainActivation(ctx, inputs[0]);
     CHECK(output.shape() == x.shape()) << "dropout: output " << ShapeToString(output.shape());
     if (!training) {
       PSTRAIN_CUDA_CHECK(
@@ -62,8 +65,10 @@ class Dropout final : public Layer {
     CHECK(grad_output.shape() == inputs[0].shape() && grad_inputs[0].shape() == inputs[0].shape())
         << "dropout: gradient shapes " << ShapeToString(grad_output.shape()) << ", "
         << ShapeToString(grad_inputs[0].shape());
-    DropoutBackward(DevicePtr(grad_output), static_cast<const uint8_t*>(keep_->data()), DevicePtr(grad_inputs[0]), n,
+    PlainGradient dx(ctx, grad_inputs[0]);
+    DropoutBackward(DevicePtr(grad_output), static_cast<const uint8_t*>(keep_->data()), DevicePtr(dx.get()), n,
                     setup_.rate, ctx.stream());
+    dx.Store();
   }
 
  private:

@@ -1,7 +1,8 @@
 // flatten on CUDA: [N, d1, d2, ...] -> [N, d1*d2*...] in row-major order.
 // Same contract as the CPU layer (cpu/flatten.cc): no attributes, no
-// parameters; the output is its own buffer. CUDA tensors are plain, so both
-// passes are one device-to-device copy.
+// parameters; the output is its own buffer, plain float32. From a plain
+// input both passes are one device-to-device copy; from a 16-bit
+// channels-last one (HalfNhwcLayout) one conversion each way.
 #include <vector>
 
 #include "device/cuda/cuda_check.h"
@@ -11,11 +12,16 @@
 namespace pstrain::cuda {
 namespace {
 
+// dst = src, reshaped: one of them is plain float32 and viewed in the
+// other's shape.
 void CopyOnDevice(CudaContext& ctx, const Tensor& src, const Tensor& dst) {
   CHECK_EQ(src.num_elements(), dst.num_elements())
       << "flatten: " << ShapeToString(src.shape()) << " vs " << ShapeToString(dst.shape());
-  PSTRAIN_CUDA_CHECK(
-      cudaMemcpyAsync(DevicePtr(dst), DevicePtr(src), src.num_bytes(), cudaMemcpyDeviceToDevice, ctx.stream()));
+  if (src.is_plain()) {
+    ctx.Convert(Tensor(dst.shape(), DType::kFloat32, src.buffer(), src.device()), dst);
+  } else {
+    ctx.Convert(src, Tensor(src.shape(), DType::kFloat32, dst.buffer(), dst.device()));
+  }
 }
 
 class Flatten final : public Layer {

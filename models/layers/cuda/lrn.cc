@@ -15,6 +15,8 @@
 // validated as on the CPU; cuDNN further needs n <= 16, k >= 1e-5 and
 // beta >= 0.01 (InvalidArgument otherwise). Input [C, H, W]; output alike.
 // No parameters.
+// The output is plain float32; 16-bit channels-last inputs (HalfNhwcLayout)
+// are converted, and their gradients back (plain_fallback.h).
 #include <map>
 #include <optional>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/cuda/cuda_context.h"
 #include "models/layers/cuda/cudnn_util.h"
+#include "models/layers/cuda/plain_fallback.h"
 #include "models/layers/layer_rules.h"
 
 namespace pstrain::cuda {
@@ -50,8 +53,8 @@ class Lrn final : public Layer {
     CHECK(output.shape() == inputs[0].shape()) << "lrn output " << ShapeToString(output.shape());
     const TensorDescriptor& data = DescriptorFor(inputs[0].shape());
     PSTRAIN_CUDNN_CHECK(cudnnLRNCrossChannelForward(ctx.cudnn(), lrn_->get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne,
-                                                    data.get(), DevicePtr(inputs[0]), &kZero, data.get(),
-                                                    DevicePtr(output)));
+                                                    data.get(), DevicePtr(PlainActivation(ctx, inputs[0])), &kZero,
+                                                    data.get(), DevicePtr(output)));
   }
 
   void Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
@@ -62,9 +65,12 @@ class Lrn final : public Layer {
         << "lrn gradient shapes " << ShapeToString(grad_output.shape()) << ", "
         << ShapeToString(grad_inputs[0].shape());
     const TensorDescriptor& data = DescriptorFor(inputs[0].shape());
-    PSTRAIN_CUDNN_CHECK(cudnnLRNCrossChannelBackward(
-        ctx.cudnn(), lrn_->get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne, data.get(), DevicePtr(output), data.get(),
-        DevicePtr(grad_output), data.get(), DevicePtr(inputs[0]), &kZero, data.get(), DevicePtr(grad_inputs[0])));
+    PlainGradient dx(ctx, grad_inputs[0]);
+    PSTRAIN_CUDNN_CHECK(cudnnLRNCrossChannelBackward(ctx.cudnn(), lrn_->get(), CUDNN_LRN_CROSS_CHANNEL_DIM1, &kOne,
+                                                     data.get(), DevicePtr(output), data.get(), DevicePtr(grad_output),
+                                                     data.get(), DevicePtr(PlainActivation(ctx, inputs[0])), &kZero,
+                                                     data.get(), DevicePtr(dx.get())));
+    dx.Store();
   }
 
  private:

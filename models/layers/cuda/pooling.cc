@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "device/cuda/cuda_context.h"
+#include "device/cuda/half_nhwc_layout.h"
 
 namespace pstrain::cuda {
 
@@ -14,8 +15,18 @@ absl::StatusOr<Shape> Pooling::Setup(const std::vector<Shape>& input_shapes) {
   return setup_.output;
 }
 
-Pooling::Descriptors& Pooling::DescriptorsFor(const Shape& input) {
-  auto [it, inserted] = cache_.try_emplace(input);
+TensorLayoutPtr Pooling::OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) {
+  return OutputLayoutFor(inputs[0]);
+}
+
+TensorLayoutPtr Pooling::OutputLayoutFor(const Tensor& input) const {
+  const HalfNhwcLayout* half = AsHalfNhwc(input.layout());
+  return half ? MakeHalfNhwcLayout(Batched(input.dim(0), setup_.output), half->type()) : nullptr;
+}
+
+Pooling::Descriptors& Pooling::DescriptorsFor(const Tensor& in) {
+  const Shape& input = in.shape();
+  auto [it, inserted] = cache_.try_emplace({input, ElementType(in)});
   if (!inserted) return it->second;
   CHECK(input == Batched(input.at(0), setup_.input))
       << type_ << " set up for " << ShapeToString(setup_.input) << " got input " << ShapeToString(input);
@@ -28,9 +39,9 @@ Pooling::Descriptors& Pooling::DescriptorsFor(const Shape& input) {
         CudnnDim(w.ph, "padding"), CudnnDim(w.pw, "padding"), CudnnDim(w.sh, "stride"), CudnnDim(w.sw, "stride")));
   }
   Descriptors& d = it->second;
-  d.input = NchwDescriptor(input);
+  d.input = ActivationDescriptor4d(in);
   const Shape output = Batched(input[0], setup_.output);
-  d.output = NchwDescriptor(output);
+  d.output = ActivationDescriptor4d(output, OutputLayoutFor(in));
   int n = 0, c = 0, h = 0, w = 0;
   PSTRAIN_CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pooling_->get(), d.input.get(), &n, &c, &h, &w));
   CHECK(Shape({n, c, h, w}) == output) << type_ << ": cuDNN's output [" << n << "," << c << "," << h << "," << w
@@ -40,25 +51,26 @@ Pooling::Descriptors& Pooling::DescriptorsFor(const Shape& input) {
 
 void Pooling::Forward(DeviceContext& dctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) {
   CudaContext& ctx = AsCuda(dctx);
-  const Descriptors& d = DescriptorsFor(inputs[0].shape());
+  const Descriptors& d = DescriptorsFor(inputs[0]);
   CHECK(output.shape() == Batched(inputs[0].dim(0), setup_.output))
       << type_ << " output " << ShapeToString(output.shape());
-  PSTRAIN_CUDNN_CHECK(cudnnPoolingForward(ctx.cudnn(), pooling_->get(), &kOne, d.input.get(), DevicePtr(inputs[0]),
-                                          &kZero, d.output.get(), DevicePtr(output)));
+  PSTRAIN_CUDNN_CHECK(cudnnPoolingForward(ctx.cudnn(), pooling_->get(), &kOne, d.input.get(), ActivationPtr(inputs[0]),
+                                          &kZero, d.output.get(), ActivationPtr(output)));
 }
 
 void Pooling::Backward(DeviceContext& dctx, absl::Span<const Tensor> inputs, const Tensor& output,
                        const Tensor& grad_output, absl::Span<Tensor> grad_inputs) {
   if (grad_inputs[0].empty()) return;
   CudaContext& ctx = AsCuda(dctx);
-  const Descriptors& d = DescriptorsFor(inputs[0].shape());
+  const Descriptors& d = DescriptorsFor(inputs[0]);
   CHECK(grad_output.shape() == output.shape() && grad_inputs[0].shape() == inputs[0].shape())
       << type_ << " gradient shapes " << ShapeToString(grad_output.shape()) << ", "
       << ShapeToString(grad_inputs[0].shape());
   // Max pooling finds each window's maximum again from the input and output.
-  PSTRAIN_CUDNN_CHECK(cudnnPoolingBackward(ctx.cudnn(), pooling_->get(), &kOne, d.output.get(), DevicePtr(output),
-                                           d.output.get(), DevicePtr(grad_output), d.input.get(), DevicePtr(inputs[0]),
-                                           &kZero, d.input.get(), DevicePtr(grad_inputs[0])));
+  PSTRAIN_CUDNN_CHECK(cudnnPoolingBackward(ctx.cudnn(), pooling_->get(), &kOne, d.output.get(), ActivationPtr(output),
+                                           d.output.get(), ActivationPtr(grad_output), d.input.get(),
+                                           ActivationPtr(inputs[0]), &kZero, d.input.get(),
+                                           ActivationPtr(grad_inputs[0])));
 }
 
 }  // namespace pstrain::cuda

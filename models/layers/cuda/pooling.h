@@ -2,6 +2,8 @@
 // global_avg_pool (each registered in its own file). Input [C, H, W] ->
 // [C, OH, OW], the window read as on the CPU (ReadPoolingWindow); padding is
 // symmetric and output sizes are floor mode, as cuDNN computes them.
+// 16-bit channels-last inputs (HalfNhwcLayout) give outputs in the same
+// arrangement; plain ones plain.
 #pragma once
 
 #include <cudnn.h>
@@ -24,6 +26,7 @@ class Pooling final : public Layer {
   Pooling(std::string type, cudnnPoolingMode_t mode, const LayerSpec& spec, bool global);
 
   absl::StatusOr<Shape> Setup(const std::vector<Shape>& input_shapes) override;
+  TensorLayoutPtr OutputLayout(DeviceContext& ctx, absl::Span<const Tensor> inputs) override;
   void Forward(DeviceContext& ctx, absl::Span<const Tensor> inputs, Tensor& output, bool training) override;
   void Backward(DeviceContext& ctx, absl::Span<const Tensor> inputs, const Tensor& output, const Tensor& grad_output,
                 absl::Span<Tensor> grad_inputs) override;
@@ -33,15 +36,18 @@ class Pooling final : public Layer {
   struct Descriptors {
     TensorDescriptor input, output;  // also those of the input's and output's gradients
   };
-  Descriptors& DescriptorsFor(const Shape& input);
+  // By the input's shape and layout.
+  Descriptors& DescriptorsFor(const Tensor& input);
+  // The output's layout for `input`'s.
+  TensorLayoutPtr OutputLayoutFor(const Tensor& input) const;
 
   const std::string type_;
   const cudnnPoolingMode_t mode_;
   const LayerSpec spec_;
   const bool global_;
-  PoolingSetup setup_;                        // window and per-example shapes
-  std::optional<PoolingDescriptor> pooling_;  // made on first use
-  std::map<Shape, Descriptors> cache_;        // by batched input shape
+  PoolingSetup setup_;                                              // window and per-example shapes
+  std::optional<PoolingDescriptor> pooling_;                        // made on first use
+  std::map<std::pair<Shape, cudnnDataType_t>, Descriptors> cache_;  // by batched input shape and type
 };
 
 }  // namespace pstrain::cuda
