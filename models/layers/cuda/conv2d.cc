@@ -43,7 +43,10 @@
 //                        time, made when the shape is first seen.
 // The workspace is the context's shared one; no algorithm (and no measuring)
 // takes more than PSTRAIN_CUDNN_WORKSPACE_MIB of it (read once per process;
-// default: 4096, or an eighth of the GPU's memory when that is less). On an
+// default: 4096, or an eighth of the GPU's memory when that is less).
+// Measuring a pass gets only as much as its largest candidate needs within
+// that limit (cuDNN's own figure for each algorithm), so a layer whose
+// algorithms need little does not hold the whole limit at its first step. On an
 // H200, VGG16 batch 64 trains at 781 images/sec with 4096 MiB against 348
 // with 256: the fast algorithms of its wide early layers need GiBs.
 #include <cuda_runtime.h>
@@ -118,6 +121,19 @@ Perf ChooseAlgorithm(const std::vector<Perf>& ranked, const char* pass, bool ten
              << " algorithm within " << WorkspaceLimitBytes() << " bytes of workspace";
 }
 
+// The workspace to measure a pass's algorithms with: the most any of
+// `ranked` (cuDNN's heuristic list, each with the workspace it needs) needs
+// within the limit. Measuring with less leaves out the same algorithms the
+// limit does and no others.
+template <typename Perf>
+size_t SearchWorkspaceBytes(const std::vector<Perf>& ranked) {
+  size_t bytes = 0;
+  for (const Perf& p : ranked) {
+    if (p.memory <= WorkspaceLimitBytes()) bytes = std::max(bytes, p.memory);
+  }
+  return bytes;
+}
+
 class Conv2d final : public Layer {
  public:
   explicit Conv2d(const LayerSpec& spec) : spec_(spec) {}
@@ -179,7 +195,8 @@ class Conv2d final : public Layer {
       dx.Store();
       plain_dx.Store();
     }
-    const ComputeOperand x = Operand(ctx, nhwc_ ? inputs[0] : PlainActivation(ctx, inputs[0]), /*read=*/true);
+    const Tensor input = nhwc_ ? inputs[0] : PlainActivation(ctx, inputs[0]);
+    const ComputeOperand x = Operand(ctx, input, /*read=*/true);
     ComputeOperand dw = Operand(ctx, parameters_[0].grad, /*read=*/false);
     if (p.measure_backward_filter) MeasureBackwardFilter(ctx, p, x.get(), dy.get(), dw.get());
     UseMath(p.backward_filter_math);
@@ -206,8 +223,10 @@ class Conv2d final : public Layer {
     // before each call).
     cudnnMathType_t forward_math = CUDNN_FMA_MATH, backward_data_math = CUDNN_FMA_MATH,
                     backward_filter_math = CUDNN_FMA_MATH;
-    // Measured choice: the passes still to be measured (on first use).
+    // Measured choice: the passes still to be measured (on first use), and
+    // the workspace each is measured with (SearchWorkspaceBytes).
     bool measure_forward = false, measure_backward_data = false, measure_backward_filter = false;
+    size_t forward_search_bytes = 0, backward_data_search_bytes = 0, backward_filter_search_bytes = 0;
   };
 
   // The measured choice of each pass, on the buffers it is about to write
@@ -219,7 +238,7 @@ class Conv2d final : public Layer {
     UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
         ctx.cudnn(), p.input.get(), x, filter_->get(), w, conv_->get(), p.output.get(), y, max_count, &count,
-        ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
+        ranked.data(), Workspace(ctx, p.forward_search_bytes), p.forward_search_bytes));
     ranked.resize(count);
     Take(ChooseAlgorithm(ranked, "forward", TensorOps()), &p.forward, &p.forward_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
@@ -234,7 +253,7 @@ class Conv2d final : public Layer {
     UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
         ctx.cudnn(), filter_->get(), w, p.output.get(), dy, conv_->get(), p.input.get(), dx, max_count, &count,
-        ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
+        ranked.data(), Workspace(ctx, p.backward_data_search_bytes), p.backward_data_search_bytes));
     ranked.resize(count);
     Take(ChooseAlgorithm(ranked, "backward-data", TensorOps()), &p.backward_data, &p.backward_data_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), filter_->get(), p.output.get(),
@@ -250,7 +269,7 @@ class Conv2d final : public Layer {
     UseMath(SearchMath());
     PSTRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
         ctx.cudnn(), p.input.get(), x, p.output.get(), dy, conv_->get(), filter_->get(), dw, max_count, &count,
-        ranked.data(), Workspace(ctx, WorkspaceLimitBytes()), WorkspaceLimitBytes()));
+        ranked.data(), Workspace(ctx, p.backward_filter_search_bytes), p.backward_filter_search_bytes));
     ranked.resize(count);
     Take(ChooseAlgorithm(ranked, "backward-filter", TensorOps()), &p.backward_filter, &p.backward_filter_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn(), p.input.get(), p.output.get(),
@@ -346,6 +365,7 @@ class Conv2d final : public Layer {
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(cudnn, p.input.get(), filter_->get(), conv_->get(),
                                                                p.output.get(), max_count, &count, forward.data()));
     forward.resize(count);
+    p.forward_search_bytes = SearchWorkspaceBytes(forward);
     Take(ChooseAlgorithm(forward, "forward", TensorOps()), &p.forward, &p.forward_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cudnn, p.input.get(), filter_->get(), conv_->get(),
                                                                 p.output.get(), p.forward, &p.forward_bytes));
@@ -356,6 +376,7 @@ class Conv2d final : public Layer {
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn, filter_->get(), p.output.get(), conv_->get(),
                                                                     p.input.get(), max_count, &count, data.data()));
     data.resize(count);
+    p.backward_data_search_bytes = SearchWorkspaceBytes(data);
     Take(ChooseAlgorithm(data, "backward-data", TensorOps()), &p.backward_data, &p.backward_data_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
         cudnn, filter_->get(), p.output.get(), conv_->get(), p.input.get(), p.backward_data, &p.backward_data_bytes));
@@ -366,6 +387,7 @@ class Conv2d final : public Layer {
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         cudnn, p.input.get(), p.output.get(), conv_->get(), filter_->get(), max_count, &count, filter.data()));
     filter.resize(count);
+    p.backward_filter_search_bytes = SearchWorkspaceBytes(filter);
     Take(ChooseAlgorithm(filter, "backward-filter", TensorOps()), &p.backward_filter, &p.backward_filter_math);
     PSTRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn, p.input.get(), p.output.get(),
                                                                        conv_->get(), filter_->get(), p.backward_filter,
