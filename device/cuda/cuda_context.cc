@@ -141,6 +141,7 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::Create(int ordinal) {
                                   return p;
                                 },
                                 [](void* p) { cudaFreeHost(p); }});
+  ctx->upload_staging_ = std::make_unique<UploadStaging>(ctx->pinned_allocator_.get());
   return ctx;
 }
 
@@ -150,6 +151,7 @@ CudaContext::~CudaContext() {
     cudaStreamSynchronize(stream_);
   }
   workspace_.reset();
+  upload_staging_.reset();
   device_allocator_.reset();
   pinned_allocator_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -176,6 +178,10 @@ void CudaContext::Convert(const Tensor& src, const Tensor& dst) {
   }
   CHECK_EQ(src.num_bytes(), dst.num_bytes());
   if (src.num_bytes() == 0) return;
+  if (src.on_host() && !dst.on_host() && IsPageableHostMemory(src.raw())) {
+    upload_staging_->Upload(src.raw(), dst.raw(), src.num_bytes(), stream_);
+    return;
+  }
   PSTRAIN_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.num_bytes(), cudaMemcpyDefault, stream_));
   if (dst.on_host()) Synchronize();  // the contract: host data is there on return
 }

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "device/caching_allocator.h"
+#include "device/cuda/upload_staging.h"
 #include "device/device_context.h"
 #include "glog/logging.h"
 
@@ -54,7 +55,9 @@ class CudaContext final : public DeviceContext {
 
   Device device() const override { return Device{DeviceKind::kCuda, ordinal_}; }
   void Synchronize() override;
-  // Plain tensors: any of device<-device, device<-host, host<-device.
+  // Plain tensors: any of device<-device, device<-host, host<-device. From
+  // pageable host memory through UploadStaging (upload_staging.h): it
+  // returns without waiting for the stream's earlier work.
   // Between plain float32 (on this GPU or the host) and HalfNhwcLayout (on
   // this GPU): rounded or widened, and moved between NCHW and NHWC. A
   // same-layout copy otherwise.
@@ -108,6 +111,7 @@ class CudaContext final : public DeviceContext {
   std::unique_ptr<CachingAllocator> device_allocator_;
   std::unique_ptr<CachingAllocator> pinned_allocator_;
   std::shared_ptr<Buffer> workspace_;
+  std::unique_ptr<UploadStaging> upload_staging_;  // after pinned_allocator_: destroyed first
   bool has_tf32_ = false;
   bool half_activations_ = false;
 };
