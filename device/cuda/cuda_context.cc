@@ -230,7 +230,7 @@ Tensor CudaContext::Allocate(const Shape& shape, const TensorLayoutPtr& layout) 
 }
 
 TensorLayoutPtr CudaContext::ActivationLayout(const Shape& shape) const {
-  if (precision() == Precision::kFp32 || !half_activations_ || shape.size() < 2 || shape.size() > 4) {
+  if (precision() == Precision::kFp32 || !half_activations_ || shape.size() != 4) {
     return nullptr;
   }
   return MakeHalfNhwcLayout(shape, precision() == Precision::kBf16 ? HalfType::kBf16 : HalfType::kFp16);

@@ -69,9 +69,10 @@ class CudaContext final : public DeviceContext {
 
   // The layout the CUDA layers that can give 16-bit channels-last outputs
   // (convolutions without bias, batch norm, relu, add, pooling) give an
-  // activation of batched `shape` (rank 2 to 4): HalfNhwcLayout in the
-  // precision's 16-bit type when precision() is bf16 or fp16 and
-  // half_activations() is on; null (plain float32) otherwise.
+  // activation of batched `shape`: HalfNhwcLayout in the precision's 16-bit
+  // type when precision() is bf16 or fp16, half_activations() is on and the
+  // shape is [N, C, H, W] (image activations: what channels last is for);
+  // null (plain float32) otherwise.
   TensorLayoutPtr ActivationLayout(const Shape& shape) const;
   // Whether 16-bit training keeps activations in 16 bits, channels last.
   // Initially the process's PSTRAIN_CUDA_ACTIVATIONS, read once: "float32"

@@ -504,13 +504,34 @@ struct MixedCase {
 
 void PrintTo(const MixedCase& c, std::ostream* os) { *os << c.layer.name << PrecisionName(c.precision); }
 
-std::vector<MixedCase> MixedCases() {
+// The cases `keep` accepts, each in bf16 and in fp16.
+std::vector<MixedCase> InBothHalfTypes(const std::function<bool(const AgreementCase&)>& keep) {
   std::vector<MixedCase> cases;
   for (const AgreementCase& c : Cases()) {
-    if (c.spec.type != "conv2d" && c.spec.type != "dense") continue;
+    if (!keep(c)) continue;
     for (Precision p : {Precision::kBf16, Precision::kFp16}) cases.push_back({c, p});
   }
   return cases;
+}
+
+std::vector<MixedCase> MixedCases() {
+  return InBothHalfTypes([](const AgreementCase& c) { return c.spec.type == "conv2d" || c.spec.type == "dense"; });
+}
+
+std::string MixedCaseName(const ::testing::TestParamInfo<MixedCase>& info) {
+  return info.param.layer.name + PrecisionName(info.param.precision);
+}
+
+// The operands the CPU reference computes on: the inputs, the output's
+// gradient and the first parameter (a product's weights) rounded to the
+// 16-bit type; the other parameters (a bias, added in float32) as they are.
+Operands RoundedForTheCpu(Precision precision, const Operands& o) {
+  Operands rounded;
+  for (const Tensor& t : o.inputs) rounded.inputs.push_back(Rounded(precision, t));
+  for (size_t i = 0; i < o.params.size(); ++i)
+    rounded.params.push_back(i == 0 ? Rounded(precision, o.params[i]) : o.params[i]);
+  rounded.grad_output = Rounded(precision, o.grad_output);
+  return rounded;
 }
 
 class MixedPrecisionAgreementTest : public BothDevices<::testing::TestWithParam<MixedCase>> {};
@@ -522,14 +543,10 @@ TEST_P(MixedPrecisionAgreementTest, MatchesTheCpuOnRoundedOperands) {
   LayerPair pair;
   ASSERT_TRUE(MakeLayerPair(c, &pair));
 
-  const auto [inputs, params, grad_output] = RandomOperands(c, pair, 4);
-  std::vector<Tensor> rounded_inputs, rounded_params;
-  for (const Tensor& t : inputs) rounded_inputs.push_back(Rounded(precision, t));
-  // The weights are rounded; the bias is added in float32.
-  for (size_t i = 0; i < params.size(); ++i)
-    rounded_params.push_back(i == 0 ? Rounded(precision, params[i]) : params[i]);
-
-  const LayerResults want = RunLayer(cpu(), *pair.cpu, rounded_inputs, rounded_params, Rounded(precision, grad_output));
+  const Operands operands = RandomOperands(c, pair, 4);
+  const auto& [inputs, params, grad_output] = operands;
+  const Operands rounded = RoundedForTheCpu(precision, operands);
+  const LayerResults want = RunLayer(cpu(), *pair.cpu, rounded.inputs, rounded.params, rounded.grad_output);
   const LayerResults got = RunLayer(cuda(), *pair.cuda, inputs, params, grad_output);
   EXPECT_TRUE(Agree("output", want.output, got.output, MixedTolerance(precision, want.output)));
   EXPECT_TRUE(Agree("gradient of the input", want.grad_inputs[0], got.grad_inputs[0],
@@ -544,10 +561,7 @@ TEST_P(MixedPrecisionAgreementTest, MatchesTheCpuOnRoundedOperands) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ConvAndDense, MixedPrecisionAgreementTest, ::testing::ValuesIn(MixedCases()),
-                         [](const ::testing::TestParamInfo<MixedCase>& info) {
-                           return info.param.layer.name + PrecisionName(info.param.precision);
-                         });
+INSTANTIATE_TEST_SUITE_P(ConvAndDense, MixedPrecisionAgreementTest, ::testing::ValuesIn(MixedCases()), MixedCaseName);
 
 class CudaCpuAgreementTest : public BothDevices<::testing::Test> {};
 
@@ -769,18 +783,10 @@ bool KeepsHalfActivations(const LayerSpec& spec) {
   return native->contains(spec.type) || (spec.type == "conv2d" && spec.GetInt("bias", 1) == 0);
 }
 
-std::vector<MixedCase> EveryLayerInBothHalfTypes() {
-  std::vector<MixedCase> cases;
-  for (const AgreementCase& c : Cases()) {
-    for (Precision p : {Precision::kBf16, Precision::kFp16}) cases.push_back({c, p});
-  }
-  return cases;
-}
-
 class HalfActivationsAgreementTest : public BothDevices<::testing::TestWithParam<MixedCase>> {};
 
 // Every layer type, given its inputs and output gradient as 16-bit
-// channels-last activations, matches the CPU on the rounded operands within
+// channels-last activations (those shaped [N, C, H, W]), matches the CPU on the rounded operands within
 // the mixed-precision tolerance, and lays out its output as it should.
 TEST_P(HalfActivationsAgreementTest, MatchesTheCpuOnRoundedOperands) {
   const AgreementCase& c = GetParam().layer;
@@ -790,16 +796,14 @@ TEST_P(HalfActivationsAgreementTest, MatchesTheCpuOnRoundedOperands) {
   gpu.SetHalfActivations(true);
   LayerPair pair;
   ASSERT_TRUE(MakeLayerPair(c, &pair));
-  const auto [inputs, params, grad_output] = RandomOperands(c, pair, 6);
-  std::vector<Tensor> rounded_inputs, rounded_params;
-  for (const Tensor& t : inputs) rounded_inputs.push_back(Rounded(precision, t));
-  for (size_t i = 0; i < params.size(); ++i)
-    rounded_params.push_back(i == 0 ? Rounded(precision, params[i]) : params[i]);
-
-  const LayerResults want = RunLayer(cpu(), *pair.cpu, rounded_inputs, rounded_params, Rounded(precision, grad_output));
+  const Operands operands = RandomOperands(c, pair, 6);
+  const auto& [inputs, params, grad_output] = operands;
+  const Operands rounded = RoundedForTheCpu(precision, operands);
+  const LayerResults want = RunLayer(cpu(), *pair.cpu, rounded.inputs, rounded.params, rounded.grad_output);
   const LayerResults got = RunLayer(gpu, *pair.cuda, inputs, params, grad_output,
                                     [&](const Shape& shape) { return gpu.ActivationLayout(shape); });
-  EXPECT_EQ(got.output_layout != nullptr, KeepsHalfActivations(c.spec))
+  // Only [N, C, H, W] activations are laid out (CudaContext::ActivationLayout).
+  EXPECT_EQ(got.output_layout != nullptr, KeepsHalfActivations(c.spec) && c.input_shapes[0].size() == 4)
       << "output laid out as " << (got.output_layout ? got.output_layout->ToString() : "plain");
   EXPECT_TRUE(Agree("output", want.output, got.output, MixedTolerance(precision, want.output)));
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -813,10 +817,8 @@ TEST_P(HalfActivationsAgreementTest, MatchesTheCpuOnRoundedOperands) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCpuLayerTypes, HalfActivationsAgreementTest,
-                         ::testing::ValuesIn(EveryLayerInBothHalfTypes()),
-                         [](const ::testing::TestParamInfo<MixedCase>& info) {
-                           return info.param.layer.name + PrecisionName(info.param.precision);
-                         });
+                         ::testing::ValuesIn(InBothHalfTypes([](const AgreementCase&) { return true; })),
+                         MixedCaseName);
 
 // Plain float32 -> 16-bit channels-last -> plain float32 on the GPU: each
 // element rounded once and back at its own index, for both types.
