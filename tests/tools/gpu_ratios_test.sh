@@ -9,15 +9,15 @@ trap 'rm -rf "$T"' EXIT
 fail() { echo "gpu_ratios_test: $*"; exit 1; }
 out="$T/out"
 mkdir -p "$out" "$T/work/table/single_node_gpu" "$T/work/table/single_node_gpu_mixed"
-compare() {  # FILE RATIO MEMORY PSTRAIN_RATE
-  printf '{"ratio": %s, "memory_ratio": %s, "pstrain": {"images_per_sec": %s}, "pytorch": {"images_per_sec": 2000}}\n' \
-    "$2" "$3" "$4" > "$out/$1"
+compare() {  # FILE RATIO MEMORY PSTRAIN_RATE [ACTIVATIONS]
+  printf '{"ratio": %s, "memory_ratio": %s, "pstrain": {"images_per_sec": %s, "activations": "%s"}, "pytorch": {"images_per_sec": 2000}}\n' \
+    "$2" "$3" "$4" "${5:-float32}" > "$out/$1"
 }
 compare bench_pytorch_compare.json 0.95 1.1 1900
 compare bench_pytorch_compare_strict.json 0.97 1.0 900
 compare bench_pytorch_compare_bf16.json 0.91 1.25 2800
 compare bench_pytorch_compare_fp16.json 0.5 1.0 1500
-compare bench_pytorch_compare_bf16_half.json 0.96 0.62 2950
+compare bench_pytorch_compare_bf16_half.json 0.96 0.62 2950 "bf16 nhwc"
 printf '{"pytorch": {"images_per_sec": 2000}, "ratio": null}\n' > "$out/bench_pytorch_momentum.json"
 printf '{"pytorch": {"images_per_sec": 1000}, "ratio": null}\n' > "$out/bench_pytorch_momentum_strict.json"
 # bench_pytorch_momentum_bf16.json missing: its line has no result.
@@ -71,6 +71,15 @@ python3 "$ROOT/tools/gpu_ratios.py" "$ok" > "$T/ok.txt"
 status=$?
 [ "$status" -eq 0 ] || { cat "$T/ok.txt"; fail "exit status $status with every figure passing, want 0"; }
 grep -c PASS "$T/ok.txt" | grep -qx 15 || { cat "$T/ok.txt"; fail "want 15 PASS lines"; }
+
+# A half run that kept float32 activations is no figure of 16-bit ones.
+compare bench_pytorch_compare_bf16_half.json 0.96 0.62 2950 float32
+cp "$out"/bench_pytorch_compare_bf16_half.json "$ok"/
+python3 "$ROOT/tools/gpu_ratios.py" "$ok" > "$T/float.txt"
+[ $? -eq 1 ] || { cat "$T/float.txt"; fail "a half run with float32 activations: want exit status 1"; }
+grep -q "ran with float32 activations, not bf16 nhwc: ignored" "$T/float.txt" || fail "no line naming the float32 run"
+grep -E "^fwd\+bwd vs PyTorch, bf16 with 16-bit NHWC activations +no result" "$T/float.txt" > /dev/null ||
+  fail "the float32 half run still gave a figure"
 
 python3 "$ROOT/tools/gpu_ratios.py" "$T/none" 2> /dev/null
 [ $? -eq 2 ] || fail "a folder that is not there: want exit status 2"

@@ -67,9 +67,10 @@ TEST(ModelBenchTest, LenetJsonCarriesEveryFigure) {
   const std::string json = FormatModelBenchJson(*r);
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
-  for (const char* key : {"\"model\":\"lenet\"", "\"batch_size\":4", "\"steps\":2",
-                          "\"images_per_sec\":", "\"gflop_per_image\":", "\"achieved_gflops\":", "\"matmul_gflops\":",
-                          "\"ratio\":", "\"peak_rss_bytes\":", "\"step_arena_bytes\":", "\"precision\":\"fp32\""}) {
+  for (const char* key :
+       {"\"model\":\"lenet\"", "\"batch_size\":4", "\"steps\":2",
+        "\"images_per_sec\":", "\"gflop_per_image\":", "\"achieved_gflops\":", "\"matmul_gflops\":", "\"ratio\":",
+        "\"peak_rss_bytes\":", "\"step_arena_bytes\":", "\"precision\":\"fp32\"", "\"activations\":\"float32\""}) {
     EXPECT_THAT(json, HasSubstr(key));
   }
   EXPECT_THAT(json, ::testing::Not(HasSubstr("null")));

@@ -19,6 +19,11 @@
 #include "proto/config.pb.h"
 #include "tools/bench/gpu_matmul_reference.h"
 
+#ifdef PSTRAIN_WITH_CUDA
+#include "device/cuda/cuda_context.h"
+#include "device/cuda/half_nhwc_layout.h"
+#endif
+
 namespace pstrain::bench {
 namespace {
 
@@ -94,6 +99,18 @@ absl::StatusOr<MatmulReference> MeasureSgemm(const ModelBenchOptions& options, i
 // parameter count, FLOPs and setup time. InvalidArgument for a model that
 // does not build (a usage problem: name, shape) or a precision the device
 // refuses.
+// ModelBenchResult::activations for `ctx`, its precision set.
+std::string ActivationFormat(DeviceContext& ctx) {
+#ifdef PSTRAIN_WITH_CUDA
+  if (ctx.device().kind == DeviceKind::kCuda) {
+    if (const cuda::HalfNhwcLayout* half = cuda::AsHalfNhwc(cuda::AsCuda(ctx).ActivationLayout({1, 1, 1, 1}))) {
+      return half->type() == cuda::HalfType::kBf16 ? "bf16 nhwc" : "fp16 nhwc";
+    }
+  }
+#endif
+  return "float32";
+}
+
 absl::StatusOr<BenchModel> BuildModel(const ModelBenchOptions& options, ModelBenchResult& result) {
   const auto setup_start = Clock::now();
   ModelConfig config;
@@ -108,6 +125,7 @@ absl::StatusOr<BenchModel> BuildModel(const ModelBenchOptions& options, ModelBen
   }
   bench.ctx->SetFp32Math(*ParseFp32Math(options.fp32_math));
   result.fp32_math = Fp32MathName(bench.ctx->fp32_math());
+  result.activations = ActivationFormat(*bench.ctx);
   absl::StatusOr<std::unique_ptr<Model>> created = CreateModel(config, bench.ctx.get());
   if (!created.ok()) return absl::InvalidArgumentError(created.status().message());
   bench.model = *std::move(created);
@@ -142,12 +160,13 @@ void MakeSyntheticBatch(const ModelBenchOptions& options, const Shape& input_sha
 void PrintBanner(const ModelBenchResult& result, std::ostream& out) {
   out << absl::StrFormat(
              "Model:       %s (%d parameters)\nInput:       [%s], %d classes, synthetic\n"
-             "Batch size:  %d\nDevices:     ['%s'] (%d oneDNN threads)\nPrecision:   %s\nMode:        training "
+             "Batch size:  %d\nDevices:     ['%s'] (%d oneDNN threads)\nPrecision:   %s%s\nMode:        training "
              "(forward + backward, no optimizer)\nWarm-up:     %d steps\nSetup:       %.2f s\n==========\n"
              "Step\tImg/sec\ttotal_loss\n",
              result.model, result.num_parameters, absl::StrJoin(result.input_shape, ", "), result.num_classes,
              result.batch_size, result.device == "gpu" ? "gpu:0" : "cpu", result.threads,
-             DescribeArithmetic(*ParsePrecision(result.precision), *ParseFp32Math(result.fp32_math)), result.warmup,
+             DescribeArithmetic(*ParsePrecision(result.precision), *ParseFp32Math(result.fp32_math)),
+             result.activations == "float32" ? "" : absl::StrCat("; activations ", result.activations), result.warmup,
              result.setup_seconds)
       << std::flush;
 }
@@ -363,7 +382,8 @@ std::string FormatModelBenchProfile(const ModelBenchResult& r) {
 
 std::string FormatModelBenchJson(const ModelBenchResult& r) {
   std::string out = absl::StrFormat(
-      "{\"model\":%s,\"device\":%s,\"precision\":%s,\"fp32_math\":%s,\"matmul_reference\":%s,\"batch_size\":%d,"
+      "{\"model\":%s,\"device\":%s,\"precision\":%s,\"fp32_math\":%s,\"activations\":%s,\"matmul_reference\":%s,"
+      "\"batch_size\":%d,"
       "\"steps\":%d,\"warmup\":%"
       "d,\"input_"
       "shape\":[%s],\"num_classes\":%d,"
@@ -374,12 +394,12 @@ std::string FormatModelBenchJson(const ModelBenchResult& r) {
       "\"step_live_peak_bytes\":%d,\"peak_device_bytes\":%d,\"device_allocations_after_first_step\":%d,"
       "\"setup_seconds\":%s",
       JsonString(r.model), JsonString(r.device), JsonString(r.precision), JsonString(r.fp32_math),
-      JsonString(r.matmul_name), r.batch_size, r.steps, r.warmup, absl::StrJoin(r.input_shape, ","), r.num_classes,
-      r.threads, r.num_parameters, JsonNumber(r.images_per_sec), JsonNumber(r.images_per_sec_stddev),
-      JsonNumber(r.forward_gflop_per_image), JsonNumber(r.gflop_per_image), JsonNumber(r.achieved_gflops),
-      JsonNumber(r.matmul.gflops), r.matmul.m, JsonNumber(r.ratio), JsonNumber(r.best_images_per_sec),
-      JsonNumber(r.best_achieved_gflops), JsonNumber(r.best_ratio), r.peak_rss_bytes, r.step_memory.arena_bytes,
-      r.step_memory.separate_bytes, r.step_memory.live_peak_bytes, r.peak_device_bytes,
+      JsonString(r.activations), JsonString(r.matmul_name), r.batch_size, r.steps, r.warmup,
+      absl::StrJoin(r.input_shape, ","), r.num_classes, r.threads, r.num_parameters, JsonNumber(r.images_per_sec),
+      JsonNumber(r.images_per_sec_stddev), JsonNumber(r.forward_gflop_per_image), JsonNumber(r.gflop_per_image),
+      JsonNumber(r.achieved_gflops), JsonNumber(r.matmul.gflops), r.matmul.m, JsonNumber(r.ratio),
+      JsonNumber(r.best_images_per_sec), JsonNumber(r.best_achieved_gflops), JsonNumber(r.best_ratio), r.peak_rss_bytes,
+      r.step_memory.arena_bytes, r.step_memory.separate_bytes, r.step_memory.live_peak_bytes, r.peak_device_bytes,
       r.device_allocations_after_first_step, JsonNumber(r.setup_seconds));
   if (r.bf16_matmul.gflops > 0) {
     absl::StrAppendFormat(&out, ",\"bf16_matmul_gflops\":%s,\"bf16_ratio\":%s,\"best_bf16_ratio\":%s",

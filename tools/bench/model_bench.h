@@ -95,9 +95,12 @@ struct ModelBenchResult {
   double forward_gflop_per_image = 0;
   double gflop_per_image = 0;  // training: 3 x forward
   double achieved_gflops = 0;
-  std::string device;       // "cpu" or "gpu"
-  std::string precision;    // "fp32" or "bf16"
-  std::string fp32_math;    // as it ran on the device (strict where it has no TF32)
+  std::string device;     // "cpu" or "gpu"
+  std::string precision;  // "fp32" or "bf16"
+  std::string fp32_math;  // as it ran on the device (strict where it has no TF32)
+  // How activations passed between layers: "float32", or on a GPU in bf16
+  // or fp16 with PSTRAIN_CUDA_ACTIVATIONS=half, "bf16 nhwc" / "fp16 nhwc".
+  std::string activations = "float32";
   std::string matmul_name;  // "oneDNN sgemm" or "cuBLAS sgemm"
   MatmulReference matmul;
   double ratio = 0;  // achieved_gflops / matmul.gflops
