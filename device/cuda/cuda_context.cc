@@ -197,7 +197,7 @@ void CudaContext::ConvertLayout(const Tensor& src, const Tensor& dst) {
   const Tensor& plain = from != nullptr ? dst : src;
   Tensor staged = plain;
   if (plain.on_host()) {
-    staged = Tensor(plain.shape(), DType::kFloat32, AllocateBytes(plain.num_bytes()), device());
+    staged = AllocateUninitialized(plain.shape());
     if (src.on_host()) Convert(src, staged);
   }
   if (from != nullptr) {
@@ -234,6 +234,11 @@ TensorLayoutPtr CudaContext::ActivationLayout(const Shape& shape) const {
     return nullptr;
   }
   return MakeHalfNhwcLayout(shape, precision() == Precision::kBf16 ? HalfType::kBf16 : HalfType::kFp16);
+}
+
+Tensor CudaContext::AllocateUninitialized(const Shape& shape) {
+  return Tensor(shape, DType::kFloat32, AllocateBytes(static_cast<size_t>(NumElements(shape)) * sizeof(float)),
+                device());
 }
 
 std::shared_ptr<Buffer> CudaContext::AllocateBytes(size_t bytes) {

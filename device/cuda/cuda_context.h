@@ -83,6 +83,9 @@ class CudaContext final : public DeviceContext {
 
   // Raw device bytes (not zeroed) from the caching allocator.
   std::shared_ptr<Buffer> AllocateBytes(size_t bytes);
+  // A plain float32 device tensor of `shape` whose bytes are not zeroed:
+  // scratch that is written before it is read.
+  Tensor AllocateUninitialized(const Shape& shape);
   // Pinned (page-locked) host memory from its own caching allocator, for
   // copies that overlap compute. The tensor is a host tensor, zero-filled.
   Tensor AllocateHost(const Shape& shape) override;

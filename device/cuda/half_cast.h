@@ -17,6 +17,9 @@ enum class HalfType { kFp16, kBf16 };
 // Bytes per element of either type.
 inline constexpr size_t kHalfBytes = 2;
 
+// "bf16" or "fp16".
+inline const char* HalfTypeName(HalfType type) { return type == HalfType::kBf16 ? "bf16" : "fp16"; }
+
 // dst[i] = src[i] rounded to `type`; dst holds n elements of that type.
 void CastToHalf(const float* src, void* dst, int64_t n, HalfType type, cudaStream_t stream);
 // dst[i] = src[i] widened to float32 (exact); src holds n elements of `type`.

@@ -22,7 +22,7 @@ bool HalfNhwcLayout::Equals(const TensorLayout& other) const {
 }
 
 std::string HalfNhwcLayout::ToString() const {
-  return absl::StrCat("nhwc ", type_ == HalfType::kBf16 ? "bf16 " : "fp16 ", ShapeToString(shape_));
+  return absl::StrCat("nhwc ", HalfTypeName(type_), " ", ShapeToString(shape_));
 }
 
 TensorLayoutPtr MakeHalfNhwcLayout(const Shape& shape, HalfType type) {

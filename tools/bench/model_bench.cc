@@ -104,7 +104,7 @@ std::string ActivationFormat(DeviceContext& ctx) {
 #ifdef PSTRAIN_WITH_CUDA
   if (ctx.device().kind == DeviceKind::kCuda) {
     if (const cuda::HalfNhwcLayout* half = cuda::AsHalfNhwc(cuda::AsCuda(ctx).ActivationLayout({1, 1, 1, 1}))) {
-      return half->type() == cuda::HalfType::kBf16 ? "bf16 nhwc" : "fp16 nhwc";
+      return absl::StrCat(cuda::HalfTypeName(half->type()), " nhwc");
     }
   }
 #endif
