@@ -85,7 +85,12 @@ void BenchWorker::RunPhase(Phase phase) {
   const int p = static_cast<int>(phase);
   context_.sync.ArriveAndWait();       // everyone warm
   SnapshotLoads(&phase_loads_[p][0]);  // then start together
-  HeartbeatProbe probe([this] { return client_->Heartbeat(0).status(); }, kHeartbeatProbeInterval);
+  // No client when connecting failed: the probe then has nothing to call.
+  HeartbeatProbe probe(
+      [this] {
+        return client_ == nullptr ? absl::FailedPreconditionError("no client") : client_->Heartbeat(0).status();
+      },
+      kHeartbeatProbeInterval);
   TimedRounds([&](PhaseTiming* timing) { return RunRound(phase, timing); }, tally_.timing[p]);
   tally_.timing[p].heartbeats = probe.Stop();
   context_.sync.ArriveAndWait();       // phase over for everyone
