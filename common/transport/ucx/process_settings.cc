@@ -44,6 +44,11 @@ void SetProcessDefaults() {
     setenv("UCX_MM_ERROR_HANDLING", "y", /*overwrite=*/0);
     setenv("UCX_RNDV_SCHEME", "get_zcopy", /*overwrite=*/0);
     setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
+    // Both or neither: UCX refuses a send segment larger than the receive one.
+    if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr && std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
+      setenv("UCX_TCP_TX_SEG_SIZE", kTcpSegmentSize, /*overwrite=*/0);
+      setenv("UCX_TCP_RX_SEG_SIZE", kTcpSegmentSize, /*overwrite=*/0);
+    }
     return true;
   }();
   (void)done;

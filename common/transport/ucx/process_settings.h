@@ -42,9 +42,20 @@ absl::Status CheckMemoryHooksForSanitizers();
 //                            fragment pipeline there that measured 2x
 //                            slower (pstrain-bench ps, docs/BENCHMARKS.md).
 //                            The network worker uses put_zcopy instead
-//                            (NetworkRendezvousScheme).
+//                            (NetworkRendezvousScheme);
+//   UCX_TCP_TX_SEG_SIZE=UCX_TCP_RX_SEG_SIZE=kTcpSegmentSize  (only when the
+//                            user set neither: UCX refuses a send segment
+//                            larger than the receive one) the tcp lane
+//                            sends and receives in pieces of 256 KiB, not
+//                            UCX's 8 KiB and 64 KiB: a push+pull between
+//                            emulated hosts gained 1.25x (pstrain-bench ps,
+//                            docs/BENCHMARKS.md). Every pstrain process
+//                            sets the same, so peers agree; a peer whose
+//                            sends exceed this side's receive segment
+//                            cannot talk to it.
 // Once per process; later calls do nothing. Thread-safe.
 void SetProcessDefaults();
+inline constexpr char kTcpSegmentSize[] = "256k";
 
 // UCX_RNDV_SCHEME for the engine's network worker: "put_zcopy" -- the
 // sender writes a large part into the receiver's buffer (RDMA write; over

@@ -66,7 +66,9 @@ absl::Status UcpWorkers::Create(UcpWorker& w, const ContextSettings& settings) {
   ucs_status_t status = ucp_worker_create(w.context, &worker_params, &w.worker);
   if (status != UCS_OK) {
     w.worker = nullptr;
-    return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_create: ", UcsText(status)));
+    return absl::UnavailableError(absl::StrCat("ucx: ucp_worker_create: ", UcsText(status),
+                                               " (UCX's log above names the setting it refused; check the "
+                                               "environment's UCX_* variables)"));
   }
   ucp_worker_attr_t attr{};
   attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
