@@ -48,7 +48,7 @@ absl::Status CheckMemoryHooksForSanitizers();
 //                            larger than the receive one) the tcp lane
 //                            sends and receives in pieces of 256 KiB, not
 //                            UCX's 8 KiB and 64 KiB: a push+pull between
-//                            emulated hosts gained 1.25x (pstrain-bench ps,
+//                            emulated hosts gained 1.42x (pstrain-bench ps,
 //                            docs/BENCHMARKS.md). Every pstrain process
 //                            sets the same, so peers agree; a peer whose
 //                            sends exceed this side's receive segment
