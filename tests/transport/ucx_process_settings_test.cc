@@ -44,26 +44,26 @@ TEST(UcxProcessSettingsTest, TcpSegmentsOfAQuarterMebibyteWhenTheUserSetNeither)
 }
 
 TEST(UcxProcessSettingsTest, AUsersTcpSegmentSizeIsKeptAndTheOtherLeftToUcx) {
-  // A receive segment of the user's, and UCX's own send segment (8 KiB): a
-  // default send segment of 256 KiB would exceed a smaller receive one.
-  EXPECT_EXIT(
-      {
-        setenv("UCX_TCP_RX_SEG_SIZE", "32k", 1);
-        unsetenv("UCX_TCP_TX_SEG_SIZE");
-        SetProcessDefaults();
-        if (Env("UCX_TCP_RX_SEG_SIZE") != "32k") std::exit(1);
-        ExitZeroIfEqual("UCX_TCP_TX_SEG_SIZE", "(unset)");
-      },
-      ExitedWithCode(0), "");
-  EXPECT_EXIT(
-      {
-        setenv("UCX_TCP_TX_SEG_SIZE", "16k", 1);
-        unsetenv("UCX_TCP_RX_SEG_SIZE");
-        SetProcessDefaults();
-        if (Env("UCX_TCP_TX_SEG_SIZE") != "16k") std::exit(1);
-        ExitZeroIfEqual("UCX_TCP_RX_SEG_SIZE", "(unset)");
-      },
-      ExitedWithCode(0), "");
+  // The user's size, and UCX's own for the other (8 KiB sends, 64 KiB
+  // receives): a default of 256 KiB could exceed the user's receive segment.
+  struct Case {
+    const char* set;
+    const char* value;
+    const char* other;
+  };
+  for (const Case& c : {Case{"UCX_TCP_RX_SEG_SIZE", "32k", "UCX_TCP_TX_SEG_SIZE"},
+                        Case{"UCX_TCP_TX_SEG_SIZE", "16k", "UCX_TCP_RX_SEG_SIZE"}}) {
+    EXPECT_EXIT(
+        {
+          setenv(c.set, c.value, 1);
+          unsetenv(c.other);
+          SetProcessDefaults();
+          if (Env(c.set) != c.value) std::exit(1);
+          ExitZeroIfEqual(c.other, "(unset)");
+        },
+        ExitedWithCode(0), "")
+        << c.set << "=" << c.value;
+  }
 }
 
 // UCX accepts the defaults: a tcp worker is made with them. A send segment
