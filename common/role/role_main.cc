@@ -21,6 +21,7 @@
 #include "common/config/time_dilation.h"
 #include "common/durable_file.h"
 #include "common/host_port.h"
+#include "common/lock_order_checking.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
 
@@ -231,6 +232,7 @@ std::string RunDir(const ExperimentConfig& config) {
 
 RoleSetup InitRole(int* argc, char*** argv, RoleKind binary_role, const MachineCheck& machine_check) {
   TuneAllocatorForBulkTraffic();
+  SetLockOrderCheckingFromEnvironment();
   const std::vector<std::string> original_args(*argv, *argv + *argc);
   ParseFlagsAndStartLogging(argc, argv);
   // Parse, then apply flags and TF_CONFIG, then validate the final picture.

@@ -71,6 +71,7 @@
 #include "common/allocator_tuning.h"
 #include "common/command_line/command_line.h"
 #include "common/config/config_loader.h"
+#include "common/lock_order_checking.h"
 #include "common/transport/security.h"
 #include "gflags/gflags.h"
 #include "glog/logging.h"
@@ -527,6 +528,7 @@ std::function<bool(const std::string&)> FlagsOf(const std::string& name) {
 
 int main(int argc, char** argv) {
   pstrain::TuneAllocatorForBulkTraffic();
+  pstrain::SetLockOrderCheckingFromEnvironment();
   if (argc < 2 || argv[1][0] == '-') {
     const bool help = argc >= 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0);
     PrintSubcommands(help ? std::cout : std::cerr);
