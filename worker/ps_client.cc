@@ -194,16 +194,37 @@ CallOptions PsClient::RpcOptions() const {
   return options;
 }
 
-absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options) {
+absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options,
+                              AnswerReader read) {
   // The calls live in state shared with their callbacks: after an early
   // return the others still complete into it.
   struct State {
+    // Whether an answer with `status` is to be read now; if so, a read is
+    // counted under way until Complete.
+    bool StartRead(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu) {
+      absl::MutexLock lock(&mu);
+      const bool now = read != nullptr && status.ok() && ended_at_once < 0;
+      if (now) ++reading;
+      return now;
+    }
+    void Complete(int i, bool was_read, absl::Status status, IncomingFrame frame) ABSL_LOCKS_EXCLUDED(mu) {
+      absl::MutexLock lock(&mu);
+      if (was_read) --reading;
+      if (ended_at_once < 0 && IsShardLostOrRestored(status)) ended_at_once = i;
+      calls[i].status = std::move(status);
+      calls[i].response = std::move(frame);
+      --pending;
+    }
+
     absl::Mutex mu;
     std::vector<ShardCall> calls;
+    AnswerReader read;
     int pending ABSL_GUARDED_BY(mu) = 0;
+    int reading ABSL_GUARDED_BY(mu) = 0;         // reads under way
     int ended_at_once ABSL_GUARDED_BY(mu) = -1;  // the call that ended the fan-out early
   };
   auto state = std::make_shared<State>();
+  state->read = std::move(read);
   const int n = static_cast<int>(calls.size());
   state->calls = std::move(calls);
   calls.clear();
@@ -219,12 +240,9 @@ absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& c
     channels[call.shard]->Call(method, std::move(call.request), call_options,
                                [state, i, ticket = call.in_place.ticket](absl::Status status, IncomingFrame frame) {
                                  if (ticket != nullptr) ticket->Complete();
-                                 absl::MutexLock lock(&state->mu);
-                                 if (state->ended_at_once < 0 && IsShardLostOrRestored(status))
-                                   state->ended_at_once = i;
-                                 state->calls[i].status = std::move(status);
-                                 state->calls[i].response = std::move(frame);
-                                 --state->pending;
+                                 const bool read = state->StartRead(status);
+                                 if (read) status = state->read(i, frame);
+                                 state->Complete(i, read, std::move(status), std::move(frame));
                                });
   }
   auto failed = [&](const ShardCall& call) {
@@ -245,6 +263,8 @@ absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& c
       return absl::OkStatus();
     }
     ended_early = failed(state->calls[state->ended_at_once]);
+    state->mu.Await(absl::Condition(
+        +[](State* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->reading == 0; }, state.get()));
   }
   // Pulls still open must not land in the variables after this returns.
   in_place_.Stop();
@@ -402,18 +422,16 @@ absl::StatusOr<int64_t> PsClient::ReadBatchAnswer(int batch, IncomingFrame& resp
   return min_seen;
 }
 
-absl::StatusOr<int64_t> PsClient::ReadPullAnswers(std::vector<ShardCall>& calls, JoinInfo* info) {
+int64_t PsClient::CombinePullAnswers(const std::vector<PulledBatch>& batches, JoinInfo* info) {
   int64_t min_seen = INT64_MAX;
   int64_t generation = INT64_MAX;
-  for (size_t b = 0; b < batches_.size(); ++b) {
-    PullResponse header;
-    PSTRAIN_ASSIGN_OR_RETURN(const int64_t version, ReadBatchAnswer(static_cast<int>(b), calls[b].response, &header));
-    min_seen = std::min(min_seen, version);
-    resumed_step_ = header.resumed_step();
-    generation = std::min(generation, header.generation());
+  for (const PulledBatch& batch : batches) {
+    min_seen = std::min(min_seen, batch.version);
+    resumed_step_ = batch.header.resumed_step();
+    generation = std::min(generation, batch.header.generation());
     if (info != nullptr) {
-      info->rejoined = info->rejoined || header.rejoined();
-      info->worker_steps = std::max(info->worker_steps, header.worker_steps());
+      info->rejoined = info->rejoined || batch.header.rejoined();
+      info->worker_steps = std::max(info->worker_steps, batch.header.worker_steps());
     }
   }
   // Shards restored one after the other may answer from two generations
@@ -434,8 +452,15 @@ absl::StatusOr<int64_t> PsClient::RunPulls(std::vector<ShardCall> calls, absl::D
   // leaves room for that answer to arrive.
   options.deadline = absl::Now() + timeout + absl::Seconds(config_.timeouts().rpc_seconds());
   options.wait_for_ready = wait_for_ready;
-  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options));
-  return ReadPullAnswers(calls, info);
+  // Batch b is call b (PullCalls). Each read writes its own parts of the
+  // variables and its own slot; shared so that no read outlives them.
+  auto pulled = std::make_shared<std::vector<PulledBatch>>(calls.size());
+  PSTRAIN_RETURN_IF_ERROR(FanOut(ps_rpc::kPull, calls, options, [this, pulled](int b, IncomingFrame& answer) {
+    PulledBatch& batch = (*pulled)[b];
+    PSTRAIN_ASSIGN_OR_RETURN(batch.version, ReadBatchAnswer(b, answer, &batch.header));
+    return absl::OkStatus();
+  }));
+  return CombinePullAnswers(*pulled, info);
 }
 
 absl::StatusOr<int64_t> PsClient::Pull(int64_t min_version, absl::Duration timeout, bool wait_for_ready,

@@ -185,7 +185,14 @@ class PsClient {
   // without waiting for the others (a pull parked on a live shard may wait
   // long); their answers are then discarded as they arrive, and `calls` is
   // left empty.
-  absl::Status FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options);
+  // `read`, when given, reads call i's answer as it arrives, on the
+  // transport's thread (answers in any order, several at once), while the
+  // others are still on their way; its status becomes the call's. It is not
+  // run for a failed call, nor once the fan-out has ended early, and FanOut
+  // returns only after every read it started has finished.
+  using AnswerReader = std::function<absl::Status(int i, IncomingFrame& answer)>;
+  absl::Status FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options,
+                      AnswerReader read = nullptr);
   // The pull requests (one per RPC batch) for `min_version`.
   std::vector<ShardCall> PullCalls(int64_t min_version, int64_t min_generation, int64_t generation,
                                    absl::Duration timeout, int64_t local_step) const;
@@ -195,9 +202,15 @@ class PsClient {
   // Reads one batch's pull answer into the variables; returns its smallest
   // version, and its header in `header`.
   absl::StatusOr<int64_t> ReadBatchAnswer(int batch, IncomingFrame& response, PullResponse* header);
-  // Reads pull answers into the variables; returns the smallest version.
-  absl::StatusOr<int64_t> ReadPullAnswers(std::vector<ShardCall>& calls, JoinInfo* info);
-  // Pull and Join: issues `calls`, then ReadPullAnswers.
+  // One batch's pull answer, read into the variables as it arrived.
+  struct PulledBatch {
+    int64_t version = 0;  // its smallest version
+    PullResponse header;
+  };
+  // What the batches' answers say together; returns the smallest version.
+  int64_t CombinePullAnswers(const std::vector<PulledBatch>& batches, JoinInfo* info);
+  // Pull and Join: issues `calls`, reading each answer as it arrives, then
+  // CombinePullAnswers.
   absl::StatusOr<int64_t> RunPulls(std::vector<ShardCall> calls, absl::Duration timeout, bool wait_for_ready,
                                    JoinInfo* info);
   // One call per shard, each carrying `header`.

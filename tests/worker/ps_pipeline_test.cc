@@ -1081,5 +1081,78 @@ TEST(PsPipelineFailureTest, AbandonWaitsForAPushBeingSent) {
   h.log().SetOnRequest(nullptr);
 }
 
+// ------------------------------------------------- PsClient::Pull (no pipeline)
+
+// Pulls every batch of the harness's worker at `version` on its own thread,
+// once every pull request has arrived.
+std::unique_ptr<Background> StartPullOfEveryBatch(Harness& h, int64_t version, absl::StatusOr<int64_t>* pulled) {
+  auto call = h.Start("Pull", [&h, version, pulled] {
+    *pulled = h.client().Pull(version, absl::Hours(1), /*wait_for_ready=*/false, /*local_step=*/0);
+  });
+  const absl::Time give_up = absl::Now() + kGenerous;
+  while (h.log().Pulls().size() < static_cast<size_t>(kBatches) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_THAT(h.log().Pulls(), UnorderedElementsAreArray({0, 1, 2, 3, 4, 5}));
+  return call;
+}
+
+// A pull of the whole model (the strategy's without the pipeline) reads each
+// batch's answer into the variables as it arrives, while the others are
+// still on their way, not all of them once the last has come.
+TEST(PsClientPullTest, EachAnswerIsReadAsItArrivesWhileTheOthersAreOnTheirWay) {
+  Harness h("sync", /*window_bytes=*/0, 1);
+  ASSERT_NO_FATAL_FAILURE(h.Build());
+  absl::StatusOr<int64_t> pulled;
+  auto call = StartPullOfEveryBatch(h, 8, &pulled);
+  ASSERT_TRUE(h.AnswerPull(3, 8));
+  EXPECT_TRUE(h.HoldsPulled(0, 3, 8)) << "batch 3 was not read when it arrived";
+  EXPECT_EQ(h.client().bytes_pulled(), h.batch_bytes(3));
+  EXPECT_TRUE(call->StillBlocked());
+  for (int b : {5, 0, 2, 1}) ASSERT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
+  ASSERT_TRUE(h.AnswerPull(4, 9));
+  ASSERT_TRUE(call->Returns());
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(*pulled, 8);  // the smallest version answered
+  for (int b = 0; b < kBatches; ++b) EXPECT_TRUE(h.HoldsPulled(0, b, b == 4 ? 9 : 8)) << "batch " << b;
+}
+
+// A shard lost ends the pull at once; answers that come after it are not
+// read: the variables stay as they were when it returned.
+TEST(PsClientPullTest, AShardLostEndsThePullAndLaterAnswersChangeNothing) {
+  Harness h("sync", /*window_bytes=*/0, 1);
+  ASSERT_NO_FATAL_FAILURE(h.Build());
+  absl::StatusOr<int64_t> pulled;
+  auto call = StartPullOfEveryBatch(h, 8, &pulled);
+  const Harness::Snapshot before = h.Values();
+  ASSERT_TRUE(h.FailPull(0, absl::UnavailableError("shard 0 is gone")));
+  ASSERT_TRUE(call->Returns());
+  ASSERT_FALSE(pulled.ok()) << "returned " << *pulled;
+  EXPECT_EQ(pulled.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(pulled.status().message(), HasSubstr("PS shard 0"));
+  for (int b = 1; b < kBatches; ++b) ASSERT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
+  EXPECT_THAT(h.Changed(before), IsEmpty());
+  EXPECT_EQ(h.client().bytes_pulled(), 0);
+}
+
+// An answer that does not match its request fails the pull, naming the
+// shard and what was wrong; the well-formed answers are still read.
+TEST(PsClientPullTest, AMalformedAnswerFailsThePullNamingTheShard) {
+  Harness h("sync", /*window_bytes=*/0, 1);
+  ASSERT_NO_FATAL_FAILURE(h.Build());
+  absl::StatusOr<int64_t> pulled;
+  auto call = StartPullOfEveryBatch(h, 8, &pulled);
+  for (int b : {0, 1, 2, 3, 5}) ASSERT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
+  PullResponse wrong;
+  wrong.add_tensors()->set_name("not_a_part");
+  wrong.add_versions(8);
+  ASSERT_TRUE(h.log().Answer(ps_rpc::kPull, 4, absl::OkStatus(), OutgoingFrame::FromHeader(wrong)));
+  ASSERT_TRUE(call->Returns());
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_THAT(pulled.status().message(), HasSubstr("PS shard 1"));
+  EXPECT_THAT(pulled.status().message(), HasSubstr("returned 1 tensors"));
+  for (int b : {0, 1, 2, 3, 5}) EXPECT_TRUE(h.HoldsPulled(0, b, 8)) << "batch " << b;
+}
+
 }  // namespace
 }  // namespace pstrain
