@@ -56,37 +56,30 @@ class LockOrderCheckingTest : public ::testing::Test {
   }
 };
 
+// In a child: sets PSTRAIN_CHECK_LOCK_ORDER to `value` (nullptr: unset)
+// and applies it; exits 2 unless the check is then `on`, else takes a cycle
+// and exits 0.
+void ApplyThenTakeACycle(const char* value, bool on) {
+  if (value == nullptr) {
+    unsetenv("PSTRAIN_CHECK_LOCK_ORDER");
+  } else {
+    setenv("PSTRAIN_CHECK_LOCK_ORDER", value, 1);
+  }
+  if (SetLockOrderCheckingFromEnvironment() != on) std::exit(2);
+  TakeTwoMutexesInBothOrders();
+  std::exit(0);
+}
+
 TEST_F(LockOrderCheckingTest, OffByDefaultSoACycleIsNeitherFatalNorReported) {
-  EXPECT_EXIT(
-      {
-        unsetenv("PSTRAIN_CHECK_LOCK_ORDER");
-        if (SetLockOrderCheckingFromEnvironment()) std::exit(2);
-        TakeTwoMutexesInBothOrders();
-        std::exit(0);
-      },
-      ExitedWithCode(0), "^$");
+  EXPECT_EXIT(ApplyThenTakeACycle(nullptr, /*on=*/false), ExitedWithCode(0), "^$");
 }
 
 TEST_F(LockOrderCheckingTest, OnWhenAskedAndThenACycleIsReportedNotFatal) {
-  EXPECT_EXIT(
-      {
-        setenv("PSTRAIN_CHECK_LOCK_ORDER", "1", 1);
-        if (!SetLockOrderCheckingFromEnvironment()) std::exit(2);
-        TakeTwoMutexesInBothOrders();
-        std::exit(0);
-      },
-      ExitedWithCode(0), "Potential Mutex deadlock");
+  EXPECT_EXIT(ApplyThenTakeACycle("1", /*on=*/true), ExitedWithCode(0), "Potential Mutex deadlock");
 }
 
 TEST_F(LockOrderCheckingTest, AnyOtherValueLeavesItOff) {
-  EXPECT_EXIT(
-      {
-        setenv("PSTRAIN_CHECK_LOCK_ORDER", "yes", 1);
-        if (SetLockOrderCheckingFromEnvironment()) std::exit(2);
-        TakeTwoMutexesInBothOrders();
-        std::exit(0);
-      },
-      ExitedWithCode(0), "^$");
+  EXPECT_EXIT(ApplyThenTakeACycle("yes", /*on=*/false), ExitedWithCode(0), "^$");
 }
 
 }  // namespace
