@@ -142,9 +142,10 @@ absl::Status EmbeddingClient::ReadPullAnswer(const Table& table, const ShardShar
   const size_t n = share.keys.size();
   SparsePullResponse header;
   if (!response.ParseHeader(&header) || header.dim() != dim || header.num_ids() != static_cast<int64_t>(n) ||
-      response.remaining() != n * dim * WireDTypeSize(header.dtype())) {
+      header.dtype() != table.wire_dtype || response.remaining() != n * dim * WireDTypeSize(header.dtype())) {
     return absl::DataLossError(absl::StrCat("sparse pull of '", table.config.name(), "' from PS shard ", shard,
-                                            ": the answer does not hold ", n, " rows of dim ", dim));
+                                            ": the answer does not hold ", n, " rows of dim ", dim, " in ",
+                                            WireDTypeElements(table.wire_dtype)));
   }
   std::vector<char> wire(response.remaining());
   PSTRAIN_RETURN_IF_ERROR(response.Read(wire.data(), wire.size()));

@@ -408,6 +408,10 @@ absl::StatusOr<int64_t> PsClient::ReadBatchAnswer(int batch, IncomingFrame& resp
   if (header->tensors_size() != static_cast<int>(batches_[batch].parts.size())) {
     return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header->tensors_size(), " tensors"));
   }
+  if (header->versions_size() != header->tensors_size()) {
+    return absl::InternalError(absl::StrCat("pull: shard ", s, " returned ", header->versions_size(), " versions for ",
+                                            header->tensors_size(), " tensors"));
+  }
   int64_t min_seen = INT64_MAX;
   for (int k = 0; k < header->tensors_size(); ++k) {
     const VariablePart& part = parts_[batches_[batch].parts[k]];

@@ -504,6 +504,10 @@ class Harness {
   // Answers the pull of `batch` as a shard at `version` would, the values
   // PulledValue(part, i, version).
   bool AnswerPull(int batch, int64_t version) {
+    return log_->Answer(ps_rpc::kPull, batch, absl::OkStatus(), PullAnswer(batch, version));
+  }
+  // That answer.
+  OutgoingFrame PullAnswer(int batch, int64_t version) {
     const std::vector<VariablePart>& parts = client_->parts();
     PullResponse header;
     OutgoingFrame response;
@@ -521,7 +525,7 @@ class Harness {
     }
     header.set_generation(client_->generation());
     header.SerializeToString(&response.header);
-    return log_->Answer(ps_rpc::kPull, batch, absl::OkStatus(), std::move(response));
+    return response;
   }
   bool FailPull(int batch, absl::Status status) { return log_->Answer(ps_rpc::kPull, batch, std::move(status), {}); }
 
@@ -1152,6 +1156,25 @@ TEST(PsClientPullTest, AMalformedAnswerFailsThePullNamingTheShard) {
   EXPECT_THAT(pulled.status().message(), HasSubstr("PS shard 1"));
   EXPECT_THAT(pulled.status().message(), HasSubstr("returned 1 tensors"));
   for (int b : {0, 1, 2, 3, 5}) EXPECT_TRUE(h.HoldsPulled(0, b, 8)) << "batch " << b;
+}
+
+// A shard's answer must carry a version per tensor: one with fewer fails the
+// pull, saying so, rather than reading past the versions it has.
+TEST(PsClientPullTest, AnAnswerWithoutAVersionPerTensorFailsThePull) {
+  Harness h("sync", /*window_bytes=*/0, 1);
+  ASSERT_NO_FATAL_FAILURE(h.Build());
+  absl::StatusOr<int64_t> pulled;
+  auto call = StartPullOfEveryBatch(h, 8, &pulled);
+  for (int b : {0, 1, 3, 4, 5}) ASSERT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
+  OutgoingFrame answer = h.PullAnswer(2, 8);  // two tensors
+  PullResponse header;
+  ASSERT_TRUE(header.ParseFromString(answer.header));
+  header.mutable_versions()->RemoveLast();
+  header.SerializeToString(&answer.header);
+  ASSERT_TRUE(h.log().Answer(ps_rpc::kPull, 2, absl::OkStatus(), std::move(answer)));
+  ASSERT_TRUE(call->Returns());
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_THAT(pulled.status().message(), HasSubstr("returned 1 versions for 2 tensors"));
 }
 
 }  // namespace
