@@ -670,5 +670,27 @@ TEST(InprocTransportTest, ManyDeadlinesFireInOrder) {
   (*server)->Shutdown(absl::Seconds(1));
 }
 
+TEST(InprocTransportTest, AnAnsweredCallsDeadlineIsNoLongerWatched) {
+  InprocTransport transport;
+  EchoHandler echo;
+  HoldingHandler holding;
+  absl::StatusOr<std::unique_ptr<Server>> echo_server = transport.Serve("answered:1", &echo);
+  absl::StatusOr<std::unique_ptr<Server>> held_server = transport.Serve("held:1", &holding);
+  ASSERT_TRUE(echo_server.ok() && held_server.ok());
+  absl::StatusOr<std::unique_ptr<Channel>> answered = transport.Connect("answered:1");
+  absl::StatusOr<std::unique_ptr<Channel>> held = transport.Connect("held:1");
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE((*answered)->CallSync("Echo", OutgoingFrame(), Deadline(absl::Hours(1)), nullptr).ok());
+  }
+  EXPECT_EQ(transport.watched_deadlines(), 0);
+  AsyncResult result;
+  (*held)->Call("Work", OutgoingFrame(), Deadline(absl::Hours(1)), result.Callback());
+  ASSERT_TRUE(holding.WaitForHeld(1));
+  EXPECT_EQ(transport.watched_deadlines(), 1);
+  holding.AnswerAll();
+  ASSERT_TRUE(result.done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(transport.watched_deadlines(), 0);
+}
+
 }  // namespace
 }  // namespace pstrain

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -18,6 +20,11 @@ struct InprocCall {
   absl::Mutex mu;
   bool completed ABSL_GUARDED_BY(mu) = false;
   ResponseCallback done ABSL_GUARDED_BY(mu);
+  // Its entry in the transport's deadlines, under the transport's lock
+  // (State::mu): removed when it is answered, so a call's memory does not
+  // wait for its deadline.
+  using Deadlines = std::multimap<absl::Time, std::weak_ptr<InprocCall>>;
+  std::optional<Deadlines::iterator> deadline;
 
   // Runs `done` (never under the lock) unless the call completed already.
   void Complete(absl::Status status, IncomingFrame frame) ABSL_LOCKS_EXCLUDED(mu) {
@@ -37,7 +44,7 @@ struct InprocTransport::State {
   // Signalled when a deadline is added, a call finishes or the transport stops.
   absl::CondVar changed;
   std::map<std::string, Handler*> servers ABSL_GUARDED_BY(mu);
-  std::multimap<absl::Time, std::weak_ptr<InprocCall>> deadlines ABSL_GUARDED_BY(mu);
+  InprocCall::Deadlines deadlines ABSL_GUARDED_BY(mu);
   std::map<std::string, int> in_flight ABSL_GUARDED_BY(mu);  // per address
   // Calls made with wait_for_ready before their server existed, per address.
   struct Waiting {
@@ -62,10 +69,13 @@ struct InprocTransport::State {
         changed.WaitWithDeadline(&mu, next);
         continue;
       }
-      std::weak_ptr<InprocCall> weak = deadlines.begin()->second;
+      std::shared_ptr<InprocCall> call = deadlines.begin()->second.lock();
       deadlines.erase(deadlines.begin());
+      if (call == nullptr) continue;
+      call->deadline.reset();
       mu.Unlock();
-      if (auto call = weak.lock()) call->Complete(absl::DeadlineExceededError("inproc call deadline exceeded"), {});
+      call->Complete(absl::DeadlineExceededError("inproc call deadline exceeded"), {});
+      call.reset();  // its callback's captures are released outside the lock
       mu.Lock();
     }
   }
@@ -89,13 +99,13 @@ class InprocChannel : public Channel {
       if (handler != nullptr) {
         ++state_->in_flight[address_];
         if (options.deadline != absl::InfiniteFuture()) {
-          state_->deadlines.emplace(options.deadline, call);
+          call->deadline = state_->deadlines.emplace(options.deadline, call);
           state_->changed.SignalAll();
         }
       } else if (options.wait_for_ready) {
         // Park until Serve() for this address, or until the deadline.
         if (options.deadline != absl::InfiniteFuture()) {
-          state_->deadlines.emplace(options.deadline, call);
+          call->deadline = state_->deadlines.emplace(options.deadline, call);
           state_->changed.SignalAll();
         }
         state_->waiting[address_].push_back({std::string(method), std::move(request), call});
@@ -116,6 +126,10 @@ class InprocChannel : public Channel {
                     [call, state, address](absl::Status status, OutgoingFrame response) {
                       call->Complete(std::move(status), IncomingFrame::FromOutgoing(std::move(response)));
                       absl::MutexLock lock(&state->mu);
+                      if (call->deadline.has_value()) {
+                        state->deadlines.erase(*call->deadline);
+                        call->deadline.reset();
+                      }
                       --state->in_flight[address];
                       state->changed.SignalAll();
                     });
@@ -166,6 +180,11 @@ InprocTransport::~InprocTransport() {
     state_->changed.SignalAll();
   }
   state_->timer.join();
+}
+
+int InprocTransport::watched_deadlines() const {
+  absl::MutexLock lock(&state_->mu);
+  return static_cast<int>(state_->deadlines.size());
 }
 
 absl::StatusOr<std::unique_ptr<Channel>> InprocTransport::Connect(const std::string& address) {

@@ -23,6 +23,11 @@ class InprocTransport : public Transport {
   absl::StatusOr<std::unique_ptr<Channel>> Connect(const std::string& address) override;
   absl::StatusOr<std::unique_ptr<Server>> Serve(const std::string& address, Handler* handler) override;
 
+  // Calls whose deadline the transport still watches: those with a deadline
+  // not answered yet (an answered call's is dropped at once, so its memory
+  // does not wait for its deadline).
+  int watched_deadlines() const;
+
   struct State;  // shared with channels and servers
 
  private:
