@@ -14,6 +14,7 @@
 //   ps_service/recorded-*    shard 0's requests in order, in batches, as ps_service_fuzz reads them
 //   kv_store/recorded-*      the key-value requests of run 2
 //   checkpoint/recorded-*    each committed checkpoint: MANIFEST and both shard files
+//   ps_answers/built-*       shards' answers to worker 0's pulls, built (WriteAnswerSeeds)
 // Files named recorded-* are replaced; others (hand-written seeds, crash-*
 // regression inputs) are kept. It also checks that the run's variables are
 // the tiny model the fuzz targets install, and fails if not.
@@ -30,6 +31,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/compression/compression.h"
 #include "common/durable_file.h"
 #include "common/ps_rpc.h"
 #include "common/transport/inproc/inproc_transport.h"
@@ -161,6 +163,60 @@ std::string ShardZeroAddress(const std::vector<Request>& requests) {
   Die("no recorded Init installs shard 0 of the tiny model (tests/fuzz/fuzz_util.h): update TinyModelVariables");
 }
 
+// One pull answer of the tiny model's shard `shard` at version 3, in `dtype`,
+// as ps_answers_fuzz reads it (OK, one piece, the record); without versions
+// when `versions` is false.
+std::string DenseAnswer(int shard, WireDType dtype, bool versions = true) {
+  PullResponse header;
+  std::string payload;
+  for (const VariablePart& p : TinyModelParts()) {
+    if (p.shard != shard) continue;
+    std::vector<float> values(p.count);
+    for (int64_t i = 0; i < p.count; ++i) values[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+    std::string bytes(p.count * WireDTypeSize(dtype), '\0');
+    EncodeFloats(dtype, values.data(), values.size(), bytes.data());
+    TensorHeader* h = header.add_tensors();
+    h->set_name(p.name);
+    for (int64_t d : p.shape) h->add_shape(d);
+    h->set_dtype(dtype);
+    h->set_num_bytes(bytes.size());
+    if (versions) header.add_versions(3);
+    payload += bytes;
+  }
+  return std::string(2, '\0') + EncodeRecord(EncodeWireHeader(header.SerializeAsString()) + payload);
+}
+
+// One sparse pull answer of one row of dim 4 in `dtype` (`rows` rows of payload).
+std::string SparseAnswer(WireDType dtype, int rows = 1) {
+  SparsePullResponse header;
+  header.set_dim(4);
+  header.set_num_ids(1);
+  header.set_dtype(dtype);
+  const std::vector<float> values = {0.5f, -1.0f, 2.0f, 0.125f};
+  std::string bytes(rows * 4 * WireDTypeSize(dtype), '\0');
+  if (rows > 0) EncodeFloats(dtype, values.data(), values.size(), bytes.data());
+  return std::string(2, '\0') + EncodeRecord(EncodeWireHeader(header.SerializeAsString()) + bytes);
+}
+
+// ps_answers: built, not recorded (the shards' answers as the tiny model's
+// worker 0 gets them): a whole-model pull at version 3 in each dense dtype,
+// the same with shard 1 lost, a one-row sparse answer in each wire dtype;
+// and the regression inputs of two answers workers once misread.
+int WriteAnswerSeeds(const fs::path& dir) {
+  const WireDType dense[] = {DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16};
+  for (char call = 0; call < 3; ++call) {
+    Write(dir / absl::StrCat("built-pull-", static_cast<int>(call)),
+          std::string{call, 3} + DenseAnswer(0, dense[call]) + DenseAnswer(1, dense[call]));
+  }
+  const std::string lost = std::string{5, 0} + EncodeRecord("");
+  Write(dir / "built-pull-shard-lost", std::string{0, 3} + DenseAnswer(0, DT_FLOAT32) + lost);
+  Write(dir / "built-sparse-fp32", std::string{3, 0} + SparseAnswer(DT_FLOAT32));
+  Write(dir / "built-sparse-bf16", std::string{4, 0} + SparseAnswer(DT_BFLOAT16));
+  Write(dir / "crash-pull-without-versions",
+        std::string{0, 3} + DenseAnswer(0, DT_FLOAT32, /*versions=*/false) + DenseAnswer(1, DT_FLOAT32));
+  Write(dir / "crash-sparse-unknown-dtype", std::string{3, 0} + SparseAnswer(static_cast<WireDType>(7), 0));
+  return 8;
+}
 }  // namespace
 }  // namespace pstrain::fuzz
 
@@ -274,7 +330,8 @@ int main(int argc, char** argv) {
     if (!same) Die("the run's variables are not the tiny model's (tests/fuzz/fuzz_util.h): update TinyModelVariables");
   }
   fs::remove_all(ckpt_dir);
-  std::printf("record_seeds: wrote %d frame, %d ps_service, %d kv_store, %d checkpoint seeds under %s\n", counts[0],
-              counts[1], counts[2], counts[3], corpus.c_str());
+  const int answers = WriteAnswerSeeds(corpus / "ps_answers");
+  std::printf("record_seeds: wrote %d frame, %d ps_service, %d kv_store, %d checkpoint, %d ps_answers seeds under %s\n",
+              counts[0], counts[1], counts[2], counts[3], answers, corpus.c_str());
   return 0;
 }
