@@ -204,9 +204,9 @@ std::string SparseAnswer(WireDType dtype, int rows = 1) {
 // and the regression inputs of two answers workers once misread.
 int WriteAnswerSeeds(const fs::path& dir) {
   const WireDType dense[] = {DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16};
-  for (char call = 0; call < 3; ++call) {
-    Write(dir / absl::StrCat("built-pull-", static_cast<int>(call)),
-          std::string{call, 3} + DenseAnswer(0, dense[call]) + DenseAnswer(1, dense[call]));
+  for (int call = 0; call < 3; ++call) {
+    Write(dir / absl::StrCat("built-pull-", call),
+          std::string{static_cast<char>(call), 3} + DenseAnswer(0, dense[call]) + DenseAnswer(1, dense[call]));
   }
   const std::string lost = std::string{5, 0} + EncodeRecord("");
   Write(dir / "built-pull-shard-lost", std::string{0, 3} + DenseAnswer(0, DT_FLOAT32) + lost);
