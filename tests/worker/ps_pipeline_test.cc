@@ -1139,22 +1139,31 @@ TEST(PsClientPullTest, AShardLostEndsThePullAndLaterAnswersChangeNothing) {
   EXPECT_EQ(h.client().bytes_pulled(), 0);
 }
 
+// Pulls every batch at version 8, answering all but `bad_batch` as a shard
+// would and that one with `bad`; returns what the pull returned.
+absl::Status PullWithOneBadAnswer(Harness& h, int bad_batch, OutgoingFrame bad) {
+  absl::StatusOr<int64_t> pulled;
+  auto call = StartPullOfEveryBatch(h, 8, &pulled);
+  for (int b = 0; b < kBatches; ++b) {
+    if (b != bad_batch) EXPECT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
+  }
+  EXPECT_TRUE(h.log().Answer(ps_rpc::kPull, bad_batch, absl::OkStatus(), std::move(bad)));
+  EXPECT_TRUE(call->Returns());
+  return pulled.status();
+}
+
 // An answer that does not match its request fails the pull, naming the
 // shard and what was wrong; the well-formed answers are still read.
 TEST(PsClientPullTest, AMalformedAnswerFailsThePullNamingTheShard) {
   Harness h("sync", /*window_bytes=*/0, 1);
   ASSERT_NO_FATAL_FAILURE(h.Build());
-  absl::StatusOr<int64_t> pulled;
-  auto call = StartPullOfEveryBatch(h, 8, &pulled);
-  for (int b : {0, 1, 2, 3, 5}) ASSERT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
   PullResponse wrong;
   wrong.add_tensors()->set_name("not_a_part");
   wrong.add_versions(8);
-  ASSERT_TRUE(h.log().Answer(ps_rpc::kPull, 4, absl::OkStatus(), OutgoingFrame::FromHeader(wrong)));
-  ASSERT_TRUE(call->Returns());
+  const absl::Status pulled = PullWithOneBadAnswer(h, 4, OutgoingFrame::FromHeader(wrong));
   ASSERT_FALSE(pulled.ok());
-  EXPECT_THAT(pulled.status().message(), HasSubstr("PS shard 1"));
-  EXPECT_THAT(pulled.status().message(), HasSubstr("returned 1 tensors"));
+  EXPECT_THAT(pulled.message(), HasSubstr("PS shard 1"));
+  EXPECT_THAT(pulled.message(), HasSubstr("returned 1 tensors"));
   for (int b : {0, 1, 2, 3, 5}) EXPECT_TRUE(h.HoldsPulled(0, b, 8)) << "batch " << b;
 }
 
@@ -1163,18 +1172,14 @@ TEST(PsClientPullTest, AMalformedAnswerFailsThePullNamingTheShard) {
 TEST(PsClientPullTest, AnAnswerWithoutAVersionPerTensorFailsThePull) {
   Harness h("sync", /*window_bytes=*/0, 1);
   ASSERT_NO_FATAL_FAILURE(h.Build());
-  absl::StatusOr<int64_t> pulled;
-  auto call = StartPullOfEveryBatch(h, 8, &pulled);
-  for (int b : {0, 1, 3, 4, 5}) ASSERT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
   OutgoingFrame answer = h.PullAnswer(2, 8);  // two tensors
   PullResponse header;
   ASSERT_TRUE(header.ParseFromString(answer.header));
   header.mutable_versions()->RemoveLast();
   header.SerializeToString(&answer.header);
-  ASSERT_TRUE(h.log().Answer(ps_rpc::kPull, 2, absl::OkStatus(), std::move(answer)));
-  ASSERT_TRUE(call->Returns());
+  const absl::Status pulled = PullWithOneBadAnswer(h, 2, std::move(answer));
   ASSERT_FALSE(pulled.ok());
-  EXPECT_THAT(pulled.status().message(), HasSubstr("returned 1 versions for 2 tensors"));
+  EXPECT_THAT(pulled.message(), HasSubstr("returned 1 versions for 2 tensors"));
 }
 
 }  // namespace
