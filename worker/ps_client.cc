@@ -212,7 +212,9 @@ absl::Status PsClient::FanOut(std::string_view method, std::vector<ShardCall>& c
       if (was_read) --reading;
       if (ended_at_once < 0 && IsShardLostOrRestored(status)) ended_at_once = i;
       calls[i].status = std::move(status);
-      calls[i].response = std::move(frame);
+      // A read answer is let go here, so its buffers (a lane's ring) are
+      // free before the others have come.
+      if (!was_read) calls[i].response = std::move(frame);
       --pending;
     }
 

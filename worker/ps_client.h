@@ -189,7 +189,8 @@ class PsClient {
   // transport's thread (answers in any order, several at once), while the
   // others are still on their way; its status becomes the call's. It is not
   // run for a failed call, nor once the fan-out has ended early, and FanOut
-  // returns only after every read it started has finished.
+  // returns only after every read it started has finished. A read call's
+  // `response` is left empty.
   using AnswerReader = std::function<absl::Status(int i, IncomingFrame& answer)>;
   absl::Status FanOut(std::string_view method, std::vector<ShardCall>& calls, const CallOptions& options,
                       AnswerReader read = nullptr);
