@@ -38,6 +38,7 @@
 #include "gtest/gtest.h"
 #include "proto/config.pb.h"
 #include "proto/ps.pb.h"
+#include "tests/util/process_test_util.h"
 #include "worker/ps_client.h"
 #include "worker/replica_set.h"
 
@@ -1093,10 +1094,8 @@ std::unique_ptr<Background> StartPullOfEveryBatch(Harness& h, int64_t version, a
   auto call = h.Start("Pull", [&h, version, pulled] {
     *pulled = h.client().Pull(version, absl::Hours(1), /*wait_for_ready=*/false, /*local_step=*/0);
   });
-  const absl::Time give_up = absl::Now() + kGenerous;
-  while (h.log().Pulls().size() < static_cast<size_t>(kBatches) && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  test::WaitUntil([&h] { return h.log().Pulls().size() >= static_cast<size_t>(kBatches); },
+                  absl::ToChronoMilliseconds(kGenerous));
   EXPECT_THAT(h.log().Pulls(), UnorderedElementsAreArray({0, 1, 2, 3, 4, 5}));
   return call;
 }
@@ -1145,7 +1144,9 @@ absl::Status PullWithOneBadAnswer(Harness& h, int bad_batch, OutgoingFrame bad) 
   absl::StatusOr<int64_t> pulled;
   auto call = StartPullOfEveryBatch(h, 8, &pulled);
   for (int b = 0; b < kBatches; ++b) {
-    if (b != bad_batch) EXPECT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
+    if (b != bad_batch) {
+      EXPECT_TRUE(h.AnswerPull(b, 8)) << "batch " << b;
+    }
   }
   EXPECT_TRUE(h.log().Answer(ps_rpc::kPull, bad_batch, absl::OkStatus(), std::move(bad)));
   EXPECT_TRUE(call->Returns());
