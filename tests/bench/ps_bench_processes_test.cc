@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,7 @@
 #include "tests/util/process_test_util.h"
 #include "tools/bench/ps_bench.h"
 #include "tools/launch/emulated_hosts.h"
+#include "tools/launch/host_cpus.h"
 
 namespace pstrain::bench {
 namespace {
@@ -171,6 +173,7 @@ TEST(PsBenchProcessesTest, BadCombinationsExitTwoNamingTheFlag) {
       {{"--emulated_hosts", "1"}, "--emulated_hosts must be 2 to"},
       {{"--emulated_hosts", "3", "--workers", "1", "--servers", "1"}, "--emulated_hosts must be 2 to"},
       {{"--processes", "--link_gbps", "1"}, "--link_gbps caps the links of emulated hosts"},
+      {{"--processes", "--host_cpus", "own"}, "--host_cpus places emulated hosts"},
   };
   for (const auto& [flags, message] : cases) {
     const auto [code, err] = RunBench(flags);
@@ -203,8 +206,36 @@ TEST(PsBenchProcessesTest, TwoEmulatedHostsGiveTheSameFiguresAndAccounting) {
   const HostPlacement placement = PlaceOnHosts(options);
   EXPECT_EQ(placement.shard_host, std::vector<int>({0, 0}));
   EXPECT_EQ(placement.worker_host, std::vector<int>({1, 1}));
+  // The default (auto): each host on CPUs of its own where there are enough.
+  const std::vector<int> cpus = launch::CpusOfThisProcess();
+  const std::string own =
+      cpus.size() >= 2
+          ? absl::StrCat("CPUs of their own (",
+                         launch::CpuListString({cpus.begin(), cpus.begin() + cpus.size() / 2 + cpus.size() % 2}), ", ",
+                         launch::CpuListString({cpus.begin() + cpus.size() / 2 + cpus.size() % 2, cpus.end()}), ")")
+          : "CPUs shared";
   EXPECT_EQ(DescribeEmulatedHosts(options),
-            "emulated hosts: 2 (shards on host 0, workers on host 1), links 5 Gbit/s each way");
+            "emulated hosts: 2 (shards on host 0, workers on host 1), links 5 Gbit/s each way, " + own);
+  EXPECT_THAT(FormatPsBenchJson(options, PsBenchResult()),
+              HasSubstr(cpus.size() >= 2 ? "\"host_cpus\":\"own\"" : "\"host_cpus\":\"shared\""));
+  options.host_cpus = "shared";
+  EXPECT_THAT(DescribeEmulatedHosts(options), testing::EndsWith("each way, CPUs shared"));
+  EXPECT_THAT(FormatPsBenchJson(options, PsBenchResult()), HasSubstr("\"host_cpus\":\"shared\""));
+}
+
+// --host_cpus: a word it does not know, or own CPUs for more hosts than
+// there are CPUs, exits 2 naming the flag before anything starts.
+TEST(PsBenchProcessesTest, HostCpusThatCannotBeHadExitTwoSayingWhy) {
+  if (absl::Status s = launch::CanEmulateHosts(); !s.ok()) GTEST_SKIP() << s.message();
+  auto [code, err] = RunBench({"--emulated_hosts", "2", "--host_cpus", "mine"});
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_THAT(err, HasSubstr("--host_cpus must be auto, own or shared, got \"mine\""));
+  const int too_many = static_cast<int>(launch::CpusOfThisProcess().size()) + 1;
+  std::tie(code, err) = RunBench(
+      {"--emulated_hosts", std::to_string(too_many), "--workers", std::to_string(too_many), "--host_cpus", "own"});
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_THAT(err,
+              HasSubstr(absl::StrCat("--host_cpus own: ", too_many, " emulated hosts cannot have CPUs of their own")));
 }
 
 TEST(PsBenchProcessesTest, RolesAreSpreadOverTheHosts) {

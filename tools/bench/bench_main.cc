@@ -8,11 +8,13 @@
 //        pstrain-bench ps --workers W --servers S --key_bytes B --keys K
 //                         --transport grpc|ucx [--seconds T | --rounds R]
 //                         [--warmup_rounds N] [--window_bytes B] [--processes]
-//                         [--emulated_hosts N [--link_gbps R]] [--json] [--profile]
+//                         [--emulated_hosts N [--link_gbps R] [--host_cpus auto|own|shared]]
+//                         [--json] [--profile]
 //        --processes: every shard and worker a process of its own (the
 //        bench starting itself as the hidden `ps-role` subcommand);
 //        --emulated_hosts: those processes on N emulated hosts (network
-//        namespaces on a bridge; root only), links capped at R Gbit/s
+//        namespaces on a bridge; root only), links capped at R Gbit/s, each
+//        host on CPUs of its own where there are enough (--host_cpus)
 //   model  training steps of a zoo model in one process (no PS): images/sec,
 //          achieved GFLOP/s vs a oneDNN sgemm measured beside it, peak RSS
 //        pstrain-bench model --model resnet50 --batch_size 32 --steps N
@@ -106,6 +108,9 @@ DEFINE_int64(window_bytes, 0,
 DEFINE_int32(pushes_per_shard, 1,
              "ps: the push+pull phase's pushes in flight per shard (as ps_scheduling.pushes_per_shard); 0: no limit");
 DEFINE_double(link_gbps, 0, "ps: with --emulated_hosts, cap every host's link at this many Gbit/s each way");
+DEFINE_string(host_cpus, "auto",
+              "ps: with --emulated_hosts, own (each host on CPUs of its own, as separate machines), shared (every "
+              "host on every CPU), or auto (own where there are at least as many CPUs as hosts)");
 DEFINE_string(role, "", "ps-role: internal; server or worker");
 DEFINE_int32(index, -1, "ps-role: internal; the shard's or worker's index");
 DEFINE_string(control, "", "ps-role: internal; the control socket of the bench that started this role");
@@ -203,6 +208,7 @@ int RunPs() {
   options.processes = FLAGS_processes || FLAGS_emulated_hosts != 0;  // emulated hosts run processes
   options.emulated_hosts = FLAGS_emulated_hosts;
   options.link_gbps = FLAGS_link_gbps;
+  options.host_cpus = FLAGS_host_cpus;
   options.window_bytes = FLAGS_window_bytes;
   options.pushes_per_shard = FLAGS_pushes_per_shard;
   if (!FLAGS_security_config.empty()) {

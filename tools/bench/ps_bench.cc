@@ -107,7 +107,11 @@ absl::Status ValidateHostOptions(const PsBenchOptions& options) {
   if (options.link_gbps != 0 && options.emulated_hosts == 0) {
     return absl::InvalidArgumentError("--link_gbps caps the links of emulated hosts: give --emulated_hosts too");
   }
+  if (options.host_cpus != "auto" && options.emulated_hosts == 0) {
+    return absl::InvalidArgumentError("--host_cpus places emulated hosts: give --emulated_hosts too");
+  }
   if (options.emulated_hosts == 0) return absl::OkStatus();
+  if (absl::Status s = HostCpus(options).status(); !s.ok()) return s;
   if (!options.processes) return absl::InvalidArgumentError("--emulated_hosts runs the roles as --processes");
   const int roles = options.servers + options.workers;
   if (options.emulated_hosts < 2 || options.emulated_hosts > roles) {
@@ -211,6 +215,12 @@ static std::string ModeName(const PsBenchOptions& options) {
   return options.processes ? "processes" : "threads";
 }
 
+// With emulated hosts: "own" when each ran on CPUs of its own, else "shared".
+static std::string HostCpusName(const PsBenchOptions& options) {
+  absl::StatusOr<std::vector<std::vector<int>>> cpus = HostCpus(options);
+  return cpus.ok() && !cpus->empty() && !cpus->front().empty() ? "own" : "shared";
+}
+
 std::string FormatPsBenchTable(const PsBenchOptions& options, const PsBenchResult& result) {
   std::string out = absl::StrFormat("ps bench: workers=%d servers=%d keys=%d key_bytes=%d transport=%s%s%s\n",
                                     options.workers, options.servers, options.keys, options.key_bytes,
@@ -300,7 +310,8 @@ std::string FormatPsBenchJson(const PsBenchOptions& options, const PsBenchResult
       ",\"pushes_per_shard\":", options.pushes_per_shard, ",\"transport\":\"", options.transport, "\",\"mode\":\"",
       ModeName(options), "\"",
       options.emulated_hosts > 0 ? absl::StrCat(",\"emulated_hosts\":", options.emulated_hosts,
-                                                ",\"link_gbps\":", JsonNumber(options.link_gbps))
+                                                ",\"link_gbps\":", JsonNumber(options.link_gbps), ",\"host_cpus\":\"",
+                                                HostCpusName(options), "\"")
                                  : "",
       "}");
 }

@@ -91,6 +91,12 @@ struct PsBenchOptions {
   // With emulated_hosts: every host's link capped at this many Gbit/s each
   // way (EmulatedHosts::LimitLink); 0: uncapped.
   double link_gbps = 0;
+  // With emulated_hosts, where each host's processes run (tools/launch/
+  // host_cpus.h): "own" (the CPUs this process may use split into disjoint
+  // runs, one per host; an error with fewer CPUs than hosts), "shared"
+  // (every host on all of them), or "auto" (own where there are enough
+  // CPUs, else shared).
+  std::string host_cpus = "auto";
   // With processes: the read end of a non-blocking pipe (or -1); a signal
   // number written to it stops the run as that signal would stop
   // pstrain-launch: the roles stopped, the hosts removed, an error naming it.

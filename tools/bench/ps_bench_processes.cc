@@ -22,6 +22,7 @@
 #include "tools/bench/ps_bench_role.h"
 #include "tools/bench/ps_bench_worker.h"
 #include "tools/launch/emulated_hosts.h"
+#include "tools/launch/host_cpus.h"
 #include "tools/launch/process_group.h"
 
 namespace pstrain::bench {
@@ -305,6 +306,10 @@ absl::StatusOr<Hosts> MakeHosts(const PsBenchOptions& options) {
   // Subnets 10.248.0.0 to 10.255.255.0 (pstrain-launch uses 10.216-247).
   const int subnet = (248 + getpid() % 8) * 256 + (getpid() / 8) % 256;
   PSTRAIN_ASSIGN_OR_RETURN(made.hosts, launch::EmulatedHosts::Create(names, subnet));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::vector<std::vector<int>> cpus, HostCpus(options));
+  for (int h = 0; h < options.emulated_hosts; ++h) {
+    if (!cpus[h].empty()) PSTRAIN_RETURN_IF_ERROR(made.hosts->RunOnCpus(h, cpus[h]));
+  }
   for (int h = 0; h < options.emulated_hosts && options.link_gbps > 0; ++h) {
     PSTRAIN_RETURN_IF_ERROR(made.hosts->LimitLink(h, options.link_gbps));
   }
@@ -362,14 +367,37 @@ HostPlacement PlaceOnHosts(const PsBenchOptions& options) {
   return p;
 }
 
+absl::StatusOr<std::vector<std::vector<int>>> HostCpus(const PsBenchOptions& options) {
+  const std::vector<std::vector<int>> shared(options.emulated_hosts);
+  if (options.host_cpus == "shared") return shared;
+  if (options.host_cpus != "own" && options.host_cpus != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--host_cpus must be auto, own or shared, got \"", options.host_cpus, "\""));
+  }
+  absl::StatusOr<std::vector<std::vector<int>>> own =
+      launch::SplitCpus(options.emulated_hosts, launch::CpusOfThisProcess());
+  if (own.ok()) return own;
+  if (options.host_cpus == "auto") return shared;
+  return absl::InvalidArgumentError(absl::StrCat("--host_cpus own: ", own.status().message()));
+}
+
 std::string DescribeEmulatedHosts(const PsBenchOptions& options) {
   const HostPlacement p = PlaceOnHosts(options);
   auto hosts = [](int first, int last) {
     return first == last ? absl::StrCat("host ", first) : absl::StrCat("hosts ", first, "-", last);
   };
+  std::string cpus = "CPUs shared";
+  absl::StatusOr<std::vector<std::vector<int>>> split = HostCpus(options);
+  if (split.ok() && !split->empty() && !split->front().empty()) {
+    cpus = absl::StrCat(
+        "CPUs of their own (",
+        absl::StrJoin(*split, ", ", [](std::string* out, const auto& c) { out->append(launch::CpuListString(c)); }),
+        ")");
+  }
   return absl::StrCat("emulated hosts: ", options.emulated_hosts, " (shards on ", hosts(0, p.shard_hosts - 1),
                       ", workers on ", hosts(p.shard_hosts, options.emulated_hosts - 1), "), links ",
-                      options.link_gbps > 0 ? absl::StrCat(options.link_gbps, " Gbit/s each way") : "uncapped");
+                      options.link_gbps > 0 ? absl::StrCat(options.link_gbps, " Gbit/s each way") : "uncapped", ", ",
+                      cpus);
 }
 
 absl::StatusOr<PsBenchRun> RunClusterInProcesses(const PsBenchOptions& options) {

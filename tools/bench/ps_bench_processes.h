@@ -48,8 +48,11 @@ struct HostPlacement {
   std::vector<int> worker_host;
 };
 HostPlacement PlaceOnHosts(const PsBenchOptions& options);
+// The CPUs of each emulated host as options.host_cpus says (an empty list
+// per host: shared); InvalidArgument naming what is wrong with it.
+absl::StatusOr<std::vector<std::vector<int>>> HostCpus(const PsBenchOptions& options);
 // "emulated hosts: 3 (shards on host 0, workers on hosts 1-2), links 10
-// Gbit/s each way".
+// Gbit/s each way, CPUs of their own (0, 1, 2-3)", or "..., CPUs shared".
 std::string DescribeEmulatedHosts(const PsBenchOptions& options);
 
 }  // namespace pstrain::bench

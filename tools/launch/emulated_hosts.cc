@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "tools/launch/host_cpus.h"
 #include "tools/launch/role_check.h"
 
 namespace pstrain::launch {
@@ -124,6 +125,7 @@ absl::Status EmulatedHosts::AddHost(int index, const std::string& subnet_prefix)
     if (absl::Status s = Ip(args); !s.ok()) return s;
   }
   addresses_.push_back(address);
+  cpus_.emplace_back();
   return absl::OkStatus();
 }
 
@@ -138,7 +140,27 @@ EmulatedHosts::~EmulatedHosts() {
 
 absl::Status EmulatedHosts::Ip(const std::vector<std::string>& args) const { return Run(ip_path_, args).status(); }
 
-std::vector<std::string> EmulatedHosts::RunOn(int host) const { return {ip_path_, "netns", "exec", namespaces_[host]}; }
+std::vector<std::string> EmulatedHosts::RunOn(int host) const {
+  std::vector<std::string> argv;
+  if (!cpus_[host].empty()) argv = {taskset_path_, "-c", CpuListString(cpus_[host])};
+  argv.insert(argv.end(), {ip_path_, "netns", "exec", namespaces_[host]});
+  return argv;
+}
+
+absl::Status EmulatedHosts::RunOnCpus(int host, const std::vector<int>& cpus) {
+  if (host < 0 || host >= size()) return absl::InvalidArgumentError(absl::StrCat("no emulated host ", host));
+  if (cpus.empty()) return absl::InvalidArgumentError(absl::StrCat("emulated host ", host, ": no CPU to run on"));
+  if (taskset_path_.empty()) {
+    absl::StatusOr<std::string> taskset = Run("/bin/sh", {"-c", "command -v taskset"});
+    if (!taskset.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "emulated hosts on CPUs of their own need util-linux's `taskset` on PATH: ", taskset.status().message()));
+    }
+    taskset_path_ = std::string(absl::StripAsciiWhitespace(*taskset));
+  }
+  cpus_[host] = cpus;
+  return absl::OkStatus();
+}
 
 absl::Status EmulatedHosts::LimitLink(int host, double gbps) {
   if (host < 0 || host >= size()) return absl::InvalidArgumentError(absl::StrCat("no emulated host ", host));

@@ -42,8 +42,16 @@ class EmulatedHosts {
   const std::string& address(int host) const { return addresses_[host]; }
   const std::string& namespace_name(int host) const { return namespaces_[host]; }
   // The argv prefix that runs a program on `host`: /path/to/ip netns exec
-  // <namespace> (an absolute path: for execv).
+  // <namespace> (an absolute path: for execv), behind /path/to/taskset -c
+  // <cpus> once the host has CPUs of its own (RunOnCpus).
   std::vector<std::string> RunOn(int host) const;
+  // From now on RunOn(host) runs programs on `cpus` alone (host_cpus.h: a
+  // host's own CPUs; disjoint from other hosts' is the caller's choice).
+  // InvalidArgument for no such host or no CPU; FailedPrecondition without
+  // util-linux's `taskset` on PATH.
+  absl::Status RunOnCpus(int host, const std::vector<int>& cpus);
+  // What RunOnCpus gave `host` (empty: every CPU this process may use).
+  const std::vector<int>& cpus(int host) const { return cpus_[host]; }
   // Caps `host`'s link at `gbps` gigabits per second in each direction: a
   // token bucket (tc tbf) on its eth0 for what it sends and on its bridge
   // port for what it receives, counting Ethernet frames (so TCP payload
@@ -64,6 +72,8 @@ class EmulatedHosts {
   bool bridge_made_ = false;
   std::vector<std::string> namespaces_;
   std::vector<std::string> addresses_;
+  std::string taskset_path_;            // found by the first RunOnCpus
+  std::vector<std::vector<int>> cpus_;  // per host; empty: not pinned
 };
 
 }  // namespace pstrain::launch
