@@ -42,6 +42,12 @@ bool LaneCallsFromEnvironment() {
   return on;
 }
 
+bool ClientShm::WillNotAttach() const {
+  if (half_bytes_ == 0) return true;
+  absl::MutexLock lock(&mu_);
+  return state_ == State::kRefused;
+}
+
 std::optional<std::string> ClientShm::OfferIfDue(size_t payload_bytes) {
   if (half_bytes_ == 0 || payload_bytes < kShmMinPayloadBytes) return std::nullopt;
   absl::MutexLock lock(&mu_);

@@ -88,6 +88,9 @@ class ClientShm {
   // Whether a call that sent `sent` failed because the server does not know
   // its lane (it restarted): the call goes again inline, after Forget.
   static bool ServerLostLane(const absl::Status& call, const Sent& sent);
+  // Whether this channel will never have a lane: shared memory is off, or
+  // the server refused the offer (another host, TLS, no room).
+  bool WillNotAttach() const;
   // Drops `sent`'s lane (if still this channel's), so the next large frame
   // offers a new one.
   void Forget(const Sent& sent);

@@ -21,6 +21,9 @@
 #include "absl/time/clock.h"
 #include "common/transport/grpc/grpc_log.h"
 #include "common/transport/grpc/grpc_shm.h"
+#include "common/transport/grpc/tcp_lane_client.h"
+#include "common/transport/grpc/tcp_lane_connection.h"
+#include "common/transport/grpc/tcp_lane_server.h"
 #include "glog/logging.h"
 
 namespace pstrain {
@@ -102,10 +105,12 @@ class GrpcChannel : public Channel {
  public:
   // `token`: sent with every call (empty: none). `address` names the server
   // in errors. `shm_half_bytes`: each half of the channel's shared-memory
-  // lane (0: none).
+  // lane (0: none). `tcp_lane`: large calls may go through a TCP lane
+  // (tcp_lane_client.h) with answers of up to `max_message_bytes`.
   GrpcChannel(std::shared_ptr<grpc::Channel> channel, std::string token, std::string address, bool tls,
-              size_t shm_half_bytes = 0)
-      : peer_(std::make_shared<Peer>(std::move(channel), std::move(address), tls, std::move(token), shm_half_bytes)) {}
+              size_t shm_half_bytes = 0, bool tcp_lane = false, int64_t max_message_bytes = 0)
+      : peer_(std::make_shared<Peer>(std::move(channel), std::move(address), tls, std::move(token), shm_half_bytes,
+                                     tcp_lane, max_message_bytes)) {}
 
   void Call(std::string_view method, OutgoingFrame request, const CallOptions& options,
             ResponseCallback done) override {
@@ -116,19 +121,22 @@ class GrpcChannel : public Channel {
   // The server end of the channel and what every call carries; calls in
   // flight share it.
   struct Peer {
-    Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t, std::string k, size_t shm_half_bytes)
+    Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t, std::string k, size_t shm_half_bytes,
+         bool tcp_lane, int64_t max_message_bytes)
         : channel(c),
           stub(std::move(c)),
           address(std::move(a)),
           tls(t),
           token(std::move(k)),
-          shm(std::make_shared<ClientShm>(shm_half_bytes)) {}
+          shm(std::make_shared<ClientShm>(shm_half_bytes)),
+          lane(std::make_shared<TcpLaneClient>(address, tcp_lane, static_cast<uint64_t>(max_message_bytes))) {}
     std::shared_ptr<grpc::Channel> channel;
     grpc::GenericStub stub;
     const std::string address;
     const bool tls;  // this end uses TLS
     const std::string token;
     const std::shared_ptr<ClientShm> shm;
+    const std::shared_ptr<TcpLaneClient> lane;
   };
 
   // One call in flight, owned by its completion.
@@ -141,6 +149,7 @@ class GrpcChannel : public Channel {
     CallOptions options;
     std::shared_ptr<ClientShm> shm;
     ClientShm::Sent sent;  // what went through shared memory
+    std::shared_ptr<TcpLaneClient> lane;  // the attach call's
   };
 
   static void Start(const std::shared_ptr<Peer>& peer, std::string method, OutgoingFrame request,
@@ -149,6 +158,10 @@ class GrpcChannel : public Channel {
       OfferSharedMemory(*peer, *offer);
     }
     if (peer->shm->CallThroughLane(method, request, options, done)) return;
+    if (TcpLaneClient::Suits(request, options) && peer->shm->WillNotAttach() && peer->lane->AttachDue()) {
+      AttachTcpLane(*peer);
+    }
+    if (peer->lane->Call(method, request, options, done)) return;
     auto* state = new CallState;
     state->done = std::move(done);
     state->method = std::move(method);
@@ -227,6 +240,27 @@ class GrpcChannel : public Channel {
                         });
   }
 
+  // Asks the server for its TCP lane (tcp_lane_client.h); calls go through
+  // gRPC until the lane is connected.
+  static void AttachTcpLane(Peer& peer) {
+    auto* attach = new CallState;
+    attach->lane = peer.lane;
+    attach->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    if (!peer.token.empty()) attach->context.AddMetadata(kTokenMetadataKey, BearerValue(peer.token));
+    attach->request = ToByteBuffer(OutgoingFrame());
+    HandOff(attach);
+    peer.stub.UnaryCall(&attach->context, kTcpLaneAttachMethod, grpc::StubOptions(), &attach->request,
+                        &attach->response, [attach](grpc::Status status) {
+                          TakeBack(attach);
+                          std::unique_ptr<CallState> owned(attach);
+                          const GrpcMetadata& trailing = owned->context.GetServerTrailingMetadata();
+                          auto it = trailing.find(kTcpLaneOfferKey);
+                          const std::string offer =
+                              it == trailing.end() ? "" : std::string(it->second.data(), it->second.size());
+                          owned->lane->Attached(FromGrpcStatus(status), offer);
+                        });
+  }
+
   // Completes `done` with DEADLINE_EXCEEDED and the reason the connection
   // keeps failing (a TLS handshake refused, a plaintext peer, nobody
   // listening), which a call without wait_for_ready reports at once.
@@ -271,9 +305,10 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
  public:
   // `token`: what every call must present (empty: nothing); refusals are
   // logged through `refused`.
+  // `lanes`: the server's TCP lanes (null: none).
   UnaryReactor(grpc::GenericCallbackServerContext* context, pstrain::Handler* handler, const std::string& token,
-               RefusedPeerLog* refused, ServerShm* shm)
-      : context_(context), handler_(handler), shm_(shm), guard_(std::make_shared<Guard>()) {
+               RefusedPeerLog* refused, ServerShm* shm, const TcpLaneServer* lanes)
+      : context_(context), handler_(handler), shm_(shm), lanes_(lanes), guard_(std::make_shared<Guard>()) {
     if (!token.empty() && !Presents(token)) {
       refused->Refused(context_->peer(), "no or wrong token (security.token_file)");
       FinishOnce(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
@@ -292,6 +327,7 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
     }
     const std::string& full = context_->method();
     if (full == kShmAttachMethod) return AnswerAttach();
+    if (full == kTcpLaneAttachMethod) return AnswerTcpLaneAttach();
     if (full.rfind(kServicePrefix, 0) != 0) {
       FinishOnce(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, absl::StrCat("unknown service method ", full)));
       return;
@@ -341,6 +377,20 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
     StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
   }
 
+  // Serves kTcpLaneAttachMethod: the lane's offer in the trailing metadata,
+  // or UNIMPLEMENTED when this server has none.
+  void AnswerTcpLaneAttach() {
+    if (!guard_->Claim()) return;
+    HandOff(this);
+    if (lanes_ == nullptr) {
+      Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no TCP lanes here (TLS, or PSTRAIN_GRPC_TCP_LANE=0)"));
+      return;
+    }
+    context_->AddTrailingMetadata(kTcpLaneOfferKey, lanes_->offer().Encode());
+    response_ = ToByteBuffer(OutgoingFrame());
+    StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
   // Whether the call's metadata carries `token`.
   bool Presents(const std::string& token) const {
     const auto& metadata = context_->client_metadata();
@@ -375,6 +425,7 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
   grpc::GenericCallbackServerContext* context_;
   pstrain::Handler* handler_;
   ServerShm* shm_;
+  const TcpLaneServer* lanes_;
   std::shared_ptr<ShmLane> lane_;  // the call's shared-memory lane, if any
   std::shared_ptr<Guard> guard_;
   grpc::ByteBuffer request_;
@@ -383,10 +434,11 @@ class UnaryReactor : public grpc::ServerGenericBidiReactor {
 
 class FrameService : public grpc::CallbackGenericService {
  public:
-  FrameService(pstrain::Handler* handler, std::string token, bool shared_memory)
-      : handler_(handler), token_(std::move(token)), shm_(shared_memory, handler) {}
+  // `lanes`: the server's TCP lanes (null: none); must outlive the service's calls.
+  FrameService(pstrain::Handler* handler, std::string token, bool shared_memory, const TcpLaneServer* lanes)
+      : handler_(handler), token_(std::move(token)), shm_(shared_memory, handler), lanes_(lanes) {}
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* context) override {
-    return new UnaryReactor(context, handler_, token_, &refused_, &shm_);
+    return new UnaryReactor(context, handler_, token_, &refused_, &shm_, lanes_);
   }
   // Closes the shared-memory lanes: once gRPC has stopped, so no new ones come.
   void CloseLanes() { shm_.CloseLanes(); }
@@ -396,12 +448,14 @@ class FrameService : public grpc::CallbackGenericService {
   const std::string token_;
   RefusedPeerLog refused_;
   ServerShm shm_;
+  const TcpLaneServer* const lanes_;
 };
 
 class GrpcServer : public Server {
  public:
-  GrpcServer(std::unique_ptr<FrameService> service, std::unique_ptr<grpc::Server> server, int port)
-      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  GrpcServer(std::unique_ptr<TcpLaneServer> lanes, std::unique_ptr<FrameService> service,
+             std::unique_ptr<grpc::Server> server, int port)
+      : lanes_(std::move(lanes)), service_(std::move(service)), server_(std::move(server)), port_(port) {}
   ~GrpcServer() override { Shutdown(absl::Seconds(1)); }
 
   int port() const override { return port_; }
@@ -410,10 +464,12 @@ class GrpcServer : public Server {
     shut_down_ = true;
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
+    if (lanes_ != nullptr) lanes_->Close();
     service_->CloseLanes();
   }
 
  private:
+  std::unique_ptr<TcpLaneServer> lanes_;  // outlives the service, which names it
   std::unique_ptr<FrameService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_;
@@ -488,13 +544,14 @@ class GrpcTransport : public Transport {
     if (credentials == nullptr) return absl::InternalError(absl::StrCat("cannot create TLS credentials for ", address));
     auto channel = grpc::CreateCustomChannel(address, credentials, args);
     if (channel == nullptr) return absl::InvalidArgumentError(absl::StrCat("cannot create channel to ", address));
-    return std::unique_ptr<Channel>(
-        new GrpcChannel(std::move(channel), security.token, address, security.tls, SharedMemoryHalfBytes()));
+    return std::unique_ptr<Channel>(new GrpcChannel(std::move(channel), security.token, address, security.tls,
+                                                    SharedMemoryHalfBytes(), TcpLanes(), options_.max_message_bytes));
   }
 
   absl::StatusOr<std::unique_ptr<Server>> Serve(const std::string& address, Handler* handler) override {
     const TransportSecurity& security = options_.security;
-    auto service = std::make_unique<FrameService>(handler, security.token, SharedMemoryHalfBytes() > 0);
+    std::unique_ptr<TcpLaneServer> lanes = ListenForTcpLanes(address, handler);
+    auto service = std::make_unique<FrameService>(handler, security.token, SharedMemoryHalfBytes() > 0, lanes.get());
     std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
     const grpc_ssl_client_certificate_request_type client_certs =
         security.require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
@@ -528,13 +585,26 @@ class GrpcTransport : public Transport {
             absl::StrCat("cannot listen on ", address, ": ", ListenFailureCause(capture.text())));
       }
     }
-    return std::unique_ptr<Server>(new GrpcServer(std::move(service), std::move(server), port));
+    return std::unique_ptr<Server>(new GrpcServer(std::move(lanes), std::move(service), std::move(server), port));
   }
 
  private:
   // Each half of a channel's shared-memory lane; 0 (none) with TLS, which
   // keeps every byte inside the TLS session.
   size_t SharedMemoryHalfBytes() const { return options_.security.tls ? 0 : SharedMemoryHalfBytesFromEnvironment(); }
+  // TCP lanes for large calls between hosts (tcp_lane_client.h); none with
+  // TLS, which keeps every byte inside the TLS session.
+  bool TcpLanes() const { return !options_.security.tls && TcpLanesFromEnvironment(); }
+  // The server's TCP lanes on the host of `address`, or none (when off, or
+  // when it cannot listen there: said once, and gRPC carries everything).
+  std::unique_ptr<TcpLaneServer> ListenForTcpLanes(const std::string& address, Handler* handler) const {
+    if (!TcpLanes()) return nullptr;
+    absl::StatusOr<std::unique_ptr<TcpLaneServer>> lanes =
+        TcpLaneServer::Listen(TcpLaneHostOf(address), handler, static_cast<uint64_t>(options_.max_message_bytes));
+    if (lanes.ok()) return *std::move(lanes);
+    LOG(WARNING) << "grpc: serving " << address << " without TCP lanes: " << lanes.status();
+    return nullptr;
+  }
 
   TransportOptions options_;
 };
