@@ -5,9 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +15,7 @@
 #include "boost/asio/post.hpp"
 #include "boost/asio/read.hpp"
 #include "boost/asio/write.hpp"
+#include "common/environment.h"
 
 namespace pstrain {
 namespace {
@@ -94,8 +95,8 @@ void TcpLaneConnection::Split(const asio::any_io_executor& writer) {
   if (fd >= 0) writer_->assign(socket_.local_endpoint(error).protocol(), fd, error);
   if (fd < 0 || error) {
     if (fd >= 0 && !writer_->is_open()) ::close(fd);
-    Break(absl::UnavailableError(absl::StrCat("TCP lane: cannot duplicate the socket: ",
-                                              fd < 0 ? std::strerror(errno) : error.message())));
+    Break(absl::UnavailableError(
+        absl::StrCat("TCP lane: cannot duplicate the socket: ", fd < 0 ? std::strerror(errno) : error.message())));
   }
 }
 
@@ -136,23 +137,41 @@ void TcpLaneConnection::Failed(const boost::system::error_code& error, const cha
 
 void TcpLaneConnection::StartReading() { ReadHeader(); }
 
+// Reads exactly `size` bytes into `data`, then runs `done`. Before each
+// read the socket is told to report readable only once min(rest, cap) bytes
+// are queued (SO_RCVLOWAT): fewer wake-ups per megabyte, never more than the
+// rest, so the last bytes of a message never wait for more.
+template <typename Done>
+void ReadFully(asio::ip::tcp::socket& socket, char* data, size_t size, Done done) {
+  static const int64_t cap = IntFromEnvironment("PSTRAIN_LANE_LOWAT_KB", 256, "KiB", 0) * 1024;
+  if (size == 0) return done(boost::system::error_code());
+  if (cap > 0) {
+    const int value = static_cast<int>(std::min<uint64_t>(size, cap));
+    setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &value, sizeof(value));
+  }
+  socket.async_read_some(asio::buffer(data, size), [&socket, data, size, done = std::move(done)](
+                                                       const boost::system::error_code& error, size_t n) mutable {
+    if (error) return done(error);
+    ReadFully(socket, data + n, size - n, std::move(done));
+  });
+}
+
 void TcpLaneConnection::ReadHeader() {
-  asio::async_read(socket_, asio::buffer(header_bytes_),
-                   [self = shared_from_this()](const boost::system::error_code& error, size_t) {
-                     if (error) return self->Failed(error, "reading a header");
-                     absl::StatusOr<TcpLaneHeader> header = TcpLaneHeader::Parse(
-                         std::string_view(self->header_bytes_, kTcpLaneHeaderBytes), self->max_payload_bytes_);
-                     if (!header.ok()) return self->Break(header.status());
-                     self->incoming_ = TcpLaneIncoming();
-                     self->incoming_.header = *header;
-                     self->ReadMeta();
-                   });
+  ReadFully(
+      socket_, header_bytes_, kTcpLaneHeaderBytes, [self = shared_from_this()](const boost::system::error_code& error) {
+        if (error) return self->Failed(error, "reading a header");
+        absl::StatusOr<TcpLaneHeader> header =
+            TcpLaneHeader::Parse(std::string_view(self->header_bytes_, kTcpLaneHeaderBytes), self->max_payload_bytes_);
+        if (!header.ok()) return self->Break(header.status());
+        self->incoming_ = TcpLaneIncoming();
+        self->incoming_.header = *header;
+        self->ReadMeta();
+      });
 }
 
 void TcpLaneConnection::ReadMeta() {
   meta_.resize(incoming_.header.meta_bytes());
-  asio::async_read(socket_, asio::buffer(meta_), [self = shared_from_this()](const boost::system::error_code& error,
-                                                                             size_t) {
+  ReadFully(socket_, meta_.data(), meta_.size(), [self = shared_from_this()](const boost::system::error_code& error) {
     if (error) return self->Failed(error, "reading a message");
     TcpLaneIncoming& m = self->incoming_;
     const std::string_view meta(self->meta_);
@@ -178,11 +197,11 @@ void TcpLaneConnection::ReadChunk(size_t index, uint64_t offset) {
   const uint64_t size = incoming_.chunk_sizes[index];
   char* place = Place(incoming_, index, offset);
   pieces_.push_back({place, size});
-  asio::async_read(socket_, asio::buffer(place, size),
-                   [self = shared_from_this(), index, offset, size](const boost::system::error_code& error, size_t) {
-                     if (error) return self->Failed(error, "reading a payload");
-                     self->ReadChunk(index + 1, offset + size);
-                   });
+  ReadFully(socket_, place, size,
+            [self = shared_from_this(), index, offset, size](const boost::system::error_code& error) {
+              if (error) return self->Failed(error, "reading a payload");
+              self->ReadChunk(index + 1, offset + size);
+            });
 }
 
 void TcpLaneConnection::WriteNext() {
