@@ -38,9 +38,9 @@ void CheckRefusal(const absl::Status& status, absl::string_view what) {
 }
 
 bool Same(const TcpLaneHeader& a, const TcpLaneHeader& b) {
-  return a.kind == b.kind && a.status_code == b.status_code && a.call_id == b.call_id &&
-         a.text_bytes == b.text_bytes && a.frame_header_bytes == b.frame_header_bytes &&
-         a.num_chunks == b.num_chunks && a.payload_bytes == b.payload_bytes;
+  return a.kind == b.kind && a.status_code == b.status_code && a.call_id == b.call_id && a.text_bytes == b.text_bytes &&
+         a.frame_header_bytes == b.frame_header_bytes && a.num_chunks == b.num_chunks &&
+         a.payload_bytes == b.payload_bytes;
 }
 
 void CheckHeader(const TcpLaneHeader& h) {

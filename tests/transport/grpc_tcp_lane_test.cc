@@ -137,9 +137,9 @@ TEST(TcpLaneWireTest, AnOfferParsesBackAndBadOnesAreRefused) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->port, 4321);
   EXPECT_EQ(back->secret, offer.secret);
-  for (const std::string bad : {std::string("4321"), absl::StrCat("0|", offer.secret),
-                                absl::StrCat("70000|", offer.secret), std::string("4321|abc"),
-                                absl::StrCat("4321|", std::string(32, 'G')), absl::StrCat("x|", offer.secret)}) {
+  for (const std::string bad :
+       {std::string("4321"), absl::StrCat("0|", offer.secret), absl::StrCat("70000|", offer.secret),
+        std::string("4321|abc"), absl::StrCat("4321|", std::string(32, 'G')), absl::StrCat("x|", offer.secret)}) {
     EXPECT_TRUE(absl::IsInvalidArgument(TcpLaneOffer::Parse(bad).status())) << bad;
   }
 }
@@ -219,8 +219,7 @@ TEST(TcpLaneTest, LargeRequestsAreEchoedIntactThroughTheLane) {
     Answer a = answers[i].get();
     ASSERT_TRUE(a.status.ok()) << a.status;
     EXPECT_EQ(a.frame.header(), absl::StrCat("request ", i));
-    EXPECT_EQ(ReadPayload(a.frame), Bytes(sizes[i] / 3, i) + Bytes(sizes[i] - sizes[i] / 3, i + 1))
-        << "call " << i;
+    EXPECT_EQ(ReadPayload(a.frame), Bytes(sizes[i] / 3, i) + Bytes(sizes[i] - sizes[i] / 3, i + 1)) << "call " << i;
   }
   EXPECT_EQ(TcpLaneCallsSent() - sent_before, 4);
   EXPECT_EQ(handler.calls(), 4);
@@ -283,8 +282,7 @@ TEST(TcpLaneTest, AServerThatClosesFailsTheCallsInFlightUnavailable) {
   Lane lane(&handler);
   ASSERT_NE(lane.server, nullptr);
   ASSERT_TRUE(lane.AwaitConnected());
-  std::future<Answer> held =
-      CallThrough(*lane.client, "Hold", LargeRequest(1 << 20, 1), Within(absl::Seconds(120)));
+  std::future<Answer> held = CallThrough(*lane.client, "Hold", LargeRequest(1 << 20, 1), Within(absl::Seconds(120)));
   ASSERT_TRUE(handler.WaitForHeld(1));
   lane.server->Close();
   Answer a = held.get();
@@ -292,8 +290,7 @@ TEST(TcpLaneTest, AServerThatClosesFailsTheCallsInFlightUnavailable) {
   EXPECT_TRUE(lane.AwaitConnected(false));
   OutgoingFrame request = LargeRequest(1 << 20, 2);
   ResponseCallback unused = [](absl::Status, IncomingFrame) {};
-  EXPECT_FALSE(lane.client->Call("Echo", request, Within(absl::Seconds(1)), unused))
-      << "a broken lane took a call";
+  EXPECT_FALSE(lane.client->Call("Echo", request, Within(absl::Seconds(1)), unused)) << "a broken lane took a call";
   EXPECT_EQ(request.payload_bytes(), size_t{1} << 20) << "a call the lane did not take lost its request";
 }
 
@@ -302,8 +299,7 @@ TEST(TcpLaneTest, AClientDestroyedWithACallInFlightFailsItUnavailable) {
   Lane lane(&handler);
   ASSERT_NE(lane.server, nullptr);
   ASSERT_TRUE(lane.AwaitConnected());
-  std::future<Answer> held =
-      CallThrough(*lane.client, "Hold", LargeRequest(1 << 20, 1), Within(absl::Seconds(120)));
+  std::future<Answer> held = CallThrough(*lane.client, "Hold", LargeRequest(1 << 20, 1), Within(absl::Seconds(120)));
   ASSERT_TRUE(handler.WaitForHeld(1));
   lane.client.reset();
   ASSERT_EQ(held.wait_for(std::chrono::seconds(0)), std::future_status::ready);
@@ -399,8 +395,7 @@ TEST(GrpcTcpLaneTest, WithoutSharedMemoryLargeCallsGoThroughTheLane) {
   EchoHandler handler;
   absl::StatusOr<std::unique_ptr<Server>> server = transport->Serve("127.0.0.1:0", &handler);
   ASSERT_TRUE(server.ok()) << server.status();
-  absl::StatusOr<std::unique_ptr<Channel>> channel =
-      transport->Connect(absl::StrCat("127.0.0.1:", (*server)->port()));
+  absl::StatusOr<std::unique_ptr<Channel>> channel = transport->Connect(absl::StrCat("127.0.0.1:", (*server)->port()));
   ASSERT_TRUE(channel.ok()) << channel.status();
   EXPECT_TRUE(EchoUntilALaneCarries(**channel, size_t{1} << 20)) << "no call went through a TCP lane";
   // Small calls stay on gRPC.

@@ -121,8 +121,8 @@ class GrpcChannel : public Channel {
   // The server end of the channel and what every call carries; calls in
   // flight share it.
   struct Peer {
-    Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t, std::string k, size_t shm_half_bytes,
-         bool tcp_lane, int64_t max_message_bytes)
+    Peer(std::shared_ptr<grpc::Channel> c, std::string a, bool t, std::string k, size_t shm_half_bytes, bool tcp_lane,
+         int64_t max_message_bytes)
         : channel(c),
           stub(std::move(c)),
           address(std::move(a)),
@@ -148,7 +148,7 @@ class GrpcChannel : public Channel {
     std::string method;
     CallOptions options;
     std::shared_ptr<ClientShm> shm;
-    ClientShm::Sent sent;  // what went through shared memory
+    ClientShm::Sent sent;                 // what went through shared memory
     std::shared_ptr<TcpLaneClient> lane;  // the attach call's
   };
 

@@ -1,12 +1,12 @@
 #include "common/transport/grpc/tcp_lane_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <algorithm>
 #include <map>
-#include <vector>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -97,7 +97,7 @@ class TcpLaneClient::Connection : public TcpLaneConnection {
   std::atomic<uint64_t> next_id_{1};
   // On the strand:
   std::map<uint64_t, Pending> calls_;
-  uint64_t receiving_ = 0;  // the call whose answer is being read; 0: none
+  uint64_t receiving_ = 0;           // the call whose answer is being read; 0: none
   std::shared_ptr<char[]> scratch_;  // the payload bytes of the answer being read that go nowhere else
   std::unique_ptr<asio::steady_timer> dial_timer_;
   std::unique_ptr<asio::steady_timer> grace_timer_;
@@ -215,9 +215,9 @@ class TcpLaneClient::Lane : public std::enable_shared_from_this<Lane> {
     if (error) return Retry(absl::StrCat("resolving ", host_, ": ", error.message()));
     // Two threads: one end of a lane sends and receives at once.
     for (int i = threads_.size(); i < 2; ++i) threads_.emplace_back([self = shared_from_this()] { self->io_.run(); });
-    auto connection = std::make_shared<Connection>(asio::ip::tcp::socket(asio::make_strand(io_)),
-                                                   asio::make_strand(io_), max_payload_bytes_, weak_from_this(),
-                                                   address_);
+    auto connection =
+        std::make_shared<Connection>(asio::ip::tcp::socket(asio::make_strand(io_)), asio::make_strand(io_),
+                                     max_payload_bytes_, weak_from_this(), address_);
     dialing_ = connection;
     connection->Dial(endpoints, offer.secret, [self = shared_from_this(), connection](absl::Status dialed) {
       if (!dialed.ok()) return self->Lost(connection.get(), dialed);
@@ -250,8 +250,8 @@ void TcpLaneClient::Connection::Dial(const asio::ip::tcp::resolver::results_type
                                      std::function<void(absl::Status)> done) {
   auto self = std::static_pointer_cast<Connection>(shared_from_this());
   asio::post(socket().get_executor(), [self, endpoints, secret = std::move(secret), done = std::move(done)] {
-    self->dial_timer_ = std::make_unique<asio::steady_timer>(self->socket().get_executor(),
-                                                             absl::ToChronoNanoseconds(kConnectTimeout));
+    self->dial_timer_ =
+        std::make_unique<asio::steady_timer>(self->socket().get_executor(), absl::ToChronoNanoseconds(kConnectTimeout));
     self->dial_timer_->async_wait([self](const boost::system::error_code& error) {
       if (!error) self->Break(absl::DeadlineExceededError("no welcome within the connect timeout"));
     });
@@ -259,27 +259,28 @@ void TcpLaneClient::Connection::Dial(const asio::ip::tcp::resolver::results_type
       if (!self->broken()) self->Break(absl::UnavailableError(absl::StrCat(doing, ": ", error.message())));
       done(absl::UnavailableError(absl::StrCat(doing, ": ", error.message())));
     };
-    asio::async_connect(self->socket(), endpoints, [self, secret, done, fail](const boost::system::error_code& error,
-                                                                             const asio::ip::tcp::endpoint&) {
-      if (error) return fail(error, "connect");
-      SetTcpLaneSocketOptions(self->socket());
-      auto hello = std::make_shared<std::string>(absl::StrCat(kTcpLaneHello, secret));
-      asio::async_write(self->socket(), asio::buffer(*hello), [self, hello, done, fail](auto error, size_t) {
-        if (error) return fail(error, "greeting");
-        asio::async_read(self->socket(), asio::buffer(self->welcome_), [self, done, fail](auto error, size_t) {
-          if (error) return fail(error, "awaiting the welcome");
-          self->dial_timer_->cancel();
-          if (std::string_view(self->welcome_, kTcpLaneGreetingBytes) != kTcpLaneWelcome) {
-            self->Break(absl::UnavailableError("the server did not welcome the lane"));
-            return done(absl::UnavailableError("the server did not welcome the lane"));
-          }
-          self->Split(self->writer_);
-          if (self->broken()) return done(absl::UnavailableError("cannot duplicate the socket"));
-          done(absl::OkStatus());
-          self->StartReading();
+    asio::async_connect(
+        self->socket(), endpoints,
+        [self, secret, done, fail](const boost::system::error_code& error, const asio::ip::tcp::endpoint&) {
+          if (error) return fail(error, "connect");
+          SetTcpLaneSocketOptions(self->socket());
+          auto hello = std::make_shared<std::string>(absl::StrCat(kTcpLaneHello, secret));
+          asio::async_write(self->socket(), asio::buffer(*hello), [self, hello, done, fail](auto error, size_t) {
+            if (error) return fail(error, "greeting");
+            asio::async_read(self->socket(), asio::buffer(self->welcome_), [self, done, fail](auto error, size_t) {
+              if (error) return fail(error, "awaiting the welcome");
+              self->dial_timer_->cancel();
+              if (std::string_view(self->welcome_, kTcpLaneGreetingBytes) != kTcpLaneWelcome) {
+                self->Break(absl::UnavailableError("the server did not welcome the lane"));
+                return done(absl::UnavailableError("the server did not welcome the lane"));
+              }
+              self->Split(self->writer_);
+              if (self->broken()) return done(absl::UnavailableError("cannot duplicate the socket"));
+              done(absl::OkStatus());
+              self->StartReading();
+            });
+          });
         });
-      });
-    });
   });
 }
 
@@ -304,10 +305,10 @@ void TcpLaneClient::Connection::Register(uint64_t id, const CallOptions& options
   call.receive_into = options.receive_into;
   if (options.deadline == absl::InfiniteFuture()) return;
   call.timer = std::make_unique<asio::steady_timer>(socket().get_executor(), SteadyFromAbsl(options.deadline));
-  call.timer->async_wait([self = std::static_pointer_cast<Connection>(shared_from_this()),
-                          id](const boost::system::error_code& error) {
-    if (!error) self->Expire(id);
-  });
+  call.timer->async_wait(
+      [self = std::static_pointer_cast<Connection>(shared_from_this()), id](const boost::system::error_code& error) {
+        if (!error) self->Expire(id);
+      });
 }
 
 // A call's deadline passed: it completes now, unless its answer is arriving
@@ -319,14 +320,14 @@ void TcpLaneClient::Connection::Expire(uint64_t id) {
     return Complete(id, absl::DeadlineExceededError(absl::StrCat("deadline passed on the TCP lane to ", address_)));
   }
   it->second.expired = true;
-  grace_timer_ = std::make_unique<asio::steady_timer>(socket().get_executor(),
-                                                      absl::ToChronoNanoseconds(kTcpLaneInPlaceGrace));
-  grace_timer_->async_wait([self = std::static_pointer_cast<Connection>(shared_from_this()),
-                            id](const boost::system::error_code& error) {
-    if (!error && self->receiving_ == id) {
-      self->Break(absl::DeadlineExceededError("an answer received in place stalled past its deadline"));
-    }
-  });
+  grace_timer_ =
+      std::make_unique<asio::steady_timer>(socket().get_executor(), absl::ToChronoNanoseconds(kTcpLaneInPlaceGrace));
+  grace_timer_->async_wait(
+      [self = std::static_pointer_cast<Connection>(shared_from_this()), id](const boost::system::error_code& error) {
+        if (!error && self->receiving_ == id) {
+          self->Break(absl::DeadlineExceededError("an answer received in place stalled past its deadline"));
+        }
+      });
 }
 
 void TcpLaneClient::Connection::Complete(uint64_t id, absl::Status status, IncomingFrame frame) {
@@ -379,8 +380,7 @@ void TcpLaneClient::Connection::OnBroken(const absl::Status& why) {
   }
   std::map<uint64_t, Pending> calls;
   calls.swap(calls_);
-  const absl::Status failed =
-      absl::UnavailableError(absl::StrCat("TCP lane to ", address_, " lost: ", why.message()));
+  const absl::Status failed = absl::UnavailableError(absl::StrCat("TCP lane to ", address_, " lost: ", why.message()));
   for (auto& [id, call] : calls) {
     if (call.timer != nullptr) call.timer->cancel();
     call.done(failed, {});

@@ -88,8 +88,8 @@ class TcpLaneClient {
   bool connected() const;
 
  private:
-  class Lane;        // the lane's state and thread, shared with its connection
-  class Connection;  // one connected socket and its calls in flight
+  class Lane;                   // the lane's state and thread, shared with its connection
+  class Connection;             // one connected socket and its calls in flight
   std::shared_ptr<Lane> lane_;  // null when not enabled
 };
 

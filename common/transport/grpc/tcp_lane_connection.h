@@ -105,7 +105,7 @@ class TcpLaneConnection : public std::enable_shared_from_this<TcpLaneConnection>
   // Breaks the connection for a failed read or write, unless broken already.
   void Failed(const boost::system::error_code& error, const char* doing);
 
-  boost::asio::ip::tcp::socket socket_;  // reads (and, before Split, the greeting)
+  boost::asio::ip::tcp::socket socket_;                   // reads (and, before Split, the greeting)
   std::unique_ptr<boost::asio::ip::tcp::socket> writer_;  // set by Split
   const uint64_t max_payload_bytes_;
   std::atomic<bool> broken_{false};

@@ -59,8 +59,8 @@ class TcpLaneServer::Session : public TcpLaneConnection {
   void Greet() {
     auto self = std::static_pointer_cast<Session>(shared_from_this());
     asio::post(socket().get_executor(), [self] {
-      self->hello_timer_ = std::make_unique<asio::steady_timer>(self->socket().get_executor(),
-                                                                absl::ToChronoNanoseconds(kHelloTimeout));
+      self->hello_timer_ =
+          std::make_unique<asio::steady_timer>(self->socket().get_executor(), absl::ToChronoNanoseconds(kHelloTimeout));
       self->hello_timer_->async_wait([self](const boost::system::error_code& error) {
         if (!error) self->Break(absl::DeadlineExceededError("no TCP lane greeting"));
       });
@@ -123,7 +123,7 @@ class TcpLaneServer::Session : public TcpLaneConnection {
 };
 
 absl::StatusOr<std::unique_ptr<TcpLaneServer>> TcpLaneServer::Listen(const std::string& host, Handler* handler,
-                                                                    uint64_t max_payload_bytes) {
+                                                                     uint64_t max_payload_bytes) {
   auto io = std::make_unique<Io>();
   boost::system::error_code error;
   asio::ip::tcp::endpoint endpoint;
@@ -155,23 +155,23 @@ TcpLaneServer::TcpLaneServer(std::unique_ptr<Io> io, TcpLaneOffer offer, Handler
 TcpLaneServer::~TcpLaneServer() { Close(); }
 
 void TcpLaneServer::Accept() {
-  io_->acceptor.async_accept(asio::make_strand(io_->io), [this](const boost::system::error_code& error,
-                                                                asio::ip::tcp::socket socket) {
-    if (error == asio::error::operation_aborted) return;
-    absl::MutexLock lock(&mu_);
-    if (closed_) return;
-    if (!error) {
-      auto session = std::make_shared<Session>(std::move(socket), asio::make_strand(io_->io), max_payload_bytes_,
-                                               handler_, offer_.secret, [this] {
+  io_->acceptor.async_accept(
+      asio::make_strand(io_->io), [this](const boost::system::error_code& error, asio::ip::tcp::socket socket) {
+        if (error == asio::error::operation_aborted) return;
         absl::MutexLock lock(&mu_);
-        ++welcomed_;
+        if (closed_) return;
+        if (!error) {
+          auto session = std::make_shared<Session>(std::move(socket), asio::make_strand(io_->io), max_payload_bytes_,
+                                                   handler_, offer_.secret, [this] {
+                                                     absl::MutexLock lock(&mu_);
+                                                     ++welcomed_;
+                                                   });
+          std::erase_if(sessions_, [](const std::weak_ptr<Session>& s) { return s.expired(); });
+          sessions_.push_back(session);
+          session->Greet();
+        }
+        Accept();
       });
-      std::erase_if(sessions_, [](const std::weak_ptr<Session>& s) { return s.expired(); });
-      sessions_.push_back(session);
-      session->Greet();
-    }
-    Accept();
-  });
 }
 
 void TcpLaneServer::Close() {

@@ -33,7 +33,7 @@ class TcpLaneServer {
   // owned; must outlive Close). Payloads over `max_payload_bytes` are
   // malformed. UNAVAILABLE naming the host when it cannot listen there.
   static absl::StatusOr<std::unique_ptr<TcpLaneServer>> Listen(const std::string& host, Handler* handler,
-                                                              uint64_t max_payload_bytes);
+                                                               uint64_t max_payload_bytes);
   ~TcpLaneServer();
   TcpLaneServer(const TcpLaneServer&) = delete;
   TcpLaneServer& operator=(const TcpLaneServer&) = delete;

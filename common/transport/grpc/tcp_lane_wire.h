@@ -1,4 +1,4 @@
-// The bytes of a TCP lane (tcp_lane.h): the grpc transport's own socket for
+// The bytes of a TCP lane (tcp_lane_client.h): the grpc transport's own socket for
 // large frames between hosts, beside gRPC.
 //
 // A client learns the lane's port and secret from an attach call through
