@@ -1,5 +1,6 @@
 // IntFromEnvironment (common/environment.h): the variable's integer, or the
 // fallback when it is unset, not an integer, or below the minimum.
+// SwitchFromEnvironment: 1 on, 0 off, the fallback for anything else.
 #include "common/environment.h"
 
 #include <cstdlib>
@@ -25,6 +26,22 @@ TEST(EnvironmentTest, AnIntegerIsReadAndAnythingElseGivesTheFallback) {
   EXPECT_EQ(IntFromEnvironment(kName, 7, "things"), 7) << "not an integer";
   setenv(kName, "", 1);
   EXPECT_EQ(IntFromEnvironment(kName, 7, "things"), 7) << "empty";
+  unsetenv(kName);
+}
+
+TEST(EnvironmentTest, ASwitchIsOneOrZeroAndAnythingElseGivesTheFallback) {
+  unsetenv(kName);
+  EXPECT_TRUE(SwitchFromEnvironment(kName, true)) << "unset";
+  EXPECT_FALSE(SwitchFromEnvironment(kName, false)) << "unset";
+  setenv(kName, "0", 1);
+  EXPECT_FALSE(SwitchFromEnvironment(kName, true));
+  setenv(kName, "1", 1);
+  EXPECT_TRUE(SwitchFromEnvironment(kName, false));
+  for (const char* other : {"yes", "", "01", "2"}) {
+    setenv(kName, other, 1);
+    EXPECT_TRUE(SwitchFromEnvironment(kName, true)) << "'" << other << "'";
+    EXPECT_FALSE(SwitchFromEnvironment(kName, false)) << "'" << other << "'";
+  }
   unsetenv(kName);
 }
 

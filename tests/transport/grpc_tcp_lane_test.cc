@@ -137,7 +137,7 @@ TEST(TcpLaneWireTest, AnOfferParsesBackAndBadOnesAreRefused) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->port, 4321);
   EXPECT_EQ(back->secret, offer.secret);
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string("4321"), absl::StrCat("0|", offer.secret), absl::StrCat("70000|", offer.secret),
         std::string("4321|abc"), absl::StrCat("4321|", std::string(32, 'G')), absl::StrCat("x|", offer.secret)}) {
     EXPECT_TRUE(absl::IsInvalidArgument(TcpLaneOffer::Parse(bad).status())) << bad;
@@ -230,10 +230,10 @@ TEST(TcpLaneTest, AnAnswerIsReceivedInTheMemoryTheCallNames) {
   Lane lane(&handler);
   ASSERT_NE(lane.server, nullptr);
   ASSERT_TRUE(lane.AwaitConnected());
-  const size_t n = size_t{2} << 20;
+  constexpr size_t n = size_t{2} << 20;
   std::string place(n - n / 3, '\0');  // the second chunk's memory
   CallOptions options = Within(absl::Seconds(30));
-  options.receive_into = [&place, n](uint64_t offset, size_t bytes) -> void* {
+  options.receive_into = [&place](uint64_t offset, size_t bytes) -> void* {
     return offset == n / 3 && bytes == place.size() ? place.data() : nullptr;
   };
   Answer a = CallThrough(*lane.client, "Echo", LargeRequest(n, 7), options).get();

@@ -32,13 +32,7 @@ size_t SharedMemoryHalfBytesFromEnvironment() {
 }
 
 bool LaneCallsFromEnvironment() {
-  static const bool on = [] {
-    const char* value = std::getenv("PSTRAIN_GRPC_LANE_CALLS");
-    if (value == nullptr || std::string_view(value) == "1") return true;
-    if (std::string_view(value) == "0") return false;
-    LOG(WARNING) << "grpc: ignoring PSTRAIN_GRPC_LANE_CALLS='" << value << "' (0 or 1)";
-    return true;
-  }();
+  static const bool on = SwitchFromEnvironment("PSTRAIN_GRPC_LANE_CALLS", true);
   return on;
 }
 

@@ -21,6 +21,7 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
 #include "boost/asio/write.hpp"
+#include "common/environment.h"
 #include "common/transport/grpc/tcp_lane_connection.h"
 #include "glog/logging.h"
 
@@ -45,13 +46,7 @@ Clock::time_point SteadyFromAbsl(absl::Time t) {
 int64_t TcpLaneCallsSent() { return calls_sent.load(std::memory_order_relaxed); }
 
 bool TcpLanesFromEnvironment() {
-  static const bool on = [] {
-    const char* value = std::getenv("PSTRAIN_GRPC_TCP_LANE");
-    if (value == nullptr || std::string_view(value) == "1") return true;
-    if (std::string_view(value) == "0") return false;
-    LOG(WARNING) << "grpc: ignoring PSTRAIN_GRPC_TCP_LANE='" << value << "' (0 or 1)";
-    return true;
-  }();
+  static const bool on = SwitchFromEnvironment("PSTRAIN_GRPC_TCP_LANE", true);
   return on;
 }
 
