@@ -208,12 +208,10 @@ TEST(PsBenchProcessesTest, TwoEmulatedHostsGiveTheSameFiguresAndAccounting) {
   EXPECT_EQ(placement.worker_host, std::vector<int>({1, 1}));
   // The default (auto): each host on CPUs of its own where there are enough.
   const std::vector<int> cpus = launch::CpusOfThisProcess();
-  const std::string own =
-      cpus.size() >= 2
-          ? absl::StrCat("CPUs of their own (",
-                         launch::CpuListString({cpus.begin(), cpus.begin() + cpus.size() / 2 + cpus.size() % 2}), ", ",
-                         launch::CpuListString({cpus.begin() + cpus.size() / 2 + cpus.size() % 2, cpus.end()}), ")")
-          : "CPUs shared";
+  absl::StatusOr<std::vector<std::vector<int>>> split = launch::SplitCpus(2, cpus);
+  const std::string own = split.ok() ? absl::StrCat("CPUs of their own (", launch::CpuListString((*split)[0]), ", ",
+                                                    launch::CpuListString((*split)[1]), ")")
+                                     : "CPUs shared";
   EXPECT_EQ(DescribeEmulatedHosts(options),
             "emulated hosts: 2 (shards on host 0, workers on host 1), links 5 Gbit/s each way, " + own);
   EXPECT_THAT(FormatPsBenchJson(options, PsBenchResult()),

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/status_macros.h"
 #include "tools/launch/host_cpus.h"
 #include "tools/launch/role_check.h"
 
@@ -36,15 +37,16 @@ absl::StatusOr<std::string> Run(const std::string& binary, const std::vector<std
   return run.output;
 }
 
-// iproute2's `ip`, as an absolute path (commands run without a PATH search).
-absl::StatusOr<std::string> IpPath() {
-  absl::StatusOr<std::string> path = Run("/bin/sh", {"-c", "command -v ip"});
-  if (!path.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("emulated hosts need iproute2's `ip` on PATH: ", path.status().message()));
-  }
+// `tool`'s absolute path on PATH (commands run without a PATH search), or
+// FailedPrecondition "<missing>: <why>", `missing` saying who needs it.
+absl::StatusOr<std::string> ToolPath(absl::string_view tool, absl::string_view missing) {
+  absl::StatusOr<std::string> path = Run("/bin/sh", {"-c", absl::StrCat("command -v ", tool)});
+  if (!path.ok()) return absl::FailedPreconditionError(absl::StrCat(missing, ": ", path.status().message()));
   return std::string(absl::StripAsciiWhitespace(*path));
 }
+
+// iproute2's `ip`, as an absolute path.
+absl::StatusOr<std::string> IpPath() { return ToolPath("ip", "emulated hosts need iproute2's `ip` on PATH"); }
 
 }  // namespace
 
@@ -151,12 +153,8 @@ absl::Status EmulatedHosts::RunOnCpus(int host, const std::vector<int>& cpus) {
   if (host < 0 || host >= size()) return absl::InvalidArgumentError(absl::StrCat("no emulated host ", host));
   if (cpus.empty()) return absl::InvalidArgumentError(absl::StrCat("emulated host ", host, ": no CPU to run on"));
   if (taskset_path_.empty()) {
-    absl::StatusOr<std::string> taskset = Run("/bin/sh", {"-c", "command -v taskset"});
-    if (!taskset.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "emulated hosts on CPUs of their own need util-linux's `taskset` on PATH: ", taskset.status().message()));
-    }
-    taskset_path_ = std::string(absl::StripAsciiWhitespace(*taskset));
+    PSTRAIN_ASSIGN_OR_RETURN(
+        taskset_path_, ToolPath("taskset", "emulated hosts on CPUs of their own need util-linux's `taskset` on PATH"));
   }
   cpus_[host] = cpus;
   return absl::OkStatus();
@@ -167,12 +165,7 @@ absl::Status EmulatedHosts::LimitLink(int host, double gbps) {
   if (!(gbps > 0 && gbps <= 400)) {
     return absl::InvalidArgumentError(absl::StrCat("link rate ", gbps, " Gbit/s: expected a rate in (0, 400]"));
   }
-  absl::StatusOr<std::string> tc = Run("/bin/sh", {"-c", "command -v tc"});
-  if (!tc.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("capping links needs iproute2's `tc` on PATH: ", tc.status().message()));
-  }
-  const std::string tc_path(absl::StripAsciiWhitespace(*tc));
+  PSTRAIN_ASSIGN_OR_RETURN(const std::string tc_path, ToolPath("tc", "capping links needs iproute2's `tc` on PATH"));
   // The bucket holds 4 ms at the rate and at least 256 KiB: veth passes
   // segmentation-offloaded frames of up to 64 KiB, which a smaller bucket
   // could never send.
