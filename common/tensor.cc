@@ -1,5 +1,8 @@
 #include "common/tensor.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -50,6 +53,11 @@ std::shared_ptr<Buffer> Buffer::AllocateUninitialized(size_t bytes) {
 }
 
 std::shared_ptr<Buffer> Buffer::Allocate(size_t bytes) {
+  if (bytes >= kFreshPagesBytes) {  // page-aligned, so 64-byte aligned; the kernel zeroes a page when first touched
+    void* pages = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(pages != MAP_FAILED) << "out of memory allocating " << bytes << " bytes: " << std::strerror(errno);
+    return Borrow(pages, bytes, std::shared_ptr<void>(pages, [bytes](void* p) { munmap(p, bytes); }));
+  }
   std::shared_ptr<Buffer> buffer = AllocateUninitialized(bytes);
   std::memset(buffer->data(), 0, (bytes + 63) / 64 * 64);
   return buffer;

@@ -64,8 +64,12 @@ bool SameLayout(const TensorLayoutPtr& a, const TensorLayoutPtr& b);
 // A block of bytes; aligned to 64 bytes when allocated here.
 class Buffer {
  public:
-  // Allocates `bytes` (zero-filled) on the CPU.
+  // Allocates `bytes` (zero-filled) on the CPU. From kFreshPagesBytes up
+  // they are pages of their own from the kernel, zero until written and
+  // taking memory only where touched (a variable an emulated model never
+  // writes costs nothing); below, heap memory cleared here.
   static std::shared_ptr<Buffer> Allocate(size_t bytes);
+  static constexpr size_t kFreshPagesBytes = size_t{1} << 20;
   // The same without the zero fill, for a caller that writes every byte
   // before anyone reads (an optimizer's next value, an encoding).
   static std::shared_ptr<Buffer> AllocateUninitialized(size_t bytes);
