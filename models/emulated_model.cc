@@ -28,28 +28,36 @@ int64_t ScaledElements(const Variable& real, double byte_scale) {
 EmulatedModel::EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute, double byte_scale)
     : real_(std::move(real)), compute_(compute), layers_(real_->LayerCosts()) {
   CHECK_GE(byte_scale, 1) << "byte scale";
-  for (Variable& v : real_->variables()) {
-    CHECK(v.grad.on_host()) << "an emulated model wraps a CPU model";
-    std::memset(v.grad.raw(), 0, v.grad.num_bytes());
+  for (Variable& v : real_->variables()) CHECK(v.grad.on_host()) << "an emulated model wraps a CPU model";
+  if (byte_scale == 1) {
+    for (Variable& v : real_->variables()) std::memset(v.grad.raw(), 0, v.grad.num_bytes());
+    return;
   }
-  if (byte_scale == 1) return;
+  // The real variables are never exchanged from here on, so never touched:
+  // their large buffers cost no memory (Buffer::Allocate's fresh pages).
   scaled_.emplace();
   for (const Variable& v : real_->variables()) {
     const int64_t n = ScaledElements(v, byte_scale);
-    Variable scaled{.name = v.name, .value = Tensor(Shape{n}), .grad = Tensor(Shape{n})};
-    std::memset(scaled.grad.raw(), 0, scaled.grad.num_bytes());
-    scaled_->push_back(std::move(scaled));
+    scaled_->push_back(Variable{.name = v.name, .value = Tensor(Shape{n}), .grad = Tensor(Shape{n})});  // zeros
   }
   InitializeVariables(0);  // never left uninitialised, as the real ones
 }
 
 void EmulatedModel::InitializeVariables(uint64_t seed) {
-  real_->InitializeVariables(seed);
-  if (!scaled_) return;
-  for (size_t i = 0; i < scaled_->size(); ++i) {
-    Tensor& value = (*scaled_)[i].value;
-    std::memcpy(value.raw(), real_->variables()[i].value.raw(), value.num_bytes());
+  if (!scaled_) {
+    real_->InitializeVariables(seed);
+    return;
   }
+  // Only the kept share is drawn: the real variables are never exchanged,
+  // and drawing all of them cost every worker of a byte-scaled matrix row
+  // seconds of CPU at start-up (b times what it keeps).
+  std::vector<absl::Span<float>> prefixes;
+  for (Variable& v : *scaled_) prefixes.emplace_back(v.value.data(), v.value.num_elements());
+  real_->InitializeVariablePrefixes(seed, prefixes);
+}
+
+void EmulatedModel::InitializeVariablePrefixes(uint64_t seed, const std::vector<absl::Span<float>>& prefixes) {
+  real_->InitializeVariablePrefixes(seed, prefixes);  // a prefix of a scaled variable is one of the real one
 }
 
 std::vector<absl::Duration> EmulatedModel::BackwardSchedule() const {

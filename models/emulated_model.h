@@ -40,14 +40,17 @@ struct EmulatedCompute {
 class EmulatedModel final : public Model {
  public:
   // `real` provides the variables (scaled by `byte_scale` >= 1) and layer
-  // costs (its own compute is never run); the gradients are zeroed here.
+  // costs (its own compute is never run); the gradients variables() shows
+  // are zeroed here.
   EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute, double byte_scale = 1);
 
   const std::string& name() const override { return real_->name(); }
   const Shape& input_shape() const override { return real_->input_shape(); }
   int num_classes() const override { return real_->num_classes(); }
   std::vector<Variable>& variables() override { return scaled_ ? *scaled_ : real_->variables(); }
+  // With a byte scale, draws only the kept first values of each variable.
   void InitializeVariables(uint64_t seed) override;
+  void InitializeVariablePrefixes(uint64_t seed, const std::vector<absl::Span<float>>& prefixes) override;
   void SetLossScale(float scale) override { real_->SetLossScale(scale); }
   // Forward then takes each layer's share of the modelled forward time from
   // the later of the previous layer's end and its variables' arrival.

@@ -61,6 +61,13 @@ class GraphModel final : public Model {
     ctx_->Synchronize();
   }
 
+  void InitializeVariablePrefixes(uint64_t seed, const std::vector<absl::Span<float>>& prefixes) override {
+    CHECK_EQ(prefixes.size(), params_.size()) << "one prefix per variable";
+    for (size_t i = 0; i < params_.size(); ++i) {
+      InitializeParameter(*params_[i], seed, static_cast<int>(i), prefixes[i]);
+    }
+  }
+
   float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) override {
     const Tensor& logits = Forward(images, /*training=*/true);
     StepPlan& plan = *plan_;
@@ -303,17 +310,22 @@ class GraphModel final : public Model {
 }  // namespace
 
 void InitializeParameter(const Parameter& param, uint64_t seed, int variable_index, Tensor& value) {
+  InitializeParameter(param, seed, variable_index, absl::Span<float>(value.data(), value.num_elements()));
+}
+
+void InitializeParameter(const Parameter& param, uint64_t seed, int variable_index, absl::Span<float> values) {
+  CHECK_LE(static_cast<int64_t>(values.size()), param.value.num_elements()) << param.name;
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
                     static_cast<uint32_t>(variable_index)};
   std::mt19937_64 rng(seq);
   // Uniform in [0, 1) from 53 random bits; spelled out (not a std::
   // distribution) so values do not depend on the standard library.
   auto uniform = [&rng] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
-  float* v = value.data();
-  const int64_t n = value.num_elements();
+  float* v = values.data();
+  const int64_t n = static_cast<int64_t>(values.size());
   switch (param.init) {
     case Initializer::kZeros:
-      value.SetZero();
+      std::fill(values.begin(), values.end(), 0.0f);
       break;
     case Initializer::kOnes:
       for (int64_t i = 0; i < n; ++i) v[i] = 1.0f;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "models/layers/layer.h"
 #include "models/model.h"
 
@@ -31,5 +32,9 @@ absl::StatusOr<std::unique_ptr<Model>> BuildGraphModel(std::string name, Shape i
 // (seed, variable_index) alone: the same pair gives the same values on every
 // platform.
 void InitializeParameter(const Parameter& param, uint64_t seed, int variable_index, Tensor& value);
+// The same draws, only the first values.size() of them (values.size() <=
+// the parameter's elements; the fans set the scale): a prefix of what the
+// Tensor overload fills.
+void InitializeParameter(const Parameter& param, uint64_t seed, int variable_index, absl::Span<float> values);
 
 }  // namespace pstrain

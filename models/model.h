@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/registry.h"
 #include "models/layers/layer.h"
 #include "proto/config.pb.h"
@@ -87,6 +88,12 @@ class Model {
 
   // Fills every variable from its initializer; same seed, same values.
   virtual void InitializeVariables(uint64_t seed) = 0;
+  // Fills prefixes[i] (host memory, at most variable i's elements, one span
+  // per variable) with the first prefixes[i].size() values InitializeVariables
+  // (seed) would give variable i, drawing only those: an emulated model with
+  // a byte scale keeps 1/b of each variable. The model's own variables are
+  // left as they are.
+  virtual void InitializeVariablePrefixes(uint64_t seed, const std::vector<absl::Span<float>>& prefixes) = 0;
   // Forward and backward on images [N, C, H, W] (host tensors, or tensors on
   // the model's device); labels are on the host. Returns the mean loss.
   virtual float TrainStep(const Tensor& images, const int32_t* labels, const GradientReadyHook& hook) = 0;

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "models/graph_model.h"
@@ -179,6 +181,31 @@ TEST_F(ModelTest, InitializersFollowTheirDistributions) {
   for (float v : model->variables()[1].value.span()) ASSERT_EQ(v, 0.0f);  // bias: zeros
   // Different variables of one seed are not copies of each other.
   EXPECT_NE(model->variables()[2].value.data()[0], w.data()[0]);
+}
+
+// A byte-scaled emulated model draws only the first values of each
+// variable: the same values as the whole draw, the model's own untouched.
+TEST_F(ModelTest, VariablePrefixesAreTheFirstValuesOfTheWholeDraw) {
+  auto whole = Create("lenet", {1, 28, 28}, 10);
+  auto drawn = Create("lenet", {1, 28, 28}, 10);
+  ASSERT_NE(whole, nullptr);
+  ASSERT_NE(drawn, nullptr);
+  whole->InitializeVariables(11);
+  std::vector<std::vector<float>> prefixes;
+  std::vector<absl::Span<float>> spans;
+  for (const Variable& v : whole->variables()) prefixes.emplace_back((v.value.num_elements() + 2) / 3, -7.0f);
+  for (std::vector<float>& p : prefixes) spans.emplace_back(p);
+  drawn->InitializeVariablePrefixes(11, spans);
+  int non_zero = 0;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    const Tensor& value = whole->variables()[i].value;
+    for (size_t e = 0; e < prefixes[i].size(); ++e) {
+      ASSERT_EQ(prefixes[i][e], value.data()[e]) << whole->variables()[i].name << "[" << e << "]";
+      non_zero += prefixes[i][e] != 0.0f;
+    }
+    for (float untouched : drawn->variables()[i].value.span()) ASSERT_EQ(untouched, 0.0f);
+  }
+  EXPECT_GT(non_zero, 1000);  // the weights were drawn, not only the zero biases
 }
 
 TEST(InitializeParameterTest, HeNormalAndOnes) {
