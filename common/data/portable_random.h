@@ -35,8 +35,8 @@ inline uint64_t UniformInt(std::mt19937_64& gen, uint64_t n) {
   }
 }
 
-// Uniform float in [0, 1) with 24 random bits.
-inline float UniformFloat01(std::mt19937_64& gen) { return static_cast<float>(gen() >> 40) * (1.0f / 16777216.0f); }
+// Uniform float in [0, 1) from the top 24 bits of `bits`.
+inline float UniformFloat01(uint64_t bits) { return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f); }
 
 // Fisher-Yates shuffle: the same permutation for the same generator state everywhere.
 template <typename T>
