@@ -11,6 +11,7 @@
 // tests/compare/ runs the matrix machinery.)
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -138,8 +139,14 @@ TEST_P(ShippedConfigTest, RunsAndLearnsWithItsDefaults) {
   std::cout << config << ": loss " << result->initial_loss() << " -> " << result->final_loss();
   // Stated fractions: image classifiers halve their loss within 300 steps;
   // click models, whose best loss sits near the labels' entropy, fall by 10%.
+  // The loss they start from is the chief's first step's or a uniform
+  // guess's, ln(classes), whichever is higher: in an async run the chief's
+  // first step may come after the other workers' first updates (under a
+  // loaded suite fashion_mnist_mlp_async4's did: 0.92 against 1.90 alone).
   const double fraction = run.kind == Kind::kImages ? 0.5 : 0.9;
-  EXPECT_LT(result->final_loss(), fraction * result->initial_loss()) << config;
+  const int classes = run.kind == Kind::kImages ? 10 : 2;
+  const double start = std::max(result->initial_loss(), std::log(static_cast<double>(classes)));
+  EXPECT_LT(result->final_loss(), fraction * start) << config << ": started from " << start;
   if (run.kind == Kind::kImages) {
     ASSERT_TRUE(result->has_test_accuracy()) << config;
     std::cout << ", test accuracy " << result->test_accuracy() << std::endl;
