@@ -28,11 +28,11 @@ int64_t ScaledElements(const Variable& real, double byte_scale) {
 EmulatedModel::EmulatedModel(std::unique_ptr<Model> real, EmulatedCompute compute, double byte_scale)
     : real_(std::move(real)), compute_(compute), layers_(real_->LayerCosts()) {
   CHECK_GE(byte_scale, 1) << "byte scale";
-  for (Variable& v : real_->variables()) CHECK(v.grad.on_host()) << "an emulated model wraps a CPU model";
-  if (byte_scale == 1) {
-    for (Variable& v : real_->variables()) std::memset(v.grad.raw(), 0, v.grad.num_bytes());
-    return;
+  for (Variable& v : real_->variables()) {
+    CHECK(v.grad.on_host()) << "an emulated model wraps a CPU model";
+    if (byte_scale == 1) std::memset(v.grad.raw(), 0, v.grad.num_bytes());  // these are the ones exchanged
   }
+  if (byte_scale == 1) return;
   // The real variables are never exchanged from here on, so never touched:
   // their large buffers cost no memory (Buffer::Allocate's fresh pages).
   scaled_.emplace();
