@@ -63,12 +63,19 @@ struct AgreementCase {
   LayerSpec spec;
   std::vector<Shape> input_shapes;  // batched
   Tolerance tolerance;
+  LayerSpec fuse_next;  // when its type is set: offered to both layers' Fuse(), which must accept
 };
 
 void PrintTo(const AgreementCase& c, std::ostream* os) { *os << c.name; }
 
 AgreementCase Case(std::string name, LayerSpec spec, std::vector<Shape> input_shapes, Tolerance tolerance = kFloat32) {
-  return {std::move(name), std::move(spec), std::move(input_shapes), tolerance};
+  return {std::move(name), std::move(spec), std::move(input_shapes), tolerance, LayerSpec{}};
+}
+
+// The case with the layer taking over the `next` one (Layer::Fuse).
+AgreementCase Fused(AgreementCase c, LayerSpec next) {
+  c.fuse_next = std::move(next);
+  return c;
 }
 
 std::vector<AgreementCase> Cases() {
@@ -109,6 +116,10 @@ std::vector<AgreementCase> Cases() {
       Case("DropoutRateZeroIsIdentity", LayerSpec{"dropout"}.Float("rate", 0.0), {{3, 2, 2, 2}}),
       // Both devices hash (seed, step, index) the same way: the same mask.
       Case("DropoutDrawsTheCpuMask", LayerSpec{"dropout"}.Float("rate", 0.5).Int("seed", 7), {{4, 3, 5, 5}}),
+      // Fusions the graph model makes (Layer::Fuse): the end of a residual
+      // block, and batch norm's relu.
+      Fused(Case("AddFusedRelu", LayerSpec{"add"}, {{2, 3, 4, 5}, {2, 3, 4, 5}}), LayerSpec{"relu"}),
+      Fused(Case("BatchNormFusedRelu", LayerSpec{"batch_norm"}, {{3, 16, 2, 2}}), LayerSpec{"relu"}),
   };
 }
 
@@ -290,6 +301,16 @@ struct LayerPair {
   absl::StatusOr<Shape> out = (*cpu)->Setup(per_example);
   absl::StatusOr<Shape> cuda_out = (*cuda)->Setup(per_example);
   if (!out.ok() || !cuda_out.ok()) return ::testing::AssertionFailure() << out.status() << "; " << cuda_out.status();
+  if (!c.fuse_next.type.empty()) {
+    if (!(*cpu)->Fuse(c.fuse_next) || !(*cuda)->Fuse(c.fuse_next)) {
+      return ::testing::AssertionFailure() << c.spec.type << " refused to fuse " << c.fuse_next.type;
+    }
+    if ((*cpu)->PassesGradientThrough() != (*cuda)->PassesGradientThrough() ||
+        (*cpu)->ReadsInBackward().output != (*cuda)->ReadsInBackward().output) {
+      return ::testing::AssertionFailure() << c.spec.type << " fused with " << c.fuse_next.type
+                                           << ": the devices differ in what backward passes or reads";
+    }
+  }
   out->insert(out->begin(), c.input_shapes[0][0]);
   *pair = {std::move(*cpu), std::move(*cuda), std::move(*out)};
   return ::testing::AssertionSuccess();

@@ -344,6 +344,34 @@ TEST_F(ModelTest, FanOutGradientsMatchFiniteDifferences) {
   EXPECT_LT(worst, 1e-2) << where;
 }
 
+// The end of a residual block, relu(add(branch, shortcut)): the model fuses
+// the relu into the add (Layer::Fuse), so the relu's output and gradient
+// cost no buffers; a dropout there (rate 0, the same shape of work) is not
+// fused and does cost them. A second reader of the sum stops the fusion.
+TEST_F(ModelTest, AReluAfterAnAddIsFusedIntoIt) {
+  auto step_buffers = [&](const LayerSpec& after_add, bool second_reader) {
+    ModelBuilder b("block", {8}, 3, ctx_.get());
+    const int branch = b.Then("branch", LayerSpec{"dense"}.Int("units", 8));
+    const int sum = b.Add("add", LayerSpec{"add"}, {branch, ModelBuilder::kInput});
+    int n = b.Then("after_add", after_add);
+    if (second_reader) n = b.Add("twice", LayerSpec{"add"}, {n, sum});
+    auto model = b.Finish(b.Then("logits", LayerSpec{"dense"}.Int("units", 3)));
+    EXPECT_TRUE(model.ok()) << model.status();
+    if (!model.ok()) return -1;
+    (*model)->InitializeVariables(1);
+    Tensor images({4, 8});
+    for (int64_t i = 0; i < images.num_elements(); ++i) images.data()[i] = static_cast<float>(i % 7) - 3;
+    const int32_t labels[] = {0, 1, 2, 0};
+    EXPECT_TRUE(std::isfinite((*model)->TrainStep(images, labels, nullptr)));
+    return (*model)->LastStepMemory(/*training=*/true).buffers;
+  };
+  const LayerSpec relu("relu"), dropout = LayerSpec{"dropout"}.Float("rate", 0);
+  const int fused = step_buffers(relu, false);
+  ASSERT_GT(fused, 0);
+  EXPECT_LT(fused, step_buffers(dropout, false)) << "the relu was not fused into the add";
+  EXPECT_EQ(step_buffers(relu, true), step_buffers(dropout, true)) << "a sum read twice took the relu";
+}
+
 TEST_F(ModelTest, BuilderReportsGraphErrors) {
   {
     ModelBuilder b("m", {4}, 2, ctx_.get());
