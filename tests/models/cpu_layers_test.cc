@@ -131,7 +131,8 @@ TEST_F(CpuLayersTest, AddOfMixedLayouts) {
 }
 
 // add + relu fused (the end of a residual block): the gradients of
-// relu(x_0 + x_1) in plain, blocked and mixed layouts.
+// relu(x_0 + x_1) in blocked and mixed layouts and on features (plain
+// [N, C, H, W] on every device: layer_gradient_test.cc).
 TEST_F(CpuLayersTest, AddWithFusedRelu) {
   GradientCheckOptions options;
   options.fuse_next = LayerSpec{"relu"};
@@ -139,7 +140,6 @@ TEST_F(CpuLayersTest, AddWithFusedRelu) {
   // The kink is where x_0 + x_1 = 0, which input_min_abs cannot keep away:
   // seed 1 puts one sum within the step of it (element 73: 0.39 against 0.43).
   options.seed = 2;
-  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"add"}, *ctx_, {{2, 8, 3, 3}, {2, 8, 3, 3}}, options));
   EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"add"}, *ctx_, {{4, 7}, {4, 7}}, options));
   CheckBlocked(LayerSpec{"add"}, {{2, 8, 3, 3}, {2, 8, 3, 3}}, options);
   options.input_layouts = {nullptr, Blocked({2, 8, 3, 3})};

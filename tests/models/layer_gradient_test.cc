@@ -37,6 +37,17 @@ TYPED_TEST(LayerGradientTest, Add) {
   EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"add"}, this->ctx(), {{3, 4}, {3, 4}, {3, 4}}));
 }
 
+// relu(x_0 + x_1), the end of a residual block (Layer::Fuse). The kink is
+// where the sum is 0, which input_min_abs cannot keep away: a short step,
+// and a draw (seed 2) with no sum within it.
+TYPED_TEST(LayerGradientTest, AddWithFusedRelu) {
+  GradientCheckOptions options;
+  options.fuse_next = LayerSpec{"relu"};
+  options.step = 1e-3;
+  options.seed = 2;
+  EXPECT_TRUE(LayerGradientsMatch(LayerSpec{"add"}, this->ctx(), {{2, 8, 3, 3}, {2, 8, 3, 3}}, options));
+}
+
 // ---- conv2d ----
 
 TYPED_TEST(LayerGradientTest, Conv2dSamePaddingWithBias) {
